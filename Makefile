@@ -1,0 +1,119 @@
+# luna — build, test, run.  See README.md for the commands a user types.
+#
+# The C core (host/*.c except main.c) is compiled once per variant into
+# libluna.a, which is linked both into the `luna` executable and into the Lua
+# C module `luna.core` (core.so) that plain `luajit` can require.
+#
+# Variants:  build/       release (-O2), what `make` and `make run` use
+#            build/test/  ASan + UBSan, what `make test` uses
+
+VERSION   := 0.1.0
+PREFIX    ?= /usr/local
+CC        ?= cc
+SPEC      ?= spec
+BUSTED    := luajit /usr/bin/busted
+
+PKGS      := luajit libcurl yaml-0.1 libmicrohttpd yajl
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# The Lua module gets the Lua API from the luajit process that loads it, so
+# it must not link a second copy of LuaJIT.
+MOD_LIBS  := $(filter-out -lluajit-5.1,$(PKG_LIBS)) -lev -ldl -lm
+EXE_LIBS  := $(PKG_LIBS) -lev -ldl -lm
+
+WARN      := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -g $(WARN) $(PKG_CFLAGS) \
+               -DLUNA_VERSION='"$(VERSION)"' -Ihost
+REL_FLAGS := -O2
+SAN_FLAGS := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+             -fno-sanitize-recover=undefined
+
+# Debian package names `make deps` installs (build, test, bench and run).
+DEB_PKGS  := build-essential pkg-config luajit libluajit-5.1-dev \
+             libcurl4-openssl-dev libev-dev libyaml-dev libmicrohttpd-dev \
+             libyajl-dev uthash-dev lua-busted lua-cjson libjansson-dev \
+             libcjson-dev libjson-c-dev openssl ca-certificates procps
+
+CORE_SRC  := $(filter-out host/main.c,$(wildcard host/*.c))
+FIXTURES  := $(patsubst spec/fixtures/%.c,%,$(wildcard spec/fixtures/*.c))
+BENCHES   := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
+
+.PHONY: all deps test run bench clean install
+all: build/luna build/lua/luna/core.so
+
+# variant DIR FLAGS: object files, libluna.a, luna, core.so, fixtures, benches.
+define variant
+$(1)/obj/%.o: host/%.c
+	@mkdir -p $$(@D)
+	@echo '  CC    $$@'
+	@$$(CC) $$(BASE_CFLAGS) $(2) -MMD -MP -c $$< -o $$@
+$(1)/libluna.a: $$(patsubst host/%.c,$(1)/obj/%.o,$$(CORE_SRC))
+	@rm -f $$@
+	ar rcs $$@ $$^
+$(1)/luna: $(1)/obj/main.o $(1)/libluna.a
+	$$(CC) $(2) -rdynamic -o $$@ $$^ $$(EXE_LIBS)
+$(1)/lua/luna/core.so: $(1)/libluna.a
+	@mkdir -p $$(@D)
+	$$(CC) $(2) -shared -o $$@ -Wl,--whole-archive $$< -Wl,--no-whole-archive $$(MOD_LIBS)
+$(1)/fixtures/%: spec/fixtures/%.c $(1)/libluna.a
+	@mkdir -p $$(@D)
+	$$(CC) $$(BASE_CFLAGS) $(2) -o $$@ $$< $(1)/libluna.a $$(EXE_LIBS)
+$(1)/bench/%: bench/%.c $(1)/libluna.a
+	@mkdir -p $$(@D)
+	$$(CC) $$(BASE_CFLAGS) $(2) -o $$@ $$< $(1)/libluna.a $$(EXE_LIBS) $$(BENCH_LIBS)
+-include $$(wildcard $(1)/obj/*.d)
+endef
+
+$(eval $(call variant,build,$(REL_FLAGS)))
+$(eval $(call variant,build/test,$(SAN_FLAGS)))
+
+BENCH_LIBS := -ljansson -lcjson -ljson-c
+
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
+	  done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@command -v kubectl >/dev/null || { export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null || \
+	  echo "kubectl not available: kubectl specs will fail"; }
+
+TEST_BIN := build/test/luna build/test/lua/luna/core.so \
+            $(addprefix build/test/fixtures/,$(FIXTURES))
+
+# The module runs inside luajit, which is not built with ASan, so the ASan
+# runtime is preloaded.  Leak checks run on the spawned luna processes; the
+# luajit process itself keeps the Lua heap until exit, which LeakSanitizer
+# would report as noise.
+test: $(TEST_BIN)
+	@mkdir -p build/test
+	LUNA_BUILD=build/test \
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	LUNA_SUMMARY_FILE=build/test/summary.txt \
+	$(BUSTED) $(SPEC)
+
+# Until the dev server lands, `make run` needs a cluster: with KUBECONFIG it
+# runs the example controllers against it.
+run: all
+	build/luna run controllers
+
+bench: all $(addprefix build/bench/,$(BENCHES))
+	@for b in $(BENCHES); do build/bench/$$b || exit 1; done
+	@for b in bench/*.lua; do [ -f "$$b" ] || continue; \
+	  LUNA_BUILD=build luajit $$b || exit 1; done
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/lua/5.1/luna \
+	           $(DESTDIR)$(PREFIX)/share/lua/5.1/luna
+	install -m 755 build/luna $(DESTDIR)$(PREFIX)/bin/luna
+	install -m 644 build/lua/luna/core.so $(DESTDIR)$(PREFIX)/lib/lua/5.1/luna/core.so
+	install -m 644 lua/luna/*.lua $(DESTDIR)$(PREFIX)/share/lua/5.1/luna/
+
+clean:
+	rm -rf build

@@ -1,0 +1,28 @@
+/* lua_core.c — see lua_core.h. */
+#include "lua_core.h"
+
+#include <dlfcn.h>
+#include <lauxlib.h>
+
+#include "lua_loop.h"
+
+/* luajit dlcloses C modules when its state closes, but libcurl and libev
+ * keep process-wide state (handlers, atexit hooks) pointing into this
+ * module: keep it mapped until the process exits.  A no-op when linked into
+ * the luna executable. */
+static void pin_module(void)
+{
+    Dl_info info;
+    if (dladdr((void *)luaopen_luna_core, &info) && info.dli_fname)
+        dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+int luaopen_luna_core(lua_State *L)
+{
+    pin_module();
+    lua_newtable(L);
+    lua_pushstring(L, LUNA_VERSION);
+    lua_setfield(L, -2, "version");
+    luna_lua_loop_register(L);
+    return 1;
+}

@@ -1,0 +1,141 @@
+/*
+ * main.c — the luna command line.
+ *
+ *   luna --version | --help
+ *   luna run [--kubeconfig FILE] [--context NAME] [--log-level L] [--log-format F] DIR
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "error.h"
+#include "log.h"
+#include "lua_host.h"
+
+static void usage(FILE *out)
+{
+    fputs("usage: luna [--version] [--help] <command> [options]\n"
+          "\n"
+          "commands:\n"
+          "  run [options] DIR     run the controllers in DIR/*.lua\n"
+          "\n"
+          "run options:\n"
+          "  --kubeconfig FILE     kubeconfig to use (default: $KUBECONFIG, ~/.kube/config,\n"
+          "                        or the in-cluster service account)\n"
+          "  --context NAME        kubeconfig context (default: current-context)\n"
+          "  --log-level LEVEL     debug, info, warn or error (default: info)\n"
+          "  --log-format FORMAT   text or json (default: text)\n",
+          out);
+}
+
+struct run_opts {
+    const char *kubeconfig;
+    const char *context;
+    const char *dir;
+};
+
+static int parse_log_opts(const char *name, const char *value)
+{
+    if (strcmp(name, "log-level") == 0) {
+        int level = luna_log_level_parse(value);
+        if (level < 0) {
+            fprintf(stderr, "luna: unknown log level '%s'\n", value);
+            return -1;
+        }
+        luna_log_set_level((enum luna_log_level)level);
+    } else if (strcmp(name, "log-format") == 0) {
+        if (strcmp(value, "json") == 0)
+            luna_log_set_format(LUNA_LOG_JSON);
+        else if (strcmp(value, "text") == 0)
+            luna_log_set_format(LUNA_LOG_TEXT);
+        else {
+            fprintf(stderr, "luna: unknown log format '%s'\n", value);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "kubeconfig", required_argument, NULL, 'k' },
+        { "context", required_argument, NULL, 'c' },
+        { "log-level", required_argument, NULL, 'l' },
+        { "log-format", required_argument, NULL, 'f' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    struct run_opts opts = { 0 };
+    int ch, idx;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
+        switch (ch) {
+        case 'k': opts.kubeconfig = optarg; break;
+        case 'c': opts.context = optarg; break;
+        case 'l':
+        case 'f':
+            if (parse_log_opts(longopts[idx].name, optarg) < 0)
+                return 2;
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        fputs("luna run: expected one controllers directory\n", stderr);
+        usage(stderr);
+        return 2;
+    }
+    opts.dir = argv[optind];
+
+    luna_error err = { 0 };
+    const char *lib;
+    if (luna_lua_host_find_lib(argv[0], &lib, &err) < 0) {
+        luna_error("startup failed", "error", err.msg);
+        return 1;
+    }
+    lua_State *L = luna_lua_host_new(lib, &err);
+    if (!L) {
+        luna_error("startup failed", "error", err.msg);
+        return 1;
+    }
+    int n = luna_lua_host_load_dir(L, opts.dir, &err);
+    if (n < 0) {
+        luna_error("controllers failed to load", "dir", opts.dir, "error", err.msg);
+        lua_close(L);
+        return 1;
+    }
+    char count[16];
+    snprintf(count, sizeof count, "%d", n);
+    luna_info("controllers loaded", "dir", opts.dir, "count", count);
+    luna_error("controller runtime not built yet: loaded and validated only",
+               "dir", opts.dir);
+    lua_close(L);
+    return 3;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("luna %s\n", LUNA_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "run") == 0)
+        return cmd_run(argc - 1, argv + 1);
+    fprintf(stderr, "luna: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,57 @@
+-- luna.controller{} validation, in process.
+local luna = require("luna")
+
+local function ok_spec(extra)
+  local s = { name = "demo", watch = "v1/ConfigMap", reconcile = function() end }
+  for k, v in pairs(extra or {}) do s[k] = v end
+  return s
+end
+
+describe("luna.controller", function()
+  it("returns a validated controller with defaults", function()
+    local c = luna.controller(ok_spec())
+    assert.is_true(luna.is_controller(c))
+    assert.equal("demo", c.name)
+    assert.equal("v1/ConfigMap", c.watch.kind)
+    assert.equal("ConfigMap", c.watch.type.kind)
+    assert.equal("", c.watch.type.group)
+    assert.equal(1, c.workers)
+  end)
+
+  it("parses group kinds", function()
+    local c = luna.controller(ok_spec({ watch = { "apps/v1/Deployment", namespace = "prod", labels = { app = "x" } } }))
+    assert.same({ group = "apps", version = "v1", kind = "Deployment", api_version = "apps/v1" }, c.watch.type)
+    assert.equal("prod", c.watch.namespace)
+    assert.same({ app = "x" }, c.watch.labels)
+    local w = luna.parse_kind("example.com/v1alpha1/Widget")
+    assert.equal("example.com/v1alpha1", w.api_version)
+  end)
+
+  it("is not fooled by a plain table", function()
+    assert.is_false(luna.is_controller({ name = "x" }))
+    assert.is_false(luna.is_controller(nil))
+  end)
+
+  local bad = {
+    { "a non-table", 42, "takes a table" },
+    { "an unknown field", ok_spec({ wtach = 1 }), "unknown field 'wtach'" },
+    { "a missing name", ok_spec({ name = false }), "'name' must be" },
+    { "an uppercase name", ok_spec({ name = "Demo" }), "'name' must be" },
+    { "a missing watch", ok_spec({ watch = false }), "must be a kind string" },
+    { "a malformed kind", ok_spec({ watch = "ConfigMap" }), "invalid kind" },
+    { "a missing reconcile", ok_spec({ reconcile = 1 }), "needs a 'reconcile' function" },
+    { "zero workers", ok_spec({ workers = 0 }), "'workers' must be a positive integer" },
+    { "fractional workers", ok_spec({ workers = 1.5 }), "'workers' must be a positive integer" },
+    { "a negative resync", ok_spec({ resync = -1 }), "'resync' must be" },
+    { "a watches entry without map", ok_spec({ watches = { "v1/Secret" } }), "needs a 'map' function" },
+    { "labels that are not strings", ok_spec({ watch = { "v1/Pod", labels = { a = 1 } } }), "map strings to strings" },
+    { "an index that is not a function", ok_spec({ indexes = { by_x = "x" } }), "map index names to functions" },
+  }
+  for _, case in ipairs(bad) do
+    it("rejects " .. case[1], function()
+      local ok, err = pcall(luna.controller, case[2])
+      assert.is_false(ok)
+      assert.matches(case[3], err, 1, true)
+    end)
+  end
+end)
