@@ -32,7 +32,8 @@ SAN_FLAGS := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 DEB_PKGS  := build-essential pkg-config luajit libluajit-5.1-dev \
              libcurl4-openssl-dev libev-dev libyaml-dev libmicrohttpd-dev \
              libyajl-dev uthash-dev lua-busted lua-cjson libjansson-dev \
-             libcjson-dev libjson-c-dev openssl ca-certificates procps
+             libcjson-dev libjson-c-dev libssl-dev openssl ca-certificates procps \
+             curl
 
 CORE_SRC  := $(filter-out host/main.c,$(wildcard host/*.c))
 FIXTURES  := $(patsubst spec/fixtures/%.c,%,$(wildcard spec/fixtures/*.c))
