@@ -1,0 +1,407 @@
+/* indexer.c — see indexer.h. */
+#include "indexer.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "log.h"
+
+struct store_entry {
+    struct luna_object *obj;  /* one reference; the hash key points into it */
+    UT_hash_handle hh;
+};
+
+struct bucket_member {
+    struct luna_object *obj;  /* borrowed from the store entry */
+    UT_hash_handle hh;        /* keyed by the object's key */
+};
+
+struct bucket {
+    char *value;
+    struct bucket_member *members;
+    size_t count;
+    UT_hash_handle hh;
+};
+
+/* Remembered values of an impure index for one object. */
+struct remembered {
+    char *key;
+    struct luna_index_values vals;
+    UT_hash_handle hh;
+};
+
+struct index {
+    char *name;
+    luna_index_fn fn;
+    void *ud;
+    void (*ud_free)(void *);
+    bool pure;
+    struct bucket *buckets;
+    struct remembered *remembered;  /* only when !pure */
+    UT_hash_handle hh;
+};
+
+struct luna_indexer {
+    struct store_entry *store;
+    struct index *indexes;
+};
+
+int luna_index_values_add(struct luna_index_values *vals, const char *value)
+{
+    for (size_t i = 0; i < vals->n; i++)
+        if (strcmp(vals->v[i], value) == 0)
+            return 0;
+    if (vals->n == vals->cap) {
+        size_t cap = vals->cap ? vals->cap * 2 : 2;
+        char **v = realloc(vals->v, cap * sizeof *v);
+        if (!v)
+            return LUNA_ENOMEM;
+        vals->v = v;
+        vals->cap = cap;
+    }
+    char *copy = strdup(value);
+    if (!copy)
+        return LUNA_ENOMEM;
+    vals->v[vals->n++] = copy;
+    return 0;
+}
+
+static void values_clear(struct luna_index_values *vals)
+{
+    for (size_t i = 0; i < vals->n; i++)
+        free(vals->v[i]);
+    free(vals->v);
+    memset(vals, 0, sizeof *vals);
+}
+
+static int namespace_index_fn(const struct luna_object *obj, struct luna_index_values *out,
+                              void *ud, luna_error *err)
+{
+    char ns[256];
+    luna_object_namespace(obj, ns, sizeof ns);
+    return luna_index_values_add(out, ns);
+}
+
+struct luna_indexer *luna_indexer_new(void)
+{
+    struct luna_indexer *idx = calloc(1, sizeof *idx);
+    if (idx && luna_indexer_add_index(idx, LUNA_INDEX_NAMESPACE, namespace_index_fn, NULL,
+                                      NULL, true, NULL) < 0) {
+        free(idx);
+        return NULL;
+    }
+    return idx;
+}
+
+static void bucket_remove(struct index *ix, const char *value, struct luna_object *obj)
+{
+    struct bucket *b;
+    HASH_FIND_STR(ix->buckets, value, b);
+    if (!b)
+        return;
+    const char *key = luna_object_key(obj);
+    struct bucket_member *m;
+    HASH_FIND(hh, b->members, key, obj->key_len, m);
+    if (!m)
+        return;
+    HASH_DEL(b->members, m);
+    free(m);
+    if (--b->count == 0) {
+        HASH_DEL(ix->buckets, b);
+        free(b->value);
+        free(b);
+    }
+}
+
+static int bucket_add(struct index *ix, const char *value, struct luna_object *obj)
+{
+    struct bucket *b;
+    HASH_FIND_STR(ix->buckets, value, b);
+    if (!b) {
+        b = calloc(1, sizeof *b);
+        if (!b || !(b->value = strdup(value))) {
+            free(b);
+            return LUNA_ENOMEM;
+        }
+        HASH_ADD_KEYPTR(hh, ix->buckets, b->value, strlen(b->value), b);
+    }
+    const char *key = luna_object_key(obj);
+    struct bucket_member *m;
+    HASH_FIND(hh, b->members, key, obj->key_len, m);
+    if (m) {
+        /* Its hash key may point into an older object: rehome it. */
+        HASH_DEL(b->members, m);
+        b->count--;
+    } else {
+        m = malloc(sizeof *m);
+    }
+    if (!m) {
+        if (b->count == 0) {
+            HASH_DEL(ix->buckets, b);
+            free(b->value);
+            free(b);
+        }
+        return LUNA_ENOMEM;
+    }
+    m->obj = obj;
+    HASH_ADD_KEYPTR(hh, b->members, luna_object_key(obj), obj->key_len, m);
+    b->count++;
+    return 0;
+}
+
+/* Removes obj (the stored object for its key) from index ix. */
+static void index_remove(struct index *ix, struct luna_object *obj)
+{
+    const char *key = luna_object_key(obj);
+    if (ix->pure) {
+        struct luna_index_values vals = { 0 };
+        if (ix->fn(obj, &vals, ix->ud, NULL) == 0)
+            for (size_t i = 0; i < vals.n; i++)
+                bucket_remove(ix, vals.v[i], obj);
+        values_clear(&vals);
+        return;
+    }
+    struct remembered *r;
+    HASH_FIND_STR(ix->remembered, key, r);
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->vals.n; i++)
+        bucket_remove(ix, r->vals.v[i], obj);
+    HASH_DEL(ix->remembered, r);
+    values_clear(&r->vals);
+    free(r->key);
+    free(r);
+}
+
+static void index_add(struct index *ix, struct luna_object *obj)
+{
+    struct luna_index_values vals = { 0 };
+    luna_error err = { 0 };
+    if (ix->fn(obj, &vals, ix->ud, &err) < 0) {
+        luna_warn("index function failed", "index", ix->name, "key", luna_object_key(obj),
+                  "error", err.msg);
+        values_clear(&vals);
+        return;
+    }
+    for (size_t i = 0; i < vals.n; i++) {
+        if (bucket_add(ix, vals.v[i], obj) < 0) {
+            luna_error("index update failed", "index", ix->name, "key", luna_object_key(obj),
+                       "error", "out of memory");
+            for (size_t j = 0; j < i; j++)
+                bucket_remove(ix, vals.v[j], obj);
+            values_clear(&vals);
+            return;
+        }
+    }
+    if (ix->pure) {
+        values_clear(&vals);
+        return;
+    }
+    struct remembered *r = calloc(1, sizeof *r);
+    if (!r || !(r->key = strdup(luna_object_key(obj)))) {
+        free(r);
+        for (size_t i = 0; i < vals.n; i++)
+            bucket_remove(ix, vals.v[i], obj);
+        values_clear(&vals);
+        luna_error("index update failed", "index", ix->name, "key", luna_object_key(obj),
+                   "error", "out of memory");
+        return;
+    }
+    r->vals = vals;
+    HASH_ADD_KEYPTR(hh, ix->remembered, r->key, strlen(r->key), r);
+}
+
+int luna_indexer_add_index(struct luna_indexer *idx, const char *name, luna_index_fn fn,
+                           void *ud, void (*ud_free)(void *), bool pure, luna_error *err)
+{
+    struct index *ix;
+    HASH_FIND_STR(idx->indexes, name, ix);
+    if (ix) {
+        if (ud_free)
+            ud_free(ud);
+        return luna_error_set(err, LUNA_EINVAL, "index '%s' already exists", name);
+    }
+    ix = calloc(1, sizeof *ix);
+    if (!ix || !(ix->name = strdup(name))) {
+        free(ix);
+        if (ud_free)
+            ud_free(ud);
+        return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+    }
+    ix->fn = fn;
+    ix->ud = ud;
+    ix->ud_free = ud_free;
+    ix->pure = pure;
+    HASH_ADD_KEYPTR(hh, idx->indexes, ix->name, strlen(ix->name), ix);
+    for (struct store_entry *e = idx->store; e; e = e->hh.next)
+        index_add(ix, e->obj);
+    return 0;
+}
+
+bool luna_indexer_has_index(const struct luna_indexer *idx, const char *name)
+{
+    struct index *ix;
+    HASH_FIND_STR(idx->indexes, name, ix);
+    return ix != NULL;
+}
+
+static void index_free(struct index *ix)
+{
+    struct bucket *b, *btmp;
+    HASH_ITER(hh, ix->buckets, b, btmp) {
+        struct bucket_member *m, *mtmp;
+        HASH_ITER(hh, b->members, m, mtmp) {
+            HASH_DEL(b->members, m);
+            free(m);
+        }
+        HASH_DEL(ix->buckets, b);
+        free(b->value);
+        free(b);
+    }
+    struct remembered *r, *rtmp;
+    HASH_ITER(hh, ix->remembered, r, rtmp) {
+        HASH_DEL(ix->remembered, r);
+        values_clear(&r->vals);
+        free(r->key);
+        free(r);
+    }
+    if (ix->ud_free)
+        ix->ud_free(ix->ud);
+    free(ix->name);
+    free(ix);
+}
+
+void luna_indexer_free(struct luna_indexer *idx)
+{
+    if (!idx)
+        return;
+    struct index *ix, *itmp;
+    HASH_ITER(hh, idx->indexes, ix, itmp) {
+        HASH_DEL(idx->indexes, ix);
+        index_free(ix);
+    }
+    struct store_entry *e, *etmp;
+    HASH_ITER(hh, idx->store, e, etmp) {
+        HASH_DEL(idx->store, e);
+        luna_object_unref(e->obj);
+        free(e);
+    }
+    free(idx);
+}
+
+int luna_indexer_put(struct luna_indexer *idx, struct luna_object *obj,
+                     struct luna_object **old)
+{
+    *old = NULL;
+    const char *key = luna_object_key(obj);
+    struct store_entry *e;
+    HASH_FIND(hh, idx->store, key, obj->key_len, e);
+    if (e) {
+        for (struct index *ix = idx->indexes; ix; ix = ix->hh.next)
+            index_remove(ix, e->obj);
+        *old = e->obj;
+        /* The hash key points into the object: rehome it on the new one. */
+        HASH_DEL(idx->store, e);
+    } else {
+        e = malloc(sizeof *e);
+        if (!e)
+            return LUNA_ENOMEM;
+    }
+    e->obj = luna_object_ref(obj);
+    HASH_ADD_KEYPTR(hh, idx->store, luna_object_key(obj), obj->key_len, e);
+    for (struct index *ix = idx->indexes; ix; ix = ix->hh.next)
+        index_add(ix, obj);
+    return 0;
+}
+
+int luna_indexer_delete(struct luna_indexer *idx, const char *key, struct luna_object **old)
+{
+    *old = NULL;
+    struct store_entry *e;
+    HASH_FIND_STR(idx->store, key, e);
+    if (!e)
+        return LUNA_ENOTFOUND;
+    for (struct index *ix = idx->indexes; ix; ix = ix->hh.next)
+        index_remove(ix, e->obj);
+    HASH_DEL(idx->store, e);
+    *old = e->obj;
+    free(e);
+    return 0;
+}
+
+struct luna_object *luna_indexer_get(const struct luna_indexer *idx, const char *key)
+{
+    struct store_entry *e;
+    HASH_FIND_STR(idx->store, key, e);
+    return e ? e->obj : NULL;
+}
+
+size_t luna_indexer_len(const struct luna_indexer *idx)
+{
+    return HASH_COUNT(idx->store);
+}
+
+int luna_indexer_each(const struct luna_indexer *idx, luna_object_visit visit, void *ud)
+{
+    struct store_entry *e, *tmp;
+    HASH_ITER(hh, idx->store, e, tmp) {
+        int rc = visit(e->obj, ud);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static struct bucket *find_bucket(const struct luna_indexer *idx, const char *index,
+                                  const char *value, int *rc)
+{
+    struct index *ix;
+    HASH_FIND_STR(idx->indexes, index, ix);
+    *rc = ix ? 0 : LUNA_ENOTFOUND;
+    if (!ix)
+        return NULL;
+    struct bucket *b;
+    HASH_FIND_STR(ix->buckets, value, b);
+    return b;
+}
+
+int luna_indexer_each_indexed(const struct luna_indexer *idx, const char *index,
+                              const char *value, luna_object_visit visit, void *ud)
+{
+    int rc;
+    struct bucket *b = find_bucket(idx, index, value, &rc);
+    if (!b)
+        return rc;
+    struct bucket_member *m, *tmp;
+    HASH_ITER(hh, b->members, m, tmp) {
+        int stop = visit(m->obj, ud);
+        if (stop)
+            return stop;
+    }
+    return 0;
+}
+
+size_t luna_indexer_count_indexed(const struct luna_indexer *idx, const char *index,
+                                  const char *value)
+{
+    int rc;
+    struct bucket *b = find_bucket(idx, index, value, &rc);
+    return b ? b->count : 0;
+}
+
+int luna_indexer_each_value(const struct luna_indexer *idx, const char *index,
+                            int (*visit)(const char *value, size_t count, void *ud), void *ud)
+{
+    struct index *ix;
+    HASH_FIND_STR(idx->indexes, index, ix);
+    if (!ix)
+        return LUNA_ENOTFOUND;
+    struct bucket *b, *tmp;
+    HASH_ITER(hh, ix->buckets, b, tmp) {
+        int rc = visit(b->value, b->count, ud);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
