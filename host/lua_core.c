@@ -5,6 +5,7 @@
 #include <lauxlib.h>
 
 #include "lua_loop.h"
+#include "lua_selector.h"
 #include "lua_store.h"
 
 /* luajit dlcloses C modules when its state closes, but libcurl and libev
@@ -26,5 +27,6 @@ int luaopen_luna_core(lua_State *L)
     lua_setfield(L, -2, "version");
     luna_lua_loop_register(L);
     luna_lua_store_register(L);
+    luna_lua_selector_register(L);
     return 1;
 }
