@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <lauxlib.h>
 
+#include "lua_backoff.h"
 #include "lua_loop.h"
 #include "lua_selector.h"
 #include "lua_store.h"
@@ -28,5 +29,6 @@ int luaopen_luna_core(lua_State *L)
     luna_lua_loop_register(L);
     luna_lua_store_register(L);
     luna_lua_selector_register(L);
+    luna_lua_backoff_register(L);
     return 1;
 }
