@@ -1,0 +1,76 @@
+/*
+ * informer.h — one shared informer: a DeltaFIFO fed by a reflector, drained
+ * into the indexer, with event handlers told of every change.
+ *
+ * Uses: delta_fifo, indexer, object, loop (libev).  Runs on the loop thread.
+ *
+ * The reflector (or a spec) pushes deltas into luna_informer_fifo(); the
+ * informer wakes and drains the FIFO in batches (so a 100,000-object list
+ * never blocks the loop for long), applying each delta to the cache and
+ * then calling handlers in registration order:
+ *     Added / Replaced / Sync / Updated of a key not cached → on_add
+ *     ... of a cached key                                 → on_update(old, new)
+ *     Deleted                                             → on_delete(last state)
+ * A handler added after objects are cached first receives on_add for every
+ * cached object (client-go's shared informer does the same), so every
+ * handler sees every object.
+ *
+ * Invariants:
+ *   - handlers run only from the drain, never re-entrantly from a push;
+ *   - for one key, handlers see changes in the order they were pushed;
+ *   - has_synced is true if and only if the first complete list has been
+ *     applied to the cache (and stays true).
+ *
+ * Ownership: the informer owns its indexer and FIFO.  Objects passed to
+ * handlers are borrowed for the call (take a reference to keep one).
+ * Handler userdata is borrowed until the handler is removed.
+ */
+#ifndef LUNA_INFORMER_H
+#define LUNA_INFORMER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "delta_fifo.h"
+#include "error.h"
+#include "indexer.h"
+
+struct luna_informer;
+
+struct luna_informer_handler {
+    void (*on_add)(void *ud, struct luna_object *obj, bool in_initial_list);
+    void (*on_update)(void *ud, struct luna_object *old, struct luna_object *obj);
+    void (*on_delete)(void *ud, struct luna_object *obj, bool final_state_unknown);
+    void *ud;
+};
+
+/* Keys drained per loop iteration before yielding to other watchers. */
+#define LUNA_INFORMER_BATCH 2048
+
+/* `name` is for logs (e.g. "v1/configmaps ns=prod labels=app=x"); copied. */
+struct luna_informer *luna_informer_new(const char *name, luna_error *err);
+/* Stops the drain and the resync timer; drops the cache and pending deltas. */
+void luna_informer_free(struct luna_informer *inf);
+
+const char *luna_informer_name(const struct luna_informer *inf);
+struct luna_indexer *luna_informer_indexer(struct luna_informer *inf);
+struct luna_delta_fifo *luna_informer_fifo(struct luna_informer *inf);
+
+/* Call after pushing into the FIFO: schedules a drain on the loop. */
+void luna_informer_wake(struct luna_informer *inf);
+/* Drains at most max keys now (specs and shutdown); returns how many. */
+size_t luna_informer_drain(struct luna_informer *inf, size_t max);
+
+/* Returns a handler id (> 0) for removal, or a negative code.  The handler
+ * struct is copied. */
+int luna_informer_add_handler(struct luna_informer *inf,
+                              const struct luna_informer_handler *h);
+void luna_informer_remove_handler(struct luna_informer *inf, int id);
+size_t luna_informer_handler_count(const struct luna_informer *inf);
+
+bool luna_informer_has_synced(const struct luna_informer *inf);
+
+/* Re-delivers every cached object as Sync every `period` seconds (0: off). */
+void luna_informer_set_resync(struct luna_informer *inf, double period);
+
+#endif
