@@ -5,6 +5,7 @@
 #include <lauxlib.h>
 
 #include "lua_loop.h"
+#include "lua_ratelimit.h"
 
 /* luajit dlcloses C modules when its state closes, but libcurl and libev
  * keep process-wide state (handlers, atexit hooks) pointing into this
@@ -24,5 +25,6 @@ int luaopen_luna_core(lua_State *L)
     lua_pushstring(L, LUNA_VERSION);
     lua_setfield(L, -2, "version");
     luna_lua_loop_register(L);
+    luna_lua_ratelimit_register(L);
     return 1;
 }
