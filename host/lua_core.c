@@ -6,6 +6,7 @@
 
 #include "lua_loop.h"
 #include "lua_ratelimit.h"
+#include "lua_workqueue.h"
 
 /* luajit dlcloses C modules when its state closes, but libcurl and libev
  * keep process-wide state (handlers, atexit hooks) pointing into this
@@ -26,5 +27,6 @@ int luaopen_luna_core(lua_State *L)
     lua_setfield(L, -2, "version");
     luna_lua_loop_register(L);
     luna_lua_ratelimit_register(L);
+    luna_lua_workqueue_register(L);
     return 1;
 }
