@@ -106,9 +106,18 @@ static void drain_cb(void *ud, bool drained)
 
 /* ---- construction ------------------------------------------------------- */
 
-static const char *const new_fields[] = { "name", "clock", "rate_limiter",
-                                          "base_delay", "max_delay", "qps",
-                                          "burst", NULL };
+static const char *const new_fields[] = { "name", "clock", "rate_limiter", NULL };
+/* Shorthand for the default limiter's numbers. */
+static const char *const shorthand_fields[] = { "base_delay", "max_delay", "qps",
+                                                "burst", NULL };
+
+static bool listed(const char *name, const char *const *list)
+{
+    for (; *list; list++)
+        if (strcmp(name, *list) == 0)
+            return true;
+    return false;
+}
 
 /* Parses new{}'s options (may raise); returns the limiter description. */
 static const struct luna_ratelimit_config *
@@ -121,13 +130,10 @@ check_options(lua_State *L, struct luna_lua_ratelimit_nodes *nodes)
         if (lua_type(L, -1) != LUA_TSTRING)
             luaL_error(L, "workqueue.new: unexpected %s key", luaL_typename(L, -1));
         const char *name = lua_tostring(L, -1);
-        size_t i = 0;
-        while (new_fields[i] && strcmp(new_fields[i], name) != 0)
-            i++;
-        if (!new_fields[i])
-            luaL_error(L, "workqueue.new: unknown field '%s'", name);
-        if (i >= 3)
+        if (listed(name, shorthand_fields))
             shorthand = true;
+        else if (!listed(name, new_fields))
+            luaL_error(L, "workqueue.new: unknown field '%s'", name);
     }
     lua_getfield(L, 1, "rate_limiter");
     if (!lua_isnil(L, -1)) {
