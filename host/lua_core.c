@@ -8,6 +8,8 @@
 #include "lua_loop.h"
 #include "lua_selector.h"
 #include "lua_store.h"
+#include "lua_ratelimit.h"
+#include "lua_workqueue.h"
 
 /* luajit dlcloses C modules when its state closes, but libcurl and libev
  * keep process-wide state (handlers, atexit hooks) pointing into this
@@ -30,5 +32,7 @@ int luaopen_luna_core(lua_State *L)
     luna_lua_store_register(L);
     luna_lua_selector_register(L);
     luna_lua_backoff_register(L);
+    luna_lua_ratelimit_register(L);
+    luna_lua_workqueue_register(L);
     return 1;
 }
