@@ -946,12 +946,13 @@ static int load_file(const char *path, struct kc_file *kf, luna_error *err)
                                 parser.problem_offset,
                                 parser.problem ? parser.problem : "unreadable");
         else
-            rc = luna_error_set(err, LUNA_EINVAL, "%s:%zu:%zu: YAML syntax error: %s%s%s",
+            rc = luna_error_set(err, LUNA_EINVAL, "%s:%zu:%zu: YAML syntax error: %s%s%s%s",
                                 path, parser.problem_mark.line + 1,
                                 parser.problem_mark.column + 1,
                                 parser.problem ? parser.problem : "invalid YAML",
-                                parser.context ? " " : "",
-                                parser.context ? parser.context : "");
+                                parser.context ? " (" : "",
+                                parser.context ? parser.context : "",
+                                parser.context ? ")" : "");
         yaml_parser_delete(&parser);
         fclose(fp);
         free_file(kf);
