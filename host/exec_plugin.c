@@ -393,11 +393,6 @@ static int run_child(struct luna_exec_plugin *p, char **out, luna_error *err)
         if (n == 0)
             continue;
         if (len + 1 >= cap) {
-            if (cap > LUNA_EXEC_MAX_OUTPUT) {
-                result = luna_error_set(err, LUNA_ETOOBIG, "%s: %s wrote more than %d bytes",
-                                        p->where, p->command, LUNA_EXEC_MAX_OUTPUT);
-                break;
-            }
             char *bigger = realloc(buf, cap * 2);
             if (!bigger) {
                 result = luna_error_set(err, LUNA_ENOMEM, "%s: out of memory", p->where);
@@ -417,6 +412,9 @@ static int run_child(struct luna_exec_plugin *p, char **out, luna_error *err)
         if (got == 0)
             eof = true;
         len += (size_t)got;
+        if (len > LUNA_EXEC_MAX_OUTPUT)
+            result = luna_error_set(err, LUNA_ETOOBIG, "%s: %s wrote more than %d bytes",
+                                    p->where, p->command, LUNA_EXEC_MAX_OUTPUT);
     }
     close(fds[0]);
 
