@@ -117,7 +117,7 @@ int luna_exec_plugin_get(struct luna_exec_plugin *p, time_t now,
  * same credential cause one re-run; generation 0 drops any. */
 void luna_exec_plugin_invalidate(struct luna_exec_plugin *p, unsigned generation);
 
-/* Number of times the plugin was started (for logs and specs). */
+/* Number of attempts to start the plugin (for logs and specs). */
 unsigned luna_exec_plugin_runs(const struct luna_exec_plugin *p);
 
 void luna_exec_plugin_free(struct luna_exec_plugin *p);

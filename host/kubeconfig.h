@@ -165,7 +165,7 @@ int luna_kubeconfig_credentials_at(struct luna_kubeconfig *cfg, time_t now,
  * Generation 0 invalidates unconditionally.  No-op for static credentials. */
 void luna_kubeconfig_invalidate(struct luna_kubeconfig *cfg, unsigned generation);
 
-/* How many times the exec plugin was started (0 without one). */
+/* How many times luna tried to start the exec plugin (0 without one). */
 unsigned luna_kubeconfig_exec_runs(const struct luna_kubeconfig *cfg);
 
 void luna_kubeconfig_free(struct luna_kubeconfig *cfg);
