@@ -5,6 +5,7 @@
 #include <lauxlib.h>
 
 #include "lua_backoff.h"
+#include "lua_kubeconfig.h"
 #include "lua_loop.h"
 #include "lua_selector.h"
 #include "lua_store.h"
@@ -34,5 +35,6 @@ int luaopen_luna_core(lua_State *L)
     luna_lua_backoff_register(L);
     luna_lua_ratelimit_register(L);
     luna_lua_workqueue_register(L);
+    luna_lua_kubeconfig_register(L);
     return 1;
 }

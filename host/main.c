@@ -12,6 +12,7 @@
 #include <lauxlib.h>
 
 #include "error.h"
+#include "kubeconfig.h"
 #include "log.h"
 #include "lua_host.h"
 
@@ -112,6 +113,21 @@ static int cmd_run(int argc, char **argv)
     char count[16];
     snprintf(count, sizeof count, "%d", n);
     luna_info("controllers loaded", "dir", opts.dir, "count", count);
+
+    struct luna_kubeconfig_options kopts;
+    luna_kubeconfig_options_from_env(&kopts);
+    kopts.path = opts.kubeconfig;
+    kopts.context = opts.context;
+    struct luna_kubeconfig *kc = NULL;
+    if (luna_kubeconfig_load(&kopts, &kc, &err) < 0) {
+        luna_error("kubeconfig failed", "error", err.msg);
+        lua_close(L);
+        return 1;
+    }
+    luna_info("kubeconfig loaded", "source", kc->source, "server", kc->server,
+              "context", kc->context ? kc->context : "(in-cluster)",
+              "namespace", kc->namespace, "auth", luna_auth_kind_name(kc->auth));
+    luna_kubeconfig_free(kc);
     luna_error("controller runtime not built yet: loaded and validated only",
                "dir", opts.dir);
     lua_close(L);
