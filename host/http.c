@@ -613,7 +613,18 @@ static void after(luna_http_client *c)
             enum luna_http_reason reason;
             int code;
             map_curl_error(res, &reason, &code);
-            record_failure(r, reason, code, r->errbuf[0] ? r->errbuf : curl_easy_strerror(res));
+            const char *msg = r->errbuf[0] ? r->errbuf : curl_easy_strerror(res);
+            char detail[CURL_ERROR_SIZE + 64];
+            if (res == CURLE_OPERATION_TIMEDOUT) {
+                /* Set once connected (TLS included), also on a reused
+                 * connection, where the connect times stay 0. */
+                curl_off_t connected = 0;
+                curl_easy_getinfo(easy, CURLINFO_PRETRANSFER_TIME_T, &connected);
+                snprintf(detail, sizeof detail, "%s: %s",
+                         connected ? "timed out" : "timed out while connecting", msg);
+                msg = detail;
+            }
+            record_failure(r, reason, code, msg);
         }
         ev_timer_stop(c->loop, &r->idle);
         detach(r);
