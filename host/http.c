@@ -743,8 +743,11 @@ static char *describe(const char *method, const char *url, luna_error *err)
     }
     char *what = NULL;
     char *scheme = NULL, *clean = NULL;
-    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) {
-        luna_error_set(err, LUNA_EINVAL, "%s: invalid URL", method);
+    CURLUcode uc = curl_url_set(u, CURLUPART_URL, url, 0);
+    if (uc != CURLUE_OK) {
+        /* Not echoed: it may hold credentials we cannot find in it. */
+        luna_error_set(err, uc == CURLUE_OUT_OF_MEMORY ? LUNA_ENOMEM : LUNA_EINVAL,
+                       "%s: invalid URL (%s)", method, curl_url_strerror(uc));
         goto out;
     }
     if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
@@ -780,14 +783,16 @@ static bool has_header(const luna_http_options *o, const char *name)
     return false;
 }
 
-static bool slist_add(struct curl_slist **list, const char *name, const char *value)
+/* Adds "Name: value".  An empty value is sent as such if send_empty
+ * ("Name;" in curl's syntax), else it removes a header curl would add. */
+static bool slist_add(struct curl_slist **list, const char *name, const char *value,
+                      bool send_empty)
 {
     size_t n = strlen(name) + 2 + strlen(value) + 1;
     char *line = malloc(n);
     if (!line)
         return false;
-    /* "Name:" with no value tells curl to drop a header it would add. */
-    snprintf(line, n, value[0] ? "%s: %s" : "%s:", name, value);
+    snprintf(line, n, value[0] ? "%s: %s" : send_empty ? "%s;" : "%s:", name, value);
     struct curl_slist *l = curl_slist_append(*list, line);
     free(line);
     if (!l)
@@ -802,9 +807,7 @@ static bool build_headers(luna_http_request *r, const luna_http_options *o, bool
     for (size_t i = 0; i < o->nheaders; i++) {
         if (o->bearer_token && strcasecmp(o->headers[i].name, "Authorization") == 0)
             continue;
-        if (o->headers[i].value[0] == '\0')
-            continue; /* curl cannot send an empty value this way; skip it */
-        if (!slist_add(&l, o->headers[i].name, o->headers[i].value))
+        if (!slist_add(&l, o->headers[i].name, o->headers[i].value, true))
             goto fail;
     }
     if (o->bearer_token) {
@@ -822,9 +825,9 @@ static bool build_headers(luna_http_request *r, const luna_http_options *o, bool
         l = nl;
     }
     /* No "Expect: 100-continue" round trip; no form content type. */
-    if (!has_header(o, "Expect") && !slist_add(&l, "Expect", ""))
+    if (!has_header(o, "Expect") && !slist_add(&l, "Expect", "", false))
         goto fail;
-    if (body && !has_header(o, "Content-Type") && !slist_add(&l, "Content-Type", ""))
+    if (body && !has_header(o, "Content-Type") && !slist_add(&l, "Content-Type", "", false))
         goto fail;
     r->req_headers = l;
     return true;
@@ -833,29 +836,32 @@ fail:
     return false;
 }
 
-static int validate(const luna_http_options *o, const char *method, enum luna_http_reason *reason,
+/* Checks the options other than method and URL; messages start with what.
+ * Header values are never echoed (they may be credentials). */
+static int validate(const luna_http_options *o, const char *what, enum luna_http_reason *reason,
                     luna_error *err)
 {
-    if (!is_token(method, 32))
-        return set_reason(reason, LUNA_HTTP_INVALID,
-                          luna_error_set(err, LUNA_EINVAL, "invalid HTTP method"));
-    for (size_t i = 0; i < o->nheaders; i++) {
+    const char *bad = NULL;
+    for (size_t i = 0; i < o->nheaders && !bad; i++) {
         const luna_http_header *h = &o->headers[i];
         if (!h->name || !h->value || !is_token(h->name, 256) || !is_field_value(h->value))
-            return set_reason(reason, LUNA_HTTP_INVALID,
-                              luna_error_set(err, LUNA_EINVAL, "%s %s: invalid request header '%s'",
-                                             method, "request", h->name ? h->name : "(null)"));
+            bad = h->name ? h->name : "(null)";
     }
-    if (o->bearer_token && (!is_field_value(o->bearer_token) || !o->bearer_token[0]))
-        return set_reason(reason, LUNA_HTTP_INVALID,
-                          luna_error_set(err, LUNA_EINVAL, "invalid bearer token (empty or has a line break)"));
-    if (o->timeout < 0 || o->connect_timeout < 0 || o->idle_timeout < 0)
-        return set_reason(reason, LUNA_HTTP_INVALID,
-                          luna_error_set(err, LUNA_EINVAL, "timeouts must not be negative"));
-    if ((o->on_chunk && o->on_line) || (o->body_len && !o->body))
-        return set_reason(reason, LUNA_HTTP_INVALID,
-                          luna_error_set(err, LUNA_EINVAL, "invalid options (on_chunk with on_line, or body_len without body)"));
-    return 0;
+    if (bad)
+        luna_error_set(err, LUNA_EINVAL, "%s: invalid request header '%.64s' (name must be a "
+                       "token, value without line breaks)", what, bad);
+    else if (o->bearer_token && (!is_field_value(o->bearer_token) || !o->bearer_token[0]))
+        luna_error_set(err, LUNA_EINVAL, "%s: invalid bearer token (empty or with a line break)",
+                       what);
+    else if (o->timeout < 0 || o->connect_timeout < 0 || o->idle_timeout < 0)
+        luna_error_set(err, LUNA_EINVAL, "%s: timeouts must not be negative", what);
+    else if (o->on_chunk && o->on_line)
+        luna_error_set(err, LUNA_EINVAL, "%s: on_chunk and on_line are exclusive", what);
+    else if (o->body_len && !o->body)
+        luna_error_set(err, LUNA_EINVAL, "%s: body_len without body", what);
+    else
+        return 0;
+    return set_reason(reason, LUNA_HTTP_INVALID, LUNA_EINVAL);
 }
 
 static long ms_of(double seconds)
@@ -962,11 +968,21 @@ luna_http_request *luna_http_request_start(luna_http_client *c,
         return NULL;
     }
     const char *method = o->method ? o->method : "GET";
-    if (validate(o, method, reason, err))
+    if (!is_token(method, 32)) {
+        set_reason(reason, LUNA_HTTP_INVALID, 0);
+        luna_error_set(err, LUNA_EINVAL, "invalid HTTP method '%.32s'", method);
         return NULL;
-    char *what = describe(method, o->url, err);
+    }
+    luna_error local = { 0, "" };
+    char *what = describe(method, o->url, &local);
     if (!what) {
-        set_reason(reason, err && err->code == LUNA_ENOMEM ? LUNA_HTTP_NO_MEMORY : LUNA_HTTP_INVALID, 0);
+        set_reason(reason, local.code == LUNA_ENOMEM ? LUNA_HTTP_NO_MEMORY : LUNA_HTTP_INVALID, 0);
+        if (err)
+            *err = local;
+        return NULL;
+    }
+    if (validate(o, what, reason, err)) {
+        free(what);
         return NULL;
     }
     size_t max_request = o->max_request_bytes ? o->max_request_bytes : LUNA_HTTP_DEFAULT_MAX_REQUEST;

@@ -233,6 +233,26 @@ describe("core.http.request", function()
     end)
   end)
 
+  describe("re-entrancy", function()
+    it("keeps lines whole and in order when on_line runs the loop itself", function()
+      local lines, done, err = {}, false
+      assert(core.http.request{
+        url = base .. "/stream?n=12&delay_ms=3",
+        on_line = function(l)
+          lines[#lines + 1] = l
+          if #lines % 4 == 1 then core.loop.run(0.03) end -- more data arrives meanwhile
+        end,
+        on_done = function(_, e) done, err = true, e end,
+      })
+      helpers.eventually(function() return done end, 10, "on_done")
+      assert.is_nil(err)
+      assert.equal(12, #lines)
+      for i, l in ipairs(lines) do
+        assert.equal("cm-" .. (i - 1), cjson.decode(l).object.metadata.name)
+      end
+    end)
+  end)
+
   describe("timeouts", function()
     it("fails a request over its total timeout with Timeout", function()
       local resp, err = fetch{ url = base .. "/slow?ms=3000", timeout = 0.3 }
@@ -373,12 +393,28 @@ describe("core.http.request", function()
         { url = base .. "/echo", headers = { ["Bad Name"] = "x" } },
         { url = base .. "/echo", bearer_token = "a\nb" },
       }
+      local messages = {}
       for _, opts in ipairs(cases) do
         local h, err = core.http.request(opts)
         assert.is_nil(h)
         assert.equal("InvalidRequest", err.reason)
+        messages[#messages + 1] = err.message
       end
       assert.equal(0, core.http.active())
+      assert.matches("^GET: invalid URL %(", messages[1])
+      assert.matches("unsupported URL scheme 'ftp'", messages[2])
+      assert.matches("^invalid HTTP method 'GE T'$", messages[3])
+      assert.matches("^GET " .. base:gsub("%p", "%%%0") .. "/echo: invalid request header 'X%-Bad'", messages[4])
+      assert.is_nil(messages[4]:find("Injected", 1, true)) -- values are never echoed
+      assert.matches("invalid request header 'Bad Name'", messages[5])
+      assert.matches("invalid bearer token", messages[6])
+      assert.is_nil(messages[6]:find("a\nb", 1, true))
+    end)
+
+    it("sends a header with an empty value", function()
+      local resp, err = fetch{ url = base .. "/echo", headers = { ["X-Empty"] = "" } }
+      assert.is_nil(err)
+      assert.equal("", cjson.decode(resp.body).headers["x-empty"])
     end)
 
     it("raises on misuse", function()
