@@ -17,8 +17,19 @@
  * Callbacks never run inside a libcurl callback: curl's write and header
  * callbacks only buffer, and the buffered headers, data and completion are
  * delivered once curl_multi_socket_action has returned.  So a callback may
- * start requests, cancel any request (its own included), or free nothing
- * else it does not own.  The one thing it must not do is free the client.
+ * start requests and cancel any request, its own included; it must not
+ * free the client.  If a callback runs the loop itself, data arriving
+ * meanwhile for the same request is delivered after that callback returns,
+ * in order.
+ *
+ * HTTP/2: requests to https URLs set CURLOPT_PIPEWAIT, so concurrent ones
+ * wait for ALPN and then share one connection.  Plain http is HTTP/1.1,
+ * one connection per concurrent request (PIPEWAIT there would stall
+ * concurrent streams: curl 7.88 wakes waiting transfers only when another
+ * one ends).  Options used and the libcurl release that added them:
+ * CAINFO_BLOB 7.77, SSLCERT_BLOB / SSLKEY_BLOB 7.71, PROTOCOLS_STR 7.85,
+ * PIPEWAIT 7.43, HTTP_VERSION_2TLS 7.47, the rest older; Debian bookworm
+ * ships 7.88.1.
  *
  * A request delivers, in this order and each at most once except data:
  *   on_headers  once, when the final (non-1xx) response head has arrived;
@@ -120,8 +131,9 @@ typedef struct luna_http_response {
     int http_version;           /* 10, 11, 20, 30; 0 if unknown */
     const luna_http_header *headers; /* names lowercased, values trimmed, */
     size_t nheaders;                 /* in arrival order, repeats kept */
-    const char *body;           /* whole mode: the body, NUL-terminated */
-    size_t body_len;            /* (NULL and 0 in the streamed modes) */
+    const char *body;           /* whole mode, on success: the body, with a
+                                   NUL after it; NULL otherwise */
+    size_t body_len;
 } luna_http_response;
 
 /* TLS material: each of CA, certificate and key is either a file path or

@@ -281,12 +281,12 @@ describe("core.http.request", function()
     end)
 
     it("does not fire the idle timeout while bytes keep arriving", function()
-      -- 60 chunks 10 ms apart: longer than the idle timeout in total
-      local resp, err, seen = fetch{ url = base .. "/stream?n=20&delay_ms=10", stream = "lines",
-                                     idle_timeout = 0.15 }
+      -- 90 chunks 10 ms apart: longer than the idle timeout in total
+      local resp, err, seen = fetch{ url = base .. "/stream?n=30&delay_ms=10", stream = "lines",
+                                     idle_timeout = 0.5 }
       assert.is_nil(err)
       assert.equal(200, resp.status)
-      assert.equal(20, #seen.lines)
+      assert.equal(30, #seen.lines)
     end)
   end)
 
