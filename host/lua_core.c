@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <lauxlib.h>
 
+#include "lua_json.h"
 #include "lua_loop.h"
 
 /* luajit dlcloses C modules when its state closes, but libcurl and libev
@@ -24,5 +25,6 @@ int luaopen_luna_core(lua_State *L)
     lua_pushstring(L, LUNA_VERSION);
     lua_setfield(L, -2, "version");
     luna_lua_loop_register(L);
+    luna_lua_json_register(L);
     return 1;
 }
