@@ -175,9 +175,12 @@ struct luna_json_parser {
     unsigned esc_v;
     bool esc_high;         /* the escape being read follows a high surrogate */
     uint64_t esc_at;       /* offset of the backslash of a high surrogate */
-    uint64_t high_end;     /* offset just past the last byte >= 0x80 fed
-                              (0: none): a string whose raw text lies
-                              entirely before it needs no UTF-8 check */
+    uint64_t values;       /* complete top-level values */
+    bool clean;            /* yajl is between values: reusable by reset */
+    unsigned char u8[4];   /* an incomplete UTF-8 sequence at the end of
+                              the last chunk */
+    int u8_n;
+    uint64_t u8_at;        /* offset of its first byte */
 };
 
 static uint64_t here(const luna_json_parser *p)
@@ -208,6 +211,14 @@ static int emit(luna_json_parser *p, enum luna_json_event_type type)
     ev->type = type;
     ev->depth = p->depth;
     ev->offset = here(p);
+    if (p->depth == 0 && p->values && !(p->opts.flags & LUNA_JSON_MULTIPLE) &&
+        type != LUNA_JSON_OBJECT_END && type != LUNA_JSON_ARRAY_END) {
+        /* yajl always runs in multiple-values mode (so that a handle can
+         * be reused): a second value is refused here. */
+        fail(p, LUNA_EPROTO, "malformed JSON at byte %" PRIu64 ": parse error: trailing garbage",
+             ev->offset - 1);
+        return 0;
+    }
     int rc = p->fn(p->ud, ev, &p->herr);
     if (rc) {
         if (rc > 0)
@@ -220,29 +231,9 @@ static int emit(luna_json_parser *p, enum luna_json_event_type type)
         type != LUNA_JSON_ARRAY_START) {
         p->value_from = ev->offset;
         p->tail_pending = false;
+        p->values++;
     }
     return 1;
-}
-
-static int check_string(luna_json_parser *p, const unsigned char *s, size_t len)
-{
-    /* The raw text of this string lies after the previous token: if no
-     * byte >= 0x80 was fed since, it is ASCII plus escapes, which decode to
-     * valid UTF-8 (unpaired surrogates are refused before yajl sees them). */
-    if (p->high_end <= p->ev.offset)
-        return 1;
-    size_t ok = luna_json_utf8_valid_prefix((const char *)s, len);
-    if (ok == len)
-        return 1;
-    /* When yajl hands out the string in place (no escapes, inside the
-     * current chunk), the exact offset of the bad byte is known. */
-    if (p->chunk && s >= p->chunk && s + len <= p->chunk + p->chunk_len)
-        fail(p, LUNA_EPROTO, "invalid UTF-8 in string at byte %" PRIu64,
-             p->base + (uint64_t)(s - p->chunk) + ok);
-    else
-        fail(p, LUNA_EPROTO, "invalid UTF-8 in string ending at byte %" PRIu64,
-             here(p));
-    return 0;
 }
 
 static int cb_null(void *ctx)
@@ -275,8 +266,6 @@ static int cb_number(void *ctx, const char *s, size_t len)
 static int cb_string(void *ctx, const unsigned char *s, size_t len)
 {
     luna_json_parser *p = ctx;
-    if (!check_string(p, s, len))
-        return 0;
     p->ev.str = (const char *)s;
     p->ev.len = len;
     return emit(p, LUNA_JSON_STRING);
@@ -285,8 +274,6 @@ static int cb_string(void *ctx, const unsigned char *s, size_t len)
 static int cb_key(void *ctx, const unsigned char *s, size_t len)
 {
     luna_json_parser *p = ctx;
-    if (!check_string(p, s, len))
-        return 0;
     p->ev.str = (const char *)s;
     p->ev.len = len;
     return emit(p, LUNA_JSON_KEY);
@@ -333,11 +320,47 @@ static int open_yajl(luna_json_parser *p)
     p->h = yajl_alloc(&callbacks, NULL, p);
     if (!p->h)
         return LUNA_ENOMEM;
-    /* UTF-8 is checked here, strictly, on the decoded strings. */
+    /* UTF-8 is checked here, strictly, on the decoded strings.  Multiple
+     * values are always on, so that after a complete document the handle
+     * can parse the next one (reset without reallocating); in single mode
+     * emit() refuses a second value. */
     yajl_config(p->h, yajl_dont_validate_strings, 1);
-    if (p->opts.flags & LUNA_JSON_MULTIPLE)
-        yajl_config(p->h, yajl_allow_multiple_values, 1);
+    yajl_config(p->h, yajl_allow_multiple_values, 1);
     return 0;
+}
+
+/* Everything but the handle, options and handler back to "no input". */
+static void clear_state(luna_json_parser *p)
+{
+    p->depth = 0;
+    p->base = 0;
+    p->chunk = NULL;
+    p->chunk_len = 0;
+    p->value_from = 0;
+    p->tail_pending = false;
+    p->status = 0;
+    p->err.code = 0;
+    p->err.msg[0] = '\0';
+    p->herr.code = 0;
+    p->herr.msg[0] = '\0';
+    memset(&p->ev, 0, sizeof p->ev);
+    p->esc = ESC_TEXT;
+    p->esc_n = 0;
+    p->esc_v = 0;
+    p->esc_high = false;
+    p->esc_at = 0;
+    p->values = 0;
+    p->clean = false;
+    p->u8_n = 0;
+    p->u8_at = 0;
+}
+
+static void set_options(luna_json_parser *p, const luna_json_options *opts)
+{
+    if (opts)
+        p->opts = *opts;
+    if (p->opts.max_depth <= 0)
+        p->opts.max_depth = LUNA_JSON_DEFAULT_MAX_DEPTH;
 }
 
 luna_json_parser *luna_json_parser_new(const luna_json_options *opts,
@@ -346,12 +369,10 @@ luna_json_parser *luna_json_parser_new(const luna_json_options *opts,
     luna_json_parser *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
-    if (opts)
-        p->opts = *opts;
-    if (p->opts.max_depth <= 0)
-        p->opts.max_depth = LUNA_JSON_DEFAULT_MAX_DEPTH;
+    set_options(p, opts);
     p->fn = fn;
     p->ud = ud;
+    clear_state(p);
     if (open_yajl(p)) {
         free(p);
         return NULL;
@@ -370,17 +391,13 @@ void luna_json_parser_free(luna_json_parser *p)
 
 int luna_json_parser_reset(luna_json_parser *p, const luna_json_options *opts)
 {
+    bool reuse = p->h && p->clean;
+    set_options(p, opts);
+    clear_state(p);
+    if (reuse)
+        return 0;
     if (p->h)
         yajl_free(p->h);
-    luna_json_options o = opts ? *opts : p->opts;
-    if (o.max_depth <= 0)
-        o.max_depth = LUNA_JSON_DEFAULT_MAX_DEPTH;
-    luna_json_handler fn = p->fn;
-    void *ud = p->ud;
-    memset(p, 0, sizeof *p);
-    p->opts = o;
-    p->fn = fn;
-    p->ud = ud;
     if (open_yajl(p))
         return fail(p, LUNA_ENOMEM, "out of memory");
     return 0;
@@ -499,48 +516,113 @@ static int yajl_failed(luna_json_parser *p, yajl_status st)
                 at > 0 ? at - 1 : 0, text);
 }
 
-/* Returns the index just past the last byte >= 0x80 in s, or 0. */
-static size_t last_high_byte(const unsigned char *s, size_t len)
+static bool has_high_byte(const unsigned char *s, size_t len)
 {
-    unsigned char any = 0;
-    for (size_t k = 0; k < len; k++) /* vectorized: the common, ASCII case */
-        any |= s[k];
-    if (!(any & 0x80))
-        return 0;
-    size_t i = len;
-    while (i >= 8) {
-        uint64_t w;
-        memcpy(&w, s + i - 8, 8);
-        if (w & UINT64_C(0x8080808080808080))
-            break;
-        i -= 8;
+    uint64_t any = 0, w4[4];
+    size_t k = 0;
+    for (; k + 32 <= len; k += 32) { /* the common, all-ASCII case */
+        memcpy(w4, s + k, 32);
+        any |= w4[0] | w4[1] | w4[2] | w4[3];
     }
-    while (i > 0 && s[i - 1] < 0x80)
-        i--;
-    return i;
+    for (; k < len; k++)
+        any |= s[k];
+    return (any & UINT64_C(0x8080808080808080)) != 0;
+}
+
+/* Length of the UTF-8 sequence a lead byte starts, 0 if it cannot lead. */
+static size_t utf8_seq_len(unsigned char c)
+{
+    if (c >= 0xC2 && c <= 0xDF)
+        return 2;
+    if (c >= 0xE0 && c <= 0xEF)
+        return 3;
+    if (c >= 0xF0 && c <= 0xF4)
+        return 4;
+    return 0;
+}
+
+/* True if s[0..n) is a proper prefix of some valid UTF-8 sequence. */
+static bool utf8_partial_ok(const unsigned char *s, size_t n)
+{
+    size_t need = utf8_seq_len(s[0]);
+    if (n == 0 || n >= need)
+        return false;
+    if (n >= 2) {
+        unsigned lo = s[0] == 0xE0 ? 0xA0 : s[0] == 0xF0 ? 0x90 : 0x80;
+        unsigned hi = s[0] == 0xED ? 0x9F : s[0] == 0xF4 ? 0x8F : 0xBF;
+        if (s[1] < lo || s[1] > hi)
+            return false;
+    }
+    return n < 3 || (s[2] & 0xC0) == 0x80;
+}
+
+/* Checks that the raw input is UTF-8, across chunk boundaries.  Bytes >= 0x80
+ * are legal only inside strings and escapes always decode to valid UTF-8,
+ * so this is the whole UTF-8 check, with exact offsets.  Returns len, or
+ * the index where the input stops being valid (message in p). */
+static size_t scan_utf8(luna_json_parser *p, const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+    if (p->u8_n) {
+        unsigned char seq[4];
+        size_t n = (size_t)p->u8_n, need = utf8_seq_len(p->u8[0]);
+        memcpy(seq, p->u8, n);
+        while (n < need && i < len)
+            seq[n++] = s[i++];
+        if (n == need && luna_json_utf8_valid_prefix((const char *)seq, n) == n) {
+            p->u8_n = 0;
+        } else if (n < need && utf8_partial_ok(seq, n)) {
+            memcpy(p->u8, seq, n);
+            p->u8_n = (int)n;
+            return len;
+        } else {
+            fail(p, LUNA_EPROTO, "invalid UTF-8 at byte %" PRIu64, p->u8_at);
+            return 0;
+        }
+    }
+    if (!has_high_byte(s + i, len - i))
+        return len;
+    size_t ok = i + luna_json_utf8_valid_prefix((const char *)s + i, len - i);
+    if (ok == len)
+        return len;
+    if (utf8_partial_ok(s + ok, len - ok)) {
+        memcpy(p->u8, s + ok, len - ok);
+        p->u8_n = (int)(len - ok);
+        p->u8_at = p->base + ok;
+        return len;
+    }
+    fail(p, LUNA_EPROTO, "invalid UTF-8 at byte %" PRIu64, p->base + ok);
+    return ok;
 }
 
 static int feed_chunk(luna_json_parser *p, const unsigned char *s, size_t len)
 {
-    size_t high = last_high_byte(s, len);
-    if (high)
-        p->high_end = p->base + high;
-    size_t ok = scan_escapes(p, s, len);
-    int bad_escape = p->status;
-    luna_error escape_err = p->err;
-    p->status = 0; /* an earlier error found by yajl wins */
+    /* Find the first invalid UTF-8 or unpaired surrogate escape, give yajl
+     * the bytes before it (an earlier error found by yajl wins), then
+     * report it. */
+    size_t stop = scan_utf8(p, s, len);
+    int code = p->status;
+    luna_error found = p->err;
+    p->status = 0;
+    size_t esc_stop = scan_escapes(p, s, stop);
+    if (p->status) {
+        code = p->status;
+        found = p->err;
+        stop = esc_stop;
+        p->status = 0;
+    }
     p->chunk = s;
-    p->chunk_len = ok;
-    yajl_status st = yajl_parse(p->h, s, ok);
+    p->chunk_len = stop;
+    yajl_status st = yajl_parse(p->h, s, stop);
     p->chunk = NULL;
     if (st != yajl_status_ok)
         return yajl_failed(p, st);
-    if (bad_escape) {
-        p->status = bad_escape;
-        p->err = escape_err;
-        return bad_escape;
+    if (code) {
+        p->status = code;
+        p->err = found;
+        return code;
     }
-    if ((p->opts.flags & LUNA_JSON_MULTIPLE) && p->depth == 0 && !p->tail_pending) {
+    if (p->depth == 0 && !p->tail_pending) {
         size_t i = p->value_from >= p->base ? (size_t)(p->value_from - p->base) : 0;
         for (; i < len; i++) {
             unsigned char c = s[i];
@@ -585,11 +667,28 @@ int luna_json_parser_finish(luna_json_parser *p, luna_error *err)
 {
     if (p->status)
         return report(p, err);
-    if ((p->opts.flags & LUNA_JSON_MULTIPLE) && p->depth == 0 && !p->tail_pending)
+    if (p->u8_n) {
+        fail(p, LUNA_EPROTO, "invalid UTF-8 at byte %" PRIu64 " (truncated sequence)",
+             p->u8_at);
+        return report(p, err);
+    }
+    if ((p->opts.flags & LUNA_JSON_MULTIPLE) && p->depth == 0 && !p->tail_pending) {
+        p->clean = true;
         return 0; /* zero or more complete values, nothing pending */
+    }
+    if (!(p->opts.flags & LUNA_JSON_MULTIPLE) && p->values == 1 && !p->tail_pending) {
+        p->clean = true;
+        return 0; /* one complete value and nothing after it */
+    }
     yajl_status st = yajl_complete_parse(p->h);
-    if (st == yajl_status_ok)
+    if (st == yajl_status_ok && (p->values > 0 || (p->opts.flags & LUNA_JSON_MULTIPLE))) {
+        p->clean = true;
         return 0;
+    }
+    if (st == yajl_status_ok) {
+        fail(p, LUNA_EPROTO, "unexpected end of input at byte %" PRIu64, p->base);
+        return report(p, err);
+    }
     if (st == yajl_status_error) {
         unsigned char *msg = yajl_get_error(p->h, 0, NULL, 0);
         bool eof = msg && strstr((const char *)msg, "premature EOF");
@@ -1062,13 +1161,21 @@ int luna_json_write_double(luna_json_writer *w, double v)
             return put_raw_value(w, "-0", 2);
         return luna_json_write_int(w, (int64_t)v);
     }
-    char buf[40];
+    /* The fewest significant digits that read back to v: if p digits do,
+     * so do p + 1 (closer to v), so a binary search over 1..17 finds it. */
+    char buf[320]; /* %g with up to 17 digits needs < 32; the compiler
+                      cannot see the bound on the precision */
     locale_t loc = c_locale(), old = loc ? uselocale(loc) : (locale_t)0;
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, v);
+    int lo = 1, hi = 17;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        snprintf(buf, sizeof buf, "%.*g", mid, v);
         if (strtod_c(buf, NULL) == v)
-            break;
+            hi = mid;
+        else
+            lo = mid + 1;
     }
+    snprintf(buf, sizeof buf, "%.*g", lo, v);
     if (loc)
         uselocale(old);
     return put_raw_value(w, buf, strlen(buf));

@@ -231,7 +231,7 @@ int luna_json_write_string(luna_json_writer *w, const char *s, size_t len);
 int luna_json_write_int(luna_json_writer *w, int64_t v);
 int luna_json_write_uint(luna_json_writer *w, uint64_t v);
 /* Integral values with |v| <= 2^53 are written as integers ("3", "-0");
- * others in the shortest of %.15g/%.16g/%.17g that reads back exactly. */
+ * others with the fewest %g digits that read back exactly (0.1, 1e+20). */
 int luna_json_write_double(luna_json_writer *w, double v);
 int luna_json_write_bool(luna_json_writer *w, bool v);
 int luna_json_write_null(luna_json_writer *w);

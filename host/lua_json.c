@@ -340,7 +340,12 @@ static int decode_with(lua_State *L, struct decoder *d, const char *s, size_t le
     int top = lua_gettop(L);
     lua_pushlightuserdata(L, &key_array_mt);
     lua_rawget(L, LUA_REGISTRYINDEX);
-    d->b = (struct builder){ .L = L, .mt = top + 1, .bottom = top + 2 };
+    d->b.L = L; /* not a compound literal: frames[] is large */
+    d->b.mt = top + 1;
+    d->b.bottom = top + 2;
+    d->b.results = 0;
+    d->b.nresults = 0;
+    d->b.nf = 0;
     d->busy = true;
     int rc = luna_json_parser_feed(d->p, s, len, err);
     if (!rc)
@@ -577,7 +582,7 @@ static int enc_check_sequence(struct enc *e, int idx, size_t n)
         if (lua_type(L, -1) != LUA_TNUMBER) {
             const char *t = luaL_typename(L, -1);
             lua_pop(L, 1);
-            return enc_fail(e, "table has both array items and %s keys", t);
+            return enc_fail(e, "array has a %s key (keys must be 1..n)", t);
         }
         lua_Number k = lua_tonumber(L, -1);
         if (!(k >= 1 && k <= (lua_Number)n && k == floor(k))) {

@@ -27,8 +27,8 @@
  *   same value as cjson.null).
  * Encoding a Lua number: NaN and ±inf fail; an integral value with
  * |v| <= 2^53 is written as an integer ("1", not "1.0"; -0 as "-0"); any
- * other value in the shortest %.15g/%.16g/%.17g form that reads back to the
- * same double (1e+20, 0.1).  Integers beyond 2^53 are exact only as
+ * other value with the fewest %g digits that read back to the same double
+ * (1e+20, 0.1, 5e-324).  Integers beyond 2^53 are exact only as
  * int64_t/uint64_t cdata (e.g. 2^60 as 2LL^60).
  * Tables: array_mt → array (keys must be exactly 1..n); object_mt → object
  * (keys must be strings); unmarked: empty → {}, keys exactly 1..n → array,
