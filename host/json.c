@@ -160,8 +160,6 @@ struct luna_json_parser {
     luna_json_options opts;
     int depth;
     uint64_t base;         /* offset of chunk[0]; after a feed, bytes fed */
-    const unsigned char *chunk;
-    size_t chunk_len;
     uint64_t value_from;   /* offset where the current top-level value's
                               byte count starts (LUNA_JSON_MULTIPLE) */
     bool tail_pending;     /* non-space bytes after the last complete
@@ -334,8 +332,6 @@ static void clear_state(luna_json_parser *p)
 {
     p->depth = 0;
     p->base = 0;
-    p->chunk = NULL;
-    p->chunk_len = 0;
     p->value_from = 0;
     p->tail_pending = false;
     p->status = 0;
@@ -611,10 +607,7 @@ static int feed_chunk(luna_json_parser *p, const unsigned char *s, size_t len)
         stop = esc_stop;
         p->status = 0;
     }
-    p->chunk = s;
-    p->chunk_len = stop;
     yajl_status st = yajl_parse(p->h, s, stop);
-    p->chunk = NULL;
     if (st != yajl_status_ok)
         return yajl_failed(p, st);
     if (code) {
