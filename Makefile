@@ -33,7 +33,7 @@ DEB_PKGS  := build-essential pkg-config luajit libluajit-5.1-dev \
              libcurl4-openssl-dev libev-dev libyaml-dev libmicrohttpd-dev \
              libyajl-dev uthash-dev lua-busted lua-cjson libjansson-dev \
              libcjson-dev libjson-c-dev libssl-dev openssl ca-certificates procps \
-             curl nghttp2-server
+             curl nghttp2-server libjsmn-dev
 
 CORE_SRC  := $(filter-out host/main.c,$(wildcard host/*.c))
 FIXTURES  := $(patsubst spec/fixtures/%.c,%,$(wildcard spec/fixtures/*.c))

@@ -7,6 +7,7 @@
 #include "lua_backoff.h"
 #include "lua_kubeconfig.h"
 #include "lua_http.h"
+#include "lua_json.h"
 #include "lua_loop.h"
 #include "lua_selector.h"
 #include "lua_store.h"
@@ -38,5 +39,6 @@ int luaopen_luna_core(lua_State *L)
     luna_lua_workqueue_register(L);
     luna_lua_kubeconfig_register(L);
     luna_lua_http_register(L);
+    luna_lua_json_register(L);
     return 1;
 }
