@@ -8,7 +8,9 @@
 #include "lua_kubeconfig.h"
 #include "lua_http.h"
 #include "lua_json.h"
+#include "lua_informer.h"
 #include "lua_loop.h"
+#include "lua_object_stream.h"
 #include "lua_selector.h"
 #include "lua_store.h"
 #include "lua_ratelimit.h"
@@ -32,6 +34,8 @@ int luaopen_luna_core(lua_State *L)
     lua_pushstring(L, LUNA_VERSION);
     lua_setfield(L, -2, "version");
     luna_lua_loop_register(L);
+    luna_lua_informer_register(L);
+    luna_lua_object_stream_register(L);
     luna_lua_store_register(L);
     luna_lua_selector_register(L);
     luna_lua_backoff_register(L);

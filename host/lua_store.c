@@ -164,7 +164,6 @@ static int object_eq(lua_State *L)
 struct lua_indexer {
     struct luna_indexer *idx;
     lua_State *L;       /* the coroutine of the current put/delete/add_index */
-    int fn_refs;        /* registry ref of a table name → function */
 };
 
 static struct lua_indexer *check_indexer(lua_State *L, int idx)
@@ -179,25 +178,21 @@ static int luna_lua_store_indexer(lua_State *L)
 {
     struct lua_indexer *li = lua_newuserdata(L, sizeof *li);
     memset(li, 0, sizeof *li);
-    li->fn_refs = LUA_NOREF;
     luaL_getmetatable(L, INDEXER_MT);
     lua_setmetatable(L, -2);
     li->idx = luna_indexer_new();
     if (!li->idx)
         return luaL_error(L, "out of memory");
     li->L = L;
-    lua_newtable(L);
-    li->fn_refs = luaL_ref(L, LUA_REGISTRYINDEX);
     return 1;
 }
 
 static int indexer_gc(lua_State *L)
 {
     struct lua_indexer *li = luaL_checkudata(L, 1, INDEXER_MT);
+    li->L = L;
     luna_indexer_free(li->idx);
     li->idx = NULL;
-    luaL_unref(L, LUA_REGISTRYINDEX, li->fn_refs);
-    li->fn_refs = LUA_NOREF;
     return 0;
 }
 
@@ -326,40 +321,32 @@ static int indexer_index_values(lua_State *L)
     return 1;
 }
 
+/* A Lua function used as an index function.  It runs on *Lp, the state
+ * its owner points at the coroutine allowed to call Lua at that moment. */
 struct lua_index_fn {
-    struct lua_indexer *li;
-    char *name;
+    lua_State **Lp;
+    int fn_ref;
 };
 
 static void lua_index_fn_free(void *ud)
 {
     struct lua_index_fn *fn = ud;
-    free(fn->name);
+    if (*fn->Lp)
+        luaL_unref(*fn->Lp, LUA_REGISTRYINDEX, fn->fn_ref);
     free(fn);
-}
-
-/* [-0, +1] Calls the Lua index function for obj; pushes its result or the
- * error message.  Returns lua_pcall's code. */
-static int call_index_fn(lua_State *L, struct lua_index_fn *fn, const struct luna_object *obj)
-{
-    lua_pushcfunction(L, luna_lua_traceback);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, fn->li->fn_refs);
-    lua_getfield(L, -1, fn->name);
-    lua_remove(L, -2);
-    luna_lua_store_push_object(L, (struct luna_object *)obj);
-    int rc = lua_pcall(L, 1, 1, -3);
-    lua_remove(L, -2);
-    return rc;
 }
 
 static int lua_index_fn(const struct luna_object *obj, struct luna_index_values *out,
                         void *ud, luna_error *err)
 {
     struct lua_index_fn *fn = ud;
-    lua_State *L = fn->li->L;
+    lua_State *L = *fn->Lp;
     int top = lua_gettop(L);
     int rc = 0;
-    if (call_index_fn(L, fn, obj) != 0) {
+    lua_pushcfunction(L, luna_lua_traceback);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, fn->fn_ref);
+    luna_lua_store_push_object(L, (struct luna_object *)obj);
+    if (lua_pcall(L, 1, 1, top + 1) != 0) {
         rc = luna_error_set(err, LUNA_ELUA, "%s", lua_tostring(L, -1));
     } else if (lua_type(L, -1) == LUA_TSTRING) {
         rc = luna_index_values_add(out, lua_tostring(L, -1));
@@ -381,28 +368,30 @@ static int lua_index_fn(const struct luna_object *obj, struct luna_index_values 
     return rc;
 }
 
+int luna_lua_store_add_index(lua_State *L, struct luna_indexer *idx, const char *name,
+                             int fn_idx, lua_State **Lp)
+{
+    luaL_checktype(L, fn_idx, LUA_TFUNCTION);
+    if (luna_indexer_has_index(idx, name))
+        return luaL_error(L, "index '%s' already exists", name);
+    struct lua_index_fn *fn = malloc(sizeof *fn);
+    if (!fn)
+        return luaL_error(L, "out of memory");
+    lua_pushvalue(L, fn_idx);
+    fn->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    fn->Lp = Lp;
+    luna_error err;
+    /* add_index frees fn itself on failure */
+    if (luna_indexer_add_index(idx, name, lua_index_fn, fn, lua_index_fn_free, false, &err) < 0)
+        return luaL_error(L, "%s", err.msg);
+    return 0;
+}
+
 static int indexer_add_index(lua_State *L)
 {
     struct lua_indexer *li = check_indexer(L, 1);
     li->L = L;
-    const char *name = luaL_checkstring(L, 2);
-    luaL_checktype(L, 3, LUA_TFUNCTION);
-    if (luna_indexer_has_index(li->idx, name))
-        return luaL_error(L, "index '%s' already exists", name);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, li->fn_refs);
-    lua_pushvalue(L, 3);
-    lua_setfield(L, -2, name);
-    lua_pop(L, 1);
-    struct lua_index_fn *fn = calloc(1, sizeof *fn);
-    if (!fn || !(fn->name = strdup(name))) {
-        free(fn);
-        return luaL_error(L, "out of memory");
-    }
-    fn->li = li;
-    luna_error err;
-    if (luna_indexer_add_index(li->idx, name, lua_index_fn, fn, lua_index_fn_free, false, &err) < 0)
-        return luaL_error(L, "%s", err.msg);
-    return 0;
+    return luna_lua_store_add_index(L, li->idx, luaL_checkstring(L, 2), 3, &li->L);
 }
 
 /* ---- DeltaFIFO ------------------------------------------------------- */

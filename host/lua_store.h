@@ -35,4 +35,13 @@ void luna_lua_store_push_object(lua_State *L, struct luna_object *obj);
 /* The object of the Object at idx (borrowed; may raise). */
 struct luna_object *luna_lua_store_check_object(lua_State *L, int idx);
 
+/* Adds index `name` to idx computed by the Lua function at fn_idx, which
+ * returns a string, a list of strings or nil for an object.  The function
+ * is anchored in the registry until the index is freed, and runs on *Lp
+ * (the owner keeps *Lp pointing at a state that may call Lua whenever the
+ * indexer can be updated).  Raises on a duplicate name. */
+struct luna_indexer;
+int luna_lua_store_add_index(lua_State *L, struct luna_indexer *idx, const char *name,
+                             int fn_idx, lua_State **Lp);
+
 #endif

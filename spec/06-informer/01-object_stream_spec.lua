@@ -1,0 +1,193 @@
+-- Decoding LIST bodies and WATCH streams into cached objects, chunk by chunk.
+local core = require("luna.core")
+local json = core.json
+
+local MANAGED = { { manager = "kubectl", operation = "Update", apiVersion = "v1",
+  time = "2026-01-01T00:00:00Z", fieldsType = "FieldsV1",
+  fieldsV1 = { ["f:data"] = { ["f:a"] = json.object{} } } } }
+
+local function cm(name, rv, extra)
+  local o = { apiVersion = "v1", kind = "ConfigMap",
+    metadata = { name = name, namespace = "default", uid = "uid-" .. name,
+      resourceVersion = rv, labels = { app = "web", ["x.io/tier"] = "fe" },
+      managedFields = MANAGED },
+    data = { a = "1", text = "héllo \"quoted\"" } }
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o
+end
+
+local function list_body(items, meta)
+  return assert(json.encode({ apiVersion = "v1", kind = "ConfigMapList",
+    metadata = meta or { resourceVersion = "100" }, items = json.array(items) }))
+end
+
+local function feed_in_chunks(s, text, size)
+  local events = {}
+  for i = 1, #text, size do
+    local got, err = s:feed(text:sub(i, i + size - 1))
+    assert(got, err and err.message)
+    for _, e in ipairs(got) do events[#events + 1] = e end
+  end
+  return events
+end
+
+describe("object stream, LIST", function()
+  it("yields each item with its identity and drops managedFields", function()
+    local s = core.object_stream.new{ mode = "list" }
+    local events = assert(s:feed(list_body({ cm("a", "10"), cm("b", "11") })))
+    assert(s:finish())
+    assert.equal(2, #events)
+    local a = events[1].object
+    assert.equal("LISTED", events[1].type)
+    assert.equal("default/a", a:key())
+    assert.equal("uid-a", a:uid())
+    assert.equal("10", a:resource_version())
+    assert.same({ app = "web", ["x.io/tier"] = "fe" }, a:labels())
+    local decoded = json.decode(a:json())
+    assert.is_nil(decoded.metadata.managedFields)
+    assert.equal("héllo \"quoted\"", decoded.data.text)
+    assert.equal("100", s:list_resource_version())
+    assert.equal("", s:continue_token())
+  end)
+
+  it("keeps managedFields when asked", function()
+    local s = core.object_stream.new{ mode = "list", keep_managed_fields = true }
+    local events = assert(s:feed(list_body({ cm("a", "10") })))
+    local decoded = json.decode(events[1].object:json())
+    assert.equal("kubectl", decoded.metadata.managedFields[1].manager)
+    assert.matches('"f:a":{}', events[1].object:json(), 1, true)
+  end)
+
+  it("gives the same objects however the body is split", function()
+    local body = list_body({ cm("a", "1"), cm("b", "2"), cm("c", "3") },
+      { resourceVersion = "7", continue = "tok", remainingItemCount = 5 })
+    local whole = core.object_stream.new{ mode = "list" }
+    local expected = assert(whole:feed(body))
+    for _, size in ipairs({ 1, 2, 3, 7, 64 }) do
+      local s = core.object_stream.new{ mode = "list" }
+      local events = feed_in_chunks(s, body, size)
+      assert(s:finish())
+      assert.equal(#expected, #events)
+      for i, e in ipairs(events) do
+        assert.equal(expected[i].object:json(), e.object:json())
+        assert.equal(expected[i].object:key(), e.object:key())
+      end
+      assert.equal("7", s:list_resource_version())
+      assert.equal("tok", s:continue_token())
+      assert.equal(5, s:remaining())
+    end
+  end)
+
+  it("treats items: null as an empty list", function()
+    local s = core.object_stream.new{ mode = "list" }
+    local events = assert(s:feed('{"kind":"PodList","metadata":{"resourceVersion":"5"},"items":null}'))
+    assert(s:finish())
+    assert.equal(0, #events)
+    assert.equal("5", s:list_resource_version())
+  end)
+
+  it("keys cluster-scoped items by name", function()
+    local s = core.object_stream.new{ mode = "list" }
+    local events = assert(s:feed(list_body({ { metadata = { name = "node-1", resourceVersion = "3" } } })))
+    assert.equal("node-1", events[1].object:key())
+  end)
+
+  local bad = {
+    { "an item without a name", list_body({ { metadata = { namespace = "x" } } }), "has no metadata.name" },
+    { "items that are not objects", '{"items":[1]}', "must be an array of objects" },
+    { "a top level that is not an object", '[1,2]', "expected a JSON object" },
+    { "malformed JSON", '{"items":[{"metadata":{"name":"a"}}', nil },
+    { "invalid JSON", '{"items":[{"metadata":{"name":"a"},}]}', "" },
+  }
+  for _, case in ipairs(bad) do
+    it("rejects " .. case[1], function()
+      local s = core.object_stream.new{ mode = "list" }
+      local events, err = s:feed(case[2])
+      if events then
+        events, err = s:finish()
+      end
+      assert.is_nil(events)
+      assert.equal("InvalidStream", err.reason)
+      if case[3] and case[3] ~= "" then assert.matches(case[3], err.message, 1, true) end
+    end)
+  end
+
+  it("bounds the size of one item", function()
+    local s = core.object_stream.new{ mode = "list", max_item_bytes = 200 }
+    local big = cm("a", "1", { data = { blob = string.rep("x", 500) } })
+    local events, err = s:feed(list_body({ big }))
+    assert.is_nil(events)
+    assert.matches("exceeds 200 bytes", err.message)
+  end)
+end)
+
+describe("object stream, WATCH", function()
+  local function ev(t, obj) return assert(json.encode({ type = t, object = obj })) .. "\n" end
+
+  it("yields ADDED, MODIFIED, DELETED, BOOKMARK and ERROR events in order", function()
+    local text = ev("ADDED", cm("a", "1")) .. ev("MODIFIED", cm("a", "2")) ..
+      ev("BOOKMARK", { kind = "ConfigMap", apiVersion = "v1", metadata = { resourceVersion = "3" } }) ..
+      ev("DELETED", cm("a", "4")) ..
+      ev("ERROR", { kind = "Status", apiVersion = "v1", status = "Failure", code = 410,
+        reason = "Expired", message = "too old resource version: 1 (5)" })
+    local s = core.object_stream.new{ mode = "watch" }
+    local events = feed_in_chunks(s, text, 5)
+    assert(s:finish())
+    local summary = {}
+    for i, e in ipairs(events) do
+      summary[i] = e.type .. ":" .. (e.object and e.object:resource_version() or e.resource_version or e.code)
+    end
+    assert.same({ "ADDED:1", "MODIFIED:2", "BOOKMARK:3", "DELETED:4", "ERROR:410" }, summary)
+    assert.equal("Expired", events[5].reason)
+    assert.equal("too old resource version: 1 (5)", events[5].message)
+  end)
+
+  it("accepts the type after the object", function()
+    local s = core.object_stream.new{ mode = "watch" }
+    local events = assert(s:feed('{"object":{"metadata":{"name":"a","resourceVersion":"9"}},"type":"ADDED"}'))
+    assert.equal("ADDED", events[1].type)
+    assert.equal("9", events[1].object:resource_version())
+  end)
+
+  it("reports a truncated stream at finish", function()
+    local s = core.object_stream.new{ mode = "watch" }
+    local text = ev("ADDED", cm("a", "1")) .. ev("ADDED", cm("b", "2"))
+    local events = assert(s:feed(text:sub(1, #text - 10)))
+    assert.equal(1, #events)
+    local ok, err = s:finish()
+    assert.is_nil(ok)
+    assert.equal("InvalidStream", err.reason)
+  end)
+
+  it("hands over the events before a malformed one", function()
+    local s = core.object_stream.new{ mode = "watch" }
+    local good, err, before = s:feed(ev("ADDED", cm("a", "1")) .. '{"type":"ADDED","object":{"metadata":{"name":}}}\n')
+    assert.is_nil(good)
+    assert.equal(1, #before)
+    assert.equal("default/a", before[1].object:key())
+    assert.equal("InvalidStream", err.reason)
+  end)
+
+  local bad = {
+    { "an unknown type", '{"type":"RENAMED","object":{"metadata":{"name":"a"}}}', "unknown watch event type" },
+    { "an event without object", '{"type":"ADDED"}', "has no object" },
+    { "a bookmark without resourceVersion", '{"type":"BOOKMARK","object":{"metadata":{}}}', "without a resourceVersion" },
+    { "an object that is not an object", '{"type":"ADDED","object":5}', "must be an object" },
+  }
+  for _, case in ipairs(bad) do
+    it("rejects " .. case[1], function()
+      local s = core.object_stream.new{ mode = "watch" }
+      local events, err = s:feed(case[2])
+      assert.is_nil(events)
+      assert.matches(case[3], err.message, 1, true)
+    end)
+  end
+
+  it("starts clean after reset", function()
+    local s = core.object_stream.new{ mode = "watch" }
+    s:feed('{"type":"ADDED","obj')
+    s:reset()
+    local events = assert(s:feed(ev("ADDED", cm("z", "1"))))
+    assert.equal("default/z", events[1].object:key())
+  end)
+end)
