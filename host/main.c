@@ -15,6 +15,7 @@
 #include "kubeconfig.h"
 #include "log.h"
 #include "lua_host.h"
+#include "runtime.h"
 
 static void usage(FILE *out)
 {
@@ -93,45 +94,13 @@ static int cmd_run(int argc, char **argv)
     }
     opts.dir = argv[optind];
 
-    luna_error err = { 0 };
-    const char *lib;
-    if (luna_lua_host_find_lib(argv[0], &lib, &err) < 0) {
-        luna_error("startup failed", "error", err.msg);
-        return 1;
-    }
-    lua_State *L = luna_lua_host_new(lib, &err);
-    if (!L) {
-        luna_error("startup failed", "error", err.msg);
-        return 1;
-    }
-    int n = luna_lua_host_load_dir(L, opts.dir, &err);
-    if (n < 0) {
-        luna_error("controllers failed to load", "dir", opts.dir, "error", err.msg);
-        lua_close(L);
-        return 1;
-    }
-    char count[16];
-    snprintf(count, sizeof count, "%d", n);
-    luna_info("controllers loaded", "dir", opts.dir, "count", count);
-
-    struct luna_kubeconfig_options kopts;
-    luna_kubeconfig_options_from_env(&kopts);
-    kopts.path = opts.kubeconfig;
-    kopts.context = opts.context;
-    struct luna_kubeconfig *kc = NULL;
-    if (luna_kubeconfig_load(&kopts, &kc, &err) < 0) {
-        luna_error("kubeconfig failed", "error", err.msg);
-        lua_close(L);
-        return 1;
-    }
-    luna_info("kubeconfig loaded", "source", kc->source, "server", kc->server,
-              "context", kc->context ? kc->context : "(in-cluster)",
-              "namespace", kc->namespace, "auth", luna_auth_kind_name(kc->auth));
-    luna_kubeconfig_free(kc);
-    luna_error("controller runtime not built yet: loaded and validated only",
-               "dir", opts.dir);
-    lua_close(L);
-    return 3;
+    struct luna_run_config cfg = {
+        .argv0 = argv[0],
+        .dir = opts.dir,
+        .kubeconfig = opts.kubeconfig,
+        .context = opts.context,
+    };
+    return luna_runtime_run(&cfg);
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,753 @@
+/* controller.c — see controller.h. */
+#include "controller.h"
+
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "clock.h"
+#include "json.h"
+#include "log.h"
+#include "loop.h"
+#include "lua_json.h"
+#include "lua_util.h"
+#include "ratelimit.h"
+#include "workqueue.h"
+
+enum source_role { SOURCE_WATCH, SOURCE_OWNS, SOURCE_WATCHES };
+
+struct source {
+    struct luna_controller *c;
+    enum source_role role;
+    struct luna_shared_informer *si;
+    int handler_id;
+    int map_ref;                      /* watches: Lua map function */
+    char group[256], version[64], kind[128];
+};
+
+struct luna_reconcile {
+    struct luna_controller *c;
+    char *key;
+    char id[24];
+    lua_State *co;
+    int co_ref;
+    unsigned attempt;
+    double started;
+    void (*cancel)(void *ud);         /* the operation waited for, if any */
+    void *cancel_ud;
+    struct luna_reconcile *prev, *next;
+    UT_hash_handle hh;                /* by coroutine pointer */
+};
+
+struct luna_controller {
+    char *name;
+    struct luna_controller_env env;
+    int ctl_ref;                      /* the controller table */
+    int reconcile_ref;                /* its reconcile function */
+    int predicates_ref;               /* list of predicate functions, or LUA_NOREF */
+    struct luna_workqueue *queue;
+    struct source *sources;
+    size_t nsources;
+    int workers, active;
+    bool started, stopping;
+    void (*drained)(void *ud);
+    void *drained_ud;
+    struct luna_reconcile *running;   /* list of in-flight reconciles */
+    unsigned long next_id;
+    struct luna_controller_stats stats;
+    ev_check dispatch_check;
+    ev_idle dispatch_idle;
+};
+
+/* Coroutine → reconcile, for the bindings. */
+static struct luna_reconcile *by_thread;
+
+struct luna_reconcile *luna_reconcile_of(lua_State *L)
+{
+    struct luna_reconcile *r;
+    HASH_FIND_PTR(by_thread, &L, r);
+    return r;
+}
+
+struct luna_controller *luna_reconcile_controller(struct luna_reconcile *r) { return r->c; }
+const char *luna_reconcile_key(const struct luna_reconcile *r) { return r->key; }
+const char *luna_reconcile_id(const struct luna_reconcile *r) { return r->id; }
+lua_State *luna_reconcile_thread(const struct luna_reconcile *r) { return r->co; }
+const char *luna_controller_name(const struct luna_controller *c) { return c->name; }
+struct luna_controller_stats luna_controller_stats(const struct luna_controller *c)
+{
+    struct luna_controller_stats st = c->stats;
+    st.active = c->active;
+    return st;
+}
+struct luna_informer_factory *luna_controller_factory(struct luna_controller *c)
+{
+    return c->env.factory;
+}
+
+/* ---- event → key ------------------------------------------------------ */
+
+static void enqueue(struct luna_controller *c, const char *key)
+{
+    if (luna_workqueue_add(c->queue, key) == LUNA_ENOMEM)
+        luna_error("enqueue failed", "controller", c->name, "key", key, "error", "out of memory");
+}
+
+/* Runs the controller's predicates on the callback thread: true if every
+ * one accepts the event (type "add", "update", "delete"). */
+static bool predicates_pass(struct luna_controller *c, const char *type,
+                            struct luna_object *old, struct luna_object *obj)
+{
+    if (c->predicates_ref == LUA_NOREF)
+        return true;
+    lua_State *T = c->env.T;
+    int top = lua_gettop(T);
+    lua_rawgeti(T, LUA_REGISTRYINDEX, c->predicates_ref);
+    int list = lua_gettop(T);
+    int n = (int)lua_objlen(T, list);
+    bool pass = true;
+    luna_error err = { 0 };
+    for (int i = 1; i <= n && pass; i++) {
+        lua_rawgeti(T, list, i);
+        lua_createtable(T, 0, 3);
+        lua_pushstring(T, type);
+        lua_setfield(T, -2, "type");
+        if (old) {
+            if (luna_lua_json_push(T, luna_object_json(old), old->json_len, &err) < 0)
+                lua_pushnil(T);
+            lua_setfield(T, -2, "old");
+        }
+        if (luna_lua_json_push(T, luna_object_json(obj), obj->json_len, &err) < 0)
+            lua_pushnil(T);
+        lua_setfield(T, -2, "object");
+        if (luna_lua_pcall(T, 1, 1, "controller predicate") < 0) {
+            pass = true; /* a broken predicate must not hide events */
+        } else {
+            pass = lua_toboolean(T, -1);
+            lua_pop(T, 1);
+        }
+    }
+    lua_settop(T, top);
+    return pass;
+}
+
+/* The controller owner's name if it is of the primary's group and kind. */
+struct owner_scan {
+    const char *group, *kind;
+    int key;              /* 1 apiVersion, 2 kind, 3 name, 4 controller */
+    char api_version[320], okind[128], name[256];
+    bool controller, in_refs, found;
+    char result[256];
+};
+
+static bool api_group_is(const char *api_version, const char *group)
+{
+    const char *slash = strchr(api_version, '/');
+    if (!slash)
+        return !*group;
+    return strlen(group) == (size_t)(slash - api_version) &&
+           strncmp(api_version, group, (size_t)(slash - api_version)) == 0;
+}
+
+static int owner_event(void *ud, const luna_json_event *ev, luna_error *err)
+{
+    struct owner_scan *s = ud;
+    if (ev->depth == 1 && ev->type == LUNA_JSON_KEY) {
+        s->in_refs = false;
+        return 0;
+    }
+    if (ev->depth == 2 && ev->type == LUNA_JSON_KEY) {
+        s->in_refs = ev->len == 15 && memcmp(ev->str, "ownerReferences", 15) == 0;
+        return 0;
+    }
+    if (!s->in_refs || s->found)
+        return 0;
+    if (ev->depth == 3 && ev->type == LUNA_JSON_OBJECT_START) {
+        s->api_version[0] = s->okind[0] = s->name[0] = '\0';
+        s->controller = false;
+    } else if (ev->depth == 3 && ev->type == LUNA_JSON_OBJECT_END) {
+        if (s->controller && strcmp(s->okind, s->kind) == 0 &&
+            api_group_is(s->api_version, s->group) && s->name[0]) {
+            snprintf(s->result, sizeof s->result, "%s", s->name);
+            s->found = true;
+        }
+    } else if (ev->depth == 4 && ev->type == LUNA_JSON_KEY) {
+        s->key = 0;
+        if (ev->len == 10 && memcmp(ev->str, "apiVersion", 10) == 0) s->key = 1;
+        else if (ev->len == 4 && memcmp(ev->str, "kind", 4) == 0) s->key = 2;
+        else if (ev->len == 4 && memcmp(ev->str, "name", 4) == 0) s->key = 3;
+        else if (ev->len == 10 && memcmp(ev->str, "controller", 10) == 0) s->key = 4;
+    } else if (ev->depth == 4 && ev->type == LUNA_JSON_STRING && s->key >= 1 && s->key <= 3) {
+        char *dst = s->key == 1 ? s->api_version : s->key == 2 ? s->okind : s->name;
+        size_t cap = s->key == 1 ? sizeof s->api_version : s->key == 2 ? sizeof s->okind
+                                                                      : sizeof s->name;
+        snprintf(dst, cap, "%.*s", (int)ev->len, ev->str);
+    } else if (ev->depth == 4 && s->key == 4) {
+        s->controller = ev->type == LUNA_JSON_TRUE;
+    }
+    return 0;
+}
+
+static void enqueue_owner(struct source *src, struct luna_object *obj)
+{
+    struct luna_controller *c = src->c;
+    struct source *primary = &c->sources[0];
+    struct owner_scan scan = { .group = primary->group, .kind = primary->kind };
+    luna_error err = { 0 };
+    if (luna_json_parse(luna_object_json(obj), obj->json_len, NULL, owner_event, &scan, &err) < 0 ||
+        !scan.found)
+        return;
+    char ns[256], key[520];
+    luna_object_namespace(obj, ns, sizeof ns);
+    if (luna_object_make_key(key, sizeof key, ns, scan.result) > 0)
+        enqueue(c, key);
+}
+
+static void enqueue_request(struct luna_controller *c, lua_State *T, int idx)
+{
+    if (lua_type(T, idx) == LUA_TSTRING) {
+        enqueue(c, lua_tostring(T, idx));
+        return;
+    }
+    if (!lua_istable(T, idx))
+        return;
+    lua_getfield(T, idx, "name");
+    if (lua_type(T, -1) == LUA_TSTRING) {
+        lua_getfield(T, idx, "namespace");
+        char key[520];
+        if (luna_object_make_key(key, sizeof key, lua_tostring(T, -1), lua_tostring(T, -2)) > 0)
+            enqueue(c, key);
+        lua_pop(T, 2);
+        return;
+    }
+    lua_pop(T, 1);
+    int n = (int)lua_objlen(T, idx);
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(T, idx, i);
+        int item = lua_gettop(T);
+        if (lua_type(T, item) == LUA_TSTRING || lua_istable(T, item))
+            enqueue_request(c, T, item);
+        lua_settop(T, item - 1);
+    }
+}
+
+static void enqueue_mapped(struct source *src, struct luna_object *obj)
+{
+    struct luna_controller *c = src->c;
+    lua_State *T = c->env.T;
+    int top = lua_gettop(T);
+    luna_error err = { 0 };
+    lua_rawgeti(T, LUA_REGISTRYINDEX, src->map_ref);
+    if (luna_lua_json_push(T, luna_object_json(obj), obj->json_len, &err) < 0) {
+        lua_settop(T, top);
+        return;
+    }
+    if (luna_lua_pcall(T, 1, 1, "controller watches map") == 0)
+        enqueue_request(c, T, lua_gettop(T));
+    lua_settop(T, top);
+}
+
+static void route(struct source *src, const char *type, struct luna_object *old,
+                  struct luna_object *obj)
+{
+    struct luna_controller *c = src->c;
+    if (c->stopping)
+        return;
+    switch (src->role) {
+    case SOURCE_WATCH:
+        if (predicates_pass(c, type, old, obj))
+            enqueue(c, luna_object_key(obj));
+        break;
+    case SOURCE_OWNS:
+        if (old)
+            enqueue_owner(src, old);
+        enqueue_owner(src, obj);
+        break;
+    case SOURCE_WATCHES:
+        enqueue_mapped(src, obj);
+        break;
+    }
+}
+
+static void on_add(void *ud, struct luna_object *obj, bool initial) { route(ud, "add", NULL, obj); }
+static void on_update(void *ud, struct luna_object *old, struct luna_object *obj)
+{
+    route(ud, "update", old, obj);
+}
+static void on_delete(void *ud, struct luna_object *obj, bool unknown)
+{
+    route(ud, "delete", NULL, obj);
+}
+
+/* ---- reconciles -------------------------------------------------------- */
+
+static void kick(struct luna_controller *c)
+{
+    if (!c->started || c->stopping || c->active >= c->workers || !luna_workqueue_len(c->queue))
+        return;
+    ev_check_start(luna_loop(), &c->dispatch_check);
+    ev_idle_start(luna_loop(), &c->dispatch_idle);
+}
+
+static void on_ready(void *ud) { kick(ud); }
+
+static void reconcile_free(struct luna_reconcile *r)
+{
+    struct luna_controller *c = r->c;
+    HASH_DEL(by_thread, r);
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        c->running = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    luaL_unref(c->env.L, LUA_REGISTRYINDEX, r->co_ref);
+    free(r->key);
+    free(r);
+    c->active--;
+}
+
+static void maybe_drained(struct luna_controller *c)
+{
+    if (c->stopping && c->active == 0 && c->drained) {
+        void (*cb)(void *) = c->drained;
+        c->drained = NULL;
+        cb(c->drained_ud);
+    }
+}
+
+static void log_result(struct luna_reconcile *r, const char *msg, const char *result,
+                       const char *error, enum luna_log_level level)
+{
+    char attempt[16], ms[32];
+    snprintf(attempt, sizeof attempt, "%u", r->attempt);
+    snprintf(ms, sizeof ms, "%.3f",
+             (luna_clock_now(r->c->env.clock) - r->started) * 1000.0);
+    luna_log(level, msg, "controller", r->c->name, "key", r->key, "reconcile_id", r->id,
+             "attempt", attempt, "result", result, "duration_ms", ms, "error", error, NULL);
+}
+
+/* The text of the value at idx: a string, or what __tostring makes of it. */
+static void value_text(lua_State *co, int idx, char *buf, size_t size)
+{
+    if (luaL_callmeta(co, idx, "__tostring")) {
+        snprintf(buf, size, "%s", lua_tostring(co, -1) ? lua_tostring(co, -1) : "?");
+        lua_pop(co, 1);
+    } else if (lua_type(co, idx) == LUA_TSTRING || lua_type(co, idx) == LUA_TNUMBER) {
+        snprintf(buf, size, "%s", lua_tostring(co, idx));
+    } else {
+        snprintf(buf, size, "(%s error value)", luaL_typename(co, idx));
+    }
+}
+
+/* Applies the finished coroutine's result to the queue. */
+static void finish(struct luna_reconcile *r, int status)
+{
+    struct luna_controller *c = r->c;
+    lua_State *co = r->co;
+    struct luna_workqueue *q = c->queue;
+    c->stats.reconciles++;
+    if (status != 0) {
+        const char *msg = lua_tostring(co, -1);
+        luaL_traceback(c->env.L, co, msg ? msg : "(error object is not a string)", 0);
+        const char *trace = lua_tostring(c->env.L, -1);
+        log_result(r, "reconcile failed", "error", trace, LUNA_LOG_ERROR);
+        lua_pop(c->env.L, 1);
+        c->stats.errors++;
+        luna_workqueue_add_rate_limited(q, r->key);
+    } else {
+        int n = lua_gettop(co);
+        if (n >= 2 && lua_isnil(co, 1) && !lua_isnil(co, 2)) {
+            /* nil, err */
+            char msg[1024];
+            value_text(co, 2, msg, sizeof msg);
+            log_result(r, "reconcile failed", "error", msg, LUNA_LOG_ERROR);
+            c->stats.errors++;
+            luna_workqueue_add_rate_limited(q, r->key);
+        } else if (n >= 1 && lua_istable(co, 1)) {
+            lua_getfield(co, 1, "requeue_after");
+            lua_getfield(co, 1, "requeue");
+            if (lua_type(co, -2) == LUA_TNUMBER && lua_tonumber(co, -2) > 0) {
+                double after = lua_tonumber(co, -2);
+                char secs[32];
+                snprintf(secs, sizeof secs, "%g", after);
+                luna_workqueue_forget(q, r->key);
+                luna_workqueue_add_after(q, r->key, after);
+                c->stats.requeue_afters++;
+                log_result(r, "requeue after", secs, NULL, LUNA_LOG_DEBUG);
+            } else if (lua_toboolean(co, -1)) {
+                luna_workqueue_add_rate_limited(q, r->key);
+                c->stats.requeues++;
+                log_result(r, "reconcile done", "requeue", NULL, LUNA_LOG_DEBUG);
+            } else {
+                luna_workqueue_forget(q, r->key);
+                c->stats.successes++;
+                log_result(r, "reconcile done", "success", NULL, LUNA_LOG_DEBUG);
+            }
+            lua_pop(co, 2);
+        } else if (n >= 1 && lua_type(co, 1) == LUA_TBOOLEAN && !lua_toboolean(co, 1)) {
+            log_result(r, "reconcile failed", "error", "reconcile returned false",
+                       LUNA_LOG_ERROR);
+            c->stats.errors++;
+            luna_workqueue_add_rate_limited(q, r->key);
+        } else {
+            luna_workqueue_forget(q, r->key);
+            c->stats.successes++;
+            log_result(r, "reconcile done", "success", NULL, LUNA_LOG_DEBUG);
+        }
+    }
+    luna_workqueue_done(q, r->key);
+    reconcile_free(r);
+    kick(c);
+    maybe_drained(c);
+}
+
+static void resume(struct luna_reconcile *r, int nargs)
+{
+    int rc = lua_resume(r->co, nargs);
+    if (rc == LUA_YIELD) {
+        if (r->cancel)
+            return; /* waiting for an API answer */
+        lua_settop(r->co, 0);
+        lua_pushstring(r->co, "reconcile yielded outside a luna API call "
+                              "(coroutine.yield is not allowed in reconcile)");
+        finish(r, LUA_ERRRUN);
+        return;
+    }
+    finish(r, rc);
+}
+
+void luna_reconcile_wait(struct luna_reconcile *r, void (*cancel)(void *ud), void *ud)
+{
+    r->cancel = cancel;
+    r->cancel_ud = ud;
+}
+
+void luna_reconcile_resume(struct luna_reconcile *r, int nres)
+{
+    r->cancel = NULL;
+    r->cancel_ud = NULL;
+    resume(r, nres);
+}
+
+static void start_reconcile(struct luna_controller *c, const char *key)
+{
+    lua_State *L = c->env.L;
+    struct luna_reconcile *r = calloc(1, sizeof *r);
+    if (!r || !(r->key = strdup(key))) {
+        free(r);
+        luna_error("reconcile start failed", "controller", c->name, "key", key, "error",
+                   "out of memory");
+        luna_workqueue_add_rate_limited(c->queue, key);
+        luna_workqueue_done(c->queue, key);
+        return;
+    }
+    r->c = c;
+    r->attempt = luna_workqueue_num_requeues(c->queue, key) + 1;
+    r->started = luna_clock_now(c->env.clock);
+    snprintf(r->id, sizeof r->id, "%lx", ++c->next_id);
+    r->co = lua_newthread(L);
+    r->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    HASH_ADD_PTR(by_thread, co, r);
+    r->next = c->running;
+    if (c->running)
+        c->running->prev = r;
+    c->running = r;
+    c->active++;
+
+    luna_debug("reconcile start", "controller", c->name, "key", key, "reconcile_id", r->id);
+    lua_State *co = r->co;
+    lua_rawgeti(co, LUA_REGISTRYINDEX, c->reconcile_ref);
+    lua_createtable(co, 0, 4);
+    const char *slash = strchr(key, '/');
+    if (slash) {
+        lua_pushlstring(co, key, (size_t)(slash - key));
+        lua_setfield(co, -2, "namespace");
+        lua_pushstring(co, slash + 1);
+    } else {
+        lua_pushstring(co, key);
+    }
+    lua_setfield(co, -2, "name");
+    lua_pushstring(co, key);
+    lua_setfield(co, -2, "key");
+    lua_pushinteger(co, (lua_Integer)r->attempt);
+    lua_setfield(co, -2, "attempt");
+    resume(r, 1);
+}
+
+static void dispatch_cb(struct ev_loop *loop, ev_check *w, int revents)
+{
+    struct luna_controller *c = (struct luna_controller *)(
+        (char *)w - offsetof(struct luna_controller, dispatch_check));
+    while (!c->stopping && c->active < c->workers) {
+        const char *key;
+        if (luna_workqueue_get(c->queue, &key) != LUNA_WORKQUEUE_ITEM)
+            break;
+        /* key is borrowed from the queue until done: copy before Lua runs */
+        start_reconcile(c, key);
+    }
+    if (c->stopping || c->active >= c->workers || !luna_workqueue_len(c->queue)) {
+        ev_check_stop(loop, &c->dispatch_check);
+        ev_idle_stop(loop, &c->dispatch_idle);
+    }
+}
+
+static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents) {}
+
+/* ---- construction -------------------------------------------------------- */
+
+static int add_source(struct luna_controller *c, lua_State *L, int desc, enum source_role role,
+                      bool keep_managed, luna_error *err)
+{
+    struct source *src = &c->sources[c->nsources];
+    memset(src, 0, sizeof *src);
+    src->c = c;
+    src->role = role;
+    src->map_ref = LUA_NOREF;
+    lua_getfield(L, desc, "kind");
+    const char *kind_text = lua_tostring(L, -1);
+    int rc = luna_parse_kind(kind_text ? kind_text : "", src->group, sizeof src->group,
+                             src->version, sizeof src->version, src->kind, sizeof src->kind, err);
+    lua_pop(L, 1);
+    if (rc < 0)
+        return rc;
+    struct luna_informer_spec spec = {
+        .group = src->group, .version = src->version, .kind = src->kind,
+        .namespace_ = luna_lua_opt_string_field(L, desc, "namespace", NULL),
+        .keep_managed_fields = keep_managed,
+    };
+    if (role == SOURCE_WATCH) {
+        lua_getfield(L, 1, "resync");
+        spec.resync = lua_tonumber(L, -1);
+        lua_pop(L, 1);
+    }
+    /* labels / fields: { k = v } tables from luna.controller */
+    char labels[2048] = "", fields[2048] = "";
+    const char *names[2] = { "labels", "fields" };
+    char *bufs[2] = { labels, fields };
+    for (int i = 0; i < 2; i++) {
+        lua_getfield(L, desc, names[i]);
+        if (lua_istable(L, -1)) {
+            size_t len = 0;
+            for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
+                int n = snprintf(bufs[i] + len, sizeof labels - len, "%s%s=%s", len ? "," : "",
+                                 lua_tostring(L, -2), lua_tostring(L, -1));
+                if (n < 0 || (size_t)n >= sizeof labels - len) {
+                    lua_pop(L, 3);
+                    return luna_error_set(err, LUNA_EINVAL, "%s selector too long", names[i]);
+                }
+                len += (size_t)n;
+            }
+        }
+        lua_pop(L, 1);
+    }
+    spec.label_selector = labels;
+    spec.field_selector = fields;
+    if (role == SOURCE_WATCHES) {
+        lua_getfield(L, desc, "map");
+        src->map_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    src->si = luna_informer_factory_acquire(c->env.factory, &spec, err);
+    if (!src->si) {
+        luaL_unref(L, LUA_REGISTRYINDEX, src->map_ref);
+        return err ? err->code : LUNA_EINVAL;
+    }
+    c->nsources++;
+    struct luna_informer_handler h = { on_add, on_update, on_delete, src };
+    src->handler_id = luna_informer_add_handler(luna_shared_informer_informer(src->si), &h);
+    return 0;
+}
+
+static void read_rate_limit(lua_State *L, int ctl, struct luna_ratelimit_config *cfg)
+{
+    luna_ratelimit_config_init(cfg, LUNA_RATELIMIT_DEFAULT);
+    lua_getfield(L, ctl, "rate_limit");
+    int t = lua_gettop(L);
+    if (lua_istable(L, t)) {
+        cfg->base_delay = luna_lua_opt_number_field(L, t, "base_delay", cfg->base_delay);
+        cfg->max_delay = luna_lua_opt_number_field(L, t, "max_delay", cfg->max_delay);
+        cfg->qps = luna_lua_opt_number_field(L, t, "qps", cfg->qps);
+        cfg->burst = luna_lua_opt_number_field(L, t, "burst", cfg->burst);
+    }
+    lua_pop(L, 1);
+}
+
+static int count_list(lua_State *L, int ctl, const char *field)
+{
+    lua_getfield(L, ctl, field);
+    int n = lua_istable(L, -1) ? (int)lua_objlen(L, -1) : 0;
+    lua_pop(L, 1);
+    return n;
+}
+
+/* Runs with the controller table at index 1 of a protected call. */
+static int build(lua_State *L)
+{
+    struct luna_controller *c = lua_touserdata(L, 2);
+    luna_error *err = lua_touserdata(L, 3);
+    lua_getfield(L, 1, "keep_managed_fields");
+    bool keep = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+
+    lua_getfield(L, 1, "watch");
+    int rc = add_source(c, L, lua_gettop(L), SOURCE_WATCH, keep, err);
+    lua_pop(L, 1);
+    const char *lists[2] = { "owns", "watches" };
+    enum source_role roles[2] = { SOURCE_OWNS, SOURCE_WATCHES };
+    for (int l = 0; l < 2 && rc == 0; l++) {
+        lua_getfield(L, 1, lists[l]);
+        int t = lua_gettop(L);
+        int n = lua_istable(L, t) ? (int)lua_objlen(L, t) : 0;
+        for (int i = 1; i <= n && rc == 0; i++) {
+            lua_rawgeti(L, t, i);
+            rc = add_source(c, L, lua_gettop(L), roles[l], keep, err);
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pushinteger(L, rc);
+    return 1;
+}
+
+int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
+                        struct luna_controller **out, luna_error *err)
+{
+    lua_State *L = env->L;
+    *out = NULL;
+    ctl_idx = ctl_idx < 0 ? lua_gettop(L) + ctl_idx + 1 : ctl_idx;
+    struct luna_controller *c = calloc(1, sizeof *c);
+    if (!c)
+        return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+    c->env = *env;
+    c->ctl_ref = c->reconcile_ref = c->predicates_ref = LUA_NOREF;
+    ev_check_init(&c->dispatch_check, dispatch_cb);
+    ev_idle_init(&c->dispatch_idle, idle_cb);
+
+    lua_getfield(L, ctl_idx, "name");
+    c->name = strdup(lua_tostring(L, -1) ? lua_tostring(L, -1) : "?");
+    lua_pop(L, 1);
+    lua_getfield(L, ctl_idx, "workers");
+    c->workers = lua_tointeger(L, -1) > 0 ? (int)lua_tointeger(L, -1) : 1;
+    lua_pop(L, 1);
+    lua_getfield(L, ctl_idx, "reconcile");
+    c->reconcile_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_getfield(L, ctl_idx, "predicates");
+    if (lua_istable(L, -1) && lua_objlen(L, -1) > 0)
+        c->predicates_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    else
+        lua_pop(L, 1);
+    lua_pushvalue(L, ctl_idx);
+    c->ctl_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+
+    struct luna_ratelimit_config rl;
+    read_rate_limit(L, ctl_idx, &rl);
+    int nsrc = 1 + count_list(L, ctl_idx, "owns") + count_list(L, ctl_idx, "watches");
+
+    struct luna_ratelimiter *limiter = NULL;
+    struct luna_workqueue_options qo = { .name = c->name, .clock = env->clock, .loop = luna_loop() };
+    c->sources = calloc((size_t)nsrc, sizeof *c->sources);
+    if (!c->name || !c->sources || luna_ratelimiter_new(&rl, env->clock, &limiter, err) < 0) {
+        luna_controller_free(c);
+        return err && err->code ? err->code : luna_error_set(err, LUNA_ENOMEM, "out of memory");
+    }
+    qo.limiter = limiter;
+    if (luna_workqueue_new(&qo, &c->queue, err) < 0) {
+        luna_controller_free(c);
+        return err ? err->code : LUNA_ENOMEM;
+    }
+    luna_workqueue_set_ready_cb(c->queue, on_ready, c);
+
+    lua_pushcfunction(L, build);
+    lua_pushvalue(L, ctl_idx);
+    lua_pushlightuserdata(L, c);
+    lua_pushlightuserdata(L, err);
+    int rc;
+    if (lua_pcall(L, 3, 1, 0) != 0) {
+        rc = luna_error_set(err, LUNA_ELUA, "%s", lua_tostring(L, -1));
+    } else {
+        rc = (int)lua_tointeger(L, -1);
+    }
+    lua_pop(L, 1);
+    if (rc < 0) {
+        luna_error_wrap(err, "controller %s", c->name);
+        luna_controller_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+bool luna_controller_synced(const struct luna_controller *c)
+{
+    for (size_t i = 0; i < c->nsources; i++)
+        if (!luna_informer_has_synced(luna_shared_informer_informer(c->sources[i].si)))
+            return false;
+    return true;
+}
+
+void luna_controller_start(struct luna_controller *c)
+{
+    if (c->started)
+        return;
+    c->started = true;
+    char workers[16];
+    snprintf(workers, sizeof workers, "%d", c->workers);
+    luna_info("controller started", "controller", c->name, "workers", workers);
+    kick(c);
+}
+
+void luna_controller_shutdown(struct luna_controller *c, void (*drained)(void *ud), void *ud)
+{
+    c->stopping = true;
+    c->drained = drained;
+    c->drained_ud = ud;
+    ev_check_stop(luna_loop(), &c->dispatch_check);
+    ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    luna_workqueue_shutdown(c->queue);
+    maybe_drained(c);
+}
+
+struct luna_informer *luna_controller_informer_for(struct luna_controller *c,
+                                                   const char *group, const char *version,
+                                                   const char *kind)
+{
+    for (size_t i = 0; i < c->nsources; i++) {
+        struct source *s = &c->sources[i];
+        if (strcmp(s->group, group) == 0 && strcmp(s->version, version) == 0 &&
+            strcmp(s->kind, kind) == 0)
+            return luna_shared_informer_informer(s->si);
+    }
+    return NULL;
+}
+
+void luna_controller_free(struct luna_controller *c)
+{
+    if (!c)
+        return;
+    lua_State *L = c->env.L;
+    ev_check_stop(luna_loop(), &c->dispatch_check);
+    ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    while (c->running) {
+        struct luna_reconcile *r = c->running;
+        if (r->cancel)
+            r->cancel(r->cancel_ud);
+        if (c->queue)
+            luna_workqueue_done(c->queue, r->key);
+        reconcile_free(r);
+    }
+    for (size_t i = 0; i < c->nsources; i++) {
+        struct source *s = &c->sources[i];
+        luna_informer_remove_handler(luna_shared_informer_informer(s->si), s->handler_id);
+        luna_informer_factory_release(c->env.factory, s->si);
+        luaL_unref(L, LUA_REGISTRYINDEX, s->map_ref);
+    }
+    free(c->sources);
+    luna_workqueue_free(c->queue);
+    luaL_unref(L, LUA_REGISTRYINDEX, c->ctl_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, c->reconcile_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, c->predicates_ref);
+    free(c->name);
+    free(c);
+}
