@@ -34,12 +34,20 @@ DEB_PKGS  := build-essential pkg-config luajit libluajit-5.1-dev \
              libyajl-dev uthash-dev lua-busted lua-cjson libjansson-dev \
              libcjson-dev libjson-c-dev libssl-dev openssl ca-certificates procps \
              curl nghttp2-server libjsmn-dev
+# The subset the container's build stage installs (`make deps-build`): every
+# package above except these, which only the specs, benchmarks and tools use.
+# New packages therefore reach the build stage unless they are listed here;
+# spec/07-deploy checks that every header, library and .pc file the build
+# uses comes from DEB_BUILD_PKGS or what they depend on.
+DEB_NOBUILD_PKGS := luajit lua-busted lua-cjson libcjson-dev libjson-c-dev \
+             openssl ca-certificates procps curl nghttp2-server libjsmn-dev
+DEB_BUILD_PKGS := $(filter-out $(DEB_NOBUILD_PKGS),$(DEB_PKGS))
 
 CORE_SRC  := $(filter-out host/main.c,$(wildcard host/*.c))
 FIXTURES  := $(patsubst spec/fixtures/%.c,%,$(wildcard spec/fixtures/*.c))
 BENCHES   := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
 
-.PHONY: all deps test run bench clean install
+.PHONY: all deps deps-build deploy-sync test run bench clean install
 all: build/luna build/lua/luna/core.so
 
 # variant DIR FLAGS: object files, libluna.a, luna, core.so, fixtures, benches.
@@ -70,18 +78,32 @@ $(eval $(call variant,build/test,$(SAN_FLAGS)))
 
 BENCH_LIBS := -ljansson -lcjson -ljson-c
 
+# apt_install LIST: apt-get installs the packages of LIST that are missing.
+define apt_install
+missing=$$(for p in $(1); do \
+    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
+  done); \
+if [ -n "$$missing" ]; then \
+  echo "installing:" $$missing; \
+  export DEBIAN_FRONTEND=noninteractive; \
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+fi
+endef
+
 deps:
-	@missing=$$(for p in $(DEB_PKGS); do \
-	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
-	  done); \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:" $$missing; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-	fi
+	@$(call apt_install,$(DEB_PKGS))
 	@command -v kubectl >/dev/null || { export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null || \
 	  echo "kubectl not available: kubectl specs will fail"; }
+
+# What the container's build stage runs: only the packages building needs.
+deps-build:
+	@$(call apt_install,$(DEB_BUILD_PKGS))
+
+# Regenerates controllers/kustomization.yaml (the ConfigMap deploy/ mounts)
+# from controllers/*.lua.
+deploy-sync:
+	deploy/sync-controllers.sh controllers
 
 TEST_BIN := build/test/luna build/test/lua/luna/core.so \
             $(addprefix build/test/fixtures/,$(FIXTURES))
