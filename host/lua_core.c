@@ -5,7 +5,9 @@
 #include <lauxlib.h>
 
 #include "lua_backoff.h"
+#include "lua_health.h"
 #include "lua_loop.h"
+#include "lua_metrics.h"
 #include "lua_selector.h"
 #include "lua_store.h"
 #include "lua_ratelimit.h"
@@ -34,5 +36,7 @@ int luaopen_luna_core(lua_State *L)
     luna_lua_backoff_register(L);
     luna_lua_ratelimit_register(L);
     luna_lua_workqueue_register(L);
+    luna_lua_metrics_register(L);
+    luna_lua_health_register(L);
     return 1;
 }
