@@ -11,6 +11,8 @@
 #include "lua_informer.h"
 #include "lua_loop.h"
 #include "lua_object_stream.h"
+#include "lua_health.h"
+#include "lua_metrics.h"
 #include "lua_selector.h"
 #include "lua_store.h"
 #include "lua_ratelimit.h"
@@ -44,5 +46,7 @@ int luaopen_luna_core(lua_State *L)
     luna_lua_kubeconfig_register(L);
     luna_lua_http_register(L);
     luna_lua_json_register(L);
+    luna_lua_metrics_register(L);
+    luna_lua_health_register(L);
     return 1;
 }

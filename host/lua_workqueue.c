@@ -34,6 +34,14 @@ static struct lua_workqueue *check_wq(lua_State *L)
     return w;
 }
 
+struct luna_workqueue *luna_lua_workqueue_check(lua_State *L, int idx)
+{
+    struct lua_workqueue *w = luaL_checkudata(L, idx, WORKQUEUE_MT);
+    if (!w->q)
+        luaL_error(L, "workqueue is closed");
+    return w->q;
+}
+
 /* ---- callbacks ---------------------------------------------------------- */
 
 /* The state to call back on: the caller's inside a method, the loop

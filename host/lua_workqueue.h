@@ -45,4 +45,9 @@
 
 void luna_lua_workqueue_register(lua_State *L);
 
+struct luna_workqueue;
+/* The queue of the workqueue object at idx (borrowed while that object
+ * lives).  May raise: not a workqueue, or already collected. */
+struct luna_workqueue *luna_lua_workqueue_check(lua_State *L, int idx);
+
 #endif

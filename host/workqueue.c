@@ -236,6 +236,8 @@ void luna_workqueue_free(struct luna_workqueue *q)
 {
     if (!q)
         return;
+    if (q->observer.freed)
+        q->observer.freed(q->observer.ud);
     if (q->loop)
         ev_timer_stop(q->loop, &q->timer);
     struct item *it, *tmp;
@@ -488,6 +490,12 @@ void luna_workqueue_set_observer(struct luna_workqueue *q,
         q->observer = *obs;
     else
         memset(&q->observer, 0, sizeof q->observer);
+}
+
+const struct luna_workqueue_observer *
+luna_workqueue_get_observer(const struct luna_workqueue *q)
+{
+    return &q->observer;
 }
 
 void luna_workqueue_metrics(const struct luna_workqueue *q,

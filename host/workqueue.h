@@ -72,10 +72,13 @@ struct luna_workqueue_options {
                                          limiter on `clock` */
 };
 
-/* Histogram feeds for the metrics module: each observation as it happens. */
+/* Histogram feeds for the metrics module: each observation as it happens.
+ * freed (may be NULL) is called once, first thing in luna_workqueue_free:
+ * the observer's last call, so it can drop what it keeps about the queue. */
 struct luna_workqueue_observer {
     void (*queue_duration)(void *ud, double seconds); /* dirty -> get */
     void (*work_duration)(void *ud, double seconds);  /* get -> done */
+    void (*freed)(void *ud);
     void *ud;
 };
 
@@ -159,6 +162,9 @@ void luna_workqueue_set_ready_cb(struct luna_workqueue *q, void (*cb)(void *ud),
 /* Copied; NULL clears. */
 void luna_workqueue_set_observer(struct luna_workqueue *q,
                                  const struct luna_workqueue_observer *obs);
+/* The observer in place (all NULL if none); borrowed. */
+const struct luna_workqueue_observer *
+luna_workqueue_get_observer(const struct luna_workqueue *q);
 
 void luna_workqueue_metrics(const struct luna_workqueue *q,
                             struct luna_workqueue_metrics *out);
