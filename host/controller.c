@@ -12,6 +12,7 @@
 #include "log.h"
 #include "loop.h"
 #include "lua_json.h"
+#include "lua_store.h"
 #include "lua_util.h"
 #include "ratelimit.h"
 #include "workqueue.h"
@@ -50,6 +51,7 @@ struct luna_controller {
     struct luna_workqueue *queue;
     struct source *sources;
     size_t nsources;
+    int nindexes;                     /* custom indexes added to sources[0] */
     int workers, active;
     bool started, stopping;
     void (*drained)(void *ud);
@@ -607,6 +609,21 @@ static int build(lua_State *L)
         }
         lua_pop(L, 1);
     }
+    /* Custom indexes on the primary informer, named "<controller>/<name>"
+     * so controllers sharing an informer cannot collide. */
+    lua_getfield(L, 1, "indexes");
+    int t = lua_gettop(L);
+    if (rc == 0 && lua_istable(L, t)) {
+        struct luna_indexer *idx =
+            luna_informer_indexer(luna_shared_informer_informer(c->sources[0].si));
+        for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1)) {
+            lua_pushfstring(L, "%s/%s", c->name, lua_tostring(L, -2));
+            luna_lua_store_add_index(L, idx, lua_tostring(L, -1), lua_gettop(L) - 1, &c->env.T);
+            c->nindexes++;
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
     lua_pushinteger(L, rc);
     return 1;
 }
@@ -736,6 +753,20 @@ void luna_controller_free(struct luna_controller *c)
         if (c->queue)
             luna_workqueue_done(c->queue, r->key);
         reconcile_free(r);
+    }
+    if (c->nindexes > 0 && c->nsources > 0) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, c->ctl_ref);
+        lua_getfield(L, -1, "indexes");
+        struct luna_indexer *idx =
+            luna_informer_indexer(luna_shared_informer_informer(c->sources[0].si));
+        if (lua_istable(L, -1)) {
+            for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
+                char name[512];
+                snprintf(name, sizeof name, "%s/%s", c->name, lua_tostring(L, -2));
+                luna_indexer_remove_index(idx, name);
+            }
+        }
+        lua_pop(L, 2);
     }
     for (size_t i = 0; i < c->nsources; i++) {
         struct source *s = &c->sources[i];

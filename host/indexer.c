@@ -272,6 +272,17 @@ static void index_free(struct index *ix)
     free(ix);
 }
 
+int luna_indexer_remove_index(struct luna_indexer *idx, const char *name)
+{
+    struct index *ix;
+    HASH_FIND_STR(idx->indexes, name, ix);
+    if (!ix || strcmp(name, LUNA_INDEX_NAMESPACE) == 0)
+        return LUNA_ENOTFOUND;
+    HASH_DEL(idx->indexes, ix);
+    index_free(ix);
+    return 0;
+}
+
 void luna_indexer_free(struct luna_indexer *idx)
 {
     if (!idx)

@@ -61,6 +61,8 @@ void luna_indexer_free(struct luna_indexer *idx);
 int luna_indexer_add_index(struct luna_indexer *idx, const char *name, luna_index_fn fn,
                            void *ud, void (*ud_free)(void *), bool pure, luna_error *err);
 bool luna_indexer_has_index(const struct luna_indexer *idx, const char *name);
+/* Drops an index (not the built-in namespace index); LUNA_ENOTFOUND if absent. */
+int luna_indexer_remove_index(struct luna_indexer *idx, const char *name);
 
 int luna_indexer_put(struct luna_indexer *idx, struct luna_object *obj,
                      struct luna_object **old);

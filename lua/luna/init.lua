@@ -107,6 +107,16 @@ local function check_list(field, v, each)
   return out
 end
 
+-- Index functions see the object as a table (the cache hands C objects to
+-- the wrapper, which decodes them).
+local function wrap_indexes(indexes)
+  local out = {}
+  for name, fn in pairs(indexes or {}) do
+    out[name] = function(o) return fn(require("luna.core").json.decode(o:json())) end
+  end
+  return out
+end
+
 local FIELDS = {
   name = true, watch = true, owns = true, watches = true, reconcile = true,
   workers = true, resync = true, rate_limit = true, indexes = true,
@@ -158,7 +168,7 @@ function luna.controller(spec)
     workers = spec.workers or 1,
     resync = spec.resync or 0,
     rate_limit = spec.rate_limit or {},
-    indexes = spec.indexes or {},
+    indexes = wrap_indexes(spec.indexes),
     predicates = spec.predicates or {},
     keep_managed_fields = spec.keep_managed_fields and true or false,
   }, Controller)
@@ -167,6 +177,16 @@ end
 
 function luna.is_controller(v)
   return type(v) == "table" and getmetatable(v) == "luna.controller"
+end
+
+-- The API a reconcile uses: luna.cache, luna.get/list/create/update/
+-- update_status/patch/apply/delete, luna.log (see lua/luna/api.lua).
+do
+  local api = require("luna.api")
+  for _, name in ipairs({ "cache", "get", "list", "create", "update", "update_status", "patch",
+                          "apply", "delete", "log", "error" }) do
+    luna[name] = api[name]
+  end
 end
 
 return luna

@@ -1,0 +1,239 @@
+-- luna.api: what a reconcile calls — cache reads (listers) and API requests.
+--
+-- Every function here needs the luna host (`luna run`); API requests also
+-- need to run inside a reconcile, where they yield the reconcile's
+-- coroutine until the server answers (other reconciles and the watches go
+-- on meanwhile). Failures come back as `nil, err` with err.code (HTTP
+-- status, 0 when no response), err.reason (the Kubernetes Status reason:
+-- NotFound, Conflict, AlreadyExists, ... or Timeout, ConnectionFailed) and
+-- err.message; tostring(err) is "Reason: message".
+
+local core = require("luna.core")
+local json = core.json
+
+local api = {}
+
+local Error = {}
+Error.__index = Error
+Error.__tostring = function(e) return (e.reason or "Unknown") .. ": " .. (e.message or "") end
+
+function api.error(code, reason, message)
+  return setmetatable({ code = code, reason = reason, message = message }, Error)
+end
+
+local REASONS = {
+  [400] = "BadRequest", [401] = "Unauthorized", [403] = "Forbidden", [404] = "NotFound",
+  [405] = "MethodNotAllowed", [406] = "NotAcceptable", [409] = "Conflict", [410] = "Gone",
+  [413] = "RequestEntityTooLarge", [415] = "UnsupportedMediaType", [422] = "Invalid",
+  [429] = "TooManyRequests", [500] = "InternalError", [503] = "ServiceUnavailable",
+  [504] = "Timeout",
+}
+
+local function runtime(fn)
+  local rt = core.runtime
+  if not rt then error(fn .. " needs the luna host (luna run)", 3) end
+  return rt
+end
+
+local function escape(s)
+  return (tostring(s):gsub("[^%w%-%._~]", function(c) return string.format("%%%02X", c:byte()) end))
+end
+
+local function query_string(params)
+  local parts = {}
+  for k, v in pairs(params) do
+    if v ~= nil and v ~= false then parts[#parts + 1] = escape(k) .. "=" .. escape(v) end
+  end
+  table.sort(parts)
+  return #parts > 0 and table.concat(parts, "&") or nil
+end
+
+local function selector_text(sel)
+  if sel == nil or type(sel) == "string" then return sel end
+  local parts = {}
+  for k, v in pairs(sel) do parts[#parts + 1] = k .. "=" .. v end
+  table.sort(parts)
+  return table.concat(parts, ",")
+end
+
+local function path(res, namespace, name, subresource, query)
+  local p = res.group == "" and ("/api/" .. res.version) or ("/apis/" .. res.group .. "/" .. res.version)
+  if res.namespaced and namespace and namespace ~= "" then p = p .. "/namespaces/" .. escape(namespace) end
+  p = p .. "/" .. res.resource
+  if name then p = p .. "/" .. escape(name) end
+  if subresource then p = p .. "/" .. subresource end
+  if query then p = p .. "?" .. query end
+  return p
+end
+
+-- kind string of an object: "apps/v1/Deployment" from apiVersion and kind.
+local function kind_of(obj)
+  if type(obj) ~= "table" or type(obj.apiVersion) ~= "string" or type(obj.kind) ~= "string" then
+    error("object needs apiVersion and kind", 3)
+  end
+  return obj.apiVersion .. "/" .. obj.kind
+end
+
+local function meta_of(obj)
+  local m = obj.metadata
+  if type(m) ~= "table" then error("object needs metadata", 3) end
+  return m
+end
+
+-- Sends one request and turns the answer into (object) or (nil, err).
+local function call(fn, method, kind, namespace, name, subresource, query, body, content_type)
+  local rt = runtime(fn)
+  local res, err = rt.resolve(kind)
+  if not res then return nil, setmetatable(err, Error) end
+  if res.namespaced and name and (not namespace or namespace == "") then
+    return nil, api.error(400, "BadRequest", kind .. " is namespaced: a namespace is required")
+  end
+  local encoded
+  if body ~= nil then
+    if type(body) == "string" then
+      encoded = body
+    else
+      local e
+      encoded, e = json.encode(body)
+      if not encoded then return nil, api.error(0, "InvalidObject", e.message) end
+    end
+  end
+  local status, text = rt.request(method, path(res, namespace, name, subresource, query),
+    encoded, content_type)
+  if not status then return nil, setmetatable(text, Error) end
+  if status >= 200 and status < 300 then
+    if text == "" then return true end
+    local obj, derr = json.decode(text)
+    if obj == nil then return nil, api.error(status, "InvalidResponse", derr.message) end
+    return obj
+  end
+  local st = json.decode(text)
+  if type(st) == "table" and st.kind == "Status" then
+    return nil, api.error(status, st.reason ~= "" and st.reason or REASONS[status] or "Unknown",
+      st.message or "")
+  end
+  return nil, api.error(status, REASONS[status] or "Unknown", text)
+end
+
+-- luna.get(kind, namespace, name) or luna.get(kind, name) when cluster-scoped.
+function api.get(kind, a, b)
+  local namespace, name = a, b
+  if b == nil then namespace, name = nil, a end
+  return call("luna.get", "GET", kind, namespace, name)
+end
+
+-- luna.list(kind, { namespace=, labels= "a=b" | {a="b"}, fields=, limit=, continue= })
+function api.list(kind, opts)
+  opts = opts or {}
+  local q = query_string({ labelSelector = selector_text(opts.labels),
+    fieldSelector = selector_text(opts.fields), limit = opts.limit, continue = opts.continue })
+  return call("luna.list", "GET", kind, opts.namespace, nil, nil, q)
+end
+
+local function write_opts(opts)
+  opts = opts or {}
+  return query_string({ fieldManager = opts.field_manager, dryRun = opts.dry_run and "All" or nil })
+end
+
+function api.create(obj, opts)
+  local m = meta_of(obj)
+  return call("luna.create", "POST", kind_of(obj), m.namespace, nil, nil, write_opts(opts), obj)
+end
+
+function api.update(obj, opts)
+  local m = meta_of(obj)
+  return call("luna.update", "PUT", kind_of(obj), m.namespace, m.name, nil, write_opts(opts), obj)
+end
+
+function api.update_status(obj, opts)
+  local m = meta_of(obj)
+  return call("luna.update_status", "PUT", kind_of(obj), m.namespace, m.name, "status",
+    write_opts(opts), obj)
+end
+
+local PATCH_TYPES = {
+  merge = "application/merge-patch+json",
+  json = "application/json-patch+json",
+  strategic = "application/strategic-merge-patch+json",
+}
+
+-- luna.patch(kind, namespace, name, patch, { type = "merge"|"json"|"strategic", subresource= })
+function api.patch(kind, namespace, name, patch, opts)
+  opts = opts or {}
+  local ct = PATCH_TYPES[opts.type or "merge"]
+  if not ct then error("patch type must be merge, json or strategic", 2) end
+  return call("luna.patch", "PATCH", kind, namespace, name, opts.subresource, write_opts(opts),
+    patch, ct)
+end
+
+-- Server-side apply: luna.apply(obj, { field_manager = "name", force = true, subresource= })
+function api.apply(obj, opts)
+  opts = opts or {}
+  if type(opts.field_manager) ~= "string" or opts.field_manager == "" then
+    error("luna.apply needs opts.field_manager", 2)
+  end
+  local m = meta_of(obj)
+  local q = query_string({ fieldManager = opts.field_manager, force = opts.force and "true" or nil,
+    dryRun = opts.dry_run and "All" or nil })
+  -- JSON is YAML, so the apply body can be the object's JSON.
+  return call("luna.apply", "PATCH", kind_of(obj), m.namespace, m.name, opts.subresource, q, obj,
+    "application/apply-patch+yaml")
+end
+
+-- luna.delete(kind, namespace, name, { propagation = "Background"|"Foreground"|"Orphan",
+--   preconditions = { uid=, resource_version= }, grace_period = s })
+function api.delete(kind, namespace, name, opts)
+  opts = opts or {}
+  local body = { apiVersion = "v1", kind = "DeleteOptions",
+    propagationPolicy = opts.propagation, gracePeriodSeconds = opts.grace_period }
+  if opts.preconditions then
+    body.preconditions = { uid = opts.preconditions.uid,
+      resourceVersion = opts.preconditions.resource_version }
+  end
+  return call("luna.delete", "DELETE", kind, namespace, name, nil, nil, body)
+end
+
+-- Listers: luna.cache(kind) reads the controller's own informers.
+local Lister = {}
+Lister.__index = Lister
+
+-- lister:get(namespace, name) or lister:get(name) when cluster-scoped.
+function Lister:get(a, b)
+  local key = b == nil and a or (a .. "/" .. b)
+  return runtime("luna.cache").cache_get(self.kind, key)
+end
+
+-- lister:list{ namespace=, labels= "a=b" | {a="b"} }
+function Lister:list(opts)
+  opts = opts or {}
+  return runtime("luna.cache").cache_list(self.kind, opts.namespace, selector_text(opts.labels))
+end
+
+function Lister:by_index(name, value)
+  local rt = runtime("luna.cache")
+  local cur = rt.current()
+  return rt.cache_by_index(self.kind, (cur and cur.controller or "") .. "/" .. name, value)
+end
+
+function api.cache(kind)
+  if type(kind) ~= "string" then error("luna.cache takes a kind such as \"v1/ConfigMap\"", 2) end
+  return setmetatable({ kind = kind }, Lister)
+end
+
+-- Structured logging with controller, key and reconcile_id attached.
+local function logger(level)
+  return function(msg, fields)
+    local rt = core.runtime
+    if rt then
+      rt.log(level, msg, fields)
+    else
+      local parts = { level:upper(), msg }
+      for k, v in pairs(fields or {}) do parts[#parts + 1] = k .. "=" .. tostring(v) end
+      io.stderr:write(table.concat(parts, " "), "\n")
+    end
+  end
+end
+api.log = { debug = logger("debug"), info = logger("info"), warn = logger("warn"), error = logger("error") }
+
+api._path = path
+return api
