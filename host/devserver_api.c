@@ -1250,7 +1250,7 @@ static int decode_continue(const char *tok, uint64_t *rv, char **start)
     }
     while (len > 0 && raw[len - 1] == '\0')
         len--; /* EVP_DecodeBlock pads with zero bytes */
-    json_t *o = json_loadb((char *)raw, (size_t)len, 0, NULL);
+    json_t *o = json_loadb((char *)raw, (size_t)len, JSON_ALLOW_NUL, NULL);
     free(raw);
     if (!o)
         return -1;
