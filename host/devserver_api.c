@@ -2271,7 +2271,7 @@ int luna_ds_api_seed(const json_t *doc, luna_error *err)
     const char *kind = sget(doc, "kind");
     const char *av = sget(doc, "apiVersion");
     json_t *items = json_object_get(doc, "items");
-    if (kind && strlen(kind) > 4 && strcmp(kind + strlen(kind) - 4, "List") == 0 &&
+    if (kind && strlen(kind) >= 4 && strcmp(kind + strlen(kind) - 4, "List") == 0 &&
         json_is_array(items)) {
         size_t i;
         json_t *it;

@@ -141,13 +141,15 @@ end
 
 function Watch:stop() self.proc:stop() end
 
+-- Returns the exit status of the server (or of kubectl proxy).
 function Server:stop()
-  if self.stopped then return end
+  if self.stopped then return self.status end
   self.stopped = true
   if not self.opts.no_namespace then
     pcall(self.request, self, "DELETE", "/api/v1/namespaces/" .. self.ns)
   end
-  self.proc:stop()
+  self.status = self.proc:stop()
+  return self.status
 end
 
 math.randomseed(os.time() + tonumber(tostring({}):match("0x(%x+)") or "0", 16) % 100000)
