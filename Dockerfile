@@ -33,6 +33,7 @@ RUN apt-get update \
       libcurl4 \
       libev4 \
       libgssapi-krb5-2 \
+      libjansson4 \
       libk5crypto3 \
       libkeyutils1 \
       libkrb5-3 \

@@ -13,7 +13,7 @@ CC        ?= cc
 SPEC      ?= spec
 BUSTED    := luajit /usr/bin/busted
 
-PKGS      := luajit libcurl yaml-0.1 libmicrohttpd yajl libcrypto
+PKGS      := luajit libcurl yaml-0.1 libmicrohttpd yajl jansson libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # The Lua module gets the Lua API from the luajit process that loads it, so

@@ -310,12 +310,12 @@ static int push_into_list(struct luna_object *obj, void *ud)
 static int handle_list(lua_State *L)
 {
     struct luna_indexer *idx = luna_informer_indexer(informer_of(L));
+    const char *ns = luaL_optstring(L, 2, NULL);
     lua_newtable(L);
-    if (lua_isnoneornil(L, 2))
+    if (!ns)
         luna_indexer_each(idx, push_into_list, L);
     else
-        luna_indexer_each_indexed(idx, LUNA_INDEX_NAMESPACE, luaL_checkstring(L, 2),
-                                  push_into_list, L);
+        luna_indexer_each_indexed(idx, LUNA_INDEX_NAMESPACE, ns, push_into_list, L);
     return 1;
 }
 

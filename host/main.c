@@ -11,6 +11,7 @@
 
 #include <lauxlib.h>
 
+#include "devserver.h"
 #include "error.h"
 #include "kubeconfig.h"
 #include "log.h"
@@ -23,6 +24,7 @@ static void usage(FILE *out)
           "\n"
           "commands:\n"
           "  run [options] DIR     run the controllers in DIR/*.lua\n"
+          "  dev-server [options]  run an in-memory Kubernetes API server (--help for options)\n"
           "\n"
           "run options:\n"
           "  --kubeconfig FILE     kubeconfig to use (default: $KUBECONFIG, ~/.kube/config,\n"
@@ -120,6 +122,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "dev-server") == 0)
+        return luna_devserver_main(argc - 1, argv + 1);
     fprintf(stderr, "luna: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

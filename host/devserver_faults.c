@@ -1,0 +1,114 @@
+/* devserver_faults.c — see devserver_faults.h. */
+#include "devserver_faults.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static luna_ds_faults current = { .error_code = 500, .retry_after = 1, .seed = 1 };
+static unsigned rng_state = 1;
+
+luna_ds_faults *luna_ds_faults_get(void) { return &current; }
+
+static int parse_number(const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    double d = strtod(v, &end);
+    if (end == v || *end || d < lo || d > hi)
+        return -1;
+    *out = d;
+    return 0;
+}
+
+int luna_ds_faults_set(const char *spec, char *msg, size_t msgsize)
+{
+    luna_ds_faults f = { .error_code = 500, .retry_after = 1, .seed = 1 };
+    char *copy = strdup(spec ? spec : "");
+    if (!copy)
+        abort();
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ')
+            tok++;
+        if (!*tok)
+            continue;
+        char *eq = strchr(tok, '=');
+        if (!eq) {
+            snprintf(msg, msgsize, "fault '%s' needs a value (key=value)", tok);
+            free(copy);
+            return -1;
+        }
+        *eq = '\0';
+        const char *k = tok, *v = eq + 1;
+        double d;
+        int bad = 0;
+        if (strcmp(k, "watch-close-after") == 0)
+            bad = parse_number(v, 0, 1e9, &d) || ((f.watch_close_after = (int)d), 0);
+        else if (strcmp(k, "watch-close-random") == 0)
+            bad = parse_number(v, 0, 1, &f.watch_close_random);
+        else if (strcmp(k, "delay") == 0)
+            bad = parse_number(v, 0, 3600, &f.delay);
+        else if (strcmp(k, "error-rate") == 0)
+            bad = parse_number(v, 0, 1, &f.error_rate);
+        else if (strcmp(k, "error-code") == 0) {
+            bad = parse_number(v, 400, 599, &d);
+            f.error_code = (int)d;
+        } else if (strcmp(k, "retry-after") == 0)
+            bad = parse_number(v, 0, 3600, &d) || ((f.retry_after = (int)d), 0);
+        else if (strcmp(k, "truncate-event") == 0)
+            bad = parse_number(v, 0, 1e9, &d) || ((f.truncate_event = (int)d), 0);
+        else if (strcmp(k, "malformed-event") == 0)
+            bad = parse_number(v, 0, 1e9, &d) || ((f.malformed_event = (int)d), 0);
+        else if (strcmp(k, "gone") == 0)
+            bad = parse_number(v, 0, 1e9, &d) || ((f.gone = (int)d), 0);
+        else if (strcmp(k, "seed") == 0)
+            bad = parse_number(v, 0, 4e9, &d) || ((f.seed = (unsigned)d), 0);
+        else {
+            snprintf(msg, msgsize, "unknown fault '%s'", k);
+            free(copy);
+            return -1;
+        }
+        if (bad) {
+            snprintf(msg, msgsize, "fault '%s': bad value '%s'", k, v);
+            free(copy);
+            return -1;
+        }
+    }
+    free(copy);
+    current = f;
+    rng_state = f.seed ? f.seed : 1;
+    return 0;
+}
+
+json_t *luna_ds_faults_json(void)
+{
+    return json_pack("{s:i,s:f,s:f,s:f,s:i,s:i,s:i,s:i,s:i,s:i}",
+                     "watch-close-after", current.watch_close_after,
+                     "watch-close-random", current.watch_close_random,
+                     "delay", current.delay,
+                     "error-rate", current.error_rate,
+                     "error-code", current.error_code,
+                     "retry-after", current.retry_after,
+                     "truncate-event", current.truncate_event,
+                     "malformed-event", current.malformed_event,
+                     "gone", current.gone,
+                     "seed", (int)current.seed);
+}
+
+bool luna_ds_faults_chance(double p)
+{
+    if (p <= 0)
+        return false;
+    if (p >= 1)
+        return true;
+    return (double)rand_r(&rng_state) / ((double)RAND_MAX + 1.0) < p;
+}
+
+bool luna_ds_faults_take(int *counter)
+{
+    if (*counter > 0) {
+        (*counter)--;
+        return true;
+    }
+    return false;
+}

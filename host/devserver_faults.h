@@ -1,0 +1,57 @@
+/*
+ * devserver_faults.h — fault injection for tests of clients against the dev
+ * server: set from --faults SPEC at start and, when the admin endpoint is
+ * enabled, changed at run time (PUT /luna/v1/faults with a SPEC body).
+ *
+ * SPEC is comma-separated key=value pairs (an empty SPEC clears all):
+ *   watch-close-after=N    end every watch stream after N events
+ *   watch-close-random=P   end a watch stream after each event with probability P
+ *   delay=SECONDS          delay every response (watches: the stream's start)
+ *   error-rate=P           answer a fraction P of requests with error-code
+ *   error-code=500|429|503 (default 500); 429 carries Retry-After
+ *   retry-after=SECONDS    (default 1)
+ *   truncate-event=N       the next N watch events are cut mid-line, and
+ *                          the connection is then dropped
+ *   malformed-event=N      the next N watch events are sent as invalid JSON
+ *   gone=N                 the next N watches get 410 Expired at once
+ *   seed=N                 seed of the random choices (default 1)
+ * Counters (truncate-event, malformed-event, gone) count down as used.
+ * Runs on the loop thread; the state is process-wide.
+ */
+#ifndef LUNA_DEVSERVER_FAULTS_H
+#define LUNA_DEVSERVER_FAULTS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct luna_ds_faults {
+    int watch_close_after;
+    double watch_close_random;
+    double delay;
+    double error_rate;
+    int error_code;
+    int retry_after;
+    int truncate_event;
+    int malformed_event;
+    int gone;
+    unsigned seed;
+} luna_ds_faults;
+
+/* The current settings (mutable: the counters are decremented in place). */
+luna_ds_faults *luna_ds_faults_get(void);
+
+/* Replaces the settings with SPEC; on error leaves them unchanged, returns
+ * -1 and writes a message to msg. */
+int luna_ds_faults_set(const char *spec, char *msg, size_t msgsize);
+
+/* The settings as a JSON object (caller owns). */
+json_t *luna_ds_faults_json(void);
+
+/* True with probability p, from the seeded generator. */
+bool luna_ds_faults_chance(double p);
+
+/* If *counter > 0, decrements it and returns true. */
+bool luna_ds_faults_take(int *counter);
+
+#endif
