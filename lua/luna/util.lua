@@ -16,15 +16,18 @@ local core = require("luna.core")
 local util = {}
 
 local NULL = core.json.null
+-- Captured at load: a sandbox that later hides `debug` from scripts must
+-- not break the helpers' error positions.
+local getinfo = debug.getinfo
 
 -- "@/path/to/lua/luna/" (or "@lua/luna/" from a relative package.path).
-local LIB_PREFIX = debug.getinfo(1, "S").source:match("^(.*/)[^/]*$")
+local LIB_PREFIX = getinfo(1, "S").source:match("^(.*/)[^/]*$")
 
 function util.raise(fmt, ...)
   local msg = select("#", ...) > 0 and string.format(fmt, ...) or fmt
   local level = 2
   while true do
-    local info = debug.getinfo(level, "Sl")
+    local info = getinfo(level, "Sl")
     if not info then break end
     local src = info.source
     local in_lib = LIB_PREFIX and src:sub(1, #LIB_PREFIX) == LIB_PREFIX

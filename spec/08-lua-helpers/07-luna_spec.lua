@@ -27,6 +27,15 @@ describe("luna re-exports", function()
     assert.is_false(luna.is_conflict(nil))
   end)
 
+  it("report misuse at the caller's line even when a sandbox hides debug", function()
+    local saved = _G.debug
+    _G.debug = nil
+    local ok, err = pcall(function() luna.finalizers.add({}, "not a name") end)
+    _G.debug = saved
+    assert.is_false(ok)
+    assert.matches("07%-luna_spec%.lua:%d+: invalid finalizer name", err)
+  end)
+
   it("leaves luna.controller and luna.is_controller alone", function()
     local c = luna.controller({ name = "demo", watch = "v1/ConfigMap", reconcile = function() end })
     assert.is_true(luna.is_controller(c))
