@@ -189,4 +189,15 @@ do
   end
 end
 
+-- Helper libraries (lua/luna/<name>.lua, documented in lua/luna/<name>.md).
+luna.meta = require("luna.meta")
+luna.finalizers = require("luna.finalizers")
+luna.conditions = require("luna.conditions")
+luna.events = require("luna.events")
+luna.time = require("luna.time")
+luna.errors = require("luna.errors")
+for name, fn in pairs(luna.errors) do
+  if name:match("^is_") then luna[name] = fn end -- luna.is_not_found(err), ...
+end
+
 return luna
