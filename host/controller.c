@@ -93,6 +93,7 @@ struct luna_informer_factory *luna_controller_factory(struct luna_controller *c)
 
 static void enqueue(struct luna_controller *c, const char *key)
 {
+    luna_debug("enqueue", "controller", c->name, "key", key);
     if (luna_workqueue_add(c->queue, key) == LUNA_ENOMEM)
         luna_error("enqueue failed", "controller", c->name, "key", key, "error", "out of memory");
 }

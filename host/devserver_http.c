@@ -23,6 +23,7 @@ struct luna_ds_http {
     struct MHD_Daemon *daemon;
     ev_io io;               /* MHD's epoll fd */
     ev_timer timer;         /* MHD's next timeout */
+    bool kicked;            /* a connection was resumed: run MHD again soon */
     const char *token;
     int port;
 };
@@ -52,7 +53,10 @@ static void run(luna_ds_http *srv);
 
 static void kick(luna_ds_http *srv)
 {
-    /* run MHD soon: a resumed connection is handled on the next MHD_run */
+    /* run MHD soon: a resumed connection is handled on the next MHD_run.
+     * A kick from inside MHD_run (a write waking a watch) must survive the
+     * timer re-arm that follows it, hence the flag. */
+    srv->kicked = true;
     ev_timer_stop(luna_loop(), &srv->timer);
     ev_timer_set(&srv->timer, 0.0, 0.0);
     ev_timer_start(luna_loop(), &srv->timer);
@@ -60,10 +64,14 @@ static void kick(luna_ds_http *srv)
 
 static void run(luna_ds_http *srv)
 {
+    srv->kicked = false;
     MHD_run(srv->daemon);
     MHD_UNSIGNED_LONG_LONG ms;
     ev_timer_stop(luna_loop(), &srv->timer);
-    if (MHD_get_timeout(srv->daemon, &ms) == MHD_YES) {
+    if (srv->kicked) {
+        ev_timer_set(&srv->timer, 0.0, 0.0);
+        ev_timer_start(luna_loop(), &srv->timer);
+    } else if (MHD_get_timeout(srv->daemon, &ms) == MHD_YES) {
         double secs = ms == 0 ? 0.0005 : (double)ms / 1000.0;
         ev_timer_set(&srv->timer, secs, 0.0);
         ev_timer_start(luna_loop(), &srv->timer);

@@ -73,8 +73,12 @@ size_t luna_informer_handler_count(const struct luna_informer *inf) { return inf
 
 void luna_informer_wake(struct luna_informer *inf)
 {
-    if (luna_delta_fifo_len(inf->fifo) == 0)
+    if (luna_delta_fifo_len(inf->fifo) == 0) {
+        /* An empty first list has nothing to drain but still syncs. */
+        if (!inf->synced)
+            luna_informer_drain(inf, 0);
         return;
+    }
     struct ev_loop *loop = luna_loop();
     ev_check_start(loop, &inf->drain_check);
     ev_idle_start(loop, &inf->drain_idle);

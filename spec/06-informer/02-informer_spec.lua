@@ -144,6 +144,33 @@ describe("informer", function()
     inf:release()
   end)
 
+  it("syncs on an empty first list", function()
+    local inf = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, labels = "nothing=matches" }
+    helpers.eventually(function() return inf:has_synced() end, 10, "sync of an empty list")
+    assert.equal(0, inf:len())
+    inf:release()
+  end)
+
+  it("sees a write made on a kept-alive connection of the same process at once", function()
+    local inf = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns }
+    helpers.eventually(function() return inf:has_synced() end, 10, "sync")
+    -- core.http keeps its connection open (curl's CLI closes it), so the
+    -- server must wake the watch without any other connection activity.
+    local done
+    local kc = core.kubeconfig.load{ path = kubeconfig_for(srv), env = {} }
+    local cred = kc:credentials()
+    core.http.request{ method = "POST", url = kc.server .. srv:ns_path("configmaps"),
+      headers = { ["Content-Type"] = "application/json" }, bearer_token = cred.token,
+      tls = { ca_pem = kc.ca_data, cert_pem = cred.client_cert_data, key_pem = cred.client_key_data,
+              ca_file = kc.ca_file, insecure = kc.insecure },
+      body = core.json.encode({ apiVersion = "v1", kind = "ConfigMap", metadata = { name = "kept" } }),
+      on_done = function(resp) done = resp and resp.status end }
+    helpers.eventually(function() return done ~= nil end, 10, "the create")
+    assert.equal(201, done)
+    helpers.eventually(function() return inf:get(srv.ns .. "/kept") ~= nil end, 5, "the watch event")
+    inf:release()
+  end)
+
   it("reports an unknown kind and keeps retrying discovery", function()
     local inf = env:informer{ kind = "example.com/v1/Nothing", namespace = srv.ns, backoff_base = 0.05 }
     assert.is_false(core.loop.run_until(function() return inf:has_synced() end, 0.3))
