@@ -65,6 +65,10 @@ struct luna_controller {
 
 /* Coroutine → reconcile, for the bindings. */
 static struct luna_reconcile *by_thread;
+/* The controller whose predicate or map function is running, if any. */
+static struct luna_controller *in_handler;
+
+struct luna_controller *luna_controller_in_handler(void) { return in_handler; }
 
 struct luna_reconcile *luna_reconcile_of(lua_State *L)
 {
@@ -258,6 +262,8 @@ static void route(struct source *src, const char *type, struct luna_object *old,
     struct luna_controller *c = src->c;
     if (c->stopping)
         return;
+    struct luna_controller *outer = in_handler;
+    in_handler = c;
     switch (src->role) {
     case SOURCE_WATCH:
         if (predicates_pass(c, type, old, obj))
@@ -272,6 +278,7 @@ static void route(struct source *src, const char *type, struct luna_object *old,
         enqueue_mapped(src, obj);
         break;
     }
+    in_handler = outer;
 }
 
 static void on_add(void *ud, struct luna_object *obj, bool initial) { route(ud, "add", NULL, obj); }
@@ -532,7 +539,13 @@ static int add_source(struct luna_controller *c, lua_State *L, int desc, enum so
     char *bufs[2] = { labels, fields };
     for (int i = 0; i < 2; i++) {
         lua_getfield(L, desc, names[i]);
-        if (lua_istable(L, -1)) {
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            if (lua_objlen(L, -1) >= sizeof labels) {
+                lua_pop(L, 1);
+                return luna_error_set(err, LUNA_EINVAL, "%s selector too long", names[i]);
+            }
+            snprintf(bufs[i], sizeof labels, "%s", lua_tostring(L, -1));
+        } else if (lua_istable(L, -1)) {
             size_t len = 0;
             for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
                 int n = snprintf(bufs[i] + len, sizeof labels - len, "%s%s=%s", len ? "," : "",

@@ -76,6 +76,10 @@ void luna_controller_start(struct luna_controller *c);
 void luna_controller_shutdown(struct luna_controller *c, void (*drained)(void *ud), void *ud);
 struct luna_controller_stats luna_controller_stats(const struct luna_controller *c);
 
+/* The controller whose predicate or watches map function is running (its
+ * cache may be read there), or NULL. */
+struct luna_controller *luna_controller_in_handler(void);
+
 /* For the API bindings: the reconcile running on coroutine L, or NULL. */
 struct luna_reconcile *luna_reconcile_of(lua_State *L);
 struct luna_controller *luna_reconcile_controller(struct luna_reconcile *r);

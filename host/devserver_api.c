@@ -17,6 +17,7 @@
 #include "devserver_store.h"
 #include "devserver_types.h"
 #include "devserver_yaml.h"
+#include "loop.h"
 
 static luna_ds_api_config config;
 
@@ -1151,9 +1152,87 @@ static void crd_set_status(luna_ds_type *t, const json_t *doc)
     luna_ds_obj_unref(o);
 }
 
+/* Orphans: kube-controller-manager's garbage collector also deletes an
+ * object written with ownerReferences none of which exists any more (a
+ * dependent re-created by a controller racing its owner's deletion).  As
+ * there, this happens shortly after the write, not inside it. */
+struct orphan_check {
+    luna_ds_type *t;
+    char *key;
+};
+static struct orphan_check *orphan_checks;
+static size_t n_orphan_checks, cap_orphan_checks;
+static ev_timer orphan_timer;
+static bool orphan_timer_ready;
+
+static void orphan_sweep(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)w;
+    (void)revents;
+    struct orphan_check *checks = orphan_checks;
+    size_t n = n_orphan_checks;
+    orphan_checks = NULL;
+    n_orphan_checks = cap_orphan_checks = 0;
+    for (size_t i = 0; i < n; i++) {
+        luna_ds_obj *o = luna_ds_store_get(checks[i].t->coll, checks[i].key);
+        bool orphan = o && !o->deleting && o->nowners > 0;
+        for (int j = 0; orphan && j < o->nowners; j++)
+            if (uid_exists(o->owner_uids[j]))
+                orphan = false;
+        if (orphan) {
+            json_t *out = NULL;
+            bool removed;
+            luna_ds_status st = { 0 };
+            do_delete(checks[i].t, o, PROP_BACKGROUND, &out, &removed, &st);
+            if (out)
+                json_decref(out);
+            luna_ds_status_clear(&st);
+        }
+        free(checks[i].key);
+    }
+    free(checks);
+}
+
+static void check_orphan_later(luna_ds_type *t, const json_t *doc)
+{
+    json_t *refs = json_object_get(json_object_get(doc, "metadata"), "ownerReferences");
+    if (!json_is_array(refs) || json_array_size(refs) == 0)
+        return;
+    json_t *m = json_object_get(doc, "metadata");
+    const char *name = sget(m, "name"), *ns = sget(m, "namespace");
+    if (!name)
+        return;
+    if (n_orphan_checks == cap_orphan_checks) {
+        size_t cap = cap_orphan_checks ? 2 * cap_orphan_checks : 16;
+        struct orphan_check *v = realloc(orphan_checks, cap * sizeof *v);
+        if (!v)
+            return;
+        orphan_checks = v;
+        cap_orphan_checks = cap;
+    }
+    char key[600];
+    snprintf(key, sizeof key, "%s%s%s", t->namespaced && ns ? ns : "",
+             t->namespaced && ns ? "/" : "", name);
+    char *copy = strdup(key);
+    if (!copy)
+        return;
+    orphan_checks[n_orphan_checks++] = (struct orphan_check){ t, copy };
+    if (!orphan_timer_ready) {
+        ev_timer_init(&orphan_timer, orphan_sweep, 0., 0.);
+        orphan_timer_ready = true;
+    }
+    if (!ev_is_active(&orphan_timer)) {
+        ev_timer_set(&orphan_timer, 0.05, 0.);
+        ev_timer_start(luna_loop(), &orphan_timer);
+    }
+}
+
 /* Hooks after every write (storage type). */
 static void after_write(luna_ds_type *t, enum luna_ds_event_type type, const json_t *doc)
 {
+    if (type != LUNA_DS_DELETED)
+        check_orphan_later(t, doc);
     if (!t->custom && strcmp(t->resource, "customresourcedefinitions") == 0) {
         const char *name = sget(json_object_get(doc, "metadata"), "name");
         if (type == LUNA_DS_DELETED) {
@@ -2369,5 +2448,12 @@ void luna_ds_api_init(const luna_ds_api_config *cfg)
 
 void luna_ds_api_shutdown(void)
 {
+    if (orphan_timer_ready)
+        ev_timer_stop(luna_loop(), &orphan_timer);
+    for (size_t i = 0; i < n_orphan_checks; i++)
+        free(orphan_checks[i].key);
+    free(orphan_checks);
+    orphan_checks = NULL;
+    n_orphan_checks = cap_orphan_checks = 0;
     luna_ds_types_shutdown();
 }

@@ -5,6 +5,7 @@
 #include <lauxlib.h>
 
 #include "lua_backoff.h"
+#include "lua_crypto.h"
 #include "lua_kubeconfig.h"
 #include "lua_http.h"
 #include "lua_json.h"
@@ -41,6 +42,7 @@ int luaopen_luna_core(lua_State *L)
     luna_lua_store_register(L);
     luna_lua_selector_register(L);
     luna_lua_backoff_register(L);
+    luna_lua_crypto_register(L);
     luna_lua_ratelimit_register(L);
     luna_lua_workqueue_register(L);
     luna_lua_kubeconfig_register(L);

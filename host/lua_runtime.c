@@ -30,7 +30,14 @@ static int current(lua_State *L)
 {
     struct luna_reconcile *r = luna_reconcile_of(L);
     if (!r) {
-        lua_pushnil(L);
+        struct luna_controller *c = luna_controller_in_handler();
+        if (!c) {
+            lua_pushnil(L);
+            return 1;
+        }
+        lua_createtable(L, 0, 1);
+        lua_pushstring(L, luna_controller_name(c));
+        lua_setfield(L, -2, "controller");
         return 1;
     }
     lua_createtable(L, 0, 3);
@@ -48,15 +55,15 @@ static int current(lua_State *L)
 static struct luna_informer *informer_arg(lua_State *L, const char *fn)
 {
     struct luna_reconcile *r = luna_reconcile_of(L);
-    if (!r)
-        luaL_error(L, "%s can only be called inside reconcile", fn);
+    struct luna_controller *c = r ? luna_reconcile_controller(r) : luna_controller_in_handler();
+    if (!c)
+        luaL_error(L, "%s can only be called inside reconcile or a watches map function", fn);
     const char *text = luaL_checkstring(L, 1);
     char group[256], version[64], kind[128];
     luna_error err;
     if (luna_parse_kind(text, group, sizeof group, version, sizeof version, kind, sizeof kind,
                         &err) < 0)
         luaL_error(L, "%s", err.msg);
-    struct luna_controller *c = luna_reconcile_controller(r);
     struct luna_informer *inf = luna_controller_informer_for(c, group, version, kind);
     if (!inf)
         luaL_error(L, "controller %s does not watch %s: add it to watch, owns or watches",

@@ -235,5 +235,59 @@ local function logger(level)
 end
 api.log = { debug = logger("debug"), info = logger("info"), warn = logger("warn"), error = logger("error") }
 
+-- luna.event(obj, type, reason, note [, action]): records a Kubernetes
+-- Event about obj (events.k8s.io/v1), deduplicated per controller: a
+-- repeat within 10 minutes patches the existing Event's series count.
+-- Inside a reconcile only (it calls the API). Returns true or nil, err;
+-- a failure to record is worth a log line, not a failed reconcile.
+local recorders = {}
+
+local function recorder_for(controller)
+  local rec = recorders[controller]
+  if not rec then
+    local events = require("luna.events")
+    rec = events.recorder{ controller = "luna.dev/" .. controller,
+      instance = os.getenv("POD_NAME") or os.getenv("HOSTNAME") or "luna" }
+    recorders[controller] = rec
+  end
+  return rec
+end
+
+function api.event(obj, type_, reason, note, action)
+  local cur = runtime("luna.event").current()
+  if not cur then error("luna.event can only be called inside reconcile", 2) end
+  local rec = recorder_for(cur.controller)
+  local act = rec:prepare(obj, type_, reason, note, action)
+  local ok, err
+  if act.create then
+    local body = act.create
+    ok, err = call("luna.event", "POST", body.apiVersion .. "/" .. body.kind, body.metadata.namespace,
+      nil, nil, nil, body)
+  else
+    local kind = act.api == "v1" and "v1/Event" or "events.k8s.io/v1/Event"
+    ok, err = call("luna.event", "PATCH", kind, act.patch.namespace, act.patch.name, nil, nil,
+      act.patch.body, PATCH_TYPES.merge)
+  end
+  if not ok then
+    rec:forget(act)
+    return nil, err
+  end
+  return true
+end
+
+-- luna.equal(a, b): deep equality of JSON-like values (tables compared by
+-- content, so two decoded objects with the same fields are equal).
+function api.equal(a, b)
+  if a == b then return true end
+  if type(a) ~= "table" or type(b) ~= "table" then return false end
+  for k, v in pairs(a) do
+    if not api.equal(v, b[k]) then return false end
+  end
+  for k in pairs(b) do
+    if a[k] == nil then return false end
+  end
+  return true
+end
+
 api._path = path
 return api

@@ -81,7 +81,7 @@ local function check_watch(field, w)
       if type(v) ~= "string" then fail("controller field '%s.namespace' must be a string", field) end
       out.namespace = v
     elseif k == "labels" or k == "fields" then
-      check_string_map(field .. "." .. k, v)
+      if type(v) ~= "string" then check_string_map(field .. "." .. k, v) end
       out[k] = v
     elseif k == "map" then
       if type(v) ~= "function" then fail("controller field '%s.map' must be a function", field) end
@@ -184,7 +184,7 @@ end
 do
   local api = require("luna.api")
   for _, name in ipairs({ "cache", "get", "list", "create", "update", "update_status", "patch",
-                          "apply", "delete", "log", "error" }) do
+                          "apply", "delete", "log", "error", "event", "equal" }) do
     luna[name] = api[name]
   end
 end

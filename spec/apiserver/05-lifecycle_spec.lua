@@ -102,6 +102,15 @@ describe("apiserver object lifecycle", function()
     assert.is_true(gone("dep-bg"))
   end)
 
+  it("collects a dependent written after its owner was deleted", function()
+    -- a controller racing the deletion re-creates a dependent of an owner
+    -- that is gone: the garbage collector removes it shortly after
+    local owner = srv:create_cm("owner-late")
+    assert.equal(200, (srv:request("DELETE", srv:ns_path("configmaps", "owner-late"))))
+    owned_cm("dep-late", owner)
+    assert.is_true(gone("dep-late"))
+  end)
+
   it("deletes dependents first with propagationPolicy=Foreground", function()
     local owner = srv:create_cm("owner-fg")
     owned_cm("dep-fg", owner)
