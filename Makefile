@@ -120,10 +120,16 @@ test: $(TEST_BIN)
 	LUNA_SUMMARY_FILE=build/test/summary.txt \
 	$(BUSTED) $(SPEC)
 
-# Until the dev server lands, `make run` needs a cluster: with KUBECONFIG it
-# runs the example controllers against it.
+# The example controllers against the cluster in KUBECONFIG, or else against
+# an embedded dev server seeded with demo objects (kubectl can talk to it
+# through the kubeconfig luna logs).
 run: all
-	build/luna run controllers
+	@if [ -n "$$KUBECONFIG" ]; then \
+	  exec build/luna run controllers; \
+	else \
+	  exec build/luna run --log-level debug --dev-server \
+	    --seed deploy/crd-widgets.yaml --seed deploy/demo-objects.yaml controllers; \
+	fi
 
 bench: all $(addprefix build/bench/,$(BENCHES))
 	@for b in $(BENCHES); do build/bench/$$b || exit 1; done

@@ -284,3 +284,40 @@ out:
     free(seeds);
     return rc;
 }
+
+/* ---- embedded in `luna run --dev-server` ---- */
+
+static luna_ds_http *embedded;
+
+int luna_devserver_embed_start(const char *const *seeds, int nseeds, char *url, size_t url_size,
+                               luna_error *err)
+{
+    if (embedded)
+        return luna_error_set(err, LUNA_EINVAL, "the dev server is already running");
+    luna_ds_api_config cfg = { .server_address = "127.0.0.1:0", .bookmark_interval = 0 };
+    luna_ds_api_init(&cfg);
+    for (int i = 0; i < nseeds; i++) {
+        if (load_seed(seeds[i], err) < 0) {
+            luna_ds_api_shutdown();
+            return err ? err->code : LUNA_EINVAL;
+        }
+    }
+    luna_ds_http_opts hopts = { .host = "127.0.0.1", .port = 0 };
+    embedded = luna_ds_http_start(&hopts, err);
+    if (!embedded) {
+        luna_ds_api_shutdown();
+        return err ? err->code : LUNA_EIO;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(url, url_size, "http://127.0.0.1:%d", luna_ds_http_port(embedded));
+    return 0;
+}
+
+void luna_devserver_embed_stop(void)
+{
+    if (!embedded)
+        return;
+    luna_ds_http_stop(embedded);
+    embedded = NULL;
+    luna_ds_api_shutdown();
+}

@@ -18,7 +18,18 @@
 #ifndef LUNA_DEVSERVER_H
 #define LUNA_DEVSERVER_H
 
+#include <stddef.h>
+
+#include "error.h"
+
 /* The subcommand; argv[0] is "dev-server".  Returns the exit code. */
 int luna_devserver_main(int argc, char **argv);
+
+/* The same server inside another command's loop (`luna run --dev-server`):
+ * loads the seed files (borrowed), listens on 127.0.0.1 at a free port and
+ * writes its URL into url.  One at a time; stop it before the loop ends. */
+int luna_devserver_embed_start(const char *const *seeds, int nseeds, char *url, size_t url_size,
+                               luna_error *err);
+void luna_devserver_embed_stop(void);
 
 #endif

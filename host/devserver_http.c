@@ -19,8 +19,17 @@
 
 #define MAX_BODY (3u * 1024 * 1024) /* kube-apiserver's request body limit */
 
+/* A suspended connection, linked into its server's list so that stopping
+ * can resume it first (MHD aborts when stopped with any suspended). */
+struct suspension {
+    struct MHD_Connection *conn;
+    struct suspension *prev, *next;
+    bool linked;
+};
+
 struct luna_ds_http {
     struct MHD_Daemon *daemon;
+    struct suspension *suspended;
     ev_io io;               /* MHD's epoll fd */
     ev_timer timer;         /* MHD's next timeout */
     bool kicked;            /* a connection was resumed: run MHD again soon */
@@ -34,6 +43,7 @@ struct stream {
     struct MHD_Connection *conn;
     luna_ds_watch *watch;
     bool suspended;
+    struct suspension link;
 };
 
 /* Per-request state (MHD's con_cls), freed when the request completes. */
@@ -47,7 +57,39 @@ struct request {
     struct MHD_Response *ready; /* the response to queue after the delay */
     unsigned ready_code;
     ev_timer delay;
+    struct suspension link;
 };
+
+static void suspend(luna_ds_http *srv, struct suspension *l, struct MHD_Connection *conn)
+{
+    l->conn = conn;
+    l->prev = NULL;
+    l->next = srv->suspended;
+    if (srv->suspended)
+        srv->suspended->prev = l;
+    srv->suspended = l;
+    l->linked = true;
+    MHD_suspend_connection(conn);
+}
+
+static void unlink_suspension(luna_ds_http *srv, struct suspension *l)
+{
+    if (!l->linked)
+        return;
+    if (l->prev)
+        l->prev->next = l->next;
+    else
+        srv->suspended = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
+    l->linked = false;
+}
+
+static void resume(luna_ds_http *srv, struct suspension *l)
+{
+    unlink_suspension(srv, l);
+    MHD_resume_connection(l->conn);
+}
 
 static void run(luna_ds_http *srv);
 
@@ -128,7 +170,7 @@ static void on_wake(void *ctx)
     struct stream *s = ctx;
     if (s->suspended) {
         s->suspended = false;
-        MHD_resume_connection(s->conn);
+        resume(s->srv, &s->link);
         kick(s->srv);
     }
 }
@@ -146,13 +188,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         return MHD_CONTENT_READER_END_WITH_ERROR;
     /* nothing queued: sleep until the watch wakes us */
     s->suspended = true;
-    MHD_suspend_connection(s->conn);
+    suspend(s->srv, &s->link, s->conn);
     return 0;
 }
 
 static void stream_free(void *cls)
 {
     struct stream *s = cls;
+    unlink_suspension(s->srv, &s->link);
     luna_ds_watch_free(s->watch);
     free(s);
 }
@@ -174,7 +217,7 @@ static void on_delay(struct ev_loop *loop, ev_timer *w, int revents)
     (void)loop;
     (void)revents;
     struct request *r = (struct request *)((char *)w - offsetof(struct request, delay));
-    MHD_resume_connection(r->conn);
+    resume(r->srv, &r->link);
     kick(r->srv);
 }
 
@@ -328,7 +371,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->ready_code = code;
         ev_timer_set(&r->delay, delay, 0);
         ev_timer_start(luna_loop(), &r->delay);
-        MHD_suspend_connection(c);
+        suspend(r->srv, &r->link, c);
         return MHD_YES;
     }
     enum MHD_Result rc = MHD_queue_response(c, code, resp);
@@ -346,6 +389,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (!r)
         return;
     ev_timer_stop(luna_loop(), &r->delay);
+    unlink_suspension(r->srv, &r->link);
     if (r->ready)
         MHD_destroy_response(r->ready);
     free(r->body);
@@ -450,6 +494,8 @@ void luna_ds_http_stop(luna_ds_http *srv)
         return;
     ev_io_stop(luna_loop(), &srv->io);
     ev_timer_stop(luna_loop(), &srv->timer);
+    while (srv->suspended)
+        resume(srv, srv->suspended);
     MHD_stop_daemon(srv->daemon);
     free(srv);
 }

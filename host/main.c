@@ -5,6 +5,7 @@
  *   luna run [--kubeconfig FILE] [--context NAME] [--log-level L] [--log-format F] DIR
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,14 +32,22 @@ static void usage(FILE *out)
           "                        or the in-cluster service account)\n"
           "  --context NAME        kubeconfig context (default: current-context)\n"
           "  --log-level LEVEL     debug, info, warn or error (default: info)\n"
-          "  --log-format FORMAT   text or json (default: text)\n",
+          "  --log-format FORMAT   text or json (default: text)\n"
+          "  --dev-server          run against an embedded dev server instead of a\n"
+          "                        cluster (it logs a kubeconfig kubectl can use)\n"
+          "  --seed FILE           with --dev-server: objects to start with (repeatable)\n",
           out);
 }
+
+#define MAX_SEEDS 32
 
 struct run_opts {
     const char *kubeconfig;
     const char *context;
     const char *dir;
+    bool dev_server;
+    const char *seeds[MAX_SEEDS];
+    int nseeds;
 };
 
 static int parse_log_opts(const char *name, const char *value)
@@ -70,6 +79,8 @@ static int cmd_run(int argc, char **argv)
         { "context", required_argument, NULL, 'c' },
         { "log-level", required_argument, NULL, 'l' },
         { "log-format", required_argument, NULL, 'f' },
+        { "dev-server", no_argument, NULL, 'D' },
+        { "seed", required_argument, NULL, 'S' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -80,6 +91,14 @@ static int cmd_run(int argc, char **argv)
         switch (ch) {
         case 'k': opts.kubeconfig = optarg; break;
         case 'c': opts.context = optarg; break;
+        case 'D': opts.dev_server = true; break;
+        case 'S':
+            if (opts.nseeds == MAX_SEEDS) {
+                fprintf(stderr, "luna run: at most %d --seed files\n", MAX_SEEDS);
+                return 2;
+            }
+            opts.seeds[opts.nseeds++] = optarg;
+            break;
         case 'l':
         case 'f':
             if (parse_log_opts(longopts[idx].name, optarg) < 0)
@@ -101,7 +120,14 @@ static int cmd_run(int argc, char **argv)
         .dir = opts.dir,
         .kubeconfig = opts.kubeconfig,
         .context = opts.context,
+        .dev_server = opts.dev_server,
+        .seeds = opts.seeds,
+        .nseeds = opts.nseeds,
     };
+    if (opts.nseeds && !opts.dev_server) {
+        fputs("luna run: --seed needs --dev-server\n", stderr);
+        return 2;
+    }
     return luna_runtime_run(&cfg);
 }
 

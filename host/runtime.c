@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "controller.h"
+#include "devserver.h"
 #include "discovery.h"
 #include "http.h"
 #include "informer_factory.h"
@@ -36,6 +38,7 @@ struct runtime {
     bool started, stopping;
     size_t draining;
     int exit_code;
+    char dev_kubeconfig[64];       /* temp kubeconfig of the embedded dev server */
     ev_timer sync_check;
     ev_timer grace;
     ev_signal sigterm, sigint;
@@ -92,11 +95,42 @@ static void sync_check_cb(struct ev_loop *loop, ev_timer *w, int revents)
         luna_controller_start(rt->controllers[i]);
 }
 
+/* Starts the embedded dev server and writes a kubeconfig for it. */
+static int start_dev_server(struct runtime *rt, luna_error *err)
+{
+    char url[128];
+    int rc = luna_devserver_embed_start(rt->cfg->seeds, rt->cfg->nseeds, url, sizeof url, err);
+    if (rc < 0)
+        return rc;
+    snprintf(rt->dev_kubeconfig, sizeof rt->dev_kubeconfig, "/tmp/luna-dev-XXXXXX");
+    int fd = mkstemp(rt->dev_kubeconfig);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        rt->dev_kubeconfig[0] = '\0';
+        return luna_error_set(err, LUNA_EIO, "cannot write the dev server's kubeconfig: %m");
+    }
+    fprintf(f, "apiVersion: v1\nkind: Config\n"
+               "clusters: [{name: luna-dev, cluster: {server: \"%s\"}}]\n"
+               "users: [{name: luna-dev, user: {}}]\n"
+               "contexts: [{name: luna-dev, context: {cluster: luna-dev, user: luna-dev}}]\n"
+               "current-context: luna-dev\n", url);
+    fclose(f);
+    luna_info("dev server listening", "url", url, "kubeconfig", rt->dev_kubeconfig);
+    return 0;
+}
+
 static int connect_api(struct runtime *rt, luna_error *err)
 {
     struct luna_kubeconfig_options kopts;
     luna_kubeconfig_options_from_env(&kopts);
     kopts.path = rt->cfg->kubeconfig;
+    if (rt->cfg->dev_server) {
+        int rc = start_dev_server(rt, err);
+        if (rc < 0)
+            return rc;
+        kopts.path = rt->dev_kubeconfig;
+        kopts.context = NULL;
+    }
     kopts.context = rt->cfg->context;
     int rc = luna_kubeconfig_load(&kopts, &rt->kcfg, err);
     if (rc < 0)
@@ -158,6 +192,11 @@ static void teardown(struct runtime *rt)
     luna_kubeconfig_free(rt->kcfg);
     if (rt->L)
         lua_close(rt->L);
+    if (rt->cfg->dev_server) {
+        luna_devserver_embed_stop();
+        if (rt->dev_kubeconfig[0])
+            unlink(rt->dev_kubeconfig);
+    }
 }
 
 int luna_runtime_run(const struct luna_run_config *cfg)

@@ -14,12 +14,20 @@
 #ifndef LUNA_RUNTIME_H
 #define LUNA_RUNTIME_H
 
+#include <stdbool.h>
+
 struct luna_run_config {
     const char *argv0;
     const char *dir;           /* controller files */
     const char *kubeconfig;    /* NULL: KUBECONFIG, ~/.kube/config, in-cluster */
     const char *context;
     double grace_period;       /* seconds; 0: 30 */
+    /* Run an embedded dev server seeded with these files and connect to it
+     * instead of a cluster (its kubeconfig is written to a temp file that
+     * kubectl can use while luna runs). */
+    bool dev_server;
+    const char *const *seeds;
+    int nseeds;
 };
 
 /* Returns the process exit status: 0 after a clean shutdown, 1 when
