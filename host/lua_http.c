@@ -580,20 +580,6 @@ static int framer_gc(lua_State *L)
 
 /* ---- registration ------------------------------------------------------- */
 
-static void new_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc)
-{
-    luaL_newmetatable(L, name);
-    lua_newtable(L);
-    for (; methods->name; methods++) {
-        lua_pushcfunction(L, methods->func);
-        lua_setfield(L, -2, methods->name);
-    }
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-}
-
 void luna_lua_http_register(lua_State *L)
 {
     static const luaL_Reg handle_methods[] = {
@@ -611,7 +597,7 @@ void luna_lua_http_register(lua_State *L)
         { "ndjson", luna_lua_http_ndjson },
         { NULL, NULL },
     };
-    new_class(L, HANDLE_MT, handle_methods, handle_gc);
-    new_class(L, FRAMER_MT, framer_methods, framer_gc);
+    luna_lua_new_class(L, HANDLE_MT, handle_methods, handle_gc);
+    luna_lua_new_class(L, FRAMER_MT, framer_methods, framer_gc);
     luna_lua_register_table(L, "http", funcs);
 }

@@ -375,23 +375,10 @@ static int handle_last_error(lua_State *L)
 static int handle_resource(lua_State *L)
 {
     const struct luna_resource *res = luna_shared_informer_resource(check_handle(L, 1)->si);
-    if (!res) {
+    if (!res)
         lua_pushnil(L);
-        return 1;
-    }
-    lua_createtable(L, 0, 6);
-    lua_pushstring(L, res->group);
-    lua_setfield(L, -2, "group");
-    lua_pushstring(L, res->version);
-    lua_setfield(L, -2, "version");
-    lua_pushstring(L, res->resource);
-    lua_setfield(L, -2, "resource");
-    lua_pushstring(L, res->kind);
-    lua_setfield(L, -2, "kind");
-    lua_pushboolean(L, res->namespaced);
-    lua_setfield(L, -2, "namespaced");
-    lua_pushboolean(L, res->has_status);
-    lua_setfield(L, -2, "has_status");
+    else
+        luna_lua_push_resource(L, res);
     return 1;
 }
 
@@ -418,20 +405,6 @@ static int handle_stats(lua_State *L)
     return 1;
 }
 
-static void new_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc)
-{
-    luaL_newmetatable(L, name);
-    lua_newtable(L);
-    for (; methods->name; methods++) {
-        lua_pushcfunction(L, methods->func);
-        lua_setfield(L, -2, methods->name);
-    }
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-}
-
 static int env_close_m(lua_State *L)
 {
     struct lua_env *e = luaL_checkudata(L, 1, ENV_MT);
@@ -455,8 +428,8 @@ void luna_lua_informer_register(lua_State *L)
         { "last_error", handle_last_error }, { "release", handle_release_m },
         { NULL, NULL },
     };
-    new_class(L, ENV_MT, env_methods, env_gc);
-    new_class(L, HANDLE_MT, handle_methods, handle_release_m);
+    luna_lua_new_class(L, ENV_MT, env_methods, env_gc);
+    luna_lua_new_class(L, HANDLE_MT, handle_methods, handle_release_m);
     static const luaL_Reg funcs[] = { { "env", luna_lua_informer_env }, { NULL, NULL } };
     luna_lua_register_table(L, "informer", funcs);
 }

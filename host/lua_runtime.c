@@ -161,23 +161,6 @@ static int cache_by_index(lua_State *L)
 
 /* ---- waiting calls ----------------------------------------------------- */
 
-static void push_resource(lua_State *L, const struct luna_resource *res)
-{
-    lua_createtable(L, 0, 6);
-    lua_pushstring(L, res->group);
-    lua_setfield(L, -2, "group");
-    lua_pushstring(L, res->version);
-    lua_setfield(L, -2, "version");
-    lua_pushstring(L, res->resource);
-    lua_setfield(L, -2, "resource");
-    lua_pushstring(L, res->kind);
-    lua_setfield(L, -2, "kind");
-    lua_pushboolean(L, res->namespaced);
-    lua_setfield(L, -2, "namespaced");
-    lua_pushboolean(L, res->has_status);
-    lua_setfield(L, -2, "has_status");
-}
-
 static void cancel_resolve(void *ud) { luna_discovery_cancel(ud); }
 
 static void on_resolved(void *ud, const struct luna_resource *res, const luna_error *err)
@@ -185,7 +168,7 @@ static void on_resolved(void *ud, const struct luna_resource *res, const luna_er
     struct luna_reconcile *r = ud;
     lua_State *co = luna_reconcile_thread(r);
     if (res) {
-        push_resource(co, res);
+        luna_lua_push_resource(co, res);
         luna_reconcile_resume(r, 1);
     } else {
         luna_lua_push_error(co, err && err->code == LUNA_ENOTFOUND ? 404 : 0,
@@ -205,7 +188,7 @@ static int resolve(lua_State *L)
         return luaL_error(L, "%s", err.msg);
     const struct luna_resource *hit = luna_discovery_lookup(the_disc, group, version, kind);
     if (hit) {
-        push_resource(L, hit);
+        luna_lua_push_resource(L, hit);
         return 1;
     }
     struct luna_reconcile *r = need_reconcile(L, "luna API calls", true);

@@ -523,21 +523,6 @@ static int fifo_pending(lua_State *L)
     return 1;
 }
 
-static void new_class(lua_State *L, const char *name, const luaL_Reg *methods,
-                      lua_CFunction gc)
-{
-    luaL_newmetatable(L, name);
-    lua_newtable(L);
-    for (; methods->name; methods++) {
-        lua_pushcfunction(L, methods->func);
-        lua_setfield(L, -2, methods->name);
-    }
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-}
-
 void luna_lua_store_register(lua_State *L)
 {
     static const luaL_Reg object_methods[] = {
@@ -558,13 +543,13 @@ void luna_lua_store_register(lua_State *L)
         { "len", fifo_len }, { "has_synced", fifo_has_synced }, { "pending", fifo_pending },
         { NULL, NULL },
     };
-    new_class(L, OBJECT_MT, object_methods, object_gc);
+    luna_lua_new_class(L, OBJECT_MT, object_methods, object_gc);
     luaL_getmetatable(L, OBJECT_MT);
     lua_pushcfunction(L, object_eq);
     lua_setfield(L, -2, "__eq");
     lua_pop(L, 1);
-    new_class(L, INDEXER_MT, indexer_methods, indexer_gc);
-    new_class(L, FIFO_MT, fifo_methods, fifo_gc);
+    luna_lua_new_class(L, INDEXER_MT, indexer_methods, indexer_gc);
+    luna_lua_new_class(L, FIFO_MT, fifo_methods, fifo_gc);
 
     static const luaL_Reg funcs[] = {
         { "object", luna_lua_store_object },

@@ -2,6 +2,7 @@
 #include "lua_util.h"
 
 #include "log.h"
+#include "resource.h"
 
 int luna_lua_traceback(lua_State *L)
 {
@@ -114,4 +115,38 @@ int luna_lua_opt_bool_field(lua_State *L, int idx, const char *key, int def)
     int b = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
     lua_pop(L, 1);
     return b;
+}
+
+void luna_lua_new_class(lua_State *L, const char *name, const luaL_Reg *methods,
+                        lua_CFunction gc)
+{
+    luaL_newmetatable(L, name);
+    lua_newtable(L);
+    for (; methods->name; methods++) {
+        lua_pushcfunction(L, methods->func);
+        lua_setfield(L, -2, methods->name);
+    }
+    lua_setfield(L, -2, "__index");
+    if (gc) {
+        lua_pushcfunction(L, gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+}
+
+void luna_lua_push_resource(lua_State *L, const struct luna_resource *res)
+{
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, res->group);
+    lua_setfield(L, -2, "group");
+    lua_pushstring(L, res->version);
+    lua_setfield(L, -2, "version");
+    lua_pushstring(L, res->resource);
+    lua_setfield(L, -2, "resource");
+    lua_pushstring(L, res->kind);
+    lua_setfield(L, -2, "kind");
+    lua_pushboolean(L, res->namespaced);
+    lua_setfield(L, -2, "namespaced");
+    lua_pushboolean(L, res->has_status);
+    lua_setfield(L, -2, "has_status");
 }

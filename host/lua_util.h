@@ -29,6 +29,15 @@ int luna_lua_push_error(lua_State *L, int code, const char *reason,
  * top of the stack. */
 void luna_lua_register_table(lua_State *L, const char *name, const luaL_Reg *funcs);
 
+/* Registers metatable `name` whose __index is a table of `methods` and
+ * whose __gc is gc (NULL: none). */
+void luna_lua_new_class(lua_State *L, const char *name, const luaL_Reg *methods,
+                        lua_CFunction gc);
+
+/* Pushes {group=, version=, resource=, kind=, namespaced=, has_status=}. */
+struct luna_resource;
+void luna_lua_push_resource(lua_State *L, const struct luna_resource *res);
+
 /* Optional field readers on the table at index idx (may raise on a wrong type). */
 const char *luna_lua_opt_string_field(lua_State *L, int idx, const char *key,
                                       const char *def);

@@ -5,19 +5,7 @@ local helpers = require("helpers")
 local client = require("apiserver.client")
 local core = require("luna.core")
 
-local function kubeconfig_for(srv)
-  if srv.real then return os.getenv("KUBECONFIG") end
-  local path = helpers.tmpdir() .. "/kubeconfig"
-  helpers.write_file(path, ([[
-apiVersion: v1
-kind: Config
-clusters: [{name: dev, cluster: {server: "%s"}}]
-users: [{name: dev, user: {}}]
-contexts: [{name: dev, context: {cluster: dev, user: dev}}]
-current-context: dev
-]]):format(srv.url))
-  return path
-end
+local kubeconfig_for = require("support.luna_env").kubeconfig_for
 
 -- The server's view of the spec namespace's ConfigMaps: key -> resourceVersion.
 local function server_state(srv, labels)
