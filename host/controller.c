@@ -49,6 +49,7 @@ struct luna_controller {
     int reconcile_ref;                /* its reconcile function */
     int predicates_ref;               /* list of predicate functions, or LUA_NOREF */
     struct luna_workqueue *queue;
+    bool queue_borrowed;              /* retired: the queue moved to a successor */
     struct source *sources;
     size_t nsources;
     int nindexes;                     /* custom indexes added to sources[0] */
@@ -764,8 +765,15 @@ void luna_controller_free(struct luna_controller *c)
         struct luna_reconcile *r = c->running;
         if (r->cancel)
             r->cancel(r->cancel_ud);
-        if (c->queue)
+        if (c->queue) {
+            /* An abandoned reconcile's key goes back to the queue (it has
+             * a successor after a reload, or nobody after shutdown). */
+            if (c->queue_borrowed)
+                luna_workqueue_add(c->queue, r->key);
             luna_workqueue_done(c->queue, r->key);
+        }
+        luna_warn("reconcile abandoned", "controller", c->name, "key", r->key,
+                  "reconcile_id", r->id);
         reconcile_free(r);
     }
     if (c->nindexes > 0 && c->nsources > 0) {
@@ -789,10 +797,49 @@ void luna_controller_free(struct luna_controller *c)
         luaL_unref(L, LUA_REGISTRYINDEX, s->map_ref);
     }
     free(c->sources);
-    luna_workqueue_free(c->queue);
+    if (!c->queue_borrowed)
+        luna_workqueue_free(c->queue);
     luaL_unref(L, LUA_REGISTRYINDEX, c->ctl_ref);
     luaL_unref(L, LUA_REGISTRYINDEX, c->reconcile_ref);
     luaL_unref(L, LUA_REGISTRYINDEX, c->predicates_ref);
     free(c->name);
     free(c);
+}
+
+/* ---- reload ------------------------------------------------------------- */
+
+void luna_controller_take_queue(struct luna_controller *to, struct luna_controller *from)
+{
+    luna_workqueue_free(to->queue);
+    to->queue = from->queue;
+    from->queue_borrowed = true;
+    luna_workqueue_set_ready_cb(to->queue, on_ready, to);
+}
+
+void luna_controller_retire(struct luna_controller *c, void (*drained)(void *ud), void *ud)
+{
+    c->stopping = true;
+    c->drained = drained;
+    c->drained_ud = ud;
+    ev_check_stop(luna_loop(), &c->dispatch_check);
+    ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    if (!c->queue_borrowed)
+        luna_workqueue_shutdown(c->queue);
+    maybe_drained(c);
+}
+
+static int enqueue_visit(struct luna_object *obj, void *ud)
+{
+    enqueue(ud, luna_object_key(obj));
+    return 0;
+}
+
+size_t luna_controller_enqueue_all(struct luna_controller *c)
+{
+    if (c->nsources == 0)
+        return 0;
+    struct luna_indexer *idx =
+        luna_informer_indexer(luna_shared_informer_informer(c->sources[0].si));
+    luna_indexer_each(idx, enqueue_visit, c);
+    return luna_indexer_len(idx);
 }

@@ -76,6 +76,18 @@ void luna_controller_start(struct luna_controller *c);
 void luna_controller_shutdown(struct luna_controller *c, void (*drained)(void *ud), void *ud);
 struct luna_controller_stats luna_controller_stats(const struct luna_controller *c);
 
+/* Reload: `to` (the new code) takes over `from`'s workqueue, with its
+ * queued keys, delays and failure counts; `from` keeps a borrowed pointer
+ * so its in-flight reconciles can still mark their keys done (and the
+ * queue never hands a key out twice at once across the two). */
+void luna_controller_take_queue(struct luna_controller *to, struct luna_controller *from);
+/* Stops taking keys (and routing events) without shutting a queue it no
+ * longer owns; drained(ud) once no reconcile of it is in flight.  Freeing
+ * it before then abandons its reconciles and requeues their keys. */
+void luna_controller_retire(struct luna_controller *c, void (*drained)(void *ud), void *ud);
+/* Adds every cached key of the primary kind; returns how many. */
+size_t luna_controller_enqueue_all(struct luna_controller *c);
+
 /* The controller whose predicate or watches map function is running (its
  * cache may be read there), or NULL. */
 struct luna_controller *luna_controller_in_handler(void);

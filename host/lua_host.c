@@ -5,6 +5,7 @@
 #include <lauxlib.h>
 #include <limits.h>
 #include <lualib.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "lua_util.h"
 
 #define CONTROLLERS_KEY "luna.controllers"
+#define SOURCES_KEY "luna.controller_sources"
 
 static int is_lib_dir(const char *dir)
 {
@@ -80,7 +82,39 @@ lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err)
 
     lua_newtable(L);
     lua_setfield(L, LUA_REGISTRYINDEX, CONTROLLERS_KEY);
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
     return L;
+}
+
+/* Hex SHA-256 of the file's bytes ("" if it cannot be read). */
+static void file_sha256(const char *path, char out[65])
+{
+    out[0] = '\0';
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+        EVP_MD_CTX_free(ctx);
+        fclose(f);
+        return;
+    }
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        EVP_DigestUpdate(ctx, buf, n);
+    fclose(f);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx, md, &len);
+    EVP_MD_CTX_free(ctx);
+    static const char hex[] = "0123456789abcdef";
+    for (unsigned int i = 0; i < len && i < 32; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[64] = '\0';
 }
 
 /* [-1, +1]: validates the value a controller file returned through
@@ -132,8 +166,37 @@ int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
     }
     lua_getfield(L, LUA_REGISTRYINDEX, CONTROLLERS_KEY);
     lua_pushvalue(L, -2);
-    lua_rawseti(L, -2, (int)lua_objlen(L, -2) + 1);
+    int n = (int)lua_objlen(L, -2) + 1;
+    lua_rawseti(L, -2, n);
+    /* Where it came from, and a digest of the file to tell on reload
+     * whether the code changed. */
+    char sha[65];
+    file_sha256(path, sha);
+    lua_getfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, path);
+    lua_setfield(L, -2, "file");
+    lua_pushstring(L, sha);
+    lua_setfield(L, -2, "sha256");
+    lua_rawseti(L, -2, n);
     lua_settop(L, top);
+    return 0;
+}
+
+int luna_lua_host_source(lua_State *L, int i, const char **file, const char **sha256)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
+    lua_rawgeti(L, -1, i);
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 2);
+        return LUNA_ENOTFOUND;
+    }
+    lua_getfield(L, -1, "file");
+    lua_getfield(L, -2, "sha256");
+    /* the strings stay referenced by the registry table */
+    *file = lua_tostring(L, -2);
+    *sha256 = lua_tostring(L, -1);
+    lua_pop(L, 4);
     return 0;
 }
 
