@@ -458,7 +458,10 @@ static void start_reconcile(struct luna_controller *c, const char *key)
     r->c = c;
     r->attempt = luna_workqueue_num_requeues(c->queue, key) + 1;
     r->started = luna_clock_now(c->env.clock);
-    snprintf(r->id, sizeof r->id, "%lx", ++c->next_id);
+    /* Unique across controllers and reloads: log readers pair start/done. */
+    static unsigned long next_reconcile_id;
+    snprintf(r->id, sizeof r->id, "%lx", ++next_reconcile_id);
+    c->next_id++;
     r->co = lua_newthread(L);
     r->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     HASH_ADD_PTR(by_thread, co, r);

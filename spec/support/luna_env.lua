@@ -29,14 +29,17 @@ current-context: dev
   return path
 end
 
--- opts.controllers: files to run; opts.seed: manifests the server needs
--- first (CRDs): --seed for the dev server, kubectl apply for a cluster.
+-- opts.controllers: files to run, or opts.sources: { ["name.lua"] = code };
+-- opts.seed: manifests the server needs first (CRDs): --seed for the dev
+-- server, kubectl apply for a cluster; opts.args: extra `luna run` flags;
+-- opts.server_args: extra dev server flags; opts.env: extra environment.
 function luna_env.start(opts)
   local args = {}
   for _, f in ipairs(opts.seed or {}) do
     args[#args + 1] = "--seed"
     args[#args + 1] = f
   end
+  for _, a in ipairs(opts.server_args or {}) do args[#args + 1] = a end
   local srv = client.start{ args = args }
   if srv.real then
     for _, f in ipairs(opts.seed or {}) do
@@ -45,13 +48,17 @@ function luna_env.start(opts)
     end
   end
   local dir = helpers.tmpdir()
-  for _, f in ipairs(opts.controllers) do
+  for _, f in ipairs(opts.controllers or {}) do
     helpers.write_file(dir .. "/" .. f:match("[^/]+$"), assert(helpers.read_file(f)))
   end
-  local env = setmetatable({ srv = srv, dir = dir }, Env)
-  env.luna = helpers.spawn({ helpers.luna, "run", "--log-level", "debug",
-    "--kubeconfig", luna_env.kubeconfig_for(srv), dir },
-    { env = { POD_NAME = "luna-spec", KUBECONFIG = false } })
+  for name, code in pairs(opts.sources or {}) do helpers.write_file(dir .. "/" .. name, code) end
+  local env = setmetatable({ srv = srv, dir = opts.dir or dir }, Env)
+  local argv = { helpers.luna, "run", "--log-level", "debug", "--kubeconfig", luna_env.kubeconfig_for(srv) }
+  for _, a in ipairs(opts.args or {}) do argv[#argv + 1] = a end
+  argv[#argv + 1] = env.dir
+  local penv = { POD_NAME = "luna-spec", KUBECONFIG = false }
+  for k, v in pairs(opts.env or {}) do penv[k] = v end
+  env.luna = helpers.spawn(argv, { env = penv })
   env.luna:expect("caches synced", 20)
   return env
 end
