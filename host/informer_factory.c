@@ -250,6 +250,14 @@ size_t luna_informer_factory_count(const struct luna_informer_factory *f)
     return HASH_COUNT(f->informers);
 }
 
+void luna_informer_factory_foreach(struct luna_informer_factory *f,
+                                   void (*fn)(void *ud, struct luna_shared_informer *si),
+                                   void *ud)
+{
+    for (struct luna_shared_informer *si = f->informers; si; si = si->hh.next)
+        fn(ud, si);
+}
+
 struct luna_informer *luna_shared_informer_informer(struct luna_shared_informer *si)
 {
     return si->inf;
