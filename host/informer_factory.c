@@ -178,8 +178,9 @@ struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_
     }
     const char *group = spec->group ? spec->group : "";
     const char *ns = spec->namespace_ ? spec->namespace_ : "";
+    /* + "/", "/", " ns=", "*", " labels=", " fields=" and the NUL: 24 bytes */
     size_t klen = strlen(group) + strlen(spec->version) + strlen(spec->kind) + strlen(ns) +
-                  (labels ? strlen(labels) : 0) + (fields ? strlen(fields) : 0) + 16;
+                  (labels ? strlen(labels) : 0) + (fields ? strlen(fields) : 0) + 24;
     char *key = malloc(klen);
     if (!key) {
         free(labels);

@@ -102,8 +102,10 @@ function Luna:stop() return self.p:stop() end
 
 function S.get(url, method)
   local tmp = helpers.tmpdir()
-  local out = helpers.run(("env -u LD_PRELOAD curl -s -S -X %s --max-time 10 -D %s/h -o %s/b -w '%%{http_code}' '%s'")
-    :format(method or "GET", tmp, tmp, url))
+  -- curl -X HEAD would wait for the body that Content-Length announces
+  local m = method == "HEAD" and "-I" or ("-X " .. (method or "GET"))
+  local out = helpers.run(("env -u LD_PRELOAD curl -s -S %s --max-time 10 -D %s/h -o %s/b -w '%%{http_code}' '%s'")
+    :format(m, tmp, tmp, url))
   return tonumber(out:match("(%d%d%d)%s*$")), helpers.read_file(tmp .. "/b") or "",
          helpers.read_file(tmp .. "/h") or ""
 end
