@@ -125,3 +125,20 @@ describe("luna run /metrics", function()
     end, 10, "the object reconciled")
   end)
 end)
+
+describe("shared informer keys", function()
+  it("keep selectors whole, so informers differing only at the end are not shared", function()
+    local core = require("luna.core")
+    local srv = client.start()
+    local env = assert(core.informer.env{ kubeconfig = S.kubeconfig_for(srv) })
+    local a = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, labels = "app=x",
+                            fields = "metadata.name=first" }
+    local b = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, labels = "app=x",
+                            fields = "metadata.name=other" }
+    assert.equal(2, env:count())
+    a:release()
+    b:release()
+    env:close()
+    srv:stop()
+  end)
+end)
