@@ -15,6 +15,7 @@
 #include "lua_store.h"
 #include "lua_util.h"
 #include "ratelimit.h"
+#include "runtime_metrics.h"
 #include "workqueue.h"
 
 enum source_role { SOURCE_WATCH, SOURCE_OWNS, SOURCE_WATCHES };
@@ -60,6 +61,7 @@ struct luna_controller {
     struct luna_reconcile *running;   /* list of in-flight reconciles */
     unsigned long next_id;
     struct luna_controller_stats stats;
+    struct luna_controller_metrics *metrics; /* borrowed; NULL: none */
     ev_check dispatch_check;
     ev_idle dispatch_idle;
 };
@@ -92,6 +94,12 @@ struct luna_controller_stats luna_controller_stats(const struct luna_controller 
 struct luna_informer_factory *luna_controller_factory(struct luna_controller *c)
 {
     return c->env.factory;
+}
+int luna_controller_workers(const struct luna_controller *c) { return c->workers; }
+struct luna_workqueue *luna_controller_queue(struct luna_controller *c) { return c->queue; }
+void luna_controller_set_metrics(struct luna_controller *c, struct luna_controller_metrics *cm)
+{
+    c->metrics = cm;
 }
 
 /* ---- event → key ------------------------------------------------------ */
@@ -353,12 +361,31 @@ static void value_text(lua_State *co, int idx, char *buf, size_t size)
     }
 }
 
+/* Reports a finished reconcile to the metrics: its result is the stats
+ * counter finish() moved. */
+static void observe_done(struct luna_controller *c, const struct luna_controller_stats *before,
+                         bool raised, double started)
+{
+    if (!c->metrics)
+        return;
+    const struct luna_controller_stats *st = &c->stats;
+    enum luna_reconcile_result res =
+        st->errors != before->errors ? LUNA_RECONCILE_ERROR
+        : st->requeue_afters != before->requeue_afters ? LUNA_RECONCILE_REQUEUE_AFTER
+        : st->requeues != before->requeues ? LUNA_RECONCILE_REQUEUE
+        : LUNA_RECONCILE_SUCCESS;
+    if (raised)
+        luna_runtime_metrics_reconcile_panic(c->metrics);
+    luna_runtime_metrics_reconcile_done(c->metrics, res, luna_clock_now(c->env.clock) - started);
+}
+
 /* Applies the finished coroutine's result to the queue. */
 static void finish(struct luna_reconcile *r, int status)
 {
     struct luna_controller *c = r->c;
     lua_State *co = r->co;
     struct luna_workqueue *q = c->queue;
+    struct luna_controller_stats before = c->stats;
     c->stats.reconciles++;
     if (status != 0) {
         const char *msg = lua_tostring(co, -1);
@@ -409,6 +436,7 @@ static void finish(struct luna_reconcile *r, int status)
             log_result(r, "reconcile done", "success", NULL, LUNA_LOG_DEBUG);
         }
     }
+    observe_done(c, &before, status != 0, r->started);
     luna_workqueue_done(q, r->key);
     reconcile_free(r);
     kick(c);
@@ -470,6 +498,8 @@ static void start_reconcile(struct luna_controller *c, const char *key)
         c->running->prev = r;
     c->running = r;
     c->active++;
+    if (c->metrics)
+        luna_runtime_metrics_reconcile_start(c->metrics);
 
     luna_debug("reconcile start", "controller", c->name, "key", key, "reconcile_id", r->id);
     lua_State *co = r->co;

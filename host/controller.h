@@ -75,6 +75,16 @@ void luna_controller_start(struct luna_controller *c);
  * (maybe before returning). */
 void luna_controller_shutdown(struct luna_controller *c, void (*drained)(void *ud), void *ud);
 struct luna_controller_stats luna_controller_stats(const struct luna_controller *c);
+int luna_controller_workers(const struct luna_controller *c);
+
+/* Reconcile metrics (runtime_metrics.h: active workers, reconcile_total by
+ * result, errors, panics = Lua errors raised, time), borrowed until free
+ * or the next call; NULL: none. */
+struct luna_controller_metrics;
+void luna_controller_set_metrics(struct luna_controller *c, struct luna_controller_metrics *cm);
+/* The controller's workqueue (named after it), borrowed until free: for
+ * workqueue_export. */
+struct luna_workqueue *luna_controller_queue(struct luna_controller *c);
 
 /* Reload: `to` (the new code) takes over `from`'s workqueue, with its
  * queued keys, delays and failure counts; `from` keeps a borrowed pointer

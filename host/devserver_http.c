@@ -16,6 +16,7 @@
 #include "devserver_watch.h"
 #include "log.h"
 #include "loop.h"
+#include "mhd_loop.h"
 
 #define MAX_BODY (3u * 1024 * 1024) /* kube-apiserver's request body limit */
 
@@ -28,11 +29,8 @@ struct suspension {
 };
 
 struct luna_ds_http {
-    struct MHD_Daemon *daemon;
+    struct luna_mhd_loop ml; /* the daemon on the loop */
     struct suspension *suspended;
-    ev_io io;               /* MHD's epoll fd */
-    ev_timer timer;         /* MHD's next timeout */
-    bool kicked;            /* a connection was resumed: run MHD again soon */
     const char *token;
     int port;
 };
@@ -91,47 +89,9 @@ static void resume(luna_ds_http *srv, struct suspension *l)
     MHD_resume_connection(l->conn);
 }
 
-static void run(luna_ds_http *srv);
-
 static void kick(luna_ds_http *srv)
 {
-    /* run MHD soon: a resumed connection is handled on the next MHD_run.
-     * A kick from inside MHD_run (a write waking a watch) must survive the
-     * timer re-arm that follows it, hence the flag. */
-    srv->kicked = true;
-    ev_timer_stop(luna_loop(), &srv->timer);
-    ev_timer_set(&srv->timer, 0.0, 0.0);
-    ev_timer_start(luna_loop(), &srv->timer);
-}
-
-static void run(luna_ds_http *srv)
-{
-    srv->kicked = false;
-    MHD_run(srv->daemon);
-    MHD_UNSIGNED_LONG_LONG ms;
-    ev_timer_stop(luna_loop(), &srv->timer);
-    if (srv->kicked) {
-        ev_timer_set(&srv->timer, 0.0, 0.0);
-        ev_timer_start(luna_loop(), &srv->timer);
-    } else if (MHD_get_timeout(srv->daemon, &ms) == MHD_YES) {
-        double secs = ms == 0 ? 0.0005 : (double)ms / 1000.0;
-        ev_timer_set(&srv->timer, secs, 0.0);
-        ev_timer_start(luna_loop(), &srv->timer);
-    }
-}
-
-static void on_io(struct ev_loop *loop, ev_io *w, int revents)
-{
-    (void)loop;
-    (void)revents;
-    run((luna_ds_http *)((char *)w - offsetof(luna_ds_http, io)));
-}
-
-static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    (void)loop;
-    (void)revents;
-    run((luna_ds_http *)((char *)w - offsetof(luna_ds_http, timer)));
+    luna_mhd_loop_kick(&srv->ml);
 }
 
 /* ---- responses ---- */
@@ -429,6 +389,7 @@ luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
     luna_ds_http *srv = calloc(1, sizeof *srv);
     if (!srv)
         abort();
+    struct MHD_Daemon *daemon = NULL;
     srv->token = opts->token;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
@@ -454,7 +415,7 @@ luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
             return NULL;
         }
         flags |= MHD_USE_TLS;
-        srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+        daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
                                        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                                        MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv,
@@ -463,26 +424,26 @@ luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
                                        MHD_OPTION_HTTPS_MEM_KEY, opts->tls_key,
                                        MHD_OPTION_END);
     } else {
-        srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+        daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
                                        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                                        MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv,
                                        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
                                        MHD_OPTION_END);
     }
-    if (!srv->daemon) {
+    if (!daemon) {
         free(srv);
         luna_error_set(err, LUNA_EIO, "cannot listen on %s:%d (address in use, or bad TLS "
                        "certificate/key)", opts->host, opts->port);
         return NULL;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    srv->port = info ? info->port : opts->port;
-    info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_EPOLL_FD);
-    ev_io_init(&srv->io, on_io, info->epoll_fd, EV_READ);
-    ev_io_start(luna_loop(), &srv->io);
-    ev_timer_init(&srv->timer, on_timer, 0.0, 0.0);
-    run(srv);
+    if (luna_mhd_loop_attach(&srv->ml, daemon, err) < 0) {
+        free(srv);
+        return NULL;
+    }
+    srv->port = luna_mhd_loop_port(&srv->ml);
+    if (!srv->port)
+        srv->port = opts->port;
     return srv;
 }
 
@@ -492,10 +453,9 @@ void luna_ds_http_stop(luna_ds_http *srv)
 {
     if (!srv)
         return;
-    ev_io_stop(luna_loop(), &srv->io);
-    ev_timer_stop(luna_loop(), &srv->timer);
+    /* MHD aborts when stopped with a suspended connection. */
     while (srv->suspended)
         resume(srv, srv->suspended);
-    MHD_stop_daemon(srv->daemon);
+    luna_mhd_loop_stop(&srv->ml);
     free(srv);
 }

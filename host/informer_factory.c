@@ -178,8 +178,9 @@ struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_
     }
     const char *group = spec->group ? spec->group : "";
     const char *ns = spec->namespace_ ? spec->namespace_ : "";
+    /* + "/", "/", " ns=", "*", " labels=", " fields=" and the NUL: 24 bytes */
     size_t klen = strlen(group) + strlen(spec->version) + strlen(spec->kind) + strlen(ns) +
-                  (labels ? strlen(labels) : 0) + (fields ? strlen(fields) : 0) + 16;
+                  (labels ? strlen(labels) : 0) + (fields ? strlen(fields) : 0) + 24;
     char *key = malloc(klen);
     if (!key) {
         free(labels);
@@ -248,6 +249,14 @@ void luna_informer_factory_release(struct luna_informer_factory *f,
 size_t luna_informer_factory_count(const struct luna_informer_factory *f)
 {
     return HASH_COUNT(f->informers);
+}
+
+void luna_informer_factory_foreach(struct luna_informer_factory *f,
+                                   void (*fn)(void *ud, struct luna_shared_informer *si),
+                                   void *ud)
+{
+    for (struct luna_shared_informer *si = f->informers; si; si = si->hh.next)
+        fn(ud, si);
 }
 
 struct luna_informer *luna_shared_informer_informer(struct luna_shared_informer *si)

@@ -60,6 +60,11 @@ struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_
 void luna_informer_factory_release(struct luna_informer_factory *f,
                                    struct luna_shared_informer *si);
 size_t luna_informer_factory_count(const struct luna_informer_factory *f);
+/* Calls fn(ud, si) for every shared informer, in no particular order
+ * (metrics collection).  fn must not acquire or release informers. */
+void luna_informer_factory_foreach(struct luna_informer_factory *f,
+                                   void (*fn)(void *ud, struct luna_shared_informer *si),
+                                   void *ud);
 
 struct luna_informer *luna_shared_informer_informer(struct luna_shared_informer *si);
 /* NULL until discovery has resolved the kind. */

@@ -13,6 +13,8 @@ struct luna_kube_client {
     luna_http_client *http;
     struct luna_kube_request *live;  /* doubly linked list of live requests */
     struct luna_kube_client_stats stats;
+    luna_kube_observer_fn observer;
+    void *observer_ud;
 };
 
 struct luna_kube_request {
@@ -81,6 +83,13 @@ struct luna_kube_client_stats luna_kube_client_stats(const struct luna_kube_clie
     return kc->stats;
 }
 
+void luna_kube_client_set_observer(struct luna_kube_client *kc, luna_kube_observer_fn fn,
+                                   void *ud)
+{
+    kc->observer = fn;
+    kc->observer_ud = ud;
+}
+
 static bool refreshable(const struct luna_kubeconfig *cfg)
 {
     return cfg->auth == LUNA_AUTH_EXEC || cfg->auth == LUNA_AUTH_TOKEN_FILE;
@@ -118,6 +127,8 @@ static void on_done(luna_http_request *req, const luna_http_response *resp,
 {
     struct luna_kube_request *r = ud;
     r->http = NULL;
+    if (r->kc->observer)
+        r->kc->observer(r->kc->observer_ud, resp->status > 0 ? (int)resp->status : 0, r->method);
     if (r->retry_auth) {
         r->retry_auth = false;
         r->attempt++;

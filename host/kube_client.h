@@ -76,6 +76,14 @@ struct luna_kube_request *luna_kube_request_start(struct luna_kube_client *kc,
 /* No callback of the request runs after this returns. */
 void luna_kube_request_cancel(struct luna_kube_request *r);
 
+/* Observes every attempt that ends (a canceled request is not seen): its
+ * HTTP status (0 when no response head arrived) and method.  The metrics
+ * module counts rest_client_requests_total with it.  One observer per
+ * client; fn NULL removes it; ud is borrowed until then. */
+typedef void (*luna_kube_observer_fn)(void *ud, int status, const char *method);
+void luna_kube_client_set_observer(struct luna_kube_client *kc, luna_kube_observer_fn fn,
+                                   void *ud);
+
 const struct luna_kubeconfig *luna_kube_client_config(const struct luna_kube_client *kc);
 struct luna_kube_client_stats luna_kube_client_stats(const struct luna_kube_client *kc);
 

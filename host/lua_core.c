@@ -10,6 +10,7 @@
 #include "lua_http.h"
 #include "lua_json.h"
 #include "lua_informer.h"
+#include "lua_leader.h"
 #include "lua_loop.h"
 #include "lua_object_stream.h"
 #include "lua_health.h"
@@ -50,5 +51,6 @@ int luaopen_luna_core(lua_State *L)
     luna_lua_json_register(L);
     luna_lua_metrics_register(L);
     luna_lua_health_register(L);
+    luna_lua_leader_register(L);
     return 1;
 }

@@ -389,7 +389,7 @@ static int handle_stats(lua_State *L)
     struct luna_reflector_stats st = { 0 };
     if (r)
         st = luna_reflector_stats(r);
-    lua_createtable(L, 0, 10);
+    lua_createtable(L, 0, 16);
 #define FIELD(name) (lua_pushnumber(L, (lua_Number)st.name), lua_setfield(L, -2, #name))
     FIELD(lists);
     FIELD(list_pages);
@@ -399,6 +399,11 @@ static int handle_stats(lua_State *L)
     FIELD(gone);
     FIELD(failures);
     FIELD(decode_errors);
+    FIELD(watch_gone);
+    FIELD(watch_errors);
+    FIELD(watch_timeouts);
+    FIELD(watch_closed);
+    FIELD(watch_decode);
 #undef FIELD
     lua_pushinteger(L, luna_shared_informer_refs(h->si));
     lua_setfield(L, -2, "refs");

@@ -2,10 +2,14 @@
  * main.c — the luna command line.
  *
  *   luna --version | --help
- *   luna run [--kubeconfig FILE] [--context NAME] [--log-level L] [--log-format F] DIR
+ *   luna run [options] DIR     (options: see usage below)
+ *   luna dev-server [options]
+ *
+ * Flag names follow controller-runtime's (--leader-elect,
+ * --metrics-bind-address, ...) so deployments read the same.  Durations
+ * are seconds ("15", "1.5") or Go durations ("15s", "500ms", "1m30s").
  */
 #include <getopt.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +18,8 @@
 
 #include "devserver.h"
 #include "error.h"
+#include "httpd.h"
+#include "leader.h"
 #include "kubeconfig.h"
 #include "log.h"
 #include "lua_host.h"
@@ -33,22 +39,84 @@ static void usage(FILE *out)
           "  --context NAME        kubeconfig context (default: current-context)\n"
           "  --log-level LEVEL     debug, info, warn or error (default: info)\n"
           "  --log-format FORMAT   text or json (default: text)\n"
+          "  --metrics-bind-address ADDR\n"
+          "                        serve /metrics on HOST:PORT (default :8080; port 0: any\n"
+          "                        free port, logged; 0: off)\n"
+          "  --health-probe-bind-address ADDR\n"
+          "                        serve /healthz and /readyz on HOST:PORT (default :8081;\n"
+          "                        0: off)\n"
+          "  --leader-elect        reconcile only while holding the leader Lease\n"
+          "  --leader-election-id NAME\n"
+          "                        the Lease's name (default: luna)\n"
+          "  --leader-election-namespace NS\n"
+          "                        the Lease's namespace (default: $POD_NAMESPACE, else the\n"
+          "                        kubeconfig's); the holder is $POD_NAME, else\n"
+          "                        hostname_<random UUID>\n"
+          "  --leader-elect-lease-duration D   (default 15s)\n"
+          "  --leader-elect-renew-deadline D   (default 10s)\n"
+          "  --leader-elect-retry-period D     (default 2s)\n"
+          "  --shutdown-grace-period D\n"
+          "                        how long SIGTERM waits for reconciles in flight (default 30s)\n"
+          "  --watch               reload the controllers when files in DIR change\n"
           "  --dev-server          run against an embedded dev server instead of a\n"
           "                        cluster (it logs a kubeconfig kubectl can use)\n"
-          "  --seed FILE           with --dev-server: objects to start with (repeatable)\n",
+          "  --seed FILE           with --dev-server: objects to start with (repeatable)\n"
+          "durations: seconds (1.5) or Go durations (1500ms, 1m30s)\n",
           out);
 }
 
-#define MAX_SEEDS 32
+/* Seconds from "1.5" or a Go duration ("1h2m3.5s", "500ms", "2us"); -1
+ * if malformed, negative or absurdly large. */
+static double parse_duration(const char *text)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end != text && *end == '\0')
+        return v >= 0 && v < 1e12 ? v : -1;
+    static const struct { const char *unit; double secs; } units[] = {
+        { "ns", 1e-9 }, { "us", 1e-6 }, { "\xc2\xb5s", 1e-6 }, { "ms", 1e-3 },
+        { "s", 1 }, { "m", 60 }, { "h", 3600 },
+    };
+    const char *p = text;
+    double total = 0;
+    if (!*p)
+        return -1;
+    while (*p) {
+        if (!((*p >= '0' && *p <= '9') || *p == '.'))
+            return -1;
+        double n = strtod(p, &end);
+        if (end == p)
+            return -1;
+        p = end;
+        size_t best = 0, which = 0;
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+            size_t len = strlen(units[i].unit);
+            if (strncmp(p, units[i].unit, len) == 0 && len > best) {
+                best = len;
+                which = i;
+            }
+        }
+        if (!best)
+            return -1;
+        total += n * units[which].secs;
+        p += best;
+    }
+    return total >= 0 && total < 1e12 ? total : -1;
+}
 
-struct run_opts {
-    const char *kubeconfig;
-    const char *context;
-    const char *dir;
-    bool dev_server;
-    const char *seeds[MAX_SEEDS];
-    int nseeds;
-};
+/* Go-style boolean flag values ("--watch" alone is true). */
+static int parse_bool(const char *text, bool *out)
+{
+    if (!text || strcmp(text, "true") == 0 || strcmp(text, "1") == 0 || strcmp(text, "t") == 0) {
+        *out = true;
+        return 0;
+    }
+    if (strcmp(text, "false") == 0 || strcmp(text, "0") == 0 || strcmp(text, "f") == 0) {
+        *out = false;
+        return 0;
+    }
+    return -1;
+}
 
 static int parse_log_opts(const char *name, const char *value)
 {
@@ -72,39 +140,99 @@ static int parse_log_opts(const char *name, const char *value)
     return 0;
 }
 
+enum run_flag {
+    OPT_KUBECONFIG = 256, OPT_CONTEXT, OPT_LOG_LEVEL, OPT_LOG_FORMAT, OPT_HELP,
+    OPT_METRICS_ADDR, OPT_HEALTH_ADDR, OPT_LEADER_ELECT, OPT_LEADER_ID, OPT_LEADER_NS,
+    OPT_LEASE_DURATION, OPT_RENEW_DEADLINE, OPT_RETRY_PERIOD, OPT_GRACE, OPT_WATCH,
+    OPT_DEV_SERVER, OPT_SEED,
+};
+
+#define MAX_SEEDS 32
+
+static int bad_flag(const char *name, const char *value, const char *why)
+{
+    fprintf(stderr, "luna run: --%s=%s: %s\n", name, value ? value : "", why);
+    return 2;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        { "kubeconfig", required_argument, NULL, 'k' },
-        { "context", required_argument, NULL, 'c' },
-        { "log-level", required_argument, NULL, 'l' },
-        { "log-format", required_argument, NULL, 'f' },
-        { "dev-server", no_argument, NULL, 'D' },
-        { "seed", required_argument, NULL, 'S' },
-        { "help", no_argument, NULL, 'h' },
+        { "kubeconfig", required_argument, NULL, OPT_KUBECONFIG },
+        { "context", required_argument, NULL, OPT_CONTEXT },
+        { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+        { "log-format", required_argument, NULL, OPT_LOG_FORMAT },
+        { "help", no_argument, NULL, OPT_HELP },
+        { "metrics-bind-address", required_argument, NULL, OPT_METRICS_ADDR },
+        { "health-probe-bind-address", required_argument, NULL, OPT_HEALTH_ADDR },
+        { "leader-elect", optional_argument, NULL, OPT_LEADER_ELECT },
+        { "leader-election-id", required_argument, NULL, OPT_LEADER_ID },
+        { "leader-election-namespace", required_argument, NULL, OPT_LEADER_NS },
+        { "leader-elect-lease-duration", required_argument, NULL, OPT_LEASE_DURATION },
+        { "leader-elect-renew-deadline", required_argument, NULL, OPT_RENEW_DEADLINE },
+        { "leader-elect-retry-period", required_argument, NULL, OPT_RETRY_PERIOD },
+        { "shutdown-grace-period", required_argument, NULL, OPT_GRACE },
+        { "watch", optional_argument, NULL, OPT_WATCH },
+        { "dev-server", no_argument, NULL, OPT_DEV_SERVER },
+        { "seed", required_argument, NULL, OPT_SEED },
         { NULL, 0, NULL, 0 },
     };
-    struct run_opts opts = { 0 };
-    int ch, idx;
+    struct luna_run_config cfg = { .argv0 = argv[0] };
+    static const char *seeds[MAX_SEEDS];
+    int nseeds = 0;
+    int ch, idx = 0;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
+        const char *name = ch >= OPT_KUBECONFIG ? longopts[idx].name : "";
+        double secs;
+        char host[256];
+        int port;
+        luna_error err = { 0 };
         switch (ch) {
-        case 'k': opts.kubeconfig = optarg; break;
-        case 'c': opts.context = optarg; break;
-        case 'D': opts.dev_server = true; break;
-        case 'S':
-            if (opts.nseeds == MAX_SEEDS) {
-                fprintf(stderr, "luna run: at most %d --seed files\n", MAX_SEEDS);
-                return 2;
-            }
-            opts.seeds[opts.nseeds++] = optarg;
-            break;
-        case 'l':
-        case 'f':
-            if (parse_log_opts(longopts[idx].name, optarg) < 0)
+        case OPT_KUBECONFIG: cfg.kubeconfig = optarg; break;
+        case OPT_CONTEXT: cfg.context = optarg; break;
+        case OPT_LOG_LEVEL:
+        case OPT_LOG_FORMAT:
+            if (parse_log_opts(name, optarg) < 0)
                 return 2;
             break;
-        case 'h': usage(stdout); return 0;
+        case OPT_METRICS_ADDR:
+        case OPT_HEALTH_ADDR:
+            if (strcmp(optarg, "0") != 0 &&
+                luna_httpd_parse_address(optarg, host, sizeof host, &port, &err) < 0)
+                return bad_flag(name, optarg, err.msg);
+            if (ch == OPT_METRICS_ADDR)
+                cfg.metrics_bind_address = optarg;
+            else
+                cfg.health_probe_bind_address = optarg;
+            break;
+        case OPT_LEADER_ELECT:
+        case OPT_WATCH:
+            if (parse_bool(optarg, ch == OPT_WATCH ? &cfg.watch : &cfg.leader_elect) < 0)
+                return bad_flag(name, optarg, "want true or false");
+            break;
+        case OPT_LEADER_ID: cfg.leader_election_id = optarg; break;
+        case OPT_LEADER_NS: cfg.leader_election_namespace = optarg; break;
+        case OPT_LEASE_DURATION:
+        case OPT_RENEW_DEADLINE:
+        case OPT_RETRY_PERIOD:
+        case OPT_GRACE:
+            secs = parse_duration(optarg);
+            if (secs <= 0)
+                return bad_flag(name, optarg, "want a positive duration (15, 1.5, 15s, 500ms)");
+            if (ch == OPT_LEASE_DURATION) cfg.lease_duration = secs;
+            else if (ch == OPT_RENEW_DEADLINE) cfg.renew_deadline = secs;
+            else if (ch == OPT_RETRY_PERIOD) cfg.retry_period = secs;
+            else cfg.grace_period = secs;
+            break;
+        case OPT_DEV_SERVER: cfg.dev_server = true; break;
+        case OPT_SEED:
+            if (nseeds == MAX_SEEDS)
+                return bad_flag(name, optarg, "too many seed files");
+            seeds[nseeds++] = optarg;
+            break;
+        case 'h':
+        case OPT_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
@@ -113,21 +241,19 @@ static int cmd_run(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    opts.dir = argv[optind];
-
-    struct luna_run_config cfg = {
-        .argv0 = argv[0],
-        .dir = opts.dir,
-        .kubeconfig = opts.kubeconfig,
-        .context = opts.context,
-        .dev_server = opts.dev_server,
-        .seeds = opts.seeds,
-        .nseeds = opts.nseeds,
-    };
-    if (opts.nseeds && !opts.dev_server) {
+    luna_error err = { 0 };
+    if (luna_leader_check_timing(cfg.lease_duration, cfg.renew_deadline, cfg.retry_period,
+                                 &err) < 0) {
+        fprintf(stderr, "luna run: %s\n", err.msg);
+        return 2;
+    }
+    if (nseeds && !cfg.dev_server) {
         fputs("luna run: --seed needs --dev-server\n", stderr);
         return 2;
     }
+    cfg.seeds = seeds;
+    cfg.nseeds = nseeds;
+    cfg.dir = argv[optind];
     return luna_runtime_run(&cfg);
 }
 

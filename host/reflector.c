@@ -407,6 +407,7 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
     r->relist_next = false;
     char msg[512];
     if (relist) {
+        r->stats.watch_gone++;
         end_request(r);
         retry_later(r, true, false);
         return;
@@ -417,15 +418,23 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
         r->stats.failures++;
         set_error(r, "watch", msg);
         if (r->status == 410) {
+            r->stats.watch_gone++;
             r->stats.gone++;
             retry_later(r, true, false);
         } else {
+            r->stats.watch_errors++;
             retry_later(r, false, true);
         }
         return;
     }
     if (fail) {
         r->stats.failures++;
+        if (r->stream_failed)
+            r->stats.watch_decode++;
+        else if (fail->reason == LUNA_HTTP_IDLE_TIMEOUT || fail->reason == LUNA_HTTP_TIMEOUT)
+            r->stats.watch_timeouts++;
+        else
+            r->stats.watch_errors++;
         if (r->stream_failed) {
             r->stats.decode_errors++;
             luna_warn("watch stream decode failed", "informer", luna_informer_name(r->inf),
@@ -441,12 +450,14 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
         /* The stream ended inside an event: resume from the last applied. */
         r->stats.failures++;
         r->stats.decode_errors++;
+        r->stats.watch_decode++;
         set_error(r, "watch", err.msg);
         end_request(r);
         retry_later(r, false, true);
         return;
     }
     end_request(r);
+    r->stats.watch_closed++;
     /* The server closed the watch (its timeout): resume at once. */
     retry_later(r, false, false);
 }

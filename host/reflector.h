@@ -67,6 +67,10 @@ struct luna_reflector_stats {
     unsigned long gone;            /* 410 responses and ERROR events */
     unsigned long failures;        /* requests that failed or broke off */
     unsigned long decode_errors;
+    /* Watches that ended, by why (each is followed by a new watch or a
+     * relist): 410 Gone, an error status or broken connection, the idle
+     * timeout, a clean end by the server, a stream that did not decode. */
+    unsigned long watch_gone, watch_errors, watch_timeouts, watch_closed, watch_decode;
 };
 
 struct luna_reflector;

@@ -2,27 +2,57 @@
 #include "runtime.h"
 
 #include <lauxlib.h>
+#include <openssl/rand.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "controller.h"
 #include "devserver.h"
 #include "discovery.h"
+#include "health.h"
 #include "http.h"
+#include "httpd.h"
 #include "informer_factory.h"
 #include "kube_client.h"
 #include "kubeconfig.h"
+#include "leader.h"
 #include "log.h"
 #include "loop.h"
 #include "lua_host.h"
 #include "lua_runtime.h"
+#include "metrics.h"
+#include "runtime_metrics.h"
+#include "workqueue_export.h"
 
 #define SYNC_CHECK_S 0.05
 #define DEFAULT_GRACE_S 30.0
+#define DEFAULT_METRICS_ADDRESS ":8080"
+#define DEFAULT_HEALTH_ADDRESS ":8081"
+#define DEFAULT_LEASE_NAME "luna"
+#define CHECK_SYNCED "informers-synced"
+#define CHECK_LEADER "leader-or-standby"
+
+/* Why a watch ended, as luna_watch_restarts_total{reason} names it, in the
+ * order of struct informer_metrics.ends. */
+static const char *const watch_end_reasons[] = { "gone", "error", "timeout", "closed", "decode" };
+#define NREASONS (sizeof watch_end_reasons / sizeof watch_end_reasons[0])
+
+/* The luna_informer_* series of one shared informer (by its key), brought
+ * up to date from the reflector's counters before every scrape. */
+struct informer_metrics {
+    char *key;
+    char *resource;                       /* the "resource" label */
+    const struct luna_shared_informer *si; /* the informer the baselines are of */
+    double objects;
+    unsigned long relists, ends[NREASONS]; /* already exported */
+    bool seen;
+    UT_hash_handle hh;
+};
 
 struct runtime {
     const struct luna_run_config *cfg;
@@ -42,21 +72,58 @@ struct runtime {
     ev_timer sync_check;
     ev_timer grace;
     ev_signal sigterm, sigint;
+    /* production: metrics, probes, leader election */
+    struct luna_metrics *registry;        /* luna_metrics_default(): not ours */
+    struct luna_runtime_metrics *rm;
+    struct luna_controller_metrics **cm;  /* one per controller, same index */
+    struct informer_metrics *informers;
+    char api_host[256];                   /* rest_client_requests_total{host} */
+    struct luna_health *health;
+    struct luna_httpd *metrics_srv, *health_srv;
+    struct luna_leader *leader;
+    char identity[320];
+    bool synced, leading, releasing;
 };
+
+static void shutdown_complete(struct runtime *rt)
+{
+    luna_info("shutdown complete");
+    ev_break(luna_loop(), EVBREAK_ALL);
+}
+
+static void on_released(void *ud, bool released) { shutdown_complete(ud); }
+
+/* No reconcile runs any more: give the Lease up (if held), then stop. */
+static void finish_shutdown(struct runtime *rt)
+{
+    ev_timer_stop(luna_loop(), &rt->grace);
+    if (!rt->leader) {
+        shutdown_complete(rt);
+    } else if (!rt->releasing) {
+        rt->releasing = true;
+        luna_leader_release(rt->leader, on_released, rt);
+    }
+}
 
 static void on_drained(void *ud)
 {
     struct runtime *rt = ud;
-    if (rt->draining > 0 && --rt->draining == 0) {
-        luna_info("shutdown complete");
-        ev_break(luna_loop(), EVBREAK_ALL);
-    }
+    if (rt->draining > 0 && --rt->draining == 0)
+        finish_shutdown(rt);
 }
 
 static void grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
+    struct runtime *rt = w->data;
     luna_warn("shutdown grace period over: abandoning in-flight reconciles");
-    ev_break(loop, EVBREAK_ALL);
+    /* Freeing a controller cancels its reconciles and their requests, so
+     * nothing acts on the cluster once the Lease is given up. */
+    for (size_t i = 0; i < rt->n; i++) {
+        luna_controller_free(rt->controllers[i]);
+        rt->controllers[i] = NULL;
+    }
+    rt->draining = 0;
+    finish_shutdown(rt);
 }
 
 static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
@@ -80,6 +147,17 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     on_drained(rt); /* the +1 above: no controllers also ends here */
 }
 
+/* Controllers dispatch once the caches have synced and, with leader
+ * election, this replica leads. */
+static void maybe_start(struct runtime *rt)
+{
+    if (rt->started || rt->stopping || !rt->synced || (rt->leader && !rt->leading))
+        return;
+    rt->started = true;
+    for (size_t i = 0; i < rt->n; i++)
+        luna_controller_start(rt->controllers[i]);
+}
+
 static void sync_check_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct runtime *rt = w->data;
@@ -90,9 +168,301 @@ static void sync_check_cb(struct ev_loop *loop, ev_timer *w, int revents)
     char count[16];
     snprintf(count, sizeof count, "%zu", luna_informer_factory_count(rt->factory));
     luna_info("caches synced", "informers", count);
-    rt->started = true;
+    rt->synced = true;
+    luna_health_set(rt->health, CHECK_SYNCED, true, NULL, NULL);
+    maybe_start(rt);
+}
+
+/* ---- leader election ----------------------------------------------------- */
+
+static void on_started_leading(void *ud)
+{
+    struct runtime *rt = ud;
+    rt->leading = true;
+    maybe_start(rt);
+}
+
+/* Another replica may lead already: stop taking keys at once and exit 1
+ * without waiting for in-flight reconciles (teardown cancels them). */
+static void on_stopped_leading(void *ud)
+{
+    struct runtime *rt = ud;
+    rt->leading = false;
     for (size_t i = 0; i < rt->n; i++)
-        luna_controller_start(rt->controllers[i]);
+        if (rt->controllers[i])
+            luna_controller_shutdown(rt->controllers[i], NULL, NULL);
+    luna_error("stopping: leader election lost");
+    rt->exit_code = 1;
+    ev_break(luna_loop(), EVBREAK_ALL);
+}
+
+/* client-go's default identity: hostname + "_" + a random UUID. */
+static void default_identity(char *buf, size_t size)
+{
+    char host[256] = "luna";
+    if (gethostname(host, sizeof host) != 0 || !host[0])
+        snprintf(host, sizeof host, "luna");
+    host[sizeof host - 1] = '\0';
+    unsigned char u[16] = { 0 };
+    if (RAND_bytes(u, sizeof u) != 1) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        for (size_t i = 0; i < sizeof u; i++)
+            u[i] = (unsigned char)((ts.tv_nsec >> (i % 4 * 8)) ^ (getpid() >> (i % 2 * 8)) ^ i);
+    }
+    u[6] = (unsigned char)((u[6] & 0x0f) | 0x40); /* version 4 */
+    u[8] = (unsigned char)((u[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    snprintf(buf, size,
+             "%.200s_%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             host, u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+             u[12], u[13], u[14], u[15]);
+}
+
+static const char *nonempty(const char *s) { return s && *s ? s : NULL; }
+
+static int setup_leader(struct runtime *rt, luna_error *err)
+{
+    const struct luna_run_config *cfg = rt->cfg;
+    const char *id = nonempty(getenv("POD_NAME"));
+    if (id)
+        snprintf(rt->identity, sizeof rt->identity, "%s", id);
+    else
+        default_identity(rt->identity, sizeof rt->identity);
+    const char *ns = nonempty(cfg->leader_election_namespace);
+    if (!ns)
+        ns = nonempty(getenv("POD_NAMESPACE"));
+    if (!ns)
+        ns = rt->kcfg->namespace;
+    struct luna_leader_options lo = {
+        .name = nonempty(cfg->leader_election_id) ? cfg->leader_election_id : DEFAULT_LEASE_NAME,
+        .namespace_ = ns,
+        .identity = rt->identity,
+        .lease_duration = cfg->lease_duration,
+        .renew_deadline = cfg->renew_deadline,
+        .retry_period = cfg->retry_period,
+        .loop = luna_loop(),
+        .metrics = rt->rm,
+        .on_started_leading = on_started_leading,
+        .on_stopped_leading = on_stopped_leading,
+        .ud = rt,
+    };
+    return luna_leader_new(rt->kc, &lo, &rt->leader, err);
+}
+
+/* ---- metrics and probes ---------------------------------------------------- */
+
+static void on_api_request(void *ud, int status, const char *method)
+{
+    struct runtime *rt = ud;
+    luna_runtime_metrics_rest_request(rt->rm, status, method, rt->api_host);
+}
+
+static double informer_objects(void *ud) { return ((struct informer_metrics *)ud)->objects; }
+
+static void informer_metrics_free(struct runtime *rt, struct informer_metrics *im)
+{
+    HASH_DEL(rt->informers, im);
+    if (rt->rm)
+        luna_runtime_metrics_informer_remove(rt->rm, im->resource);
+    free(im->key);
+    free(im->resource);
+    free(im);
+}
+
+/* "v1/configmaps", "apps/v1/deployments ns=prod labels=app=web": the
+ * resource, then what the informer's key ("apps/v1/Deployment ns=prod
+ * labels=app=web fields=") narrows it to. */
+static char *resource_label(const struct luna_resource *res, const char *key)
+{
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf, "%s%s%s/%s", res->group, *res->group ? "/" : "",
+                     res->version, res->resource);
+    const char *ns = strstr(key, " ns="), *labels = strstr(key, " labels="),
+               *fields = strstr(key, " fields=");
+    if (n > 0 && (size_t)n < sizeof buf && ns && labels && fields && ns < labels &&
+        labels < fields) {
+        int nslen = (int)(labels - (ns + 4)), llen = (int)(fields - (labels + 8));
+        size_t len = (size_t)n;
+        if (!(nslen == 1 && ns[4] == '*'))
+            len += (size_t)snprintf(buf + len, sizeof buf - len, " ns=%.*s", nslen, ns + 4);
+        if (llen > 0 && len < sizeof buf)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, " labels=%.*s", llen,
+                                    labels + 8);
+        if (fields[8] && len < sizeof buf)
+            snprintf(buf + len, sizeof buf - len, " fields=%s", fields + 8);
+    }
+    return strdup(buf);
+}
+
+static void collect_informer(void *ud, struct luna_shared_informer *si)
+{
+    struct runtime *rt = ud;
+    const struct luna_resource *res = luna_shared_informer_resource(si);
+    struct luna_reflector *refl = luna_shared_informer_reflector(si);
+    if (!res || !refl)
+        return; /* not resolved yet: no series */
+    const char *key = luna_shared_informer_key(si);
+    struct informer_metrics *im;
+    HASH_FIND_STR(rt->informers, key, im);
+    if (!im) {
+        im = calloc(1, sizeof *im);
+        if (!im || !(im->key = strdup(key)) || !(im->resource = resource_label(res, key)) ||
+            luna_runtime_metrics_informer_add(rt->rm, im->resource, informer_objects, im, NULL,
+                                              NULL) < 0) {
+            if (im) {
+                free(im->key);
+                free(im->resource);
+            }
+            free(im);
+            return;
+        }
+        HASH_ADD_KEYPTR(hh, rt->informers, im->key, strlen(im->key), im);
+    }
+    im->seen = true;
+    if (im->si != si) { /* a new informer under this key: its counters start at 0 */
+        im->si = si;
+        im->relists = 0;
+        memset(im->ends, 0, sizeof im->ends);
+    }
+    im->objects = (double)luna_indexer_len(luna_informer_indexer(luna_shared_informer_informer(si)));
+    struct luna_reflector_stats st = luna_reflector_stats(refl);
+    unsigned long relists = st.lists > 1 ? st.lists - 1 : 0;
+    for (; im->relists < relists; im->relists++)
+        luna_runtime_metrics_informer_relist(rt->rm, im->resource);
+    unsigned long ends[NREASONS] = { st.watch_gone, st.watch_errors, st.watch_timeouts,
+                                     st.watch_closed, st.watch_decode };
+    for (size_t i = 0; i < NREASONS; i++)
+        for (; im->ends[i] < ends[i]; im->ends[i]++)
+            luna_runtime_metrics_watch_restart(rt->rm, im->resource, watch_end_reasons[i]);
+}
+
+static void collect_informers(struct runtime *rt)
+{
+    luna_informer_factory_foreach(rt->factory, collect_informer, rt);
+    struct informer_metrics *im, *tmp;
+    HASH_ITER(hh, rt->informers, im, tmp) {
+        if (!im->seen)
+            informer_metrics_free(rt, im);
+        else
+            im->seen = false;
+    }
+}
+
+struct sync_count { size_t synced, total; };
+
+static void count_synced(void *ud, struct luna_shared_informer *si)
+{
+    struct sync_count *sc = ud;
+    sc->total++;
+    if (luna_informer_has_synced(luna_shared_informer_informer(si)))
+        sc->synced++;
+}
+
+static void refresh_checks(struct runtime *rt)
+{
+    if (!rt->synced) {
+        struct sync_count sc = { 0, 0 };
+        luna_informer_factory_foreach(rt->factory, count_synced, &sc);
+        char reason[96];
+        snprintf(reason, sizeof reason, "%zu of %zu informers synced", sc.synced, sc.total);
+        luna_health_set(rt->health, CHECK_SYNCED, false, reason, NULL);
+    }
+    if (rt->leader) {
+        const char *reason = "";
+        bool ok = rt->leading || luna_leader_healthy(rt->leader, &reason);
+        luna_health_set(rt->health, CHECK_LEADER, ok, reason, NULL);
+    }
+}
+
+static void prepare_endpoint(void *ud, enum luna_httpd_endpoint endpoint)
+{
+    struct runtime *rt = ud;
+    if (endpoint == LUNA_HTTPD_METRICS)
+        collect_informers(rt);
+    else
+        refresh_checks(rt);
+}
+
+/* The registry, the runtime's metric set, one set of series per
+ * controller and per workqueue, and the API client's request counter.
+ * Metrics must not stop the runtime: a controller's series that cannot be
+ * made are logged and skipped. */
+static int setup_metrics(struct runtime *rt, luna_error *err)
+{
+    rt->registry = luna_metrics_default();
+    if (!rt->registry)
+        return luna_error_set(err, LUNA_ENOMEM, "metrics: out of memory");
+    int rc = luna_runtime_metrics_new(rt->registry, &rt->rm, err);
+    if (rc < 0)
+        return rc;
+    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", rt->L, NULL);
+    const char *server = rt->kcfg->server;
+    const char *h = strstr(server, "://");
+    h = h ? h + 3 : server;
+    snprintf(rt->api_host, sizeof rt->api_host, "%.*s", (int)strcspn(h, "/"), h);
+    luna_kube_client_set_observer(rt->kc, on_api_request, rt);
+    rt->cm = calloc(rt->n ? rt->n : 1, sizeof *rt->cm);
+    if (!rt->cm)
+        return luna_error_set(err, LUNA_ENOMEM, "metrics: out of memory");
+    for (size_t i = 0; i < rt->n; i++) {
+        struct luna_controller *c = rt->controllers[i];
+        luna_error e = { 0 };
+        struct luna_workqueue_export *x;
+        if (luna_runtime_metrics_controller_new(rt->rm, luna_controller_name(c),
+                                                luna_controller_workers(c), &rt->cm[i], &e) < 0 ||
+            luna_workqueue_export_attach(rt->registry, luna_controller_queue(c), &x, &e) < 0)
+            luna_warn("controller metrics unavailable", "controller", luna_controller_name(c),
+                      "error", e.msg);
+        luna_controller_set_metrics(c, rt->cm[i]);
+    }
+    return 0;
+}
+
+static int start_server(struct runtime *rt, const char *address, bool metrics, bool health,
+                        struct luna_httpd **out, luna_error *err)
+{
+    struct luna_httpd_options ho = {
+        .address = address,
+        .metrics = metrics ? rt->registry : NULL,
+        .health = health ? rt->health : NULL,
+        .prepare = prepare_endpoint,
+        .ud = rt,
+    };
+    int rc = luna_httpd_start(&ho, out, err);
+    if (rc < 0)
+        return luna_error_wrap(err, "%s server", metrics ? "metrics" : "health probe");
+    if (metrics)
+        luna_info("metrics server listening", "address", luna_httpd_address(*out));
+    if (health)
+        luna_info("health probe server listening", "address", luna_httpd_address(*out));
+    return 0;
+}
+
+/* Health state, then the metrics and probe servers ("0" turns one off;
+ * one address serves both). */
+static int setup_servers(struct runtime *rt, luna_error *err)
+{
+    struct luna_health_options ho = { .loop = luna_loop() };
+    int rc = luna_health_new(&ho, &rt->health, err);
+    if (rc < 0)
+        return rc;
+    luna_health_set(rt->health, CHECK_SYNCED, false, "informers not synced yet", NULL);
+    if (rt->leader)
+        luna_health_set(rt->health, CHECK_LEADER, false, "lease not observed yet", NULL);
+    else
+        luna_health_set(rt->health, CHECK_LEADER, true, NULL, NULL);
+    const char *maddr = rt->cfg->metrics_bind_address ? rt->cfg->metrics_bind_address
+                                                      : DEFAULT_METRICS_ADDRESS;
+    const char *haddr = rt->cfg->health_probe_bind_address
+                            ? rt->cfg->health_probe_bind_address : DEFAULT_HEALTH_ADDRESS;
+    bool mon = strcmp(maddr, "0") != 0, hon = strcmp(haddr, "0") != 0;
+    if (mon && hon && strcmp(maddr, haddr) == 0)
+        return start_server(rt, maddr, true, true, &rt->metrics_srv, err);
+    if (mon && (rc = start_server(rt, maddr, true, false, &rt->metrics_srv, err)) < 0)
+        return rc;
+    if (hon && (rc = start_server(rt, haddr, false, true, &rt->health_srv, err)) < 0)
+        return rc;
+    return 0;
 }
 
 /* Starts the embedded dev server and writes a kubeconfig for it. */
@@ -182,14 +552,24 @@ static void teardown(struct runtime *rt)
     ev_timer_stop(loop, &rt->grace);
     ev_signal_stop(loop, &rt->sigterm);
     ev_signal_stop(loop, &rt->sigint);
+    luna_httpd_free(rt->metrics_srv);
+    luna_httpd_free(rt->health_srv);
     for (size_t i = 0; i < rt->n; i++)
         luna_controller_free(rt->controllers[i]);
     free(rt->controllers);
+    for (size_t i = 0; rt->cm && i < rt->n; i++)
+        luna_runtime_metrics_controller_free(rt->cm[i]);
+    free(rt->cm);
+    luna_leader_free(rt->leader);
     luna_informer_factory_free(rt->factory);
     luna_discovery_free(rt->disc);
     luna_kube_client_free(rt->kc);
     luna_http_client_free(rt->http);
     luna_kubeconfig_free(rt->kcfg);
+    while (rt->informers)
+        informer_metrics_free(rt, rt->informers);
+    luna_runtime_metrics_free(rt->rm);
+    luna_health_free(rt->health);
     if (rt->L)
         lua_close(rt->L);
     if (rt->cfg->dev_server) {
@@ -232,6 +612,12 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         teardown(&rt);
         return 1;
     }
+    if (setup_metrics(&rt, &err) < 0 || (cfg->leader_elect && setup_leader(&rt, &err) < 0) ||
+        setup_servers(&rt, &err) < 0) {
+        luna_error("startup failed", "error", err.msg);
+        teardown(&rt);
+        return 1;
+    }
 
     ev_timer_init(&rt.sync_check, sync_check_cb, SYNC_CHECK_S, SYNC_CHECK_S);
     rt.sync_check.data = &rt;
@@ -243,6 +629,9 @@ int luna_runtime_run(const struct luna_run_config *cfg)
     rt.sigint.data = &rt;
     ev_signal_start(loop, &rt.sigterm);
     ev_signal_start(loop, &rt.sigint);
+    rt.grace.data = &rt;
+    if (rt.leader)
+        luna_leader_start(rt.leader);
 
     ev_run(loop, 0);
     int code = rt.exit_code;

@@ -56,8 +56,11 @@ end
 local Process = {}
 Process.__index = Process
 
+-- One ctype for every call: ffi.new of an anonymous struct declares a new
+-- type each time, and LuaJIT's ctype table overflows after ~64k of them.
+local timespec_t = ffi.typeof("struct { long s; long ns; }[1]")
 local function now()
-  local t = ffi.new("struct { long s; long ns; }[1]")
+  local t = timespec_t()
   ffi.C.clock_gettime(1, ffi.cast("void *", t))
   return tonumber(t[0].s) + tonumber(t[0].ns) / 1e9
 end

@@ -14,7 +14,8 @@ return luna.controller { name = "demo", watch = "v1/ConfigMap", reconcile = func
 -- which must end it cleanly (exit 0).
 local function luna_run(args, env)
   local controllers = S.tree({ ["a.lua"] = CONTROLLER })
-  local argv = { helpers.luna, "run" }
+  -- no metrics/probe servers: the default ports may be taken on this machine
+  local argv = { helpers.luna, "run", "--metrics-bind-address=0", "--health-probe-bind-address=0" }
   for _, a in ipairs(args) do argv[#argv + 1] = a end
   argv[#argv + 1] = controllers
   local base = { HOME = helpers.tmpdir(), KUBECONFIG = false, KUBERNETES_SERVICE_HOST = false,
