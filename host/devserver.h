@@ -11,7 +11,7 @@
  * accepts connections, runs until SIGTERM or SIGINT, then (with
  * --dump-on-exit) writes every object as a JSON `kind: List` and exits 0.
  * The parts: devserver_http (transport), devserver_api (REST semantics),
- * devserver_store, devserver_types, devserver_watch, devserver_selector,
+ * devserver_store, devserver_types, devserver_watch, devserver_filter,
  * devserver_patch, devserver_apply, devserver_faults, devserver_yaml.
  * Runs on the loop thread.
  */

@@ -12,7 +12,7 @@
 #include "devserver_apply.h"
 #include "devserver_faults.h"
 #include "devserver_patch.h"
-#include "devserver_selector.h"
+#include "devserver_filter.h"
 #include "devserver_status.h"
 #include "devserver_store.h"
 #include "devserver_types.h"
@@ -1356,18 +1356,17 @@ static int parse_filter(const luna_ds_request *req, luna_ds_type *t, const char 
                         luna_ds_filter *f, luna_ds_status *st)
 {
     memset(f, 0, sizeof *f);
-    char msg[512];
-    if (luna_ds_selector_parse_labels(arg(req, "labelSelector"), &f->labels, msg, sizeof msg) < 0)
-        return luna_ds_status_bad_request(st, "%s", msg);
+    luna_error err;
+    if (luna_selector_parse(arg(req, "labelSelector"), LUNA_SELECTOR_LABELS, &f->labels, &err) < 0)
+        return luna_ds_status_bad_request(st, "%s", err.msg);
     const char *allowed[64] = { "metadata.name", "metadata.namespace" };
     int n = 2;
     for (const char *const *p = t->fields; p && *p && n < 63; p++)
         allowed[n++] = *p;
     allowed[n] = NULL;
-    if (luna_ds_selector_parse_fields(arg(req, "fieldSelector"), allowed, &f->fields, msg,
-                                      sizeof msg) < 0) {
+    if (luna_selector_parse_fields(arg(req, "fieldSelector"), allowed, &f->fields, &err) < 0) {
         luna_ds_filter_clear(f);
-        return luna_ds_status_bad_request(st, "%s", msg);
+        return luna_ds_status_bad_request(st, "%s", err.msg);
     }
     if (ns && *ns) {
         f->ns = strdup(ns);

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "devserver_selector.h"
+#include "devserver_filter.h"
 #include "devserver_status.h"
 #include "devserver_types.h"
 

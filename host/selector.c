@@ -10,12 +10,20 @@
 #define NAME_MAX_LEN 63
 #define PREFIX_MAX_LEN 253
 
+#define ALNUM_RULE "consist of alphanumeric characters, '-', '_' or '.', and must start and " \
+                   "end with an alphanumeric character"
+
 struct parser {
-    const char *text;
+    const char *text;  /* the whole selector, for messages */
     const char *p;
-    enum luna_selector_kind kind;
+    struct luna_selector *sel;
     luna_error *err;
 };
+
+static int oom(struct parser *ps)
+{
+    return luna_error_set(ps->err, LUNA_ENOMEM, "out of memory");
+}
 
 static void skip_blanks(struct parser *ps)
 {
@@ -23,154 +31,54 @@ static void skip_blanks(struct parser *ps)
         ps->p++;
 }
 
-static bool is_name_char(char c)
-{
-    return isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.';
-}
+/* ---- validation (k8s.io/apimachinery/pkg/util/validation) ---- */
 
-static int fail(struct parser *ps, const char *what)
+/* [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters. */
+static bool valid_name(const char *s, size_t len)
 {
-    return luna_error_set(ps->err, LUNA_EINVAL, "invalid %s selector \"%s\": %s at position %d",
-                          ps->kind == LUNA_SELECTOR_LABELS ? "label" : "field", ps->text,
-                          what, (int)(ps->p - ps->text));
-}
-
-/* Label values: empty, or alphanumeric at both ends with [-_.] inside. */
-static bool valid_label_value(const char *v, size_t len)
-{
-    if (len == 0)
-        return true;
-    if (len > NAME_MAX_LEN || !isalnum((unsigned char)v[0]) ||
-        !isalnum((unsigned char)v[len - 1]))
+    if (len == 0 || len > NAME_MAX_LEN || !isalnum((unsigned char)s[0]) ||
+        !isalnum((unsigned char)s[len - 1]))
         return false;
     for (size_t i = 0; i < len; i++)
-        if (!is_name_char(v[i]))
+        if (!isalnum((unsigned char)s[i]) && !strchr("-_.", s[i]))
             return false;
     return true;
 }
 
+static bool is_lower_alnum(char c)
+{
+    return islower((unsigned char)c) || isdigit((unsigned char)c);
+}
+
+/* Dot-separated labels of [a-z0-9-], each 1..63 long and alphanumeric at
+ * both ends; at most 253 characters. */
 static bool valid_dns_subdomain(const char *s, size_t len)
 {
     if (len == 0 || len > PREFIX_MAX_LEN)
         return false;
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        if (!(islower((unsigned char)c) || isdigit((unsigned char)c) || c == '-' || c == '.'))
-            return false;
-    }
-    return isalnum((unsigned char)s[0]) && isalnum((unsigned char)s[len - 1]);
-}
-
-static bool valid_key(const char *k, size_t len, enum luna_selector_kind kind)
-{
-    if (kind == LUNA_SELECTOR_FIELDS)
-        return len > 0;
-    const char *slash = memchr(k, '/', len);
-    if (slash) {
-        if (!valid_dns_subdomain(k, (size_t)(slash - k)))
-            return false;
-        len -= (size_t)(slash - k) + 1;
-        k = slash + 1;
-    }
-    return len > 0 && valid_label_value(k, len);
-}
-
-static char *dup_range(const char *s, size_t len)
-{
-    char *out = malloc(len + 1);
-    if (out) {
-        memcpy(out, s, len);
-        out[len] = '\0';
-    }
-    return out;
-}
-
-static int add_value(struct luna_selector_req *r, const char *v, size_t len)
-{
-    for (size_t i = 0; i < r->nvalues; i++)
-        if (strlen(r->values[i]) == len && memcmp(r->values[i], v, len) == 0)
-            return 0;
-    char **values = realloc(r->values, (r->nvalues + 1) * sizeof *values);
-    if (!values)
-        return LUNA_ENOMEM;
-    r->values = values;
-    if (!(r->values[r->nvalues] = dup_range(v, len)))
-        return LUNA_ENOMEM;
-    r->nvalues++;
-    return 0;
-}
-
-static void req_clear(struct luna_selector_req *r)
-{
-    free(r->key);
-    for (size_t i = 0; i < r->nvalues; i++)
-        free(r->values[i]);
-    free(r->values);
-}
-
-/* Reads a bare token: a key or value up to a delimiter. */
-static size_t token_len(struct parser *ps)
-{
-    const char *q = ps->p;
-    if (ps->kind == LUNA_SELECTOR_FIELDS) {
-        while (*q && *q != ',' && *q != '=' && *q != '!' && *q != ' ')
-            q++;
-    } else {
-        while (*q && (is_name_char(*q) || *q == '/'))
-            q++;
-    }
-    return (size_t)(q - ps->p);
-}
-
-static int parse_value(struct parser *ps, struct luna_selector_req *r)
-{
-    skip_blanks(ps);
-    size_t len;
-    if (ps->kind == LUNA_SELECTOR_FIELDS) {
-        const char *q = ps->p;
-        while (*q && *q != ',')
-            q++;
-        len = (size_t)(q - ps->p);
-        while (len && ps->p[len - 1] == ' ')
-            len--;
-    } else {
-        len = token_len(ps);
-        if (!valid_label_value(ps->p, len))
-            return fail(ps, "invalid value");
-    }
-    if (add_value(r, ps->p, len) < 0)
-        return luna_error_set(ps->err, LUNA_ENOMEM, "out of memory");
-    ps->p += len;
-    return 0;
-}
-
-static int parse_set(struct parser *ps, struct luna_selector_req *r)
-{
-    skip_blanks(ps);
-    if (*ps->p != '(')
-        return fail(ps, "expected '('");
-    ps->p++;
-    for (;;) {
-        skip_blanks(ps);
-        size_t len = token_len(ps);
-        if (len == 0 && *ps->p == ')' && r->nvalues == 0)
-            return fail(ps, "values set can't be empty");
-        if (!valid_label_value(ps->p, len))
-            return fail(ps, "invalid value");
-        if (add_value(r, ps->p, len) < 0)
-            return luna_error_set(ps->err, LUNA_ENOMEM, "out of memory");
-        ps->p += len;
-        skip_blanks(ps);
-        if (*ps->p == ',') {
-            ps->p++;
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && s[i] != '.') {
+            if (!is_lower_alnum(s[i]) && s[i] != '-')
+                return false;
             continue;
         }
-        if (*ps->p == ')') {
-            ps->p++;
-            return 0;
-        }
-        return fail(ps, "expected ',' or ')'");
+        size_t n = i - start;
+        if (n == 0 || n > NAME_MAX_LEN || !is_lower_alnum(s[start]) ||
+            !is_lower_alnum(s[i - 1]))
+            return false;
+        start = i + 1;
     }
+    return true;
+}
+
+static bool valid_key(const char *k, size_t len)
+{
+    const char *slash = memchr(k, '/', len);
+    if (!slash)
+        return valid_name(k, len);
+    size_t plen = (size_t)(slash - k);
+    return valid_dns_subdomain(k, plen) && valid_name(slash + 1, len - plen - 1);
 }
 
 static bool is_integer(const char *s)
@@ -183,75 +91,239 @@ static bool is_integer(const char *s)
     return errno == 0 && *end == '\0';
 }
 
-static bool word_at(const char *p, const char *word)
+/* ---- building a selector ---- */
+
+static struct luna_selector_req *new_req(struct parser *ps)
 {
-    size_t n = strlen(word);
-    return strncmp(p, word, n) == 0 && (p[n] == ' ' || p[n] == '(' || p[n] == '\t');
+    struct luna_selector *sel = ps->sel;
+    struct luna_selector_req *reqs = realloc(sel->reqs, (sel->n + 1) * sizeof *reqs);
+    if (!reqs)
+        return NULL;
+    sel->reqs = reqs;
+    memset(&reqs[sel->n], 0, sizeof *reqs);
+    return &reqs[sel->n++];
 }
 
-static int parse_requirement(struct parser *ps, struct luna_selector_req *r)
+/* Adds the value, unescaping field-selector backslashes when `unescape`. */
+static int add_value(struct parser *ps, struct luna_selector_req *r, const char *v, size_t len,
+                     bool unescape)
+{
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return oom(ps);
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (unescape && v[i] == '\\' && i + 1 < len)
+            i++;
+        copy[n++] = v[i];
+    }
+    copy[n] = '\0';
+    for (size_t i = 0; i < r->nvalues; i++) {
+        if (strcmp(r->values[i], copy) == 0) {
+            free(copy);
+            return 0;
+        }
+    }
+    char **values = realloc(r->values, (r->nvalues + 1) * sizeof *values);
+    if (!values) {
+        free(copy);
+        return oom(ps);
+    }
+    r->values = values;
+    r->values[r->nvalues++] = copy;
+    return 0;
+}
+
+/* ---- label selectors ---- */
+
+static bool is_ident_char(char c)
+{
+    return c && !strchr(" \t,()=!<>", c);
+}
+
+/* Reads an identifier (key or value) after blanks; returns its length. */
+static size_t ident(struct parser *ps, const char **start)
 {
     skip_blanks(ps);
-    bool negated = false;
-    if (*ps->p == '!') {
-        if (ps->kind == LUNA_SELECTOR_FIELDS)
-            return fail(ps, "field selectors do not support '!key'");
-        negated = true;
+    *start = ps->p;
+    while (is_ident_char(*ps->p))
         ps->p++;
-        skip_blanks(ps);
-    }
-    size_t len = token_len(ps);
-    if (!valid_key(ps->p, len, ps->kind))
-        return fail(ps, len ? "invalid key" : "expected a key");
-    if (!(r->key = dup_range(ps->p, len)))
-        return luna_error_set(ps->err, LUNA_ENOMEM, "out of memory");
-    ps->p += len;
+    return (size_t)(ps->p - *start);
+}
+
+static int unexpected(struct parser *ps, const char *expected)
+{
+    return luna_error_set(ps->err, LUNA_EINVAL,
+                          "unable to parse requirement: found unexpected token, expected%s in "
+                          "selector %s",
+                          expected, ps->text);
+}
+
+/* Reads value number `index` of r. */
+static int label_value(struct parser *ps, struct luna_selector_req *r, int index)
+{
+    const char *v;
+    size_t len = ident(ps, &v);
+    if (len && !valid_name(v, len))
+        return luna_error_set(ps->err, LUNA_EINVAL,
+                              "unable to parse requirement: values[%d][%s]: Invalid value: "
+                              "\"%.*s\": a valid label must be an empty string or " ALNUM_RULE,
+                              index, r->key, (int)len, v);
+    return add_value(ps, r, v, len, false);
+}
+
+static int label_requirement(struct parser *ps, struct luna_selector_req *r)
+{
     skip_blanks(ps);
+    bool negated = *ps->p == '!';
+    if (negated)
+        ps->p++;
+    const char *k;
+    size_t klen = ident(ps, &k);
+    if (klen == 0)
+        return unexpected(ps, " identifier");
+    if (!valid_key(k, klen))
+        return luna_error_set(ps->err, LUNA_EINVAL,
+                              "unable to parse requirement: key: Invalid value: \"%.*s\": name "
+                              "part must " ALNUM_RULE,
+                              (int)klen, k);
+    if (!(r->key = strndup(k, klen)))
+        return oom(ps);
+    skip_blanks(ps);
+    char c = *ps->p;
     if (negated) {
         r->op = LUNA_SEL_NOT_EXISTS;
-        return (*ps->p == ',' || !*ps->p) ? 0 : fail(ps, "unexpected text after '!key'");
+        return 0;
     }
-    if (*ps->p == ',' || !*ps->p) {
-        if (ps->kind == LUNA_SELECTOR_FIELDS)
-            return fail(ps, "field selectors need an operator");
+    if (c == '\0' || c == ',') {
         r->op = LUNA_SEL_EXISTS;
         return 0;
     }
-    if (ps->p[0] == '=' && ps->p[1] == '=') {
-        r->op = LUNA_SEL_EQUALS;
-        ps->p += 2;
-        return parse_value(ps, r);
+    if (c == '=' || (c == '!' && ps->p[1] == '=')) {
+        r->op = c == '=' ? LUNA_SEL_EQUALS : LUNA_SEL_NOT_EQUALS;
+        ps->p += (c == '!' || ps->p[1] == '=') ? 2 : 1;
+        return label_value(ps, r, 0);
     }
-    if (ps->p[0] == '=') {
-        r->op = LUNA_SEL_EQUALS;
-        ps->p += 1;
-        return parse_value(ps, r);
-    }
-    if (ps->p[0] == '!' && ps->p[1] == '=') {
-        r->op = LUNA_SEL_NOT_EQUALS;
-        ps->p += 2;
-        return parse_value(ps, r);
-    }
-    if (ps->kind == LUNA_SELECTOR_LABELS && (*ps->p == '>' || *ps->p == '<')) {
-        r->op = *ps->p == '>' ? LUNA_SEL_GT : LUNA_SEL_LT;
+    if (c == '<' || c == '>') {
+        r->op = c == '<' ? LUNA_SEL_LT : LUNA_SEL_GT;
         ps->p++;
-        int rc = parse_value(ps, r);
+        const char *v;
+        size_t len = ident(ps, &v);
+        int rc = add_value(ps, r, v, len, false);
         if (rc == 0 && !is_integer(r->values[0]))
-            return fail(ps, "'>' and '<' need an integer value");
+            return luna_error_set(ps->err, LUNA_EINVAL,
+                                  "unable to parse requirement: for 'Gt', 'Lt' operators, the "
+                                  "value must be an integer");
         return rc;
     }
-    if (ps->kind == LUNA_SELECTOR_LABELS && word_at(ps->p, "in")) {
+    const char *w;
+    size_t wlen = ident(ps, &w);
+    if (wlen == 2 && strncmp(w, "in", 2) == 0)
         r->op = LUNA_SEL_IN;
-        ps->p += 2;
-        return parse_set(ps, r);
-    }
-    if (ps->kind == LUNA_SELECTOR_LABELS && word_at(ps->p, "notin")) {
+    else if (wlen == 5 && strncmp(w, "notin", 5) == 0)
         r->op = LUNA_SEL_NOT_IN;
-        ps->p += 5;
-        return parse_set(ps, r);
+    else
+        return unexpected(ps, ": '=', '!=', '==', 'in', notin'");
+    skip_blanks(ps);
+    if (*ps->p != '(')
+        return unexpected(ps, ": '('");
+    ps->p++;
+    for (int i = 0;; i++) {
+        int rc = label_value(ps, r, i);
+        if (rc < 0)
+            return rc;
+        skip_blanks(ps);
+        if (*ps->p == ')') {
+            ps->p++;
+            return 0;
+        }
+        if (*ps->p != ',')
+            return unexpected(ps, " ',' or ')'");
+        ps->p++;
     }
-    return fail(ps, "unknown operator");
 }
+
+static int parse_labels(struct parser *ps)
+{
+    skip_blanks(ps);
+    if (!*ps->p)
+        return 0;
+    for (;;) {
+        struct luna_selector_req *r = new_req(ps);
+        if (!r)
+            return oom(ps);
+        int rc = label_requirement(ps, r);
+        if (rc < 0)
+            return rc;
+        skip_blanks(ps);
+        if (!*ps->p)
+            return 0;
+        if (*ps->p++ != ',')
+            return unexpected(ps, " ','");
+    }
+}
+
+/* ---- field selectors ---- */
+
+static bool allowed_path(const char *const *allowed, const char *path)
+{
+    if (!allowed)
+        return true;
+    for (; *allowed; allowed++)
+        if (strcmp(*allowed, path) == 0)
+            return true;
+    return false;
+}
+
+/* One term [s, end): the operator is the first unescaped "!=", "==" or "=". */
+static int field_term(struct parser *ps, const char *s, size_t len, const char *const *allowed)
+{
+    size_t i = 0, oplen = 0;
+    enum luna_selector_op op = LUNA_SEL_EQUALS;
+    for (; i < len; i++) {
+        if (s[i] == '\\') {
+            i++;
+        } else if (s[i] == '!' && s[i + 1] == '=') {
+            op = LUNA_SEL_NOT_EQUALS;
+            oplen = 2;
+            break;
+        } else if (s[i] == '=') {
+            oplen = s[i + 1] == '=' ? 2 : 1;
+            break;
+        }
+    }
+    if (oplen == 0)
+        return luna_error_set(ps->err, LUNA_EINVAL, "invalid selector: '%s'; can't understand '%.*s'",
+                              ps->text, (int)len, s);
+    struct luna_selector_req *r = new_req(ps);
+    if (!r || !(r->key = strndup(s, i)))
+        return oom(ps);
+    r->op = op;
+    int rc = add_value(ps, r, s + i + oplen, len - i - oplen, true);
+    if (rc == 0 && !allowed_path(allowed, r->key))
+        return luna_error_set(ps->err, LUNA_EINVAL, "field label not supported: %s", r->key);
+    return rc;
+}
+
+/* Terms end at an unescaped ','; empty terms are skipped. */
+static int parse_fields(struct parser *ps, const char *const *allowed)
+{
+    const char *s = ps->p;
+    while (*s) {
+        const char *end = s;
+        while (*end && *end != ',')
+            end += (end[0] == '\\' && end[1]) ? 2 : 1;
+        if (end > s) {
+            int rc = field_term(ps, s, (size_t)(end - s), allowed);
+            if (rc < 0)
+                return rc;
+        }
+        s = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* ---- parse, free, match ---- */
 
 static int compare_strings(const void *a, const void *b)
 {
@@ -265,45 +337,16 @@ static int compare_reqs(const void *a, const void *b)
     return c ? c : (int)x->op - (int)y->op;
 }
 
-int luna_selector_parse(const char *text, enum luna_selector_kind kind,
-                        struct luna_selector **out, luna_error *err)
+static int parse(const char *text, enum luna_selector_kind kind, const char *const *allowed,
+                 struct luna_selector **out, luna_error *err)
 {
     *out = NULL;
     struct luna_selector *sel = calloc(1, sizeof *sel);
     if (!sel)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");
-    struct parser ps = { text ? text : "", text ? text : "", kind, err };
-    skip_blanks(&ps);
-    int rc = 0;
-    size_t cap = 0;
-    while (*ps.p) {
-        if (sel->n == cap) {
-            cap = cap ? cap * 2 : 4;
-            struct luna_selector_req *reqs = realloc(sel->reqs, cap * sizeof *reqs);
-            if (!reqs) {
-                rc = luna_error_set(err, LUNA_ENOMEM, "out of memory");
-                break;
-            }
-            sel->reqs = reqs;
-        }
-        struct luna_selector_req *r = &sel->reqs[sel->n];
-        memset(r, 0, sizeof *r);
-        sel->n++;
-        if ((rc = parse_requirement(&ps, r)) < 0)
-            break;
-        skip_blanks(&ps);
-        if (*ps.p == ',') {
-            ps.p++;
-            skip_blanks(&ps);
-            if (!*ps.p) {
-                rc = fail(&ps, "expected a requirement after ','");
-                break;
-            }
-        } else if (*ps.p) {
-            rc = fail(&ps, "expected ','");
-            break;
-        }
-    }
+    sel->kind = kind;
+    struct parser ps = { text ? text : "", text ? text : "", sel, err };
+    int rc = kind == LUNA_SELECTOR_LABELS ? parse_labels(&ps) : parse_fields(&ps, allowed);
     if (rc < 0) {
         luna_selector_free(sel);
         return rc;
@@ -317,12 +360,30 @@ int luna_selector_parse(const char *text, enum luna_selector_kind kind,
     return 0;
 }
 
+int luna_selector_parse(const char *text, enum luna_selector_kind kind,
+                        struct luna_selector **out, luna_error *err)
+{
+    return parse(text, kind, NULL, out, err);
+}
+
+int luna_selector_parse_fields(const char *text, const char *const *allowed,
+                               struct luna_selector **out, luna_error *err)
+{
+    static const char *const none[] = { NULL };
+    return parse(text, LUNA_SELECTOR_FIELDS, allowed ? allowed : none, out, err);
+}
+
 void luna_selector_free(struct luna_selector *sel)
 {
     if (!sel)
         return;
-    for (size_t i = 0; i < sel->n; i++)
-        req_clear(&sel->reqs[i]);
+    for (size_t i = 0; i < sel->n; i++) {
+        struct luna_selector_req *r = &sel->reqs[i];
+        free(r->key);
+        for (size_t j = 0; j < r->nvalues; j++)
+            free(r->values[j]);
+        free(r->values);
+    }
     free(sel->reqs);
     free(sel);
 }
@@ -365,26 +426,47 @@ bool luna_selector_matches(const struct luna_selector *sel, luna_selector_lookup
 {
     if (!sel)
         return true;
-    for (size_t i = 0; i < sel->n; i++)
-        if (!req_matches(&sel->reqs[i], lookup(sel->reqs[i].key, ud)))
+    for (size_t i = 0; i < sel->n; i++) {
+        const char *v = lookup(sel->reqs[i].key, ud);
+        if (!v && sel->kind == LUNA_SELECTOR_FIELDS)
+            v = "";
+        if (!req_matches(&sel->reqs[i], v))
             return false;
+    }
     return true;
 }
+
+/* ---- printing ---- */
 
 struct out {
     char *buf;
     size_t size, len;
 };
 
+static void put_char(struct out *o, char c)
+{
+    if (o->len + 1 < o->size) {
+        o->buf[o->len] = c;
+        o->buf[o->len + 1] = '\0';
+    }
+    o->len++;
+}
+
 static void put(struct out *o, const char *s)
 {
-    size_t n = strlen(s);
-    if (o->len + 1 < o->size) {
-        size_t room = o->size - o->len - 1;
-        memcpy(o->buf + o->len, s, n < room ? n : room);
-        o->buf[o->len + (n < room ? n : room)] = '\0';
+    for (; *s; s++)
+        put_char(o, *s);
+}
+
+/* A value; in field selectors with `\\` `,` `=` escaped, as fields.EscapeValue
+ * does. */
+static void put_value(struct out *o, enum luna_selector_kind kind, const char *s)
+{
+    for (; *s; s++) {
+        if (kind == LUNA_SELECTOR_FIELDS && (*s == '\\' || *s == ',' || *s == '='))
+            put_char(o, '\\');
+        put_char(o, *s);
     }
-    o->len += n;
 }
 
 size_t luna_selector_format(const struct luna_selector *sel, char *buf, size_t size)
@@ -402,10 +484,10 @@ size_t luna_selector_format(const struct luna_selector *sel, char *buf, size_t s
         switch (r->op) {
         case LUNA_SEL_EXISTS:
         case LUNA_SEL_NOT_EXISTS: break;
-        case LUNA_SEL_EQUALS:     put(&o, "="); put(&o, r->values[0]); break;
-        case LUNA_SEL_NOT_EQUALS: put(&o, "!="); put(&o, r->values[0]); break;
-        case LUNA_SEL_GT:         put(&o, ">"); put(&o, r->values[0]); break;
-        case LUNA_SEL_LT:         put(&o, "<"); put(&o, r->values[0]); break;
+        case LUNA_SEL_EQUALS:     put(&o, "=");  put_value(&o, sel->kind, r->values[0]); break;
+        case LUNA_SEL_NOT_EQUALS: put(&o, "!="); put_value(&o, sel->kind, r->values[0]); break;
+        case LUNA_SEL_GT:         put(&o, ">");  put(&o, r->values[0]); break;
+        case LUNA_SEL_LT:         put(&o, "<");  put(&o, r->values[0]); break;
         case LUNA_SEL_IN:
         case LUNA_SEL_NOT_IN:
             put(&o, r->op == LUNA_SEL_IN ? " in (" : " notin (");

@@ -60,6 +60,17 @@ describe("apiserver LIST", function()
     end
   end)
 
+  it("rejects an invalid label value with kube's message", function()
+    local code, st = srv:request("GET", srv:ns_path("configmaps") .. "?labelSelector=" .. esc("app=-x"))
+    assert.equal(400, code)
+    assert.equal("BadRequest", st.reason)
+    -- kube-apiserver appends examples and the regex; the dev server stops here
+    local want = 'unable to parse requirement: values[0][app]: Invalid value: "-x": a valid label must be ' ..
+      "an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end " ..
+      "with an alphanumeric character"
+    assert.equal(1, st.message:find(want, 1, true), st.message)
+  end)
+
   it("applies field selectors on metadata.name and metadata.namespace", function()
     assert.equal("b", names(list("?fieldSelector=metadata.name%3Db")))
     assert.equal("a,c,d", names(list("?fieldSelector=metadata.name!%3Db")))
@@ -73,6 +84,21 @@ describe("apiserver LIST", function()
     assert.equal(400, code)
     assert.equal("BadRequest", st.reason)
     assert.matches("field label not supported: data.k", st.message)
+  end)
+
+  it("unescapes \\, and \\= in field selector values", function()
+    for _, t in ipairs({ "luna.dev/a=b,c", "luna.dev/other" }) do
+      local code = srv:request("POST", srv:ns_path("secrets"), { apiVersion = "v1", kind = "Secret",
+        metadata = { name = (t:gsub("[^%w]", "-")) }, type = t })
+      assert.equal(201, code, t)
+    end
+    local code, l = srv:request("GET", srv:ns_path("secrets") .. "?fieldSelector=" .. esc([[type=luna.dev/a\=b\,c]]))
+    assert.equal(200, code)
+    assert.equal("luna-dev-a-b-c", names(l))
+    code, l = srv:request("GET", srv:ns_path("secrets") .. "?fieldSelector=" ..
+      esc([[type!=luna.dev/a\=b\,c,type!=Opaque,type!=kubernetes.io/service-account-token]]))
+    assert.equal(200, code)
+    assert.equal("luna-dev-other", names(l))
   end)
 
   it("lists across namespaces on the cluster-wide path", function()
