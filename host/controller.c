@@ -340,17 +340,34 @@ static void log_result(struct luna_reconcile *r, const char *msg, const char *re
              "attempt", attempt, "result", result, "duration_ms", ms, "error", error, NULL);
 }
 
-/* The text of the value at idx: a string, or what __tostring makes of it. */
-static void value_text(lua_State *co, int idx, char *buf, size_t size)
+/* Runs in a protected call: the text of an error value (a string, a
+ * number, what its __tostring makes of it, or its type). */
+static int error_value_text(lua_State *L)
 {
-    if (luaL_callmeta(co, idx, "__tostring")) {
-        snprintf(buf, size, "%s", lua_tostring(co, -1) ? lua_tostring(co, -1) : "?");
-        lua_pop(co, 1);
-    } else if (lua_type(co, idx) == LUA_TSTRING || lua_type(co, idx) == LUA_TNUMBER) {
-        snprintf(buf, size, "%s", lua_tostring(co, idx));
-    } else {
-        snprintf(buf, size, "(%s error value)", luaL_typename(co, idx));
-    }
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+        return 1;
+    if (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER)
+        lua_pushstring(L, lua_tostring(L, 1));
+    else
+        lua_pushfstring(L, "(%s error value)", luaL_typename(L, 1));
+    return 1;
+}
+
+/* The text of the value at idx of co (an error value raised or returned),
+ * computed on the controller's state: __tostring may itself fail, and co
+ * may be a coroutine that died with an error. */
+static void value_text(struct luna_controller *c, lua_State *co, int idx, char *buf, size_t size)
+{
+    lua_State *L = c->env.L;
+    lua_pushcfunction(L, error_value_text);
+    lua_pushvalue(co, idx);
+    lua_xmove(co, L, 1);
+    if (lua_pcall(L, 1, 1, 0) == 0)
+        snprintf(buf, size, "%s", lua_tostring(L, -1));
+    else
+        snprintf(buf, size, "(error value whose __tostring failed: %s)",
+                 lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?");
+    lua_pop(L, 1);
 }
 
 /* Applies the finished coroutine's result to the queue. */
@@ -361,8 +378,9 @@ static void finish(struct luna_reconcile *r, int status)
     struct luna_workqueue *q = c->queue;
     c->stats.reconciles++;
     if (status != 0) {
-        const char *msg = lua_tostring(co, -1);
-        luaL_traceback(c->env.L, co, msg ? msg : "(error object is not a string)", 0);
+        char msg[1024];
+        value_text(c, co, -1, msg, sizeof msg);
+        luaL_traceback(c->env.L, co, msg, 0);
         const char *trace = lua_tostring(c->env.L, -1);
         log_result(r, "reconcile failed", "error", trace, LUNA_LOG_ERROR);
         lua_pop(c->env.L, 1);
@@ -373,7 +391,7 @@ static void finish(struct luna_reconcile *r, int status)
         if (n >= 2 && lua_isnil(co, 1) && !lua_isnil(co, 2)) {
             /* nil, err */
             char msg[1024];
-            value_text(co, 2, msg, sizeof msg);
+            value_text(c, co, 2, msg, sizeof msg);
             log_result(r, "reconcile failed", "error", msg, LUNA_LOG_ERROR);
             c->stats.errors++;
             luna_workqueue_add_rate_limited(q, r->key);
