@@ -213,32 +213,57 @@ static void enqueue_owner(struct source *src, struct luna_object *obj)
         enqueue(c, key);
 }
 
-static void enqueue_request(struct luna_controller *c, lua_State *T, int idx)
+/* Enqueues one request of a watches map result: a non-empty key string or
+ * a {namespace=, name=} table.  Returns false (enqueuing nothing) if the
+ * value at idx is neither.  Raw reads only: no metamethod runs here,
+ * outside the protected call. */
+static bool enqueue_one(struct luna_controller *c, lua_State *T, int idx)
 {
     if (lua_type(T, idx) == LUA_TSTRING) {
+        if (lua_objlen(T, idx) == 0)
+            return false;
         enqueue(c, lua_tostring(T, idx));
-        return;
+        return true;
     }
     if (!lua_istable(T, idx))
+        return false;
+    lua_pushliteral(T, "name");
+    lua_rawget(T, idx);
+    lua_pushliteral(T, "namespace");
+    lua_rawget(T, idx);
+    bool ok = lua_type(T, -2) == LUA_TSTRING && lua_objlen(T, -2) > 0 &&
+              (lua_isnil(T, -1) || lua_type(T, -1) == LUA_TSTRING);
+    char key[520];
+    if (ok && luna_object_make_key(key, sizeof key, lua_tostring(T, -1), lua_tostring(T, -2)) > 0)
+        enqueue(c, key);
+    lua_pop(T, 2);
+    return ok;
+}
+
+/* Enqueues what a watches map returned at idx: nil (nothing), one request,
+ * or a list of requests (not of lists: a result is never walked deeper, so
+ * a cyclic table cannot recurse).  Anything else is logged and ignored. */
+static void enqueue_request(struct luna_controller *c, lua_State *T, int idx)
+{
+    if (lua_isnil(T, idx) || enqueue_one(c, T, idx))
         return;
-    lua_getfield(T, idx, "name");
-    if (lua_type(T, -1) == LUA_TSTRING) {
-        lua_getfield(T, idx, "namespace");
-        char key[520];
-        if (luna_object_make_key(key, sizeof key, lua_tostring(T, -1), lua_tostring(T, -2)) > 0)
-            enqueue(c, key);
-        lua_pop(T, 2);
-        return;
+    bool bad = !lua_istable(T, idx);
+    if (!bad) {
+        lua_pushliteral(T, "name");
+        lua_rawget(T, idx);
+        bad = !lua_isnil(T, -1); /* a request table with a bad name */
+        lua_pop(T, 1);
     }
-    lua_pop(T, 1);
-    int n = (int)lua_objlen(T, idx);
+    int n = bad ? 0 : (int)lua_objlen(T, idx);
     for (int i = 1; i <= n; i++) {
         lua_rawgeti(T, idx, i);
-        int item = lua_gettop(T);
-        if (lua_type(T, item) == LUA_TSTRING || lua_istable(T, item))
-            enqueue_request(c, T, item);
-        lua_settop(T, item - 1);
+        if (!enqueue_one(c, T, lua_gettop(T)))
+            bad = true;
+        lua_pop(T, 1);
     }
+    if (bad)
+        luna_warn("watches map result ignored", "controller", c->name, "error",
+                  "map must return a key, a {namespace=, name=} table, a list of them, or nil");
 }
 
 static void enqueue_mapped(struct source *src, struct luna_object *obj)
@@ -396,9 +421,21 @@ static void finish(struct luna_reconcile *r, int status)
             c->stats.errors++;
             luna_workqueue_add_rate_limited(q, r->key);
         } else if (n >= 1 && lua_istable(co, 1)) {
-            lua_getfield(co, 1, "requeue_after");
-            lua_getfield(co, 1, "requeue");
-            if (lua_type(co, -2) == LUA_TNUMBER && lua_tonumber(co, -2) > 0) {
+            /* Raw reads: a metamethod must not run outside a protected call. */
+            lua_pushliteral(co, "requeue_after");
+            lua_rawget(co, 1);
+            lua_pushliteral(co, "requeue");
+            lua_rawget(co, 1);
+            double after_s = lua_tonumber(co, -2);
+            if (!lua_isnil(co, -2) &&
+                (lua_type(co, -2) != LUA_TNUMBER || !(after_s >= 0) || after_s > 1e9)) {
+                /* A typo'd type must not pass silently as done. */
+                log_result(r, "reconcile failed", "error",
+                           "reconcile returned an invalid result: requeue_after must be a "
+                           "number of seconds from 0 to 1e9", LUNA_LOG_ERROR);
+                c->stats.errors++;
+                luna_workqueue_add_rate_limited(q, r->key);
+            } else if (after_s > 0) {
                 double after = lua_tonumber(co, -2);
                 char secs[32];
                 snprintf(secs, sizeof secs, "%g", after);

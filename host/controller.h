@@ -11,8 +11,9 @@
  *   owns     the key of the object's controller owner, when that owner's
  *            group and kind are the primary's (ownerReferences, controller:
  *            true); objects without one are ignored;
- *   watches  whatever the source's Lua `map(obj)` returns: keys, or
- *            {namespace=, name=} tables, or a list of either.
+ *   watches  whatever the source's Lua `map(obj)` returns: a key, a
+ *            {namespace=, name=} table, a list of either, or nil; other
+ *            shapes (nested lists, numbers, ...) are logged and ignored.
  * The dispatcher takes keys from the workqueue while fewer than `workers`
  * reconciles are in flight.  Each reconcile is a coroutine: calling the
  * API yields it and the loop resumes it when the answer arrives, so a slow
@@ -23,8 +24,11 @@
  *   nothing, true            done: forget the key's failures
  *   {requeue = true}         retry with rate limiting
  *   {requeue_after = s}      forget, then retry after s seconds
- *   nil, err / error()       logged with key, attempt and traceback;
+ *   nil, err / error()       logged with key, attempt and the error's text
+ *   / false                  (__tostring of a table; traceback if raised);
  *                            retry with rate limiting
+ *   {requeue_after = x} with x not a number of seconds: an error, as above.
+ * Result tables are read raw (no metamethods run).
  *
  * Invariants:
  *   - active (in-flight reconciles) <= workers;

@@ -48,6 +48,13 @@ return luna.controller {
       return nil, err
     end
     if mode == "yield" and req.attempt < 2 then coroutine.yield() end
+    if mode == "badafter" and req.attempt < 3 then
+      return { requeue_after = req.attempt == 1 and "1" or 0 / 0 }
+    end
+    if mode == "metatable" then
+      -- a result whose metamethods raise: read raw, so just done
+      return setmetatable({}, { __index = function() error("no fields here") end })
+    end
   end,
 }
 ]]
@@ -68,7 +75,8 @@ return luna.controller {
 describe("reconcile results #integration", function()
   local env, token, ns
   local modes = { "none", "true", "requeue", "after", "raise", "nilerr", "false", "tblret",
-                  "tblraise", "badtostring", "plainraise", "apierr", "yield" }
+                  "tblraise", "badtostring", "plainraise", "apierr", "yield", "badafter",
+                  "metatable" }
 
   setup(function()
     token = rt.token()
@@ -215,6 +223,21 @@ describe("reconcile results #integration", function()
   it("logs a returned API error as Reason: message", function()
     rt.wait(env, done("apierr", "success"), 20, "apierr done")
     assert.matches("^NotFound: ", rt.find(env, failed("apierr")).error)
+  end)
+
+  it("fails a result whose requeue_after is not a number of seconds", function()
+    rt.wait(env, done("badafter", "success"), 20, "badafter done")
+    local fails = rt.all(env, failed("badafter"))
+    assert.same({ 1, 2 }, attempts(fails))
+    for _, f in ipairs(fails) do
+      assert.matches("invalid result: requeue_after must be a number of seconds", f.error)
+    end
+  end)
+
+  it("reads a result table raw: a raising __index counts as done", function()
+    rt.wait(env, done("metatable", "success"), 20, "metatable done")
+    assert.is_nil(rt.find(env, failed("metatable")))
+    assert.is_true(env.luna:alive())
   end)
 
   it("fails a reconcile that yields outside a luna API call", function()

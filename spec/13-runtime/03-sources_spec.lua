@@ -25,6 +25,16 @@ return luna.controller {
       return keys
     end
     if how == "raise" then error("map exploded") end
+    if how == "cyclic" then
+      local t = {}
+      t[1] = t
+      return t
+    end
+    if how == "nested" then return { { ns .. "/nested" } } end
+    if how == "number" then return 42 end
+    if how == "badname" then return { name = 5, namespace = ns } end
+    if how == "empty" then return "" end
+    if how == "mixed" then return { ns .. "/mixed-ok", 42 } end
     if how == "api" then
       local obj = luna.get("v1/ConfigMap", ns, "x")
       return obj
@@ -109,6 +119,18 @@ describe("owns and watches #integration", function()
     rt.wait(env, rt.msg("reconcile done", { key = ns .. "/picked" }), 15, "picked reconciled")
     secret("m-cache", { [rt.LABEL] = mapped }, { annotations = { map = "cache" } })
     rt.wait_count(env, rt.msg("enqueue", { key = ns .. "/picked" }), 2, 15, "mapped through the cache")
+  end)
+
+  it("logs and ignores a map result of another shape, never walking it deeper", function()
+    local label = { [rt.LABEL] = mapped }
+    local shapes = { "cyclic", "nested", "number", "badname", "empty", "mixed" }
+    for _, how in ipairs(shapes) do secret("m-" .. how, label, { annotations = { map = how } }) end
+    rt.wait(env, rt.msg("reconcile done", { key = ns .. "/mixed-ok" }), 15, "the good item of a mixed list")
+    local ignored = rt.all(env, rt.msg("watches map result ignored", { controller = "sources" }))
+    assert.equal(#shapes, #ignored)
+    assert.matches("map must return a key", ignored[1].error)
+    assert.equal(0, enqueues("nested"))
+    assert.is_true(env.luna:alive())
   end)
 
   it("logs a map function that raises, and goes on", function()
