@@ -15,6 +15,7 @@
 #include "lua_store.h"
 #include "lua_util.h"
 #include "ratelimit.h"
+#include "resource.h"
 #include "workqueue.h"
 
 enum source_role { SOURCE_WATCH, SOURCE_OWNS, SOURCE_WATCHES };
@@ -207,8 +208,13 @@ static void enqueue_owner(struct source *src, struct luna_object *obj)
     if (luna_json_parse(luna_object_json(obj), obj->json_len, NULL, owner_event, &scan, &err) < 0 ||
         !scan.found)
         return;
-    char ns[256], key[520];
-    luna_object_namespace(obj, ns, sizeof ns);
+    /* A namespaced child's owner shares its namespace, unless the owner's
+     * kind is cluster-scoped (a Namespace, a cluster-scoped CRD): then the
+     * key is the bare name (controller-runtime's EnqueueRequestForOwner). */
+    char ns[256] = "", key[520];
+    const struct luna_resource *res = luna_shared_informer_resource(primary->si);
+    if (!res || res->namespaced)
+        luna_object_namespace(obj, ns, sizeof ns);
     if (luna_object_make_key(key, sizeof key, ns, scan.result) > 0)
         enqueue(c, key);
 }

@@ -10,7 +10,8 @@
  *   watch    the object's own key (after the controller's predicates);
  *   owns     the key of the object's controller owner, when that owner's
  *            group and kind are the primary's (ownerReferences, controller:
- *            true); objects without one are ignored;
+ *            true); objects without one are ignored.  The owner is in the
+ *            child's namespace unless the primary kind is cluster-scoped;
  *   watches  whatever the source's Lua `map(obj)` returns: a key, a
  *            {namespace=, name=} table, a list of either, or nil; other
  *            shapes (nested lists, numbers, ...) are logged and ignored.

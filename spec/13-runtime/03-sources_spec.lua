@@ -45,11 +45,23 @@ return luna.controller {
 }
 ]]
 
+-- A cluster-scoped primary owning namespaced children.
+local SCOPED_OWNER = [[
+local luna = require "luna"
+return luna.controller {
+  name = "scoped-owner",
+  watch = { "v1/Namespace", labels = { ["luna.dev/spec"] = "@TOKEN@" } },
+  owns = { { "v1/ConfigMap", labels = { ["luna.dev/spec"] = "@TOKEN@-child" } } },
+  reconcile = function(req) end,
+}
+]]
+
 describe("owns and watches #integration", function()
   local env, token, mapped, ns
   setup(function()
     token, mapped = rt.token(), rt.token()
-    env = rt.start{ sources = { ["sources.lua"] = rt.source(SOURCES, { TOKEN = token, MAPPED = mapped }) } }
+    env = rt.start{ sources = { ["sources.lua"] = rt.source(SOURCES, { TOKEN = token, MAPPED = mapped }),
+                                ["scoped-owner.lua"] = rt.source(SCOPED_OWNER, { TOKEN = token }) } }
     ns = env.srv.ns
   end)
   teardown(function() env:stop() end)
@@ -97,6 +109,18 @@ describe("owns and watches #integration", function()
     assert.equal(200, (env.srv:request("DELETE", path)))
     rt.wait_count(env, rt.msg("enqueue", { key = ns .. "/owner-a" }), 4, 15, "delete enqueues")
     assert.equal(1, enqueues("owner-b"))
+  end)
+
+  it("enqueues a cluster-scoped owner by its name alone", function()
+    local code, nsobj = env.srv:request("PATCH", "/api/v1/namespaces/" .. ns,
+      { metadata = { labels = { [rt.LABEL] = token } } }, { content_type = "application/merge-patch+json" })
+    assert.equal(200, code)
+    local owner_done = rt.msg("reconcile done", { controller = "scoped-owner", key = ns })
+    rt.wait(env, owner_done, 15, "the namespace reconciled")
+    rt.cm(env, "scoped-child", {}, { [rt.LABEL] = token .. "-child" }, { ownerReferences = {
+      { apiVersion = "v1", kind = "Namespace", name = ns, uid = nsobj.metadata.uid, controller = true } } })
+    rt.wait_count(env, owner_done, 2, 15, "the owner enqueued by its child")
+    assert.is_nil(rt.find(env, rt.msg("enqueue", { controller = "scoped-owner", key = ns .. "/" .. ns })))
   end)
 
   it("enqueues what a watches map returns: a key, a table, a list, or nothing", function()
