@@ -361,14 +361,15 @@ static void maybe_drained(struct luna_controller *c)
 }
 
 static void log_result(struct luna_reconcile *r, const char *msg, const char *result,
-                       const char *error, enum luna_log_level level)
+                       const char *error, const char *where, enum luna_log_level level)
 {
     char attempt[16], ms[32];
     snprintf(attempt, sizeof attempt, "%u", r->attempt);
     snprintf(ms, sizeof ms, "%.3f",
              (luna_clock_now(r->c->env.clock) - r->started) * 1000.0);
     luna_log(level, msg, "controller", r->c->name, "key", r->key, "reconcile_id", r->id,
-             "attempt", attempt, "result", result, "duration_ms", ms, "error", error, NULL);
+             "attempt", attempt, "result", result, "duration_ms", ms, "error", error,
+             "where", where, NULL);
 }
 
 /* Runs in a protected call: the text of an error value (a string, a
@@ -413,7 +414,7 @@ static void finish(struct luna_reconcile *r, int status)
         value_text(c, co, -1, msg, sizeof msg);
         luaL_traceback(c->env.L, co, msg, 0);
         const char *trace = lua_tostring(c->env.L, -1);
-        log_result(r, "reconcile failed", "error", trace, LUNA_LOG_ERROR);
+        log_result(r, "reconcile failed", "error", trace, NULL, LUNA_LOG_ERROR);
         lua_pop(c->env.L, 1);
         c->stats.errors++;
         luna_workqueue_add_rate_limited(q, r->key);
@@ -421,9 +422,18 @@ static void finish(struct luna_reconcile *r, int status)
         int n = lua_gettop(co);
         if (n >= 2 && lua_isnil(co, 1) && !lua_isnil(co, 2)) {
             /* nil, err */
-            char msg[1024];
+            char msg[1024], where[512] = "";
             value_text(c, co, 2, msg, sizeof msg);
-            log_result(r, "reconcile failed", "error", msg, LUNA_LOG_ERROR);
+            if (lua_istable(co, 2)) {
+                /* luna API errors name the failed call: "luna.get at file:line" */
+                lua_pushliteral(co, "where");
+                lua_rawget(co, 2);
+                if (lua_type(co, -1) == LUA_TSTRING)
+                    snprintf(where, sizeof where, "%s", lua_tostring(co, -1));
+                lua_pop(co, 1);
+            }
+            log_result(r, "reconcile failed", "error", msg, where[0] ? where : NULL,
+                       LUNA_LOG_ERROR);
             c->stats.errors++;
             luna_workqueue_add_rate_limited(q, r->key);
         } else if (n >= 1 && lua_istable(co, 1)) {
@@ -438,7 +448,7 @@ static void finish(struct luna_reconcile *r, int status)
                 /* A typo'd type must not pass silently as done. */
                 log_result(r, "reconcile failed", "error",
                            "reconcile returned an invalid result: requeue_after must be a "
-                           "number of seconds from 0 to 1e9", LUNA_LOG_ERROR);
+                           "number of seconds from 0 to 1e9", NULL, LUNA_LOG_ERROR);
                 c->stats.errors++;
                 luna_workqueue_add_rate_limited(q, r->key);
             } else if (after_s > 0) {
@@ -448,26 +458,26 @@ static void finish(struct luna_reconcile *r, int status)
                 luna_workqueue_forget(q, r->key);
                 luna_workqueue_add_after(q, r->key, after);
                 c->stats.requeue_afters++;
-                log_result(r, "requeue after", secs, NULL, LUNA_LOG_DEBUG);
+                log_result(r, "requeue after", secs, NULL, NULL, LUNA_LOG_DEBUG);
             } else if (lua_toboolean(co, -1)) {
                 luna_workqueue_add_rate_limited(q, r->key);
                 c->stats.requeues++;
-                log_result(r, "reconcile done", "requeue", NULL, LUNA_LOG_DEBUG);
+                log_result(r, "reconcile done", "requeue", NULL, NULL, LUNA_LOG_DEBUG);
             } else {
                 luna_workqueue_forget(q, r->key);
                 c->stats.successes++;
-                log_result(r, "reconcile done", "success", NULL, LUNA_LOG_DEBUG);
+                log_result(r, "reconcile done", "success", NULL, NULL, LUNA_LOG_DEBUG);
             }
             lua_pop(co, 2);
         } else if (n >= 1 && lua_type(co, 1) == LUA_TBOOLEAN && !lua_toboolean(co, 1)) {
-            log_result(r, "reconcile failed", "error", "reconcile returned false",
+            log_result(r, "reconcile failed", "error", "reconcile returned false", NULL,
                        LUNA_LOG_ERROR);
             c->stats.errors++;
             luna_workqueue_add_rate_limited(q, r->key);
         } else {
             luna_workqueue_forget(q, r->key);
             c->stats.successes++;
-            log_result(r, "reconcile done", "success", NULL, LUNA_LOG_DEBUG);
+            log_result(r, "reconcile done", "success", NULL, NULL, LUNA_LOG_DEBUG);
         }
     }
     luna_workqueue_done(q, r->key);

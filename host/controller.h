@@ -26,7 +26,8 @@
  *   {requeue = true}         retry with rate limiting
  *   {requeue_after = s}      forget, then retry after s seconds
  *   nil, err / error()       logged with key, attempt and the error's text
- *   / false                  (__tostring of a table; traceback if raised);
+ *   / false                  (__tostring of a table; traceback if raised;
+ *                            err.where, the failed luna call, if a string);
  *                            retry with rate limiting
  *   {requeue_after = x} with x not a number of seconds: an error, as above.
  * Result tables are read raw (no metamethods run).

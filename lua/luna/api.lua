@@ -5,8 +5,9 @@
 -- coroutine until the server answers (other reconciles and the watches go
 -- on meanwhile). Failures come back as `nil, err` with err.code (HTTP
 -- status, 0 when no response), err.reason (the Kubernetes Status reason:
--- NotFound, Conflict, AlreadyExists, ... or Timeout, ConnectionFailed) and
--- err.message; tostring(err) is "Reason: message".
+-- NotFound, Conflict, AlreadyExists, ... or Timeout, ConnectionFailed),
+-- err.message and err.where ("luna.get at file:line", the failed call);
+-- tostring(err) is "Reason: message".
 
 local core = require("luna.core")
 local util = require("luna.util")
@@ -82,7 +83,7 @@ local function meta_of(obj)
 end
 
 -- Sends one request and turns the answer into (object) or (nil, err).
-local function call(fn, method, kind, namespace, name, subresource, query, body, content_type)
+local function send(fn, method, kind, namespace, name, subresource, query, body, content_type)
   local rt = runtime(fn)
   local cur = rt.current()
   if not (cur and cur.key) then
@@ -118,6 +119,18 @@ local function call(fn, method, kind, namespace, name, subresource, query, body,
       st.message or "")
   end
   return nil, api.error(status, REASONS[status] or "Unknown", text)
+end
+
+-- send, with err.where = "luna.get at file:line" naming the script line
+-- that made the failed call (the log of a reconcile returning nil, err
+-- shows it).
+local function call(fn, ...)
+  local obj, err = send(fn, ...)
+  if obj == nil and type(err) == "table" then
+    local at = util.where()
+    err.where = at and (fn .. " at " .. at) or fn
+  end
+  return obj, err
 end
 
 -- luna.get(kind, namespace, name) or luna.get(kind, name) when cluster-scoped.

@@ -11,7 +11,7 @@ local json = require("luna.core").json
 
 local function err_of(e)
   if not e then return nil end
-  return { code = e.code, reason = e.reason, message = e.message, text = tostring(e),
+  return { code = e.code, reason = e.reason, message = e.message, text = tostring(e), where = e.where,
            not_found = luna.is_not_found(e), conflict = luna.is_conflict(e),
            already_exists = luna.is_already_exists(e) }
 end
@@ -196,6 +196,7 @@ describe("the API from reconcile #integration", function()
     assert.equal("NotFound", s.err.reason)
     assert.is_true(s.err.not_found)
     assert.matches("^NotFound: .*missing", s.err.text)
+    assert.matches("^luna%.get at .*api%.lua:" .. rt.line_of(API, '"missing"') .. "$", s.err.where)
     local unknown = step("get_unknown_kind")
     assert.equal(404, unknown.err.code)
     assert.is_true(unknown.err.not_found)
