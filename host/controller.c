@@ -15,6 +15,7 @@
 #include "lua_store.h"
 #include "lua_util.h"
 #include "ratelimit.h"
+#include "resource.h"
 #include "runtime_metrics.h"
 #include "workqueue.h"
 
@@ -215,38 +216,68 @@ static void enqueue_owner(struct source *src, struct luna_object *obj)
     if (luna_json_parse(luna_object_json(obj), obj->json_len, NULL, owner_event, &scan, &err) < 0 ||
         !scan.found)
         return;
-    char ns[256], key[520];
-    luna_object_namespace(obj, ns, sizeof ns);
+    /* A namespaced child's owner shares its namespace, unless the owner's
+     * kind is cluster-scoped (a Namespace, a cluster-scoped CRD): then the
+     * key is the bare name (controller-runtime's EnqueueRequestForOwner). */
+    char ns[256] = "", key[520];
+    const struct luna_resource *res = luna_shared_informer_resource(primary->si);
+    if (!res || res->namespaced)
+        luna_object_namespace(obj, ns, sizeof ns);
     if (luna_object_make_key(key, sizeof key, ns, scan.result) > 0)
         enqueue(c, key);
 }
 
-static void enqueue_request(struct luna_controller *c, lua_State *T, int idx)
+/* Enqueues one request of a watches map result: a non-empty key string or
+ * a {namespace=, name=} table.  Returns false (enqueuing nothing) if the
+ * value at idx is neither.  Raw reads only: no metamethod runs here,
+ * outside the protected call. */
+static bool enqueue_one(struct luna_controller *c, lua_State *T, int idx)
 {
     if (lua_type(T, idx) == LUA_TSTRING) {
+        if (lua_objlen(T, idx) == 0)
+            return false;
         enqueue(c, lua_tostring(T, idx));
-        return;
+        return true;
     }
     if (!lua_istable(T, idx))
+        return false;
+    lua_pushliteral(T, "name");
+    lua_rawget(T, idx);
+    lua_pushliteral(T, "namespace");
+    lua_rawget(T, idx);
+    bool ok = lua_type(T, -2) == LUA_TSTRING && lua_objlen(T, -2) > 0 &&
+              (lua_isnil(T, -1) || lua_type(T, -1) == LUA_TSTRING);
+    char key[520];
+    if (ok && luna_object_make_key(key, sizeof key, lua_tostring(T, -1), lua_tostring(T, -2)) > 0)
+        enqueue(c, key);
+    lua_pop(T, 2);
+    return ok;
+}
+
+/* Enqueues what a watches map returned at idx: nil (nothing), one request,
+ * or a list of requests (not of lists: a result is never walked deeper, so
+ * a cyclic table cannot recurse).  Anything else is logged and ignored. */
+static void enqueue_request(struct luna_controller *c, lua_State *T, int idx)
+{
+    if (lua_isnil(T, idx) || enqueue_one(c, T, idx))
         return;
-    lua_getfield(T, idx, "name");
-    if (lua_type(T, -1) == LUA_TSTRING) {
-        lua_getfield(T, idx, "namespace");
-        char key[520];
-        if (luna_object_make_key(key, sizeof key, lua_tostring(T, -1), lua_tostring(T, -2)) > 0)
-            enqueue(c, key);
-        lua_pop(T, 2);
-        return;
+    bool bad = !lua_istable(T, idx);
+    if (!bad) {
+        lua_pushliteral(T, "name");
+        lua_rawget(T, idx);
+        bad = !lua_isnil(T, -1); /* a request table with a bad name */
+        lua_pop(T, 1);
     }
-    lua_pop(T, 1);
-    int n = (int)lua_objlen(T, idx);
+    int n = bad ? 0 : (int)lua_objlen(T, idx);
     for (int i = 1; i <= n; i++) {
         lua_rawgeti(T, idx, i);
-        int item = lua_gettop(T);
-        if (lua_type(T, item) == LUA_TSTRING || lua_istable(T, item))
-            enqueue_request(c, T, item);
-        lua_settop(T, item - 1);
+        if (!enqueue_one(c, T, lua_gettop(T)))
+            bad = true;
+        lua_pop(T, 1);
     }
+    if (bad)
+        luna_warn("watches map result ignored", "controller", c->name, "error",
+                  "map must return a key, a {namespace=, name=} table, a list of them, or nil");
 }
 
 static void enqueue_mapped(struct source *src, struct luna_object *obj)
@@ -338,27 +369,45 @@ static void maybe_drained(struct luna_controller *c)
 }
 
 static void log_result(struct luna_reconcile *r, const char *msg, const char *result,
-                       const char *error, enum luna_log_level level)
+                       const char *error, const char *where, enum luna_log_level level)
 {
     char attempt[16], ms[32];
     snprintf(attempt, sizeof attempt, "%u", r->attempt);
     snprintf(ms, sizeof ms, "%.3f",
              (luna_clock_now(r->c->env.clock) - r->started) * 1000.0);
     luna_log(level, msg, "controller", r->c->name, "key", r->key, "reconcile_id", r->id,
-             "attempt", attempt, "result", result, "duration_ms", ms, "error", error, NULL);
+             "attempt", attempt, "result", result, "duration_ms", ms, "error", error,
+             "where", where, NULL);
 }
 
-/* The text of the value at idx: a string, or what __tostring makes of it. */
-static void value_text(lua_State *co, int idx, char *buf, size_t size)
+/* Runs in a protected call: the text of an error value (a string, a
+ * number, what its __tostring makes of it, or its type). */
+static int error_value_text(lua_State *L)
 {
-    if (luaL_callmeta(co, idx, "__tostring")) {
-        snprintf(buf, size, "%s", lua_tostring(co, -1) ? lua_tostring(co, -1) : "?");
-        lua_pop(co, 1);
-    } else if (lua_type(co, idx) == LUA_TSTRING || lua_type(co, idx) == LUA_TNUMBER) {
-        snprintf(buf, size, "%s", lua_tostring(co, idx));
-    } else {
-        snprintf(buf, size, "(%s error value)", luaL_typename(co, idx));
-    }
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+        return 1;
+    if (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER)
+        lua_pushstring(L, lua_tostring(L, 1));
+    else
+        lua_pushfstring(L, "(%s error value)", luaL_typename(L, 1));
+    return 1;
+}
+
+/* The text of the value at idx of co (an error value raised or returned),
+ * computed on the controller's state: __tostring may itself fail, and co
+ * may be a coroutine that died with an error. */
+static void value_text(struct luna_controller *c, lua_State *co, int idx, char *buf, size_t size)
+{
+    lua_State *L = c->env.L;
+    lua_pushcfunction(L, error_value_text);
+    lua_pushvalue(co, idx);
+    lua_xmove(co, L, 1);
+    if (lua_pcall(L, 1, 1, 0) == 0)
+        snprintf(buf, size, "%s", lua_tostring(L, -1));
+    else
+        snprintf(buf, size, "(error value whose __tostring failed: %s)",
+                 lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?");
+    lua_pop(L, 1);
 }
 
 /* Reports a finished reconcile to the metrics: its result is the stats
@@ -388,10 +437,11 @@ static void finish(struct luna_reconcile *r, int status)
     struct luna_controller_stats before = c->stats;
     c->stats.reconciles++;
     if (status != 0) {
-        const char *msg = lua_tostring(co, -1);
-        luaL_traceback(c->env.L, co, msg ? msg : "(error object is not a string)", 0);
+        char msg[1024];
+        value_text(c, co, -1, msg, sizeof msg);
+        luaL_traceback(c->env.L, co, msg, 0);
         const char *trace = lua_tostring(c->env.L, -1);
-        log_result(r, "reconcile failed", "error", trace, LUNA_LOG_ERROR);
+        log_result(r, "reconcile failed", "error", trace, NULL, LUNA_LOG_ERROR);
         lua_pop(c->env.L, 1);
         c->stats.errors++;
         luna_workqueue_add_rate_limited(q, r->key);
@@ -399,41 +449,62 @@ static void finish(struct luna_reconcile *r, int status)
         int n = lua_gettop(co);
         if (n >= 2 && lua_isnil(co, 1) && !lua_isnil(co, 2)) {
             /* nil, err */
-            char msg[1024];
-            value_text(co, 2, msg, sizeof msg);
-            log_result(r, "reconcile failed", "error", msg, LUNA_LOG_ERROR);
+            char msg[1024], where[512] = "";
+            value_text(c, co, 2, msg, sizeof msg);
+            if (lua_istable(co, 2)) {
+                /* luna API errors name the failed call: "luna.get at file:line" */
+                lua_pushliteral(co, "where");
+                lua_rawget(co, 2);
+                if (lua_type(co, -1) == LUA_TSTRING)
+                    snprintf(where, sizeof where, "%s", lua_tostring(co, -1));
+                lua_pop(co, 1);
+            }
+            log_result(r, "reconcile failed", "error", msg, where[0] ? where : NULL,
+                       LUNA_LOG_ERROR);
             c->stats.errors++;
             luna_workqueue_add_rate_limited(q, r->key);
         } else if (n >= 1 && lua_istable(co, 1)) {
-            lua_getfield(co, 1, "requeue_after");
-            lua_getfield(co, 1, "requeue");
-            if (lua_type(co, -2) == LUA_TNUMBER && lua_tonumber(co, -2) > 0) {
+            /* Raw reads: a metamethod must not run outside a protected call. */
+            lua_pushliteral(co, "requeue_after");
+            lua_rawget(co, 1);
+            lua_pushliteral(co, "requeue");
+            lua_rawget(co, 1);
+            double after_s = lua_tonumber(co, -2);
+            if (!lua_isnil(co, -2) &&
+                (lua_type(co, -2) != LUA_TNUMBER || !(after_s >= 0) || after_s > 1e9)) {
+                /* A typo'd type must not pass silently as done. */
+                log_result(r, "reconcile failed", "error",
+                           "reconcile returned an invalid result: requeue_after must be a "
+                           "number of seconds from 0 to 1e9", NULL, LUNA_LOG_ERROR);
+                c->stats.errors++;
+                luna_workqueue_add_rate_limited(q, r->key);
+            } else if (after_s > 0) {
                 double after = lua_tonumber(co, -2);
                 char secs[32];
                 snprintf(secs, sizeof secs, "%g", after);
                 luna_workqueue_forget(q, r->key);
                 luna_workqueue_add_after(q, r->key, after);
                 c->stats.requeue_afters++;
-                log_result(r, "requeue after", secs, NULL, LUNA_LOG_DEBUG);
+                log_result(r, "requeue after", secs, NULL, NULL, LUNA_LOG_DEBUG);
             } else if (lua_toboolean(co, -1)) {
                 luna_workqueue_add_rate_limited(q, r->key);
                 c->stats.requeues++;
-                log_result(r, "reconcile done", "requeue", NULL, LUNA_LOG_DEBUG);
+                log_result(r, "reconcile done", "requeue", NULL, NULL, LUNA_LOG_DEBUG);
             } else {
                 luna_workqueue_forget(q, r->key);
                 c->stats.successes++;
-                log_result(r, "reconcile done", "success", NULL, LUNA_LOG_DEBUG);
+                log_result(r, "reconcile done", "success", NULL, NULL, LUNA_LOG_DEBUG);
             }
             lua_pop(co, 2);
         } else if (n >= 1 && lua_type(co, 1) == LUA_TBOOLEAN && !lua_toboolean(co, 1)) {
-            log_result(r, "reconcile failed", "error", "reconcile returned false",
+            log_result(r, "reconcile failed", "error", "reconcile returned false", NULL,
                        LUNA_LOG_ERROR);
             c->stats.errors++;
             luna_workqueue_add_rate_limited(q, r->key);
         } else {
             luna_workqueue_forget(q, r->key);
             c->stats.successes++;
-            log_result(r, "reconcile done", "success", NULL, LUNA_LOG_DEBUG);
+            log_result(r, "reconcile done", "success", NULL, NULL, LUNA_LOG_DEBUG);
         }
     }
     observe_done(c, &before, status != 0, r->started);

@@ -10,9 +10,11 @@
  *   watch    the object's own key (after the controller's predicates);
  *   owns     the key of the object's controller owner, when that owner's
  *            group and kind are the primary's (ownerReferences, controller:
- *            true); objects without one are ignored;
- *   watches  whatever the source's Lua `map(obj)` returns: keys, or
- *            {namespace=, name=} tables, or a list of either.
+ *            true); objects without one are ignored.  The owner is in the
+ *            child's namespace unless the primary kind is cluster-scoped;
+ *   watches  whatever the source's Lua `map(obj)` returns: a key, a
+ *            {namespace=, name=} table, a list of either, or nil; other
+ *            shapes (nested lists, numbers, ...) are logged and ignored.
  * The dispatcher takes keys from the workqueue while fewer than `workers`
  * reconciles are in flight.  Each reconcile is a coroutine: calling the
  * API yields it and the loop resumes it when the answer arrives, so a slow
@@ -23,8 +25,12 @@
  *   nothing, true            done: forget the key's failures
  *   {requeue = true}         retry with rate limiting
  *   {requeue_after = s}      forget, then retry after s seconds
- *   nil, err / error()       logged with key, attempt and traceback;
+ *   nil, err / error()       logged with key, attempt and the error's text
+ *   / false                  (__tostring of a table; traceback if raised;
+ *                            err.where, the failed luna call, if a string);
  *                            retry with rate limiting
+ *   {requeue_after = x} with x not a number of seconds: an error, as above.
+ * Result tables are read raw (no metamethods run).
  *
  * Invariants:
  *   - active (in-flight reconciles) <= workers;

@@ -40,7 +40,7 @@ int luna_ds_faults_set(const char *spec, char *msg, size_t msgsize)
         }
         *eq = '\0';
         const char *k = tok, *v = eq + 1;
-        double d;
+        double d = 0;
         int bad = 0;
         if (strcmp(k, "watch-close-after") == 0)
             bad = parse_number(v, 0, 1e9, &d) || ((f.watch_close_after = (int)d), 0);
@@ -48,7 +48,11 @@ int luna_ds_faults_set(const char *spec, char *msg, size_t msgsize)
             bad = parse_number(v, 0, 1, &f.watch_close_random);
         else if (strcmp(k, "delay") == 0)
             bad = parse_number(v, 0, 3600, &f.delay);
-        else if (strcmp(k, "error-rate") == 0)
+        else if (strcmp(k, "delay-path") == 0) {
+            bad = !*v || strlen(v) >= sizeof f.delay_path;
+            if (!bad)
+                snprintf(f.delay_path, sizeof f.delay_path, "%s", v);
+        } else if (strcmp(k, "error-rate") == 0)
             bad = parse_number(v, 0, 1, &f.error_rate);
         else if (strcmp(k, "error-code") == 0) {
             bad = parse_number(v, 400, 599, &d);
@@ -82,10 +86,11 @@ int luna_ds_faults_set(const char *spec, char *msg, size_t msgsize)
 
 json_t *luna_ds_faults_json(void)
 {
-    return json_pack("{s:i,s:f,s:f,s:f,s:i,s:i,s:i,s:i,s:i,s:i}",
+    return json_pack("{s:i,s:f,s:f,s:s,s:f,s:i,s:i,s:i,s:i,s:i,s:i}",
                      "watch-close-after", current.watch_close_after,
                      "watch-close-random", current.watch_close_random,
                      "delay", current.delay,
+                     "delay-path", current.delay_path,
                      "error-rate", current.error_rate,
                      "error-code", current.error_code,
                      "retry-after", current.retry_after,
@@ -93,6 +98,15 @@ json_t *luna_ds_faults_json(void)
                      "malformed-event", current.malformed_event,
                      "gone", current.gone,
                      "seed", (int)current.seed);
+}
+
+double luna_ds_faults_delay_for(const char *path)
+{
+    if (current.delay <= 0 || strncmp(path, "/luna/v1/", 9) == 0)
+        return 0;
+    if (current.delay_path[0] && !strstr(path, current.delay_path))
+        return 0;
+    return current.delay;
 }
 
 bool luna_ds_faults_chance(double p)

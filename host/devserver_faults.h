@@ -7,6 +7,8 @@
  *   watch-close-after=N    end every watch stream after N events
  *   watch-close-random=P   end a watch stream after each event with probability P
  *   delay=SECONDS          delay every response (watches: the stream's start)
+ *   delay-path=TEXT        delay only requests whose path contains TEXT
+ *                          (e.g. /configmaps/slow; no commas, < 256 bytes)
  *   error-rate=P           answer a fraction P of requests with error-code
  *   error-code=500|429|503 (default 500); 429 carries Retry-After
  *   retry-after=SECONDS    (default 1)
@@ -29,6 +31,7 @@ typedef struct luna_ds_faults {
     int watch_close_after;
     double watch_close_random;
     double delay;
+    char delay_path[256];       /* "" = every path */
     double error_rate;
     int error_code;
     int retry_after;
@@ -47,6 +50,10 @@ int luna_ds_faults_set(const char *spec, char *msg, size_t msgsize);
 
 /* The settings as a JSON object (caller owns). */
 json_t *luna_ds_faults_json(void);
+
+/* The delay to inject into a response to a request for path (0 = none);
+ * the admin endpoint (/luna/v1/...) is never delayed. */
+double luna_ds_faults_delay_for(const char *path);
 
 /* True with probability p, from the seeded generator. */
 bool luna_ds_faults_chance(double p);

@@ -325,8 +325,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     unsigned code = 500;
     struct MHD_Response *resp = dispatch(r, url, method, &code);
-    double delay = luna_ds_faults_get()->delay;
-    if (delay > 0 && !is_admin_path(url)) {
+    double delay = luna_ds_faults_delay_for(url);
+    if (delay > 0) {
         r->ready = resp;
         r->ready_code = code;
         ev_timer_set(&r->delay, delay, 0);

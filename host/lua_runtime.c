@@ -181,6 +181,9 @@ static void on_resolved(void *ud, const struct luna_resource *res, const luna_er
 static int resolve(lua_State *L)
 {
     const char *text = luaL_checkstring(L, 1);
+    /* The context first: outside a reconcile (at load time) there may be
+     * no discovery client yet. */
+    struct luna_reconcile *r = need_reconcile(L, "luna API calls", true);
     char group[256], version[64], kind[128];
     luna_error err = { 0 };
     if (luna_parse_kind(text, group, sizeof group, version, sizeof version, kind, sizeof kind,
@@ -191,9 +194,6 @@ static int resolve(lua_State *L)
         luna_lua_push_resource(L, hit);
         return 1;
     }
-    struct luna_reconcile *r = need_reconcile(L, "luna API calls", true);
-    if (luna_reconcile_thread(r) != L)
-        return luaL_error(L, "luna API calls must run on the reconcile's own coroutine");
     struct luna_discovery_wait *w = luna_discovery_resolve(the_disc, group, version, kind,
                                                            on_resolved, r, &err);
     if (!w) {
@@ -249,8 +249,6 @@ static int request(lua_State *L)
     const char *body = luaL_optlstring(L, 3, NULL, &body_len);
     const char *content_type = luaL_optstring(L, 4, NULL);
     struct luna_reconcile *r = need_reconcile(L, "luna API calls", true);
-    if (luna_reconcile_thread(r) != L)
-        return luaL_error(L, "luna API calls must run on the reconcile's own coroutine");
     struct pending_request *p = calloc(1, sizeof *p);
     if (!p)
         return luaL_error(L, "out of memory");

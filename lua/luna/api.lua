@@ -5,10 +5,12 @@
 -- coroutine until the server answers (other reconciles and the watches go
 -- on meanwhile). Failures come back as `nil, err` with err.code (HTTP
 -- status, 0 when no response), err.reason (the Kubernetes Status reason:
--- NotFound, Conflict, AlreadyExists, ... or Timeout, ConnectionFailed) and
--- err.message; tostring(err) is "Reason: message".
+-- NotFound, Conflict, AlreadyExists, ... or Timeout, ConnectionFailed),
+-- err.message and err.where ("luna.get at file:line", the failed call);
+-- tostring(err) is "Reason: message".
 
 local core = require("luna.core")
+local util = require("luna.util")
 local json = core.json
 
 local api = {}
@@ -31,7 +33,7 @@ local REASONS = {
 
 local function runtime(fn)
   local rt = core.runtime
-  if not rt then error(fn .. " needs the luna host (luna run)", 3) end
+  if not rt then util.raise("%s needs the luna host (luna run)", fn) end
   return rt
 end
 
@@ -69,20 +71,24 @@ end
 -- kind string of an object: "apps/v1/Deployment" from apiVersion and kind.
 local function kind_of(obj)
   if type(obj) ~= "table" or type(obj.apiVersion) ~= "string" or type(obj.kind) ~= "string" then
-    error("object needs apiVersion and kind", 3)
+    util.raise("object needs apiVersion and kind")
   end
   return obj.apiVersion .. "/" .. obj.kind
 end
 
 local function meta_of(obj)
   local m = obj.metadata
-  if type(m) ~= "table" then error("object needs metadata", 3) end
+  if type(m) ~= "table" then util.raise("object needs metadata") end
   return m
 end
 
 -- Sends one request and turns the answer into (object) or (nil, err).
-local function call(fn, method, kind, namespace, name, subresource, query, body, content_type)
+local function send(fn, method, kind, namespace, name, subresource, query, body, content_type)
   local rt = runtime(fn)
+  local cur = rt.current()
+  if not (cur and cur.key) then
+    util.raise("%s can only be called inside reconcile (on its own coroutine, not one it created)", fn)
+  end
   local res, err = rt.resolve(kind)
   if not res then return nil, setmetatable(err, Error) end
   if res.namespaced and name and (not namespace or namespace == "") then
@@ -113,6 +119,18 @@ local function call(fn, method, kind, namespace, name, subresource, query, body,
       st.message or "")
   end
   return nil, api.error(status, REASONS[status] or "Unknown", text)
+end
+
+-- send, with err.where = "luna.get at file:line" naming the script line
+-- that made the failed call (the log of a reconcile returning nil, err
+-- shows it).
+local function call(fn, ...)
+  local obj, err = send(fn, ...)
+  if obj == nil and type(err) == "table" then
+    local at = util.where()
+    err.where = at and (fn .. " at " .. at) or fn
+  end
+  return obj, err
 end
 
 -- luna.get(kind, namespace, name) or luna.get(kind, name) when cluster-scoped.
@@ -161,7 +179,7 @@ local PATCH_TYPES = {
 function api.patch(kind, namespace, name, patch, opts)
   opts = opts or {}
   local ct = PATCH_TYPES[opts.type or "merge"]
-  if not ct then error("patch type must be merge, json or strategic", 2) end
+  if not ct then util.raise("patch type must be merge, json or strategic") end
   return call("luna.patch", "PATCH", kind, namespace, name, opts.subresource, write_opts(opts),
     patch, ct)
 end
@@ -170,7 +188,7 @@ end
 function api.apply(obj, opts)
   opts = opts or {}
   if type(opts.field_manager) ~= "string" or opts.field_manager == "" then
-    error("luna.apply needs opts.field_manager", 2)
+    util.raise("luna.apply needs opts.field_manager")
   end
   local m = meta_of(obj)
   local q = query_string({ fieldManager = opts.field_manager, force = opts.force and "true" or nil,
@@ -216,7 +234,7 @@ function Lister:by_index(name, value)
 end
 
 function api.cache(kind)
-  if type(kind) ~= "string" then error("luna.cache takes a kind such as \"v1/ConfigMap\"", 2) end
+  if type(kind) ~= "string" then util.raise("luna.cache takes a kind such as \"v1/ConfigMap\"") end
   return setmetatable({ kind = kind }, Lister)
 end
 
@@ -255,7 +273,9 @@ end
 
 function api.event(obj, type_, reason, note, action)
   local cur = runtime("luna.event").current()
-  if not cur then error("luna.event can only be called inside reconcile", 2) end
+  if not (cur and cur.key) then
+    util.raise("luna.event can only be called inside reconcile (on its own coroutine, not one it created)")
+  end
   local rec = recorder_for(cur.controller)
   local act = rec:prepare(obj, type_, reason, note, action)
   local ok, err

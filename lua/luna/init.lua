@@ -151,8 +151,14 @@ function luna.controller(spec)
   if spec.rate_limit ~= nil and type(spec.rate_limit) ~= "table" then
     fail("controller field 'rate_limit' must be a table")
   end
-  if spec.predicates ~= nil and type(spec.predicates) ~= "table" then
-    fail("controller field 'predicates' must be a list")
+  if spec.predicates ~= nil then
+    if type(spec.predicates) ~= "table" then fail("controller field 'predicates' must be a list") end
+    for k, p in pairs(spec.predicates) do
+      if type(k) ~= "number" or type(p) ~= "function" then
+        fail("controller field 'predicates' must be a list of functions (predicates[%s] is a %s)",
+          tostring(k), type(p))
+      end
+    end
   end
 
   local c = setmetatable({
@@ -196,6 +202,7 @@ luna.conditions = require("luna.conditions")
 luna.events = require("luna.events")
 luna.time = require("luna.time")
 luna.errors = require("luna.errors")
+luna.predicates = require("luna.predicates")
 for name, fn in pairs(luna.errors) do
   if name:match("^is_") then luna[name] = fn end -- luna.is_not_found(err), ...
 end

@@ -3,6 +3,7 @@
 --
 --   util.raise(fmt, ...)          raises at the caller's line: the first stack
 --                                 frame outside luna's Lua library
+--   util.where()                  that frame as "file:line", or nil
 --   util.check_table(v, what)     raises unless v is a table
 --   util.check_string(v, what)    raises unless v is a non-empty string
 --   util.qualified_name(s)        true, or nil and why (k8s IsQualifiedName)
@@ -23,20 +24,34 @@ local getinfo = debug.getinfo
 -- "@/path/to/lua/luna/" (or "@lua/luna/" from a relative package.path).
 local LIB_PREFIX = getinfo(1, "S").source:match("^(.*/)[^/]*$")
 
-function util.raise(fmt, ...)
-  local msg = select("#", ...) > 0 and string.format(fmt, ...) or fmt
-  local level = 2
+-- The level (counted from the caller of this function's caller) and info
+-- of the first stack frame outside luna's Lua library, or nil.
+local function outside_frame()
+  local level = 3
   while true do
     local info = getinfo(level, "Sl")
-    if not info then break end
+    if not info then return nil end
     local src = info.source
     local in_lib = LIB_PREFIX and src:sub(1, #LIB_PREFIX) == LIB_PREFIX
     if not in_lib and info.what ~= "C" and info.currentline > 0 then
-      error(msg, level)
+      return level - 1, info
     end
     level = level + 1
   end
+end
+
+function util.raise(fmt, ...)
+  local msg = select("#", ...) > 0 and string.format(fmt, ...) or fmt
+  local level = outside_frame()
+  if level then error(msg, level) end
   error(msg, 0)
+end
+
+-- "file:line" of the script code that called into luna's library, or nil
+-- (when a tail call left no such frame).
+function util.where()
+  local _, info = outside_frame()
+  return info and (info.short_src .. ":" .. info.currentline) or nil
 end
 
 function util.check_table(v, what)
