@@ -107,6 +107,7 @@ int luna_generation_build(struct luna_generation *g, struct luna_informer_factor
     return 0;
 }
 
+lua_State *luna_generation_state(struct luna_generation *g) { return g->L; }
 size_t luna_generation_count(const struct luna_generation *g) { return g->n; }
 
 struct luna_controller *luna_generation_controller(struct luna_generation *g, size_t i)

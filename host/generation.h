@@ -29,6 +29,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <lua.h>
+
 #include "controller.h"
 #include "discovery.h"
 #include "error.h"
@@ -49,6 +51,7 @@ void luna_generation_connect(struct luna_generation *g, struct luna_kube_client 
 int luna_generation_build(struct luna_generation *g, struct luna_informer_factory *factory,
                           luna_error *err);
 
+lua_State *luna_generation_state(struct luna_generation *g);
 size_t luna_generation_count(const struct luna_generation *g);
 struct luna_controller *luna_generation_controller(struct luna_generation *g, size_t i);
 /* The SHA-256 of the file controller i came from (borrowed). */

@@ -13,6 +13,8 @@
 #include "clock.h"
 #include "controller.h"
 #include "devserver.h"
+#include "dir_watch.h"
+#include "generation.h"
 #include "discovery.h"
 #include "health.h"
 #include "http.h"
@@ -54,28 +56,44 @@ struct informer_metrics {
     UT_hash_handle hh;
 };
 
+/* A generation replaced by a reload, finishing its in-flight reconciles. */
+struct retiring {
+    struct runtime *rt;
+    struct luna_generation *gen;
+    ev_timer grace;
+    struct retiring *next;
+};
+
+/* A controller's metric series, by name: they outlive reloads. */
+struct ctl_metrics {
+    char *name;
+    struct luna_controller_metrics *cm;
+    UT_hash_handle hh;
+};
+
 struct runtime {
     const struct luna_run_config *cfg;
-    lua_State *L;
-    int thread_ref;
+    const char *lib;
+    struct luna_generation *gen;          /* the controllers running now */
+    struct retiring *retiring;
+    unsigned long generation;             /* number of successful loads */
     struct luna_kubeconfig *kcfg;
     luna_http_client *http;
     struct luna_kube_client *kc;
     struct luna_discovery *disc;
     struct luna_informer_factory *factory;
-    struct luna_controller **controllers;
-    size_t n;
-    bool started, stopping;
+    bool stopping;
     size_t draining;
     int exit_code;
     char dev_kubeconfig[64];       /* temp kubeconfig of the embedded dev server */
     ev_timer sync_check;
     ev_timer grace;
-    ev_signal sigterm, sigint;
+    ev_signal sigterm, sigint, sighup;
+    struct luna_dir_watch *watch;
     /* production: metrics, probes, leader election */
     struct luna_metrics *registry;        /* luna_metrics_default(): not ours */
     struct luna_runtime_metrics *rm;
-    struct luna_controller_metrics **cm;  /* one per controller, same index */
+    struct ctl_metrics *cms;              /* per controller name */
     struct informer_metrics *informers;
     char api_host[256];                   /* rest_client_requests_total{host} */
     struct luna_health *health;
@@ -112,16 +130,26 @@ static void on_drained(void *ud)
         finish_shutdown(rt);
 }
 
+static void free_retiring(struct runtime *rt)
+{
+    while (rt->retiring) {
+        struct retiring *r = rt->retiring;
+        rt->retiring = r->next;
+        ev_timer_stop(luna_loop(), &r->grace);
+        luna_generation_free(r->gen);
+        free(r);
+    }
+}
+
 static void grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct runtime *rt = w->data;
     luna_warn("shutdown grace period over: abandoning in-flight reconciles");
     /* Freeing a controller cancels its reconciles and their requests, so
      * nothing acts on the cluster once the Lease is given up. */
-    for (size_t i = 0; i < rt->n; i++) {
-        luna_controller_free(rt->controllers[i]);
-        rt->controllers[i] = NULL;
-    }
+    free_retiring(rt);
+    luna_generation_free(rt->gen);
+    rt->gen = NULL;
     rt->draining = 0;
     finish_shutdown(rt);
 }
@@ -141,35 +169,36 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     double grace = rt->cfg->grace_period > 0 ? rt->cfg->grace_period : DEFAULT_GRACE_S;
     ev_timer_set(&rt->grace, grace, 0.);
     ev_timer_start(loop, &rt->grace);
-    rt->draining = rt->n + 1;
-    for (size_t i = 0; i < rt->n; i++)
-        luna_controller_shutdown(rt->controllers[i], on_drained, rt);
-    on_drained(rt); /* the +1 above: no controllers also ends here */
+    /* Generations still retiring after a reload are abandoned: their keys
+     * go back to queues that are shutting down anyway. */
+    free_retiring(rt);
+    rt->draining = 1;
+    luna_generation_retire(rt->gen, true, on_drained, rt);
 }
 
 /* Controllers dispatch once the caches have synced and, with leader
  * election, this replica leads. */
 static void maybe_start(struct runtime *rt)
 {
-    if (rt->started || rt->stopping || !rt->synced || (rt->leader && !rt->leading))
+    if (rt->stopping || !rt->synced || (rt->leader && !rt->leading) ||
+        !luna_generation_synced(rt->gen))
         return;
-    rt->started = true;
-    for (size_t i = 0; i < rt->n; i++)
-        luna_controller_start(rt->controllers[i]);
+    luna_generation_start(rt->gen);
 }
 
 static void sync_check_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct runtime *rt = w->data;
-    for (size_t i = 0; i < rt->n; i++)
-        if (!luna_controller_synced(rt->controllers[i]))
-            return;
+    if (!luna_generation_synced(rt->gen))
+        return;
     ev_timer_stop(loop, w);
-    char count[16];
-    snprintf(count, sizeof count, "%zu", luna_informer_factory_count(rt->factory));
-    luna_info("caches synced", "informers", count);
-    rt->synced = true;
-    luna_health_set(rt->health, CHECK_SYNCED, true, NULL, NULL);
+    if (!rt->synced) {
+        char count[16];
+        snprintf(count, sizeof count, "%zu", luna_informer_factory_count(rt->factory));
+        luna_info("caches synced", "informers", count);
+        rt->synced = true;
+        luna_health_set(rt->health, CHECK_SYNCED, true, NULL, NULL);
+    }
     maybe_start(rt);
 }
 
@@ -188,9 +217,8 @@ static void on_stopped_leading(void *ud)
 {
     struct runtime *rt = ud;
     rt->leading = false;
-    for (size_t i = 0; i < rt->n; i++)
-        if (rt->controllers[i])
-            luna_controller_shutdown(rt->controllers[i], NULL, NULL);
+    for (size_t i = 0; rt->gen && i < luna_generation_count(rt->gen); i++)
+        luna_controller_shutdown(luna_generation_controller(rt->gen, i), NULL, NULL);
     luna_error("stopping: leader election lost");
     rt->exit_code = 1;
     ev_break(luna_loop(), EVBREAK_ALL);
@@ -383,6 +411,53 @@ static void prepare_endpoint(void *ud, enum luna_httpd_endpoint endpoint)
         refresh_checks(rt);
 }
 
+/* Gives every controller of gen its metric series (kept by name across
+ * reloads) and exports the workqueues that are new (an adopted queue is
+ * exported already). */
+static void wire_metrics(struct runtime *rt, struct luna_generation *gen,
+                         struct luna_generation *old)
+{
+    for (size_t i = 0; i < luna_generation_count(gen); i++) {
+        struct luna_controller *c = luna_generation_controller(gen, i);
+        const char *name = luna_controller_name(c);
+        luna_error e = { 0 };
+        struct ctl_metrics *m;
+        HASH_FIND_STR(rt->cms, name, m);
+        if (!m) {
+            m = calloc(1, sizeof *m);
+            if (!m || !(m->name = strdup(name)) ||
+                luna_runtime_metrics_controller_new(rt->rm, name, luna_controller_workers(c),
+                                                    &m->cm, &e) < 0) {
+                luna_warn("controller metrics unavailable", "controller", name, "error", e.msg);
+                if (m)
+                    free(m->name);
+                free(m);
+                continue;
+            }
+            HASH_ADD_KEYPTR(hh, rt->cms, m->name, strlen(m->name), m);
+        } else {
+            luna_runtime_metrics_set_workers(m->cm, luna_controller_workers(c));
+        }
+        luna_controller_set_metrics(c, m->cm);
+        luna_runtime_metrics_script(m->cm, luna_generation_sha256(gen, i), NULL);
+        if (!old || !luna_generation_find(old, name)) {
+            struct luna_workqueue_export *x;
+            if (luna_workqueue_export_attach(rt->registry, luna_controller_queue(c), &x, &e) < 0)
+                luna_warn("workqueue metrics unavailable", "controller", name, "error", e.msg);
+        }
+    }
+    /* Controllers that are gone take their series with them. */
+    struct ctl_metrics *m, *tmp;
+    HASH_ITER(hh, rt->cms, m, tmp) {
+        if (!luna_generation_find(gen, m->name)) {
+            HASH_DEL(rt->cms, m);
+            luna_runtime_metrics_controller_free(m->cm);
+            free(m->name);
+            free(m);
+        }
+    }
+}
+
 /* The registry, the runtime's metric set, one set of series per
  * controller and per workqueue, and the API client's request counter.
  * Metrics must not stop the runtime: a controller's series that cannot be
@@ -395,26 +470,14 @@ static int setup_metrics(struct runtime *rt, luna_error *err)
     int rc = luna_runtime_metrics_new(rt->registry, &rt->rm, err);
     if (rc < 0)
         return rc;
-    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", rt->L, NULL);
+    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_generation_state(rt->gen),
+                                       NULL);
     const char *server = rt->kcfg->server;
     const char *h = strstr(server, "://");
     h = h ? h + 3 : server;
     snprintf(rt->api_host, sizeof rt->api_host, "%.*s", (int)strcspn(h, "/"), h);
     luna_kube_client_set_observer(rt->kc, on_api_request, rt);
-    rt->cm = calloc(rt->n ? rt->n : 1, sizeof *rt->cm);
-    if (!rt->cm)
-        return luna_error_set(err, LUNA_ENOMEM, "metrics: out of memory");
-    for (size_t i = 0; i < rt->n; i++) {
-        struct luna_controller *c = rt->controllers[i];
-        luna_error e = { 0 };
-        struct luna_workqueue_export *x;
-        if (luna_runtime_metrics_controller_new(rt->rm, luna_controller_name(c),
-                                                luna_controller_workers(c), &rt->cm[i], &e) < 0 ||
-            luna_workqueue_export_attach(rt->registry, luna_controller_queue(c), &x, &e) < 0)
-            luna_warn("controller metrics unavailable", "controller", luna_controller_name(c),
-                      "error", e.msg);
-        luna_controller_set_metrics(c, rt->cm[i]);
-    }
+    wire_metrics(rt, rt->gen, NULL);
     return 0;
 }
 
@@ -518,33 +581,6 @@ static int connect_api(struct runtime *rt, luna_error *err)
     return 0;
 }
 
-static int build_controllers(struct runtime *rt, luna_error *err)
-{
-    lua_State *L = rt->L;
-    int n = luna_lua_host_count(L);
-    rt->controllers = calloc((size_t)(n ? n : 1), sizeof *rt->controllers);
-    if (!rt->controllers)
-        return luna_error_set(err, LUNA_ENOMEM, "out of memory");
-    lua_State *T = lua_newthread(L);
-    rt->thread_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    struct luna_controller_env env = {
-        .factory = rt->factory, .clock = luna_clock_monotonic(), .L = L, .T = T,
-    };
-    lua_getfield(L, LUA_REGISTRYINDEX, "luna.controllers");
-    for (int i = 1; i <= n; i++) {
-        lua_rawgeti(L, -1, i);
-        int rc = luna_controller_new(&env, -1, &rt->controllers[rt->n], err);
-        lua_pop(L, 1);
-        if (rc < 0) {
-            lua_pop(L, 1);
-            return rc;
-        }
-        rt->n++;
-    }
-    lua_pop(L, 1);
-    return 0;
-}
-
 static void teardown(struct runtime *rt)
 {
     struct ev_loop *loop = luna_loop();
@@ -552,14 +588,20 @@ static void teardown(struct runtime *rt)
     ev_timer_stop(loop, &rt->grace);
     ev_signal_stop(loop, &rt->sigterm);
     ev_signal_stop(loop, &rt->sigint);
+    ev_signal_stop(loop, &rt->sighup);
+    luna_dir_watch_free(rt->watch);
     luna_httpd_free(rt->metrics_srv);
     luna_httpd_free(rt->health_srv);
-    for (size_t i = 0; i < rt->n; i++)
-        luna_controller_free(rt->controllers[i]);
-    free(rt->controllers);
-    for (size_t i = 0; rt->cm && i < rt->n; i++)
-        luna_runtime_metrics_controller_free(rt->cm[i]);
-    free(rt->cm);
+    free_retiring(rt);
+    luna_generation_free(rt->gen);
+    rt->gen = NULL;
+    struct ctl_metrics *m, *tmp;
+    HASH_ITER(hh, rt->cms, m, tmp) {
+        HASH_DEL(rt->cms, m);
+        luna_runtime_metrics_controller_free(m->cm);
+        free(m->name);
+        free(m);
+    }
     luna_leader_free(rt->leader);
     luna_informer_factory_free(rt->factory);
     luna_discovery_free(rt->disc);
@@ -570,8 +612,6 @@ static void teardown(struct runtime *rt)
         informer_metrics_free(rt, rt->informers);
     luna_runtime_metrics_free(rt->rm);
     luna_health_free(rt->health);
-    if (rt->L)
-        lua_close(rt->L);
     if (rt->cfg->dev_server) {
         luna_devserver_embed_stop();
         if (rt->dev_kubeconfig[0])
@@ -579,26 +619,105 @@ static void teardown(struct runtime *rt)
     }
 }
 
-int luna_runtime_run(const struct luna_run_config *cfg)
+/* ---- hot reload ----------------------------------------------------------- */
+
+static void retired_cb(void *ud)
 {
-    struct runtime rt = { .cfg = cfg, .thread_ref = LUA_NOREF };
+    struct retiring *r = ud;
+    struct runtime *rt = r->rt;
+    struct retiring **p = &rt->retiring;
+    while (*p && *p != r)
+        p = &(*p)->next;
+    if (*p)
+        *p = r->next;
+    ev_timer_stop(luna_loop(), &r->grace);
+    luna_debug("old controllers drained");
+    luna_generation_free(r->gen);
+    free(r);
+}
+
+static void retire_grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct retiring *r = (struct retiring *)((char *)w - offsetof(struct retiring, grace));
+    luna_warn("reload grace period over: abandoning the old code's reconciles");
+    retired_cb(r);
+}
+
+static void reload(struct runtime *rt, const char *trigger)
+{
+    if (rt->stopping)
+        return;
+    luna_info("reload requested", "trigger", trigger);
     struct ev_loop *loop = luna_loop();
     luna_error err = { 0 };
-    const char *lib;
-    if (luna_lua_host_find_lib(cfg->argv0, &lib, &err) < 0 ||
-        !(rt.L = luna_lua_host_new(lib, &err))) {
+    struct luna_generation *next = NULL;
+    if (luna_generation_load(rt->lib, rt->cfg->dir, rt->kc, rt->disc, &next, &err) < 0 ||
+        luna_generation_build(next, rt->factory, &err) < 0) {
+        /* The running controllers keep going; new informers the broken
+         * generation acquired are released with it. */
+        luna_generation_free(next);
+        luna_error("reload failed", "dir", rt->cfg->dir, "error", err.msg);
+        luna_runtime_metrics_reload(rt->rm, false, ev_time());
+        return;
+    }
+    struct luna_generation *old = rt->gen;
+    size_t changed = luna_generation_adopt(next, old);
+    wire_metrics(rt, next, old);
+    luna_runtime_metrics_lua_state_remove(rt->rm, "controllers");
+    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_generation_state(next), NULL);
+    rt->gen = next;
+    rt->generation++;
+
+    struct retiring *r = calloc(1, sizeof *r);
+    if (!r) {
+        luna_generation_free(old); /* abandons its reconciles: their keys are requeued */
+    } else {
+        r->rt = rt;
+        r->gen = old;
+        r->next = rt->retiring;
+        rt->retiring = r;
+        double grace = rt->cfg->grace_period > 0 ? rt->cfg->grace_period : DEFAULT_GRACE_S;
+        ev_timer_init(&r->grace, retire_grace_cb, grace, 0.);
+        ev_timer_start(loop, &r->grace);
+        luna_generation_retire(old, false, retired_cb, r);
+    }
+    char n[24], ch[24], gen[24];
+    snprintf(n, sizeof n, "%zu", luna_generation_count(next));
+    snprintf(ch, sizeof ch, "%zu", changed);
+    snprintf(gen, sizeof gen, "%lu", rt->generation);
+    luna_info("reload done", "controllers", n, "changed", ch, "generation", gen);
+    luna_runtime_metrics_reload(rt->rm, true, ev_time());
+    /* Start once the new generation's informers have synced (at once
+     * when all of them were shared with the old one). */
+    ev_timer_stop(loop, &rt->sync_check);
+    ev_timer_start(loop, &rt->sync_check);
+    sync_check_cb(loop, &rt->sync_check, 0);
+}
+
+static void sighup_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    reload(w->data, "SIGHUP");
+}
+
+static void on_dir_changed(void *ud) { reload(ud, "watch"); }
+
+int luna_runtime_run(const struct luna_run_config *cfg)
+{
+    struct runtime rt = { .cfg = cfg };
+    struct ev_loop *loop = luna_loop();
+    luna_error err = { 0 };
+    if (luna_lua_host_find_lib(cfg->argv0, &rt.lib, &err) < 0) {
         luna_error("startup failed", "error", err.msg);
         return 1;
     }
-    luna_lua_runtime_install(rt.L, NULL, NULL);
-    int n = luna_lua_host_load_dir(rt.L, cfg->dir, &err);
-    if (n < 0) {
+    if (luna_generation_load(rt.lib, cfg->dir, NULL, NULL, &rt.gen, &err) < 0) {
         luna_error("controllers failed to load", "dir", cfg->dir, "error", err.msg);
         teardown(&rt);
         return 1;
     }
+    rt.generation = 1;
     char count[16];
-    snprintf(count, sizeof count, "%d", n);
+    snprintf(count, sizeof count, "%d", luna_lua_host_count(luna_generation_state(rt.gen)));
     luna_info("controllers loaded", "dir", cfg->dir, "count", count);
 
     if (connect_api(&rt, &err) < 0) {
@@ -606,8 +725,8 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         teardown(&rt);
         return 1;
     }
-    luna_lua_runtime_install(rt.L, rt.kc, rt.disc);
-    if (build_controllers(&rt, &err) < 0) {
+    luna_generation_connect(rt.gen, rt.kc, rt.disc);
+    if (luna_generation_build(rt.gen, rt.factory, &err) < 0) {
         luna_error("controller setup failed", "error", err.msg);
         teardown(&rt);
         return 1;
@@ -629,6 +748,14 @@ int luna_runtime_run(const struct luna_run_config *cfg)
     rt.sigint.data = &rt;
     ev_signal_start(loop, &rt.sigterm);
     ev_signal_start(loop, &rt.sigint);
+    ev_signal_init(&rt.sighup, sighup_cb, SIGHUP);
+    rt.sighup.data = &rt;
+    ev_signal_start(loop, &rt.sighup);
+    if (cfg->watch && luna_dir_watch_new(cfg->dir, 0.5, on_dir_changed, &rt, &rt.watch, &err) < 0) {
+        luna_error("startup failed", "error", err.msg);
+        teardown(&rt);
+        return 1;
+    }
     rt.grace.data = &rt;
     if (rt.leader)
         luna_leader_start(rt.leader);

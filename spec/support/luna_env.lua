@@ -53,7 +53,9 @@ function luna_env.start(opts)
   end
   for name, code in pairs(opts.sources or {}) do helpers.write_file(dir .. "/" .. name, code) end
   local env = setmetatable({ srv = srv, dir = opts.dir or dir }, Env)
-  local argv = { helpers.luna, "run", "--log-level", "debug", "--kubeconfig", luna_env.kubeconfig_for(srv) }
+  -- no metrics or probe servers unless asked: specs run side by side
+  local argv = { helpers.luna, "run", "--log-level", "debug", "--kubeconfig", luna_env.kubeconfig_for(srv),
+                 "--metrics-bind-address=0", "--health-probe-bind-address=0" }
   for _, a in ipairs(opts.args or {}) do argv[#argv + 1] = a end
   argv[#argv + 1] = env.dir
   local penv = { POD_NAME = "luna-spec", KUBECONFIG = false }
