@@ -368,6 +368,18 @@ static void maybe_drained(struct luna_controller *c)
     }
 }
 
+/* "ns/name" → ns into buf ("" when cluster-scoped); returns the name. */
+static const char *split_key(const char *key, char *buf, size_t size)
+{
+    const char *slash = strchr(key, '/');
+    size_t n = slash ? (size_t)(slash - key) : 0;
+    if (n >= size)
+        n = size - 1;
+    memcpy(buf, key, n);
+    buf[n] = '\0';
+    return slash ? slash + 1 : key;
+}
+
 static void log_result(struct luna_reconcile *r, const char *msg, const char *result,
                        const char *error, const char *where, enum luna_log_level level)
 {
@@ -375,9 +387,11 @@ static void log_result(struct luna_reconcile *r, const char *msg, const char *re
     snprintf(attempt, sizeof attempt, "%u", r->attempt);
     snprintf(ms, sizeof ms, "%.3f",
              (luna_clock_now(r->c->env.clock) - r->started) * 1000.0);
+    char ns[256];
+    const char *name = split_key(r->key, ns, sizeof ns);
     luna_log(level, msg, "controller", r->c->name, "key", r->key, "reconcile_id", r->id,
              "attempt", attempt, "result", result, "duration_ms", ms, "error", error,
-             "where", where, NULL);
+             "where", where, "namespace", ns[0] ? ns : NULL, "name", name, NULL);
 }
 
 /* Runs in a protected call: the text of an error value (a string, a
@@ -572,7 +586,12 @@ static void start_reconcile(struct luna_controller *c, const char *key)
     if (c->metrics)
         luna_runtime_metrics_reconcile_start(c->metrics);
 
-    luna_debug("reconcile start", "controller", c->name, "key", key, "reconcile_id", r->id);
+    if (luna_log_enabled(LUNA_LOG_DEBUG)) {
+        char ns[256];
+        const char *name = split_key(key, ns, sizeof ns);
+        luna_debug("reconcile start", "controller", c->name, "key", key, "reconcile_id", r->id,
+                   "namespace", ns[0] ? ns : NULL, "name", name);
+    }
     lua_State *co = r->co;
     lua_rawgeti(co, LUA_REGISTRYINDEX, c->reconcile_ref);
     lua_createtable(co, 0, 4);

@@ -295,10 +295,20 @@ static int log_fn(lua_State *L)
         pairs[2 * n++ + 1] = luna_reconcile_key(r);
         pairs[2 * n] = "reconcile_id";
         pairs[2 * n++ + 1] = luna_reconcile_id(r);
+        const char *key = luna_reconcile_key(r);
+        const char *slash = strchr(key, '/');
+        if (slash) {
+            lua_pushlstring(L, key, (size_t)(slash - key)); /* kept on the stack */
+            pairs[2 * n] = "namespace";
+            pairs[2 * n++ + 1] = lua_tostring(L, -1);
+        }
+        pairs[2 * n] = "name";
+        pairs[2 * n++ + 1] = slash ? slash + 1 : key;
     }
+    int attached = n;
     if (lua_istable(L, 3)) {
-        lua_settop(L, 3);
-        lua_newtable(L); /* 4: the values as strings, kept alive until logged */
+        lua_newtable(L); /* the values as strings, kept alive until logged */
+        int strs = lua_gettop(L);
         for (lua_pushnil(L); lua_next(L, 3) && n < MAX_FIELDS; lua_pop(L, 1)) {
             if (lua_type(L, -2) != LUA_TSTRING)
                 continue;
@@ -306,11 +316,21 @@ static int log_fn(lua_State *L)
             lua_getglobal(L, "tostring");
             lua_pushvalue(L, -3);
             lua_call(L, 1, 1);
-            lua_rawset(L, 4);
+            lua_rawset(L, strs);
             lua_pushvalue(L, -2);
-            lua_rawget(L, 4);
-            pairs[2 * n] = lua_tostring(L, -3);
-            pairs[2 * n++ + 1] = lua_tostring(L, -1);
+            lua_rawget(L, strs);
+            /* A field the script sets itself replaces the attached one. */
+            const char *k = lua_tostring(L, -3), *v = lua_tostring(L, -1);
+            int j;
+            for (j = 0; j < attached; j++)
+                if (strcmp(pairs[2 * j], k) == 0)
+                    break;
+            if (j < attached) {
+                pairs[2 * j + 1] = v;
+            } else {
+                pairs[2 * n] = k;
+                pairs[2 * n++ + 1] = v;
+            }
             lua_pop(L, 1);
         }
     }
