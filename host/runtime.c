@@ -12,6 +12,7 @@
 #include "controller.h"
 #include "devserver.h"
 #include "discovery.h"
+#include "event_latency.h"
 #include "http.h"
 #include "informer_factory.h"
 #include "kube_client.h"
@@ -42,6 +43,7 @@ struct runtime {
     ev_timer sync_check;
     ev_timer grace;
     ev_signal sigterm, sigint;
+    ev_signal sigusr1;             /* event latency probe: report and clear */
 };
 
 static void on_drained(void *ud)
@@ -78,6 +80,12 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     for (size_t i = 0; i < rt->n; i++)
         luna_controller_shutdown(rt->controllers[i], on_drained, rt);
     on_drained(rt); /* the +1 above: no controllers also ends here */
+}
+
+static void latency_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    luna_event_latency_report();
+    luna_event_latency_clear();
 }
 
 static void sync_check_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -182,6 +190,7 @@ static void teardown(struct runtime *rt)
     ev_timer_stop(loop, &rt->grace);
     ev_signal_stop(loop, &rt->sigterm);
     ev_signal_stop(loop, &rt->sigint);
+    ev_signal_stop(loop, &rt->sigusr1);
     for (size_t i = 0; i < rt->n; i++)
         luna_controller_free(rt->controllers[i]);
     free(rt->controllers);
@@ -205,6 +214,7 @@ int luna_runtime_run(const struct luna_run_config *cfg)
     struct ev_loop *loop = luna_loop();
     luna_error err = { 0 };
     const char *lib;
+    luna_event_latency_init();
     if (luna_lua_host_find_lib(cfg->argv0, &lib, &err) < 0 ||
         !(rt.L = luna_lua_host_new(lib, &err))) {
         luna_error("startup failed", "error", err.msg);
@@ -243,8 +253,13 @@ int luna_runtime_run(const struct luna_run_config *cfg)
     rt.sigint.data = &rt;
     ev_signal_start(loop, &rt.sigterm);
     ev_signal_start(loop, &rt.sigint);
+    ev_signal_init(&rt.sigusr1, latency_signal_cb, SIGUSR1);
+    if (luna_event_latency_on)
+        ev_signal_start(loop, &rt.sigusr1);
 
     ev_run(loop, 0);
+    luna_event_latency_report();
+    luna_event_latency_reset();
     int code = rt.exit_code;
     teardown(&rt);
     return code;
