@@ -8,6 +8,7 @@
 #include <uthash.h>
 
 #include "clock.h"
+#include "event_latency.h"
 #include "json.h"
 #include "log.h"
 #include "loop.h"
@@ -57,6 +58,7 @@ struct luna_controller {
     int nindexes;                     /* custom indexes added to sources[0] */
     int workers, active;
     bool started, stopping;
+    bool dispatching;                 /* inside dispatch(): it does not nest */
     void (*drained)(void *ud);
     void *drained_ud;
     struct luna_reconcile *running;   /* list of in-flight reconciles */
@@ -558,6 +560,7 @@ void luna_reconcile_resume(struct luna_reconcile *r, int nres)
 
 static void start_reconcile(struct luna_controller *c, const char *key)
 {
+    luna_event_latency_reconcile(key);
     lua_State *L = c->env.L;
     struct luna_reconcile *r = calloc(1, sizeof *r);
     if (!r || !(r->key = strdup(key))) {
@@ -611,10 +614,15 @@ static void start_reconcile(struct luna_controller *c, const char *key)
     resume(r, 1);
 }
 
-static void dispatch_cb(struct ev_loop *loop, ev_check *w, int revents)
+/* Starts reconciles while keys and workers are free.  Runs from the
+ * dispatch watchers, and right after an informer drain step (so an event's
+ * reconcile starts in the loop iteration the event arrived in); never
+ * nested in itself. */
+static void dispatch(struct luna_controller *c)
 {
-    struct luna_controller *c = (struct luna_controller *)(
-        (char *)w - offsetof(struct luna_controller, dispatch_check));
+    if (!c->started || c->dispatching)
+        return;
+    c->dispatching = true;
     while (!c->stopping && c->active < c->workers) {
         const char *key;
         if (luna_workqueue_get(c->queue, &key) != LUNA_WORKQUEUE_ITEM)
@@ -622,10 +630,24 @@ static void dispatch_cb(struct ev_loop *loop, ev_check *w, int revents)
         /* key is borrowed from the queue until done: copy before Lua runs */
         start_reconcile(c, key);
     }
+    c->dispatching = false;
     if (c->stopping || c->active >= c->workers || !luna_workqueue_len(c->queue)) {
-        ev_check_stop(loop, &c->dispatch_check);
-        ev_idle_stop(loop, &c->dispatch_idle);
+        ev_check_stop(luna_loop(), &c->dispatch_check);
+        ev_idle_stop(luna_loop(), &c->dispatch_idle);
     }
+}
+
+static void dispatch_cb(struct ev_loop *loop, ev_check *w, int revents)
+{
+    dispatch((struct luna_controller *)((char *)w -
+                                        offsetof(struct luna_controller, dispatch_check)));
+}
+
+static void on_batch_end(void *ud)
+{
+    struct source *src = ud;
+    if (luna_workqueue_len(src->c->queue))
+        dispatch(src->c);
 }
 
 static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents) {}
@@ -695,7 +717,7 @@ static int add_source(struct luna_controller *c, lua_State *L, int desc, enum so
         return err ? err->code : LUNA_EINVAL;
     }
     c->nsources++;
-    struct luna_informer_handler h = { on_add, on_update, on_delete, src };
+    struct luna_informer_handler h = { on_add, on_update, on_delete, src, on_batch_end };
     src->handler_id = luna_informer_add_handler(luna_shared_informer_informer(src->si), &h);
     return 0;
 }

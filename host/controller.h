@@ -16,7 +16,9 @@
  *            {namespace=, name=} table, a list of either, or nil; other
  *            shapes (nested lists, numbers, ...) are logged and ignored.
  * The dispatcher takes keys from the workqueue while fewer than `workers`
- * reconciles are in flight.  Each reconcile is a coroutine: calling the
+ * reconciles are in flight: right after each informer drain step (so a
+ * watch event's reconcile starts before the next event is parsed), and
+ * from the loop when keys become ready otherwise.  Each reconcile is a coroutine: calling the
  * API yields it and the loop resumes it when the answer arrives, so a slow
  * call never blocks other reconciles or the watches.  The workqueue
  * guarantees a key is never reconciled twice at once.

@@ -20,6 +20,7 @@ struct luna_informer {
     size_t nhandlers, cap;
     int next_id;
     bool synced;
+    bool draining;            /* handlers are being called */
     /* Draining: ev_check does the work after each loop iteration; ev_idle
      * keeps the loop from blocking while work remains. */
     ev_check drain_check;
@@ -79,6 +80,10 @@ void luna_informer_wake(struct luna_informer *inf)
             luna_informer_drain(inf, 0);
         return;
     }
+    if (!inf->draining && luna_delta_fifo_len(inf->fifo) <= LUNA_INFORMER_IMMEDIATE)
+        luna_informer_drain(inf, LUNA_INFORMER_IMMEDIATE);
+    if (luna_delta_fifo_len(inf->fifo) == 0)
+        return;
     struct ev_loop *loop = luna_loop();
     ev_check_start(loop, &inf->drain_check);
     ev_idle_start(loop, &inf->drain_idle);
@@ -137,17 +142,30 @@ static int process_deltas(const char *key, const struct luna_delta *deltas, size
     return 0;
 }
 
+static void notify_batch_end(struct luna_informer *inf)
+{
+    for (size_t i = 0; i < inf->nhandlers; i++)
+        if (inf->handlers[i].h.on_batch_end)
+            inf->handlers[i].h.on_batch_end(inf->handlers[i].h.ud);
+}
+
 size_t luna_informer_drain(struct luna_informer *inf, size_t max)
 {
+    if (inf->draining)
+        return 0;
     size_t done = 0;
+    inf->draining = true;
     while (done < max && luna_delta_fifo_pop(inf->fifo, process_deltas, inf) != LUNA_ENOTFOUND)
         done++;
+    inf->draining = false;
     if (!inf->synced && luna_delta_fifo_has_synced(inf->fifo)) {
         inf->synced = true;
         char count[24];
         snprintf(count, sizeof count, "%zu", luna_indexer_len(inf->indexer));
         luna_info("informer synced", "informer", inf->name, "objects", count);
     }
+    if (done > 0)
+        notify_batch_end(inf);
     return done;
 }
 

@@ -240,7 +240,7 @@ static int env_informer(lua_State *L)
     lua_pushvalue(L, 1);
     h->env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     e->handles++;
-    struct luna_informer_handler hh = { on_add, on_update, on_delete, h };
+    struct luna_informer_handler hh = { on_add, on_update, on_delete, h, NULL };
     h->handler_id = luna_informer_add_handler(luna_shared_informer_informer(h->si), &hh);
     return 1;
 }

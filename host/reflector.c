@@ -11,6 +11,7 @@
 #include "json.h"
 #include "log.h"
 #include "loop.h"
+#include "event_latency.h"
 #include "object_stream.h"
 
 #define DEFAULT_PAGE 500
@@ -351,6 +352,7 @@ static int on_watch_item(void *ud, enum luna_stream_event ev, struct luna_object
 {
     struct luna_reflector *r = ud;
     struct luna_delta_fifo *fifo = luna_informer_fifo(r->inf);
+    luna_event_latency_event(luna_object_key(obj));
     int rc;
     switch (ev) {
     case LUNA_STREAM_ADDED:    rc = luna_delta_fifo_add(fifo, obj); break;
@@ -394,6 +396,7 @@ static int on_watch_chunk(void *ud, const char *data, size_t len, luna_error *er
     struct luna_reflector *r = ud;
     if (r->status != 200)
         return collect_error_body(r, data, len);
+    luna_event_latency_chunk();
     int rc = luna_object_stream_feed(r->watch_stream, data, len, err);
     if (rc < 0 && rc != LUNA_ECANCELED)
         r->stream_failed = true;

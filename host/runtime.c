@@ -16,6 +16,7 @@
 #include "dir_watch.h"
 #include "generation.h"
 #include "discovery.h"
+#include "event_latency.h"
 #include "health.h"
 #include "http.h"
 #include "httpd.h"
@@ -89,6 +90,7 @@ struct runtime {
     ev_timer sync_check;
     ev_timer grace;
     ev_signal sigterm, sigint, sighup;
+    ev_signal sigusr1;                    /* event latency probe: report and clear */
     struct luna_dir_watch *watch;
     /* production: metrics, probes, leader election */
     struct luna_metrics *registry;        /* luna_metrics_default(): not ours */
@@ -184,6 +186,12 @@ static void maybe_start(struct runtime *rt)
         !luna_generation_synced(rt->gen))
         return;
     luna_generation_start(rt->gen);
+}
+
+static void latency_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    luna_event_latency_report();
+    luna_event_latency_clear();
 }
 
 static void sync_check_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -589,6 +597,7 @@ static void teardown(struct runtime *rt)
     ev_signal_stop(loop, &rt->sigterm);
     ev_signal_stop(loop, &rt->sigint);
     ev_signal_stop(loop, &rt->sighup);
+    ev_signal_stop(loop, &rt->sigusr1);
     luna_dir_watch_free(rt->watch);
     luna_httpd_free(rt->metrics_srv);
     luna_httpd_free(rt->health_srv);
@@ -706,6 +715,7 @@ int luna_runtime_run(const struct luna_run_config *cfg)
     struct runtime rt = { .cfg = cfg };
     struct ev_loop *loop = luna_loop();
     luna_error err = { 0 };
+    luna_event_latency_init();
     if (luna_lua_host_find_lib(cfg->argv0, &rt.lib, &err) < 0) {
         luna_error("startup failed", "error", err.msg);
         return 1;
@@ -751,6 +761,9 @@ int luna_runtime_run(const struct luna_run_config *cfg)
     ev_signal_init(&rt.sighup, sighup_cb, SIGHUP);
     rt.sighup.data = &rt;
     ev_signal_start(loop, &rt.sighup);
+    ev_signal_init(&rt.sigusr1, latency_signal_cb, SIGUSR1);
+    if (luna_event_latency_on)
+        ev_signal_start(loop, &rt.sigusr1);
     if (cfg->watch && luna_dir_watch_new(cfg->dir, 0.5, on_dir_changed, &rt, &rt.watch, &err) < 0) {
         luna_error("startup failed", "error", err.msg);
         teardown(&rt);
@@ -761,6 +774,8 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         luna_leader_start(rt.leader);
 
     ev_run(loop, 0);
+    luna_event_latency_report();
+    luna_event_latency_reset();
     int code = rt.exit_code;
     teardown(&rt);
     return code;
