@@ -15,6 +15,7 @@
 #include "lua_store.h"
 #include "lua_util.h"
 #include "ratelimit.h"
+#include "watchdog.h"
 #include "workqueue.h"
 
 enum source_role { SOURCE_WATCH, SOURCE_OWNS, SOURCE_WATCHES };
@@ -53,6 +54,7 @@ struct luna_controller {
     size_t nsources;
     int nindexes;                     /* custom indexes added to sources[0] */
     int workers, active;
+    struct luna_watchdog_limits limits; /* budgets of its Lua code */
     bool started, stopping;
     void (*drained)(void *ud);
     void *drained_ud;
@@ -98,6 +100,35 @@ static void enqueue(struct luna_controller *c, const char *key)
         luna_error("enqueue failed", "controller", c->name, "key", key, "error", "out of memory");
 }
 
+/* Calls the function below nargs arguments on T (the callback thread) in a
+ * watchdog guard with the controller's budgets, like luna_lua_pcall: on
+ * error logs "lua callback failed" with `what`, pops it and returns
+ * LUNA_ELUA; on success leaves nresults values. */
+static int guarded_call(struct luna_controller *c, lua_State *T, int nargs, int nresults,
+                        const char *what)
+{
+    int base = lua_gettop(T) - nargs;
+    lua_pushcfunction(T, luna_lua_traceback);
+    lua_insert(T, base);
+    struct luna_watchdog_guard g = { .what = what, .owner = c->name, .limits = &c->limits };
+    int rc = luna_watchdog_pcall(T, nargs, nresults, base, &g);
+    lua_remove(T, base);
+    if (rc == 0)
+        return 0;
+    char reason[256] = "";
+    if (g.stop != LUNA_WATCHDOG_RUNNING)
+        luna_watchdog_describe(&g, reason, sizeof reason);
+    const char *msg = lua_tostring(T, -1);
+    luna_log(LUNA_LOG_ERROR, "lua callback failed", "controller", c->name, "what", what,
+             "error", reason[0] ? reason : msg ? msg : "?",
+             "stopped", g.stop ? luna_watchdog_stop_name(g.stop) : NULL,
+             "traceback", reason[0] && msg ? msg : NULL, NULL);
+    lua_pop(T, 1);
+    if (g.stop == LUNA_WATCHDOG_MEMORY)
+        lua_gc(T, LUA_GCCOLLECT, 0);
+    return LUNA_ELUA;
+}
+
 /* Runs the controller's predicates on the callback thread: true if every
  * one accepts the event (type "add", "update", "delete"). */
 static bool predicates_pass(struct luna_controller *c, const char *type,
@@ -125,7 +156,7 @@ static bool predicates_pass(struct luna_controller *c, const char *type,
         if (luna_lua_json_push(T, luna_object_json(obj), obj->json_len, &err) < 0)
             lua_pushnil(T);
         lua_setfield(T, -2, "object");
-        if (luna_lua_pcall(T, 1, 1, "controller predicate") < 0) {
+        if (guarded_call(c, T, 1, 1, "predicate") < 0) {
             pass = true; /* a broken predicate must not hide events */
         } else {
             pass = lua_toboolean(T, -1);
@@ -216,9 +247,12 @@ static void enqueue_request(struct luna_controller *c, lua_State *T, int idx)
     }
     if (!lua_istable(T, idx))
         return;
-    lua_getfield(T, idx, "name");
+    /* raw reads: the table is script data, its metamethods script code */
+    lua_pushliteral(T, "name");
+    lua_rawget(T, idx);
     if (lua_type(T, -1) == LUA_TSTRING) {
-        lua_getfield(T, idx, "namespace");
+        lua_pushliteral(T, "namespace");
+        lua_rawget(T, idx);
         char key[520];
         if (luna_object_make_key(key, sizeof key, lua_tostring(T, -1), lua_tostring(T, -2)) > 0)
             enqueue(c, key);
@@ -247,7 +281,7 @@ static void enqueue_mapped(struct source *src, struct luna_object *obj)
         lua_settop(T, top);
         return;
     }
-    if (luna_lua_pcall(T, 1, 1, "controller watches map") == 0)
+    if (guarded_call(c, T, 1, 1, "watches map") == 0)
         enqueue_request(c, T, lua_gettop(T));
     lua_settop(T, top);
 }
@@ -322,41 +356,69 @@ static void maybe_drained(struct luna_controller *c)
 }
 
 static void log_result(struct luna_reconcile *r, const char *msg, const char *result,
-                       const char *error, enum luna_log_level level)
+                       const char *error, enum luna_log_level level, const char *stopped)
 {
     char attempt[16], ms[32];
     snprintf(attempt, sizeof attempt, "%u", r->attempt);
     snprintf(ms, sizeof ms, "%.3f",
              (luna_clock_now(r->c->env.clock) - r->started) * 1000.0);
     luna_log(level, msg, "controller", r->c->name, "key", r->key, "reconcile_id", r->id,
-             "attempt", attempt, "result", result, "duration_ms", ms, "error", error, NULL);
+             "attempt", attempt, "result", result, "duration_ms", ms, "error", error,
+             "stopped", stopped, NULL);
 }
 
-/* The text of the value at idx: a string, or what __tostring makes of it. */
-static void value_text(lua_State *co, int idx, char *buf, size_t size)
+/* The text of the value at idx of `from`: a string or number as is, else
+ * what tostring() makes of it.  A __tostring metamethod is script code, so
+ * it runs protected, in a watchdog guard, on the main thread (idle here). */
+static void value_text(struct luna_controller *c, lua_State *from, int idx, char *buf,
+                       size_t size)
 {
-    if (luaL_callmeta(co, idx, "__tostring")) {
-        snprintf(buf, size, "%s", lua_tostring(co, -1) ? lua_tostring(co, -1) : "?");
-        lua_pop(co, 1);
-    } else if (lua_type(co, idx) == LUA_TSTRING || lua_type(co, idx) == LUA_TNUMBER) {
-        snprintf(buf, size, "%s", lua_tostring(co, idx));
-    } else {
-        snprintf(buf, size, "(%s error value)", luaL_typename(co, idx));
+    if (lua_type(from, idx) == LUA_TSTRING || lua_type(from, idx) == LUA_TNUMBER) {
+        snprintf(buf, size, "%s", lua_tostring(from, idx));
+        return;
     }
+    lua_State *L = c->env.L;
+    int top = lua_gettop(L);
+    lua_getglobal(L, "tostring");
+    lua_pushvalue(from, idx);
+    lua_xmove(from, L, 1);
+    struct luna_watchdog_guard g = { .what = "tostring of an error", .owner = c->name,
+                                     .limits = &c->limits };
+    if (luna_watchdog_pcall(L, 1, 1, 0, &g) == 0 && lua_type(L, -1) == LUA_TSTRING)
+        snprintf(buf, size, "%s", lua_tostring(L, -1));
+    else
+        snprintf(buf, size, "(%s error value)", luaL_typename(from, idx));
+    lua_settop(L, top);
 }
 
-/* Applies the finished coroutine's result to the queue. */
-static void finish(struct luna_reconcile *r, int status)
+/* Applies the finished coroutine's result to the queue.  stop is why the
+ * watchdog stopped it (LUNA_WATCHDOG_RUNNING if it did not), reason its
+ * description. */
+static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop stop,
+                   const char *reason)
 {
     struct luna_controller *c = r->c;
     lua_State *co = r->co;
     struct luna_workqueue *q = c->queue;
     c->stats.reconciles++;
-    if (status != 0) {
-        const char *msg = lua_tostring(co, -1);
-        luaL_traceback(c->env.L, co, msg ? msg : "(error object is not a string)", 0);
+    if (stop != LUNA_WATCHDOG_RUNNING) {
+        /* The error value may be "not enough memory" or a message a pcall
+         * in the script re-raised: the guard says what happened.  The
+         * hook's own message also has the script position: keep it. */
+        const char *msg = lua_type(co, -1) == LUA_TSTRING ? lua_tostring(co, -1) : NULL;
+        luaL_traceback(c->env.L, co, msg && strstr(msg, reason) ? msg : reason, 0);
+        log_result(r, "reconcile failed", "error", lua_tostring(c->env.L, -1), LUNA_LOG_ERROR,
+                   luna_watchdog_stop_name(stop));
+        lua_pop(c->env.L, 1);
+        c->stats.errors++;
+        c->stats.stopped++;
+        luna_workqueue_add_rate_limited(q, r->key);
+    } else if (status != 0) {
+        char msg[1024];
+        value_text(c, co, -1, msg, sizeof msg);
+        luaL_traceback(c->env.L, co, msg, 0);
         const char *trace = lua_tostring(c->env.L, -1);
-        log_result(r, "reconcile failed", "error", trace, LUNA_LOG_ERROR);
+        log_result(r, "reconcile failed", "error", trace, LUNA_LOG_ERROR, NULL);
         lua_pop(c->env.L, 1);
         c->stats.errors++;
         luna_workqueue_add_rate_limited(q, r->key);
@@ -365,13 +427,16 @@ static void finish(struct luna_reconcile *r, int status)
         if (n >= 2 && lua_isnil(co, 1) && !lua_isnil(co, 2)) {
             /* nil, err */
             char msg[1024];
-            value_text(co, 2, msg, sizeof msg);
-            log_result(r, "reconcile failed", "error", msg, LUNA_LOG_ERROR);
+            value_text(c, co, 2, msg, sizeof msg);
+            log_result(r, "reconcile failed", "error", msg, LUNA_LOG_ERROR, NULL);
             c->stats.errors++;
             luna_workqueue_add_rate_limited(q, r->key);
         } else if (n >= 1 && lua_istable(co, 1)) {
-            lua_getfield(co, 1, "requeue_after");
-            lua_getfield(co, 1, "requeue");
+            /* raw reads: metamethods of the result are script code */
+            lua_pushliteral(co, "requeue_after");
+            lua_rawget(co, 1);
+            lua_pushliteral(co, "requeue");
+            lua_rawget(co, 1);
             if (lua_type(co, -2) == LUA_TNUMBER && lua_tonumber(co, -2) > 0) {
                 double after = lua_tonumber(co, -2);
                 char secs[32];
@@ -379,47 +444,66 @@ static void finish(struct luna_reconcile *r, int status)
                 luna_workqueue_forget(q, r->key);
                 luna_workqueue_add_after(q, r->key, after);
                 c->stats.requeue_afters++;
-                log_result(r, "requeue after", secs, NULL, LUNA_LOG_DEBUG);
+                log_result(r, "requeue after", secs, NULL, LUNA_LOG_DEBUG, NULL);
             } else if (lua_toboolean(co, -1)) {
                 luna_workqueue_add_rate_limited(q, r->key);
                 c->stats.requeues++;
-                log_result(r, "reconcile done", "requeue", NULL, LUNA_LOG_DEBUG);
+                log_result(r, "reconcile done", "requeue", NULL, LUNA_LOG_DEBUG, NULL);
             } else {
                 luna_workqueue_forget(q, r->key);
                 c->stats.successes++;
-                log_result(r, "reconcile done", "success", NULL, LUNA_LOG_DEBUG);
+                log_result(r, "reconcile done", "success", NULL, LUNA_LOG_DEBUG, NULL);
             }
             lua_pop(co, 2);
         } else if (n >= 1 && lua_type(co, 1) == LUA_TBOOLEAN && !lua_toboolean(co, 1)) {
             log_result(r, "reconcile failed", "error", "reconcile returned false",
-                       LUNA_LOG_ERROR);
+                       LUNA_LOG_ERROR, NULL);
             c->stats.errors++;
             luna_workqueue_add_rate_limited(q, r->key);
         } else {
             luna_workqueue_forget(q, r->key);
             c->stats.successes++;
-            log_result(r, "reconcile done", "success", NULL, LUNA_LOG_DEBUG);
+            log_result(r, "reconcile done", "success", NULL, LUNA_LOG_DEBUG, NULL);
         }
     }
     luna_workqueue_done(q, r->key);
     reconcile_free(r);
+    /* The heap went past the cap: collect what the failed reconcile left
+     * (its coroutine is unreferenced now) before the next one runs. */
+    if (stop == LUNA_WATCHDOG_MEMORY)
+        lua_gc(c->env.L, LUA_GCCOLLECT, 0);
     kick(c);
     maybe_drained(c);
 }
 
 static void resume(struct luna_reconcile *r, int nargs)
 {
-    int rc = lua_resume(r->co, nargs);
+    struct luna_controller *c = r->c;
+    struct luna_watchdog_guard g = { .what = "reconcile", .owner = c->name, .key = r->key,
+                                     .limits = &c->limits };
+    int rc = luna_watchdog_resume(r->co, nargs, &g);
+    if (g.stop != LUNA_WATCHDOG_RUNNING) {
+        char reason[256];
+        luna_watchdog_describe(&g, reason, sizeof reason);
+        if (rc == LUA_YIELD && r->cancel) {
+            /* stopped, yet it got to yield in an API call: abandon the call */
+            r->cancel(r->cancel_ud);
+            r->cancel = NULL;
+            r->cancel_ud = NULL;
+        }
+        finish(r, rc == LUA_YIELD ? LUA_ERRRUN : rc, g.stop, reason);
+        return;
+    }
     if (rc == LUA_YIELD) {
         if (r->cancel)
             return; /* waiting for an API answer */
         lua_settop(r->co, 0);
         lua_pushstring(r->co, "reconcile yielded outside a luna API call "
                               "(coroutine.yield is not allowed in reconcile)");
-        finish(r, LUA_ERRRUN);
+        finish(r, LUA_ERRRUN, LUNA_WATCHDOG_RUNNING, NULL);
         return;
     }
-    finish(r, rc);
+    finish(r, rc, LUNA_WATCHDOG_RUNNING, NULL);
 }
 
 void luna_reconcile_wait(struct luna_reconcile *r, void (*cancel)(void *ud), void *ud)
@@ -649,6 +733,18 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
     lua_getfield(L, ctl_idx, "workers");
     c->workers = lua_tointeger(L, -1) > 0 ? (int)lua_tointeger(L, -1) : 1;
     lua_pop(L, 1);
+    c->limits = luna_watchdog_get_config(L).limits;
+    lua_getfield(L, ctl_idx, "limits");
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "instructions");
+        if (lua_isnumber(L, -1))
+            c->limits.instructions = lua_tonumber(L, -1);
+        lua_getfield(L, -2, "seconds");
+        if (lua_isnumber(L, -1))
+            c->limits.seconds = lua_tonumber(L, -1);
+        lua_pop(L, 2);
+    }
+    lua_pop(L, 1);
     lua_getfield(L, ctl_idx, "reconcile");
     c->reconcile_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_getfield(L, ctl_idx, "predicates");
@@ -682,7 +778,11 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
     lua_pushlightuserdata(L, c);
     lua_pushlightuserdata(L, err);
     int rc;
-    if (lua_pcall(L, 3, 1, 0) != 0) {
+    /* build reads tables the script made (rate_limit, labels): their
+     * metamethods are script code */
+    struct luna_watchdog_guard g = { .what = "controller setup", .owner = c->name,
+                                     .limits = &c->limits };
+    if (luna_watchdog_pcall(L, 3, 1, 0, &g) != 0) {
         rc = luna_error_set(err, LUNA_ELUA, "%s", lua_tostring(L, -1));
     } else {
         rc = (int)lua_tointeger(L, -1);

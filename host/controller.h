@@ -25,6 +25,16 @@
  *   {requeue_after = s}      forget, then retry after s seconds
  *   nil, err / error()       logged with key, attempt and traceback;
  *                            retry with rate limiting
+ * The result table is read raw (its metamethods are not called).
+ *
+ * Isolation (watchdog.h): every resume of a reconcile, every predicate,
+ * watches map and error __tostring runs in a watchdog guard with the
+ * controller's budgets (its `limits = { instructions =, seconds = }`, else
+ * the state's defaults).  A reconcile the watchdog stops fails like any
+ * error ("reconcile failed", stopped=instructions|time|memory, the reason
+ * and traceback, retry with rate limiting); after a memory stop the state
+ * is garbage-collected at once.  A stopped predicate or map logs "lua
+ * callback failed" and counts as passing / mapping to nothing.
  *
  * Invariants:
  *   - active (in-flight reconciles) <= workers;
@@ -56,6 +66,7 @@ struct luna_controller_env {
 
 struct luna_controller_stats {
     unsigned long reconciles, errors, requeues, requeue_afters, successes;
+    unsigned long stopped;   /* errors that were watchdog stops */
     int active;
 };
 

@@ -2,7 +2,9 @@
  * main.c — the luna command line.
  *
  *   luna --version | --help
- *   luna run [--kubeconfig FILE] [--context NAME] [--log-level L] [--log-format F] DIR
+ *   luna run [--kubeconfig FILE] [--context NAME] [--log-level L] [--log-format F]
+ *            [--reconcile-instruction-limit N] [--reconcile-time-limit S]
+ *            [--lua-memory-limit MIB] DIR
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include "log.h"
 #include "lua_host.h"
 #include "runtime.h"
+#include "watchdog.h"
 
 static void usage(FILE *out)
 {
@@ -31,7 +34,15 @@ static void usage(FILE *out)
           "                        or the in-cluster service account)\n"
           "  --context NAME        kubeconfig context (default: current-context)\n"
           "  --log-level LEVEL     debug, info, warn or error (default: info)\n"
-          "  --log-format FORMAT   text or json (default: text)\n",
+          "  --log-format FORMAT   text or json (default: text)\n"
+          "  --reconcile-instruction-limit N\n"
+          "                        Lua instructions a reconcile may run without yielding\n"
+          "                        (default: 100000000; 0: unlimited)\n"
+          "  --reconcile-time-limit SECONDS\n"
+          "                        seconds a reconcile may run without yielding\n"
+          "                        (default: 2; 0: unlimited)\n"
+          "  --lua-memory-limit MIB\n"
+          "                        cap on the scripts' Lua heap (default: 128; 0: none)\n",
           out);
 }
 
@@ -39,7 +50,20 @@ struct run_opts {
     const char *kubeconfig;
     const char *context;
     const char *dir;
+    struct luna_watchdog_config limits;
 };
+
+/* A number >= 0 for a limit flag, or -1. */
+static double parse_limit(const char *name, const char *value)
+{
+    char *end;
+    double v = strtod(value, &end);
+    if (end == value || *end || !(v >= 0) || v > 1e15) {
+        fprintf(stderr, "luna: --%s wants a number >= 0, got '%s'\n", name, value);
+        return -1;
+    }
+    return v;
+}
 
 static int parse_log_opts(const char *name, const char *value)
 {
@@ -70,11 +94,15 @@ static int cmd_run(int argc, char **argv)
         { "context", required_argument, NULL, 'c' },
         { "log-level", required_argument, NULL, 'l' },
         { "log-format", required_argument, NULL, 'f' },
+        { "reconcile-instruction-limit", required_argument, NULL, 'I' },
+        { "reconcile-time-limit", required_argument, NULL, 'T' },
+        { "lua-memory-limit", required_argument, NULL, 'M' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    struct run_opts opts = { 0 };
+    struct run_opts opts = { .limits = luna_watchdog_config_default() };
     int ch, idx;
+    double v;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
         switch (ch) {
@@ -84,6 +112,18 @@ static int cmd_run(int argc, char **argv)
         case 'f':
             if (parse_log_opts(longopts[idx].name, optarg) < 0)
                 return 2;
+            break;
+        case 'I':
+        case 'T':
+        case 'M':
+            if ((v = parse_limit(longopts[idx].name, optarg)) < 0)
+                return 2;
+            if (ch == 'I')
+                opts.limits.limits.instructions = v;
+            else if (ch == 'T')
+                opts.limits.limits.seconds = v;
+            else
+                opts.limits.memory = (size_t)(v * 1024 * 1024);
             break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -101,6 +141,7 @@ static int cmd_run(int argc, char **argv)
         .dir = opts.dir,
         .kubeconfig = opts.kubeconfig,
         .context = opts.context,
+        .limits = &opts.limits,
     };
     return luna_runtime_run(&cfg);
 }

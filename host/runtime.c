@@ -18,6 +18,7 @@
 #include "loop.h"
 #include "lua_host.h"
 #include "lua_runtime.h"
+#include "watchdog.h"
 
 #define SYNC_CHECK_S 0.05
 #define DEFAULT_GRACE_S 30.0
@@ -171,6 +172,8 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         luna_error("startup failed", "error", err.msg);
         return 1;
     }
+    if (cfg->limits)
+        luna_watchdog_configure(rt.L, cfg->limits);
     luna_lua_runtime_install(rt.L, NULL, NULL);
     int n = luna_lua_host_load_dir(rt.L, cfg->dir, &err);
     if (n < 0) {

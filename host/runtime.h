@@ -14,12 +14,15 @@
 #ifndef LUNA_RUNTIME_H
 #define LUNA_RUNTIME_H
 
+struct luna_watchdog_config;
+
 struct luna_run_config {
     const char *argv0;
     const char *dir;           /* controller files */
     const char *kubeconfig;    /* NULL: KUBECONFIG, ~/.kube/config, in-cluster */
     const char *context;
     double grace_period;       /* seconds; 0: 30 */
+    const struct luna_watchdog_config *limits; /* script budgets; NULL: defaults */
 };
 
 /* Returns the process exit status: 0 after a clean shutdown, 1 when

@@ -120,8 +120,28 @@ end
 local FIELDS = {
   name = true, watch = true, owns = true, watches = true, reconcile = true,
   workers = true, resync = true, rate_limit = true, indexes = true,
-  predicates = true, keep_managed_fields = true,
+  predicates = true, keep_managed_fields = true, limits = true,
 }
+
+-- limits = { instructions = N, seconds = S }: the watchdog's budgets for
+-- this controller's Lua code between two yields (0: unlimited); fields left
+-- out take luna run's defaults (--reconcile-instruction-limit,
+-- --reconcile-time-limit).
+local function check_limits(v)
+  if v == nil then return {} end
+  if type(v) ~= "table" then fail("controller field 'limits' must be a table") end
+  local out = {}
+  for k, n in pairs(v) do
+    if k ~= "instructions" and k ~= "seconds" then
+      fail("controller field 'limits' has unknown key '%s'", tostring(k))
+    end
+    if type(n) ~= "number" or n < 0 or n ~= n then
+      fail("controller field 'limits.%s' must be a number >= 0", k)
+    end
+    out[k] = n
+  end
+  return out
+end
 
 -- Validates spec and returns the controller description the host runs.
 function luna.controller(spec)
@@ -171,6 +191,7 @@ function luna.controller(spec)
     indexes = wrap_indexes(spec.indexes),
     predicates = spec.predicates or {},
     keep_managed_fields = spec.keep_managed_fields and true or false,
+    limits = check_limits(spec.limits),
   }, Controller)
   return c
 end

@@ -27,6 +27,14 @@ describe("luna.controller", function()
     assert.equal("example.com/v1alpha1", w.api_version)
   end)
 
+  it("copies the watchdog limits it is given", function()
+    local limits = { instructions = 1e6, seconds = 0.5 }
+    local c = luna.controller(ok_spec({ limits = limits }))
+    assert.same(limits, c.limits)
+    assert.are_not.equal(limits, c.limits)
+    assert.same({}, luna.controller(ok_spec()).limits)
+  end)
+
   it("is not fooled by a plain table", function()
     assert.is_false(luna.is_controller({ name = "x" }))
     assert.is_false(luna.is_controller(nil))
@@ -46,6 +54,12 @@ describe("luna.controller", function()
     { "a watches entry without map", ok_spec({ watches = { "v1/Secret" } }), "needs a 'map' function" },
     { "labels that are not strings", ok_spec({ watch = { "v1/Pod", labels = { a = 1 } } }), "map strings to strings" },
     { "an index that is not a function", ok_spec({ indexes = { by_x = "x" } }), "map index names to functions" },
+    { "limits that are not a table", ok_spec({ limits = 5 }), "'limits' must be a table" },
+    { "an unknown limit", ok_spec({ limits = { memory = 1 } }), "'limits' has unknown key 'memory'" },
+    { "a negative limit", ok_spec({ limits = { seconds = -1 } }), "'limits.seconds' must be a number >= 0" },
+    { "a limit that is not a number", ok_spec({ limits = { instructions = "1e6" } }),
+      "'limits.instructions' must be a number >= 0" },
+    { "a NaN limit", ok_spec({ limits = { seconds = 0 / 0 } }), "'limits.seconds' must be a number >= 0" },
   }
   for _, case in ipairs(bad) do
     it("rejects " .. case[1], function()
