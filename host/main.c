@@ -7,6 +7,7 @@
  *            [--lua-memory-limit MIB] DIR
  */
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,7 +124,8 @@ static int cmd_run(int argc, char **argv)
             else if (ch == 'T')
                 opts.limits.limits.seconds = v;
             else
-                opts.limits.memory = (size_t)(v * 1024 * 1024);
+                opts.limits.memory = v * 1048576.0 >= (double)SIZE_MAX
+                                         ? SIZE_MAX : (size_t)(v * 1048576.0);
             break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;

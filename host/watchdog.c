@@ -63,13 +63,15 @@ static void *watchdog_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     struct luna_watchdog *wd = ud;
     if (!ptr)
         osize = 0;
+    size_t rest = wd->used > osize ? wd->used - osize : 0;
     if (nsize == 0) {
         wd->orig(wd->orig_ud, ptr, osize, 0);
-        wd->used -= osize;
+        wd->used = rest;
         return NULL;
     }
     struct luna_watchdog_guard *g = wd->current;
-    if (g && wd->cfg.memory && nsize > osize && wd->used - osize + nsize > wd->cfg.memory) {
+    if (g && wd->cfg.memory && nsize > osize &&
+        (nsize > wd->cfg.memory || rest > wd->cfg.memory - nsize)) {
         if (g->stop == LUNA_WATCHDOG_RUNNING) {
             g->stop = LUNA_WATCHDOG_MEMORY;
             /* Only changes the hook count: safe at any point, as LuaJIT's
@@ -80,7 +82,7 @@ static void *watchdog_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     }
     void *p = wd->orig(wd->orig_ud, ptr, osize, nsize);
     if (p)
-        wd->used = wd->used - osize + nsize;
+        wd->used = rest + nsize;
     return p;
 }
 

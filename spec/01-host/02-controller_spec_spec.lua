@@ -35,8 +35,16 @@ describe("luna.controller", function()
     assert.same({}, luna.controller(ok_spec()).limits)
   end)
 
-  it("is not fooled by a plain table", function()
+  it("copies the rate limit it is given", function()
+    local rl = { base_delay = 0.01, max_delay = 10, qps = 5, burst = 20 }
+    local c = luna.controller(ok_spec({ rate_limit = rl }))
+    assert.same(rl, c.rate_limit)
+    assert.are_not.equal(rl, c.rate_limit)
+  end)
+
+  it("is not fooled by a plain table or a forged metatable", function()
     assert.is_false(luna.is_controller({ name = "x" }))
+    assert.is_false(luna.is_controller(setmetatable({ name = "x" }, { __metatable = "luna.controller" })))
     assert.is_false(luna.is_controller(nil))
   end)
 
@@ -60,6 +68,9 @@ describe("luna.controller", function()
     { "a limit that is not a number", ok_spec({ limits = { instructions = "1e6" } }),
       "'limits.instructions' must be a number >= 0" },
     { "a NaN limit", ok_spec({ limits = { seconds = 0 / 0 } }), "'limits.seconds' must be a number >= 0" },
+    { "an unknown rate_limit key", ok_spec({ rate_limit = { base = 1 } }), "'rate_limit' has unknown key 'base'" },
+    { "a rate_limit that is not a number", ok_spec({ rate_limit = { qps = "10" } }),
+      "'rate_limit.qps' must be a number >= 0" },
   }
   for _, case in ipairs(bad) do
     it("rejects " .. case[1], function()

@@ -88,3 +88,14 @@ while true do t[#t + 1] = string.rep("z", 4096) .. #t end
     assert.matches("a%.lua: controller file exceeded the Lua memory limit %(32 MiB%)", out)
   end)
 end)
+
+describe("the watchdog's C API", function()
+  it("budgets, nesting, resume, heap cap and accounting; frees at lua_close (LeakSanitizer)", function()
+    local helpers = require("helpers")
+    local out, rc = helpers.run("ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 " ..
+      helpers.fixtures .. "/watchdog_c")
+    assert.equal(0, rc, out)
+    assert.matches("watchdog_c: all ok", out)
+    assert.not_matches("LeakSanitizer", out)
+  end)
+end)

@@ -191,6 +191,13 @@ describe("the sandbox", function()
       "use a local %(local helper = %.%.%.%)", out)
   end)
 
+  it("refuses a forged controller whose fields would run script code in the host", function()
+    local out, rc = support.load_only({ ["a.lua"] = "return setmetatable({}, { __metatable = " ..
+      "'luna.controller', __index = function() while true do end end })\n" })
+    assert.equal(1, rc)
+    assert.matches("a%.lua: the file must return luna%.controller{%.%.%.}, got table", out)
+  end)
+
   it("gives every file its own environment", function()
     local body = "local luna = require 'luna'\nprint('ENV', '%s', tostring(_G), tostring(luna))\n" ..
       "return luna.controller { name = '%s', watch = 'v1/ConfigMap', reconcile = function() end }\n"
