@@ -30,8 +30,9 @@
  *     luna.time) as read-only views; "luna.core" as a view of
  *     { version, json = { encode, decode, array, object, is_array,
  *     is_object, null } }; the libraries above by name; any other
- *     `a.b.c` name loads DIR/a/b/c.lua (DIR: the directory of the file that
- *     was loaded), once per state, in its own environment;
+ *     `a.b.c` name loads DIR/a/b/c.lua (DIR: the directory given when the
+ *     controller file was loaded, for the modules it requires too), once
+ *     per state, in its own environment;
  *   - load/loadstring take text chunks only (strings, no binary bytecode);
  *     the chunk gets the calling file's environment (or the table passed as
  *     load's 4th argument);

@@ -25,7 +25,9 @@
  * JSON decoding) is not interrupted: the hook fires when the C function
  * returns, so a single slow C call can overrun the time budget once.
  *
- * Memory: the state's allocator is wrapped and counts the bytes of the Lua
+ * Memory: the state's allocator is wrapped (on top of LuaJIT's own, so it
+ * works in builds without GC64, where lua_newstate refuses a custom
+ * allocator on x64) and counts the bytes of the Lua
  * heap (everything LuaJIT allocates, garbage not yet collected included).
  * While a guard is active, an allocation that would take the heap past the
  * limit is refused: LuaJIT raises "not enough memory" in the script, the
