@@ -18,6 +18,7 @@
 #include "ratelimit.h"
 #include "resource.h"
 #include "runtime_metrics.h"
+#include "watchdog.h"
 #include "workqueue.h"
 
 enum source_role { SOURCE_WATCH, SOURCE_OWNS, SOURCE_WATCHES };
@@ -57,6 +58,7 @@ struct luna_controller {
     size_t nsources;
     int nindexes;                     /* custom indexes added to sources[0] */
     int workers, active;
+    struct luna_watchdog_limits limits; /* budgets of its Lua code */
     bool started, stopping;
     bool dispatching;                 /* inside dispatch(): it does not nest */
     void (*drained)(void *ud);
@@ -114,6 +116,35 @@ static void enqueue(struct luna_controller *c, const char *key)
         luna_error("enqueue failed", "controller", c->name, "key", key, "error", "out of memory");
 }
 
+/* Calls the function below nargs arguments on T (the callback thread) in a
+ * watchdog guard with the controller's budgets, like luna_lua_pcall: on
+ * error logs "lua callback failed" with `what`, pops it and returns
+ * LUNA_ELUA; on success leaves nresults values. */
+static int guarded_call(struct luna_controller *c, lua_State *T, int nargs, int nresults,
+                        const char *what)
+{
+    int base = lua_gettop(T) - nargs;
+    lua_pushcfunction(T, luna_lua_traceback);
+    lua_insert(T, base);
+    struct luna_watchdog_guard g = { .what = what, .owner = c->name, .limits = &c->limits };
+    int rc = luna_watchdog_pcall(T, nargs, nresults, base, &g);
+    lua_remove(T, base);
+    if (rc == 0)
+        return 0;
+    char reason[256] = "";
+    if (g.stop != LUNA_WATCHDOG_RUNNING)
+        luna_watchdog_describe(&g, reason, sizeof reason);
+    const char *msg = lua_tostring(T, -1);
+    luna_log(LUNA_LOG_ERROR, "lua callback failed", "controller", c->name, "what", what,
+             "error", reason[0] ? reason : msg ? msg : "?",
+             "stopped", g.stop ? luna_watchdog_stop_name(g.stop) : NULL,
+             "traceback", reason[0] && msg ? msg : NULL, NULL);
+    lua_pop(T, 1);
+    if (g.stop == LUNA_WATCHDOG_MEMORY)
+        lua_gc(T, LUA_GCCOLLECT, 0);
+    return LUNA_ELUA;
+}
+
 /* Runs the controller's predicates on the callback thread: true if every
  * one accepts the event (type "add", "update", "delete"). */
 static bool predicates_pass(struct luna_controller *c, const char *type,
@@ -141,7 +172,7 @@ static bool predicates_pass(struct luna_controller *c, const char *type,
         if (luna_lua_json_push(T, luna_object_json(obj), obj->json_len, &err) < 0)
             lua_pushnil(T);
         lua_setfield(T, -2, "object");
-        if (luna_lua_pcall(T, 1, 1, "controller predicate") < 0) {
+        if (guarded_call(c, T, 1, 1, "predicate") < 0) {
             pass = true; /* a broken predicate must not hide events */
         } else {
             pass = lua_toboolean(T, -1);
@@ -293,7 +324,7 @@ static void enqueue_mapped(struct source *src, struct luna_object *obj)
         lua_settop(T, top);
         return;
     }
-    if (luna_lua_pcall(T, 1, 1, "controller watches map") == 0)
+    if (guarded_call(c, T, 1, 1, "watches map") == 0)
         enqueue_request(c, T, lua_gettop(T));
     lua_settop(T, top);
 }
@@ -382,8 +413,9 @@ static const char *split_key(const char *key, char *buf, size_t size)
     return slash ? slash + 1 : key;
 }
 
-static void log_result(struct luna_reconcile *r, const char *msg, const char *result,
-                       const char *error, const char *where, enum luna_log_level level)
+static void log_result_stopped(struct luna_reconcile *r, const char *msg, const char *result,
+                               const char *error, const char *where, enum luna_log_level level,
+                               const char *stopped)
 {
     char attempt[16], ms[32];
     snprintf(attempt, sizeof attempt, "%u", r->attempt);
@@ -393,7 +425,14 @@ static void log_result(struct luna_reconcile *r, const char *msg, const char *re
     const char *name = split_key(r->key, ns, sizeof ns);
     luna_log(level, msg, "controller", r->c->name, "key", r->key, "reconcile_id", r->id,
              "attempt", attempt, "result", result, "duration_ms", ms, "error", error,
-             "where", where, "namespace", ns[0] ? ns : NULL, "name", name, NULL);
+             "where", where, "stopped", stopped, "namespace", ns[0] ? ns : NULL, "name", name,
+             NULL);
+}
+
+static void log_result(struct luna_reconcile *r, const char *msg, const char *result,
+                       const char *error, const char *where, enum luna_log_level level)
+{
+    log_result_stopped(r, msg, result, error, where, level, NULL);
 }
 
 /* Runs in a protected call: the text of an error value (a string, a
@@ -418,7 +457,10 @@ static void value_text(struct luna_controller *c, lua_State *co, int idx, char *
     lua_pushcfunction(L, error_value_text);
     lua_pushvalue(co, idx);
     lua_xmove(co, L, 1);
-    if (lua_pcall(L, 1, 1, 0) == 0)
+    /* __tostring is script code: run it with the controller's budgets */
+    struct luna_watchdog_guard g = { .what = "tostring of an error", .owner = c->name,
+                                     .limits = &c->limits };
+    if (luna_watchdog_pcall(L, 1, 1, 0, &g) == 0)
         snprintf(buf, size, "%s", lua_tostring(L, -1));
     else
         snprintf(buf, size, "(error value whose __tostring failed: %s)",
@@ -444,15 +486,30 @@ static void observe_done(struct luna_controller *c, const struct luna_controller
     luna_runtime_metrics_reconcile_done(c->metrics, res, luna_clock_now(c->env.clock) - started);
 }
 
-/* Applies the finished coroutine's result to the queue. */
-static void finish(struct luna_reconcile *r, int status)
+/* Applies the finished coroutine's result to the queue.  stop is why the
+ * watchdog stopped it (LUNA_WATCHDOG_RUNNING if it did not), reason its
+ * description. */
+static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop stop,
+                   const char *reason)
 {
     struct luna_controller *c = r->c;
     lua_State *co = r->co;
     struct luna_workqueue *q = c->queue;
     struct luna_controller_stats before = c->stats;
     c->stats.reconciles++;
-    if (status != 0) {
+    if (stop != LUNA_WATCHDOG_RUNNING) {
+        /* The error value may be "not enough memory" or a message a pcall
+         * in the script re-raised: the guard says what happened.  The
+         * hook's own message also has the script position: keep it. */
+        const char *msg = lua_type(co, -1) == LUA_TSTRING ? lua_tostring(co, -1) : NULL;
+        luaL_traceback(c->env.L, co, msg && strstr(msg, reason) ? msg : reason, 0);
+        log_result_stopped(r, "reconcile failed", "error", lua_tostring(c->env.L, -1), NULL,
+                           LUNA_LOG_ERROR, luna_watchdog_stop_name(stop));
+        lua_pop(c->env.L, 1);
+        c->stats.errors++;
+        c->stats.stopped++;
+        luna_workqueue_add_rate_limited(q, r->key);
+    } else if (status != 0) {
         char msg[1024];
         value_text(c, co, -1, msg, sizeof msg);
         luaL_traceback(c->env.L, co, msg, 0);
@@ -526,23 +583,42 @@ static void finish(struct luna_reconcile *r, int status)
     observe_done(c, &before, status != 0, r->started);
     luna_workqueue_done(q, r->key);
     reconcile_free(r);
+    /* The heap went past the cap: collect what the failed reconcile left
+     * (its coroutine is unreferenced now) before the next one runs. */
+    if (stop == LUNA_WATCHDOG_MEMORY)
+        lua_gc(c->env.L, LUA_GCCOLLECT, 0);
     kick(c);
     maybe_drained(c);
 }
 
 static void resume(struct luna_reconcile *r, int nargs)
 {
-    int rc = lua_resume(r->co, nargs);
+    struct luna_controller *c = r->c;
+    struct luna_watchdog_guard g = { .what = "reconcile", .owner = c->name, .key = r->key,
+                                     .limits = &c->limits };
+    int rc = luna_watchdog_resume(r->co, nargs, &g);
+    if (g.stop != LUNA_WATCHDOG_RUNNING) {
+        char reason[256];
+        luna_watchdog_describe(&g, reason, sizeof reason);
+        if (rc == LUA_YIELD && r->cancel) {
+            /* stopped, yet it got to yield in an API call: abandon the call */
+            r->cancel(r->cancel_ud);
+            r->cancel = NULL;
+            r->cancel_ud = NULL;
+        }
+        finish(r, rc == LUA_YIELD ? LUA_ERRRUN : rc, g.stop, reason);
+        return;
+    }
     if (rc == LUA_YIELD) {
         if (r->cancel)
             return; /* waiting for an API answer */
         lua_settop(r->co, 0);
         lua_pushstring(r->co, "reconcile yielded outside a luna API call "
                               "(coroutine.yield is not allowed in reconcile)");
-        finish(r, LUA_ERRRUN);
+        finish(r, LUA_ERRRUN, LUNA_WATCHDOG_RUNNING, NULL);
         return;
     }
-    finish(r, rc);
+    finish(r, rc, LUNA_WATCHDOG_RUNNING, NULL);
 }
 
 void luna_reconcile_wait(struct luna_reconcile *r, void (*cancel)(void *ud), void *ud)
@@ -808,6 +884,18 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
     lua_getfield(L, ctl_idx, "workers");
     c->workers = lua_tointeger(L, -1) > 0 ? (int)lua_tointeger(L, -1) : 1;
     lua_pop(L, 1);
+    c->limits = luna_watchdog_get_config(L).limits;
+    lua_getfield(L, ctl_idx, "limits");
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "instructions");
+        if (lua_isnumber(L, -1))
+            c->limits.instructions = lua_tonumber(L, -1);
+        lua_getfield(L, -2, "seconds");
+        if (lua_isnumber(L, -1))
+            c->limits.seconds = lua_tonumber(L, -1);
+        lua_pop(L, 2);
+    }
+    lua_pop(L, 1);
     lua_getfield(L, ctl_idx, "reconcile");
     c->reconcile_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_getfield(L, ctl_idx, "predicates");
@@ -841,7 +929,11 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
     lua_pushlightuserdata(L, c);
     lua_pushlightuserdata(L, err);
     int rc;
-    if (lua_pcall(L, 3, 1, 0) != 0) {
+    /* build reads tables the script made (rate_limit, labels): their
+     * metamethods are script code */
+    struct luna_watchdog_guard g = { .what = "controller setup", .owner = c->name,
+                                     .limits = &c->limits };
+    if (luna_watchdog_pcall(L, 3, 1, 0, &g) != 0) {
         rc = luna_error_set(err, LUNA_ELUA, "%s", lua_tostring(L, -1));
     } else {
         rc = (int)lua_tointeger(L, -1);

@@ -34,6 +34,15 @@
  *   {requeue_after = x} with x not a number of seconds: an error, as above.
  * Result tables are read raw (no metamethods run).
  *
+ * Isolation (watchdog.h): every resume of a reconcile, every predicate,
+ * watches map and error __tostring runs in a watchdog guard with the
+ * controller's budgets (its `limits = { instructions =, seconds = }`, else
+ * the state's defaults).  A reconcile the watchdog stops fails like any
+ * error ("reconcile failed", stopped=instructions|time|memory, the reason
+ * and traceback, retry with rate limiting); after a memory stop the state
+ * is garbage-collected at once.  A stopped predicate or map logs "lua
+ * callback failed" and counts as passing / mapping to nothing.
+ *
  * Invariants:
  *   - active (in-flight reconciles) <= workers;
  *   - a key is in flight if and only if the workqueue has it processing;
@@ -64,6 +73,7 @@ struct luna_controller_env {
 
 struct luna_controller_stats {
     unsigned long reconciles, errors, requeues, requeue_afters, successes;
+    unsigned long stopped;   /* errors that were watchdog stops */
     int active;
 };
 

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "lua_host.h"
 #include "lua_runtime.h"
+#include "watchdog.h"
 
 struct luna_generation {
     lua_State *L;
@@ -21,7 +22,8 @@ struct luna_generation {
     void *drained_ud;
 };
 
-int luna_generation_load(const char *lib_dir, const char *dir, struct luna_kube_client *kc,
+int luna_generation_load(const char *lib_dir, const char *dir,
+                         const struct luna_watchdog_config *limits, struct luna_kube_client *kc,
                          struct luna_discovery *disc, struct luna_generation **out,
                          luna_error *err)
 {
@@ -35,6 +37,8 @@ int luna_generation_load(const char *lib_dir, const char *dir, struct luna_kube_
         free(g);
         return err ? err->code : LUNA_ENOMEM;
     }
+    if (limits)
+        luna_watchdog_configure(g->L, limits);
     luna_lua_runtime_install(g->L, kc, disc);
     int n = luna_lua_host_load_dir(g->L, dir, err);
     if (n < 0) {

@@ -41,7 +41,10 @@ struct luna_generation;
 
 /* Loads every *.lua file of dir into a new state (controllers are not built yet).
  * kc and disc may be NULL before the runtime has connected. */
-int luna_generation_load(const char *lib_dir, const char *dir, struct luna_kube_client *kc,
+struct luna_watchdog_config;
+/* limits: the scripts' budgets (watchdog.h); NULL keeps the defaults. */
+int luna_generation_load(const char *lib_dir, const char *dir,
+                         const struct luna_watchdog_config *limits, struct luna_kube_client *kc,
                          struct luna_discovery *disc, struct luna_generation **out,
                          luna_error *err);
 /* Connects a generation loaded before the runtime connected. */

@@ -13,7 +13,9 @@
 
 #include "log.h"
 #include "lua_core.h"
+#include "lua_sandbox.h"
 #include "lua_util.h"
+#include "watchdog.h"
 
 #define CONTROLLERS_KEY "luna.controllers"
 #define SOURCES_KEY "luna.controller_sources"
@@ -84,6 +86,10 @@ lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err)
     lua_setfield(L, LUA_REGISTRYINDEX, CONTROLLERS_KEY);
     lua_newtable(L);
     lua_setfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
+    if (luna_watchdog_install(L, NULL, err) < 0 || luna_lua_sandbox_install(L, err) < 0) {
+        lua_close(L);
+        return NULL;
+    }
     return L;
 }
 
@@ -137,23 +143,36 @@ static int check_controller(lua_State *L)
 int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
 {
     int top = lua_gettop(L);
-    if (luaL_loadfile(L, path) != 0) {
-        luna_error_set(err, LUNA_ELUA, "%s", lua_tostring(L, -1));
-        lua_settop(L, top);
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (luna_lua_sandbox_loadfile(L, path, dir, err) < 0)
         return LUNA_ELUA;
-    }
     lua_pushcfunction(L, luna_lua_traceback);
     lua_insert(L, -2);
-    if (lua_pcall(L, 0, 1, -2) != 0) {
+    struct luna_watchdog_guard g = { .what = "controller file" };
+    if (luna_watchdog_pcall(L, 0, 1, -2, &g) != 0) {
         /* A message without the file's position (raised from a tail call,
          * or a non-string error) gets the path in front. */
         const char *msg = lua_tostring(L, -1);
         size_t plen = strlen(path);
-        if (msg && strncmp(msg, path, plen) == 0)
+        if (g.stop != LUNA_WATCHDOG_RUNNING) {
+            char reason[256];
+            luna_watchdog_describe(&g, reason, sizeof reason);
+            luna_error_set(err, LUNA_ELUA, "%s: %s", path, reason);
+        } else if (msg && strncmp(msg, path, plen) == 0) {
             luna_error_set(err, LUNA_ELUA, "%s", msg);
-        else
+        } else {
             luna_error_set(err, LUNA_ELUA, "%s: %s", path, msg ? msg : "(error)");
+        }
         lua_settop(L, top);
+        if (g.stop == LUNA_WATCHDOG_MEMORY)
+            lua_gc(L, LUA_GCCOLLECT, 0);
         return LUNA_ELUA;
     }
     /* stack: traceback, value */

@@ -4,10 +4,16 @@
  * Uses: LuaJIT, lua_core (preloaded as `luna.core`).  Runs on the loop thread.
  *
  * A state has the standard libraries, package.path pointing at luna's Lua
- * library (so `require "luna"` finds lua/luna/init.lua), and `luna.core`
- * preloaded.  Loading a controller file runs it; it must return the value of
- * `luna.controller{...}`.  Errors (syntax, runtime at load, invalid spec) come
- * back as LUNA_ELUA with "file:line: message" and the traceback in err.
+ * library (so `require "luna"` finds lua/luna/init.lua), `luna.core`
+ * preloaded, a watchdog (watchdog.h: JIT compiler off, instruction/time
+ * budgets, heap cap; default settings until luna_watchdog_configure) and
+ * the script sandbox (lua_sandbox.h).  Loading a controller file runs it in
+ * its own sandboxed environment, inside a watchdog guard ("controller
+ * file"); it must return the value of `luna.controller{...}`.  Errors
+ * (syntax, runtime at load, a watchdog stop, invalid spec) come back as
+ * LUNA_ELUA with "file:line: message" and the traceback in err.  Only the
+ * controller files are sandboxed: luna's own Lua library runs with the
+ * state's real globals.
  *
  * Ownership: luna_lua_host_new returns a state owned by the caller, closed with
  * lua_close().  Loaded controller tables stay in the state's registry, in
@@ -25,11 +31,12 @@
  * and writes the path (borrowed, static) to *dir, or LUNA_ENOTFOUND. */
 int luna_lua_host_find_lib(const char *argv0, const char **dir, luna_error *err);
 
-/* New state with package.path = lib_dir/?.lua;lib_dir/?/init.lua.  NULL
- * (and err set) only when out of memory. */
+/* New state with package.path = lib_dir/?.lua;lib_dir/?/init.lua, the
+ * watchdog and the sandbox.  NULL (and err set) only when out of memory. */
 lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err);
 
-/* Runs path; on success appends the returned controller to the registry
+/* Runs path (text only, sandboxed; `require` finds modules under path's
+ * directory); on success appends the returned controller to the registry
  * list and returns 0.  On failure nothing is added. */
 int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err);
 

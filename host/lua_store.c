@@ -8,6 +8,7 @@
 #include "delta_fifo.h"
 #include "indexer.h"
 #include "lua_util.h"
+#include "watchdog.h"
 
 #define OBJECT_MT "luna.store.Object"
 #define INDEXER_MT "luna.store.Indexer"
@@ -346,8 +347,17 @@ static int lua_index_fn(const struct luna_object *obj, struct luna_index_values 
     lua_pushcfunction(L, luna_lua_traceback);
     lua_rawgeti(L, LUA_REGISTRYINDEX, fn->fn_ref);
     luna_lua_store_push_object(L, (struct luna_object *)obj);
-    if (lua_pcall(L, 1, 1, top + 1) != 0) {
-        rc = luna_error_set(err, LUNA_ELUA, "%s", lua_tostring(L, -1));
+    /* script code: in a watchdog guard with the state's default budgets
+     * (a no-op in a state without a watchdog) */
+    struct luna_watchdog_guard g = { .what = "index function" };
+    if (luna_watchdog_pcall(L, 1, 1, top + 1, &g) != 0) {
+        if (g.stop != LUNA_WATCHDOG_RUNNING) {
+            char reason[256];
+            luna_watchdog_describe(&g, reason, sizeof reason);
+            rc = luna_error_set(err, LUNA_ELUA, "%s", reason);
+        } else {
+            rc = luna_error_set(err, LUNA_ELUA, "%s", lua_tostring(L, -1));
+        }
     } else if (lua_type(L, -1) == LUA_TSTRING) {
         rc = luna_index_values_add(out, lua_tostring(L, -1));
     } else if (lua_istable(L, -1)) {
@@ -365,6 +375,8 @@ static int lua_index_fn(const struct luna_object *obj, struct luna_index_values 
                             "index function must return a string, a list of strings or nil");
     }
     lua_settop(L, top);
+    if (g.stop == LUNA_WATCHDOG_MEMORY)
+        lua_gc(L, LUA_GCCOLLECT, 0);
     return rc;
 }
 

@@ -10,6 +10,7 @@
  * are seconds ("15", "1.5") or Go durations ("15s", "500ms", "1m30s").
  */
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include "log.h"
 #include "lua_host.h"
 #include "runtime.h"
+#include "watchdog.h"
 
 static void usage(FILE *out)
 {
@@ -61,6 +63,14 @@ static void usage(FILE *out)
           "  --dev-server          run against an embedded dev server instead of a\n"
           "                        cluster (it logs a kubeconfig kubectl can use)\n"
           "  --seed FILE           with --dev-server: objects to start with (repeatable)\n"
+          "  --reconcile-instruction-limit N\n"
+          "                        Lua instructions a reconcile may run without yielding\n"
+          "                        (default: 100000000; 0: unlimited)\n"
+          "  --reconcile-time-limit SECONDS\n"
+          "                        seconds a reconcile may run without yielding\n"
+          "                        (default: 2; 0: unlimited)\n"
+          "  --lua-memory-limit MIB\n"
+          "                        cap on the scripts' Lua heap (default: 128; 0: none)\n"
           "durations: seconds (1.5) or Go durations (1500ms, 1m30s)\n",
           out);
 }
@@ -144,8 +154,18 @@ enum run_flag {
     OPT_KUBECONFIG = 256, OPT_CONTEXT, OPT_LOG_LEVEL, OPT_LOG_FORMAT, OPT_HELP,
     OPT_METRICS_ADDR, OPT_HEALTH_ADDR, OPT_LEADER_ELECT, OPT_LEADER_ID, OPT_LEADER_NS,
     OPT_LEASE_DURATION, OPT_RENEW_DEADLINE, OPT_RETRY_PERIOD, OPT_GRACE, OPT_WATCH,
-    OPT_DEV_SERVER, OPT_SEED,
+    OPT_DEV_SERVER, OPT_SEED, OPT_INSTR_LIMIT, OPT_TIME_LIMIT, OPT_MEM_LIMIT,
 };
+
+/* A number >= 0 for a limit flag, or -1. */
+static double parse_limit(const char *value)
+{
+    char *end;
+    double v = strtod(value, &end);
+    if (end == value || *end || !(v >= 0) || v > 1e15)
+        return -1;
+    return v;
+}
 
 #define MAX_SEEDS 32
 
@@ -175,11 +195,17 @@ static int cmd_run(int argc, char **argv)
         { "watch", optional_argument, NULL, OPT_WATCH },
         { "dev-server", no_argument, NULL, OPT_DEV_SERVER },
         { "seed", required_argument, NULL, OPT_SEED },
+        { "reconcile-instruction-limit", required_argument, NULL, OPT_INSTR_LIMIT },
+        { "reconcile-time-limit", required_argument, NULL, OPT_TIME_LIMIT },
+        { "lua-memory-limit", required_argument, NULL, OPT_MEM_LIMIT },
         { NULL, 0, NULL, 0 },
     };
     struct luna_run_config cfg = { .argv0 = argv[0] };
     static const char *seeds[MAX_SEEDS];
     int nseeds = 0;
+    static struct luna_watchdog_config limits;
+    limits = luna_watchdog_config_default();
+    cfg.limits = &limits;
     int ch, idx = 0;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
@@ -226,6 +252,21 @@ static int cmd_run(int argc, char **argv)
             else cfg.grace_period = secs;
             break;
         case OPT_DEV_SERVER: cfg.dev_server = true; break;
+        case OPT_INSTR_LIMIT:
+        case OPT_TIME_LIMIT:
+        case OPT_MEM_LIMIT: {
+            double v = parse_limit(optarg);
+            if (v < 0)
+                return bad_flag(name, optarg, "wants a number >= 0");
+            if (ch == OPT_INSTR_LIMIT)
+                limits.limits.instructions = v;
+            else if (ch == OPT_TIME_LIMIT)
+                limits.limits.seconds = v;
+            else
+                limits.memory = v * 1048576.0 >= (double)SIZE_MAX ? SIZE_MAX
+                                                                   : (size_t)(v * 1048576.0);
+            break;
+        }
         case OPT_SEED:
             if (nseeds == MAX_SEEDS)
                 return bad_flag(name, optarg, "too many seed files");

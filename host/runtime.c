@@ -660,7 +660,8 @@ static void reload(struct runtime *rt, const char *trigger)
     struct ev_loop *loop = luna_loop();
     luna_error err = { 0 };
     struct luna_generation *next = NULL;
-    if (luna_generation_load(rt->lib, rt->cfg->dir, rt->kc, rt->disc, &next, &err) < 0 ||
+    if (luna_generation_load(rt->lib, rt->cfg->dir, rt->cfg->limits, rt->kc, rt->disc, &next,
+                             &err) < 0 ||
         luna_generation_build(next, rt->factory, &err) < 0) {
         /* The running controllers keep going; new informers the broken
          * generation acquired are released with it. */
@@ -720,7 +721,7 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         luna_error("startup failed", "error", err.msg);
         return 1;
     }
-    if (luna_generation_load(rt.lib, cfg->dir, NULL, NULL, &rt.gen, &err) < 0) {
+    if (luna_generation_load(rt.lib, cfg->dir, cfg->limits, NULL, NULL, &rt.gen, &err) < 0) {
         luna_error("controllers failed to load", "dir", cfg->dir, "error", err.msg);
         teardown(&rt);
         return 1;

@@ -35,12 +35,15 @@
 
 #include <stdbool.h>
 
+struct luna_watchdog_config;
+
 struct luna_run_config {
     const char *argv0;
     const char *dir;           /* controller files */
     const char *kubeconfig;    /* NULL: KUBECONFIG, ~/.kube/config, in-cluster */
     const char *context;
     double grace_period;       /* seconds; 0: 30 */
+    const struct luna_watchdog_config *limits; /* script budgets; NULL: defaults */
     /* Run an embedded dev server seeded with these files and connect to it
      * instead of a cluster (its kubeconfig is written to a temp file that
      * kubectl can use while luna runs). */

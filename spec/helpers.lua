@@ -121,7 +121,9 @@ function helpers.spawn(argv, opts)
   helpers._processes[p] = true
   return p
 end
-helpers._processes = setmetatable({}, { __mode = "k" })
+-- Strong references: every process a spec started is stopped at exit, even
+-- one whose spec lost track of it after a failed assertion.
+helpers._processes = {}
 
 -- Reads what is available within `secs`; returns false at end of stream.
 function Process:_fill(secs)

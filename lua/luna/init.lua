@@ -117,11 +117,36 @@ local function wrap_indexes(indexes)
   return out
 end
 
+local RATE_LIMIT_FIELDS = { base_delay = true, max_delay = true, qps = true, burst = true }
+
+-- The controllers luna.controller returned (weak keys).
+local made = setmetatable({}, { __mode = "k" })
+
 local FIELDS = {
   name = true, watch = true, owns = true, watches = true, reconcile = true,
   workers = true, resync = true, rate_limit = true, indexes = true,
-  predicates = true, keep_managed_fields = true,
+  predicates = true, keep_managed_fields = true, limits = true,
 }
+
+-- limits = { instructions = N, seconds = S }: the watchdog's budgets for
+-- this controller's Lua code between two yields (0: unlimited); fields left
+-- out take luna run's defaults (--reconcile-instruction-limit,
+-- --reconcile-time-limit).
+local function check_limits(v)
+  if v == nil then return {} end
+  if type(v) ~= "table" then fail("controller field 'limits' must be a table") end
+  local out = {}
+  for k, n in pairs(v) do
+    if k ~= "instructions" and k ~= "seconds" then
+      fail("controller field 'limits' has unknown key '%s'", tostring(k))
+    end
+    if type(n) ~= "number" or n < 0 or n ~= n then
+      fail("controller field 'limits.%s' must be a number >= 0", k)
+    end
+    out[k] = n
+  end
+  return out
+end
 
 -- Validates spec and returns the controller description the host runs.
 function luna.controller(spec)
@@ -148,8 +173,19 @@ function luna.controller(spec)
       end
     end
   end
-  if spec.rate_limit ~= nil and type(spec.rate_limit) ~= "table" then
-    fail("controller field 'rate_limit' must be a table")
+  local rate_limit = {}
+  if spec.rate_limit ~= nil then
+    if type(spec.rate_limit) ~= "table" then fail("controller field 'rate_limit' must be a table") end
+    -- copied: the host reads the copy, never a table the script can give metamethods
+    for k, v in pairs(spec.rate_limit) do
+      if not RATE_LIMIT_FIELDS[k] then
+        fail("controller field 'rate_limit' has unknown key '%s'", tostring(k))
+      end
+      if type(v) ~= "number" or v < 0 or v ~= v then
+        fail("controller field 'rate_limit.%s' must be a number >= 0", k)
+      end
+      rate_limit[k] = v
+    end
   end
   if spec.predicates ~= nil then
     if type(spec.predicates) ~= "table" then fail("controller field 'predicates' must be a list") end
@@ -173,16 +209,20 @@ function luna.controller(spec)
     reconcile = spec.reconcile,
     workers = spec.workers or 1,
     resync = spec.resync or 0,
-    rate_limit = spec.rate_limit or {},
+    rate_limit = rate_limit,
     indexes = wrap_indexes(spec.indexes),
     predicates = spec.predicates or {},
     keep_managed_fields = spec.keep_managed_fields and true or false,
+    limits = check_limits(spec.limits),
   }, Controller)
+  made[c] = true
   return c
 end
 
+-- Only values luna.controller made: a script cannot forge one (the host
+-- reads the fields of what it accepts, and must not run script code there).
 function luna.is_controller(v)
-  return type(v) == "table" and getmetatable(v) == "luna.controller"
+  return made[v] == true
 end
 
 -- The API a reconcile uses: luna.cache, luna.get/list/create/update/

@@ -27,8 +27,24 @@ describe("luna.controller", function()
     assert.equal("example.com/v1alpha1", w.api_version)
   end)
 
-  it("is not fooled by a plain table", function()
+  it("copies the watchdog limits it is given", function()
+    local limits = { instructions = 1e6, seconds = 0.5 }
+    local c = luna.controller(ok_spec({ limits = limits }))
+    assert.same(limits, c.limits)
+    assert.are_not.equal(limits, c.limits)
+    assert.same({}, luna.controller(ok_spec()).limits)
+  end)
+
+  it("copies the rate limit it is given", function()
+    local rl = { base_delay = 0.01, max_delay = 10, qps = 5, burst = 20 }
+    local c = luna.controller(ok_spec({ rate_limit = rl }))
+    assert.same(rl, c.rate_limit)
+    assert.are_not.equal(rl, c.rate_limit)
+  end)
+
+  it("is not fooled by a plain table or a forged metatable", function()
     assert.is_false(luna.is_controller({ name = "x" }))
+    assert.is_false(luna.is_controller(setmetatable({ name = "x" }, { __metatable = "luna.controller" })))
     assert.is_false(luna.is_controller(nil))
   end)
 
@@ -46,6 +62,15 @@ describe("luna.controller", function()
     { "a watches entry without map", ok_spec({ watches = { "v1/Secret" } }), "needs a 'map' function" },
     { "labels that are not strings", ok_spec({ watch = { "v1/Pod", labels = { a = 1 } } }), "map strings to strings" },
     { "an index that is not a function", ok_spec({ indexes = { by_x = "x" } }), "map index names to functions" },
+    { "limits that are not a table", ok_spec({ limits = 5 }), "'limits' must be a table" },
+    { "an unknown limit", ok_spec({ limits = { memory = 1 } }), "'limits' has unknown key 'memory'" },
+    { "a negative limit", ok_spec({ limits = { seconds = -1 } }), "'limits.seconds' must be a number >= 0" },
+    { "a limit that is not a number", ok_spec({ limits = { instructions = "1e6" } }),
+      "'limits.instructions' must be a number >= 0" },
+    { "a NaN limit", ok_spec({ limits = { seconds = 0 / 0 } }), "'limits.seconds' must be a number >= 0" },
+    { "an unknown rate_limit key", ok_spec({ rate_limit = { base = 1 } }), "'rate_limit' has unknown key 'base'" },
+    { "a rate_limit that is not a number", ok_spec({ rate_limit = { qps = "10" } }),
+      "'rate_limit.qps' must be a number >= 0" },
   }
   for _, case in ipairs(bad) do
     it("rejects " .. case[1], function()

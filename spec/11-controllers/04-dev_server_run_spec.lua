@@ -12,7 +12,9 @@ end
 describe("luna run --dev-server", function()
   it("reconciles the demo objects and cleans up on SIGTERM", function()
     local p = helpers.spawn({ helpers.luna, "run", "--log-level", "debug", "--dev-server",
+      "--metrics-bind-address=0", "--health-probe-bind-address=0",
       "--seed", "deploy/crd-widgets.yaml", "--seed", "deploy/demo-objects.yaml", "controllers" })
+    finally(function() p:stop() end)
     local _, url, kubeconfig = p:expect("dev server listening url=(%S+) kubeconfig=(%S+)", 20)
     -- each controller does its part, in whatever order
     local want = { "mirrored controller=configmap%-mirror", "rolled deployment controller=secret%-checksum",

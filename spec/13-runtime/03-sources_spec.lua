@@ -163,7 +163,7 @@ describe("owns and watches #integration", function()
     secret("m-api", label, { annotations = { map = "api" } })
     secret("m-after", label, { annotations = { map = "table" } })
     rt.wait_count(env, rt.msg("enqueue", { key = ns .. "/tbl-target" }), 2, 15, "later map")
-    local fails = rt.all(env, rt.msg("lua callback failed", { what = "controller watches map" }))
+    local fails = rt.all(env, rt.msg("lua callback failed", { what = "watches map" }))
     local raised, api
     for _, f in ipairs(fails) do
       if f.error:find("map exploded", 1, true) then raised = f end
