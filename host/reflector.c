@@ -426,12 +426,24 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
     }
     if (fail) {
         r->stats.failures++;
-        if (r->stream_failed) {
+        /* A connection that broke inside an event delivered a truncated
+         * event: a decode error as much as a malformed one. */
+        luna_error partial = { 0 };
+        bool truncated = !r->stream_failed && r->status == 200 &&
+                         luna_object_stream_finish(r->watch_stream, &partial) < 0;
+        if (r->stream_failed || truncated) {
             r->stats.decode_errors++;
-            luna_warn("watch stream decode failed", "informer", luna_informer_name(r->inf),
-                      "error", fail->err.msg, "resourceVersion", r->rv);
+            luna_warn(truncated ? "watch stream truncated inside an event"
+                                : "watch stream decode failed",
+                      "informer", luna_informer_name(r->inf), "error", fail->err.msg,
+                      "resourceVersion", r->rv);
         }
-        set_error(r, "watch", fail->err.msg);
+        if (truncated) {
+            snprintf(msg, sizeof msg, "event truncated: %.400s", fail->err.msg);
+            set_error(r, "watch", msg);
+        } else {
+            set_error(r, "watch", fail->err.msg);
+        }
         end_request(r);
         retry_later(r, false, true);
         return;
