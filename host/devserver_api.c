@@ -1481,7 +1481,7 @@ static void handle_list(const luna_ds_request *req, luna_ds_type *t, const char 
     bool selects = luna_ds_filter_selects(&f);
     struct buf b = { 0 };
     size_t est = 256;
-    for (size_t k = i; k < end; k++)
+    for (size_t k = i; k < end && (limit <= 0 || k - i < (size_t)limit); k++)
         est += items[k]->len + 1;
     b.p = malloc(est);
     b.cap = est;
