@@ -46,6 +46,9 @@ struct luna_informer_handler {
 
 /* Keys drained per loop iteration before yielding to other watchers. */
 #define LUNA_INFORMER_BATCH 2048
+/* A drain of at least this many keys without the FIFO emptying (a list or
+ * relist) ends by returning free heap pages to the system (malloc_trim). */
+#define LUNA_INFORMER_TRIM_BURST 10000
 
 /* `name` is for logs (e.g. "v1/configmaps ns=prod labels=app=x"); copied. */
 struct luna_informer *luna_informer_new(const char *name, luna_error *err);
