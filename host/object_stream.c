@@ -48,6 +48,7 @@ struct luna_object_stream {
     size_t *label_at;            /* pairs of offsets into strings */
     size_t nlabels, labels_cap;
     size_t pending_label_key;    /* offset + 1 of a label key awaiting its value */
+    size_t labels_at;            /* offset + 1 of metadata.labels' '{' in the copy */
     long long status_code;
 
     size_t items;
@@ -89,6 +90,7 @@ static void item_reset(struct luna_object_stream *s)
     memset(s->field_at, 0, sizeof s->field_at);
     s->nlabels = 0;
     s->pending_label_key = 0;
+    s->labels_at = 0;
     s->status_code = 0;
     luna_json_writer_reset(&s->writer);
 }
@@ -121,6 +123,7 @@ static int deliver(struct luna_object_stream *s, enum luna_stream_event type, lu
         .nlabels = s->nlabels,
         .json = json,
         .json_len = len,
+        .labels_json_at = s->labels_at,
     };
     struct luna_object *obj;
     int rc = luna_object_new(&f, &obj, err);
@@ -248,6 +251,8 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
     int rc = luna_json_write_event(&s->writer, ev);
     if (rc < 0)
         return luna_error_set(err, rc, "cannot copy object: %s", s->writer.err.msg);
+    if (ev->type == LUNA_JSON_OBJECT_START && r == 2 && s->k1 == 1 && s->k2 == 1)
+        s->labels_at = s->writer.len; /* the '{' just written */
     if (s->writer.len > s->opts.max_item_bytes)
         return luna_error_set(err, LUNA_ETOOBIG, "object exceeds %llu bytes",
                               (unsigned long long)s->opts.max_item_bytes);

@@ -121,6 +121,51 @@ describe("object stream, LIST", function()
   end)
 end)
 
+describe("object stream, labels", function()
+  local function one(labels_json)
+    local s = core.object_stream.new{ mode = "list" }
+    local events = assert(s:feed('{"items":[{"metadata":{"name":"a","namespace":"n","labels":' ..
+      labels_json .. '},"data":{"k":"v"}}]}'))
+    assert(s:finish())
+    return events[1].object
+  end
+
+  it("reads plain labels from the JSON instead of copying them", function()
+    local long = '{"app":"x","app.kubernetes.io/component":"config",' ..
+      '"app.kubernetes.io/instance":"shop-2-prod","app.kubernetes.io/managed-by":"luna-bench",' ..
+      '"app.kubernetes.io/name":"shop-2","app.kubernetes.io/part-of":"shop","z":""}'
+    local o = one(long)
+    assert.same({ app = "x", ["app.kubernetes.io/component"] = "config",
+      ["app.kubernetes.io/instance"] = "shop-2-prod", ["app.kubernetes.io/managed-by"] = "luna-bench",
+      ["app.kubernetes.io/name"] = "shop-2", ["app.kubernetes.io/part-of"] = "shop", z = "" }, o:labels())
+    assert.equal("x", o:label("app"))
+    assert.equal("shop", o:label("app.kubernetes.io/part-of"))
+    assert.equal("", o:label("z"))
+    assert.is_nil(o:label("ap"))
+    assert.is_nil(o:label("app.kubernetes.io"))
+    assert.is_nil(o:label("zz"))
+    -- The object holds its JSON and identity, not a second copy of the labels.
+    assert.is_true(o:size() < #o:json() + 80, "size " .. o:size() .. " for " .. #o:json() .. " bytes of JSON")
+    assert.same({}, one("{}"):labels())
+    assert.is_nil(one("{}"):label("app"))
+  end)
+
+  it("copies labels that are unsorted, escaped, repeated or not strings, as Go decodes them", function()
+    assert.same({ a = "1", b = "2" }, one('{"b":"2","a":"1"}'):labels())
+    assert.equal("1", one('{"b":"2","a":"1"}'):label("a"))
+    assert.same({ ["x/y"] = "A" }, one('{"x\\/y":"\\u0041"}'):labels())
+    assert.same({ a = "2" }, one('{"a":"1","a":"2"}'):labels())
+    assert.same({ b = "2" }, one('{"a":null,"b":"2"}'):labels())
+  end)
+
+  it("keeps a label value readable while other objects are read", function()
+    local a, b = one('{"k":"from-a"}'), one('{"k":"from-b"}')
+    local va = a:label("k")
+    assert.equal("from-b", b:label("k"))
+    assert.equal("from-a", va) -- Lua copied it: the C buffer is reused
+  end)
+end)
+
 describe("object stream, WATCH", function()
   local function ev(t, obj) return assert(json.encode({ type = t, object = obj })) .. "\n" end
 
