@@ -27,6 +27,9 @@ struct luna_reflector {
     struct luna_resource resource;
     char *namespace_, *label_selector, *field_selector;
     size_t page_size;
+    bool page_size_set;             /* the informer asked for pages */
+    bool rv_unavailable;            /* a list got 410: list from etcd, in pages */
+    bool paginated;                 /* a list from the cache came in pages */
     double min_watch, max_watch, idle_timeout;
     struct luna_backoff backoff;
 
@@ -126,10 +129,23 @@ static int build_path(struct luna_reflector *r, bool watch, char *buf, size_t si
         rc |= append_query(buf, size, &len, "allowWatchBookmarks", "true");
         rc |= append_query(buf, size, &len, "resourceVersion", r->rv);
         rc |= append_query(buf, size, &len, "timeoutSeconds", num);
-    } else {
+    } else if (r->continue_token) {
         snprintf(num, sizeof num, "%zu", r->page_size);
         rc |= append_query(buf, size, &len, "limit", num);
         rc |= append_query(buf, size, &len, "continue", r->continue_token);
+    } else {
+        /* client-go's relistResourceVersion: the first list asks for "0"
+         * (any version, served whole from the API server's watch cache,
+         * which ignores limit); a relist asks for the last version seen
+         * (at least that fresh, also from the cache, so no pages unless
+         * asked for or the server paged before); after a 410 on a list,
+         * "" (a consistent read from etcd, in pages). */
+        const char *rv = r->rv_unavailable ? "" : r->rv[0] ? r->rv : "0";
+        bool paged = !*rv || strcmp(rv, "0") == 0 || r->page_size_set || r->paginated;
+        snprintf(num, sizeof num, "%zu", r->page_size);
+        rc |= append_query(buf, size, &len, "resourceVersion", rv);
+        if (paged)
+            rc |= append_query(buf, size, &len, "limit", num);
     }
     rc |= append_query(buf, size, &len, "labelSelector", r->label_selector);
     rc |= append_query(buf, size, &len, "fieldSelector", r->field_selector);
@@ -249,6 +265,7 @@ static void finish_list(struct luna_reflector *r)
                "resourceVersion", rv);
     snprintf(r->rv, sizeof r->rv, "%s", rv);
     drop_listed(r);
+    r->rv_unavailable = false;
     r->stats.lists++;
     luna_informer_wake(r->inf);
     start_watch(r);
@@ -272,12 +289,17 @@ static void on_list_done(void *ud, const luna_http_response *resp, const luna_ht
         describe_status(r, msg, sizeof msg);
         end_request(r);
         r->stats.failures++;
-        if (r->status == 410 && r->continue_token) {
-            /* The snapshot behind the continue token expired: list again. */
+        if (r->status == 410) {
+            /* The version asked for (or the snapshot behind a continue
+             * token) is gone: list again, consistently, from etcd, at once
+             * after an expired page, else after a backoff (a server that
+             * keeps answering 410 must not be hammered). */
+            bool page = r->continue_token != NULL;
             r->stats.gone++;
+            r->rv_unavailable = true;
             set_error(r, "list", msg);
             drop_listed(r);
-            retry_later(r, true, false);
+            retry_later(r, true, !page);
             return;
         }
         set_error(r, "list", msg);
@@ -298,6 +320,10 @@ static void on_list_done(void *ud, const luna_http_response *resp, const luna_ht
     end_request(r);
     r->stats.list_pages++;
     const char *cont = luna_object_stream_continue(r->list_stream);
+    /* A first page from the cache that still came in pages: the server
+     * pages (no watch cache), so later relists page too. */
+    if (*cont && !r->continue_token && !r->rv_unavailable && r->rv[0] == '\0')
+        r->paginated = true;
     free(r->continue_token);
     r->continue_token = *cont ? strdup(cont) : NULL;
     if (r->continue_token) {
@@ -520,6 +546,7 @@ int luna_reflector_new(struct luna_kube_client *kc, struct luna_informer *inf,
     r->label_selector = dup_opt(o->label_selector);
     r->field_selector = dup_opt(o->field_selector);
     r->page_size = o->page_size ? o->page_size : DEFAULT_PAGE;
+    r->page_size_set = o->page_size != 0;
     r->min_watch = o->min_watch_timeout > 0 ? o->min_watch_timeout : DEFAULT_MIN_WATCH;
     r->max_watch = o->max_watch_timeout > r->min_watch ? o->max_watch_timeout : 2 * r->min_watch;
     r->idle_timeout = o->idle_timeout > 0 ? o->idle_timeout : DEFAULT_IDLE;

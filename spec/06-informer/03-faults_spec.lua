@@ -120,6 +120,33 @@ describe("informer faults", function()
     inf:release()
   end)
 
+  it("lists whole from the cache first, then in pages when page_size is set or after a 410 on a list", function()
+    start()
+    for i = 1, 7 do srv:create_cm("p" .. i) end
+    local m = S.mirror()
+    local inf = informer(m, { page_size = 3 })
+    -- resourceVersion=0: served whole, as kube's watch cache does.
+    assert.equal(1, inf:stats().list_pages)
+    -- A relist (after a 410 watch) asks for the last version seen, in
+    -- pages because page_size was set: 8 objects in pages of 3.
+    S.faults(srv, "gone=1,watch-close-after=1")
+    srv:create_cm("p8")
+    helpers.eventually(function() return inf:stats().lists == 2 end, 10, "the relist")
+    assert.equal(1 + 3, inf:stats().list_pages)
+    -- A 410 on a list itself: back off, then list consistently in pages.
+    S.faults(srv, "error-on=read,error-rate=1,error-code=410,watch-close-after=1")
+    srv:create_cm("p9")
+    helpers.eventually(function() return inf:stats().gone >= 3 end, 10, "410s on the relist")
+    local pages = inf:stats().list_pages
+    S.faults(srv, "")
+    srv:create_cm("p10")
+    S.converge(inf, S.server_state(srv), 10, m)
+    helpers.eventually(function() return inf:stats().lists == 3 end, 10, "the consistent relist")
+    assert.equal(pages + 4, inf:stats().list_pages) -- 10 objects in pages of 3
+    assert.same({}, m.violations)
+    inf:release()
+  end)
+
   it("relists on a 410 ERROR event at the start of a watch", function()
     start()
     srv:create_cm("kept")
