@@ -22,6 +22,8 @@
  *      the last update applied to the cache (and its handler called); the
  *      loop thread's CPU time over the same span is printed too.
  *
+ * LUNA_BENCH_RECORDING=DIR keeps the recording in DIR and reuses it.
+ *
  * Prints: bench informer_watch events=E events_per_s=R seconds=S cpu_s=C
  *         events_per_cpu_s=P bytes_per_event=B
  */
@@ -174,6 +176,46 @@ static void record(long objects, long events)
         bench_die("recorded %ld MODIFIED events, expected %ld", modified, events);
 }
 
+static int load_file(const char *dir, const char *name, long events, struct bench_body *b)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.%ld", dir, name, events);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    char chunk[1 << 16];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        bench_body_write(chunk, 1, n, b);
+    fclose(f);
+    return 0;
+}
+
+static int load_recording(const char *dir, long events)
+{
+    if (load_file(dir, "discovery", events, &rec.discovery) < 0 ||
+        load_file(dir, "list", events, &rec.list) < 0 ||
+        load_file(dir, "watch", events, &rec.watch) < 0)
+        return -1;
+    return 0;
+}
+
+static void save_file(const char *dir, const char *name, long events, const struct bench_body *b)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.%ld", dir, name, events);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(b->p, 1, b->len, f) != b->len || fclose(f) != 0)
+        bench_die("cannot write %s", path);
+}
+
+static void save_recording(const char *dir, long events)
+{
+    save_file(dir, "discovery", events, &rec.discovery);
+    save_file(dir, "list", events, &rec.list);
+    save_file(dir, "watch", events, &rec.watch);
+}
+
 struct counter {
     long updates;
 };
@@ -202,7 +244,14 @@ int main(void)
     long objects = bench_env_long("LUNA_BENCH_OBJECTS", 1000);
     long events = bench_env_long("LUNA_BENCH_EVENTS", 100000);
     luna_log_set_level(LUNA_LOG_WARN);
-    record(objects, events);
+    /* LUNA_BENCH_RECORDING=DIR keeps the recording there and reuses it (to
+     * profile the informer without re-seeding a dev server each time). */
+    const char *dir = getenv("LUNA_BENCH_RECORDING");
+    if (!dir || load_recording(dir, events) < 0) {
+        record(objects, events);
+        if (dir)
+            save_recording(dir, events);
+    }
 
     struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION |
                                                 MHD_USE_INTERNAL_POLLING_THREAD,
