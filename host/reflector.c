@@ -202,6 +202,17 @@ static void describe_status(struct luna_reflector *r, char *buf, size_t size)
         snprintf(buf, size, "HTTP %ld", r->status);
 }
 
+/* A 504 "Too large resource version": the server is behind the version
+ * asked for (a lagging watch cache, or a server restored from an older
+ * etcd).  client-go then lists consistently instead; so does the
+ * reflector, or it would ask for that version for ever. */
+static bool too_large_rv(const struct luna_reflector *r)
+{
+    return r->status == 504 && r->error_body &&
+           (strstr(r->error_body, "ResourceVersionTooLarge") ||
+            strstr(r->error_body, "Too large resource version"));
+}
+
 static void end_request(struct luna_reflector *r)
 {
     r->req = NULL;
@@ -287,6 +298,8 @@ static void on_list_done(void *ud, const luna_http_response *resp, const luna_ht
     }
     if (r->status != 200) {
         describe_status(r, msg, sizeof msg);
+        if (too_large_rv(r))
+            r->rv_unavailable = true;
         end_request(r);
         r->stats.failures++;
         if (r->status == 410) {
@@ -439,12 +452,16 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
     }
     if (r->status != 200 && r->status != 0) {
         describe_status(r, msg, sizeof msg);
+        bool too_large = too_large_rv(r);
         end_request(r);
         r->stats.failures++;
         set_error(r, "watch", msg);
         if (r->status == 410) {
             r->stats.gone++;
             retry_later(r, true, false);
+        } else if (too_large) {
+            r->rv_unavailable = true;
+            retry_later(r, true, true);
         } else {
             retry_later(r, false, true);
         }

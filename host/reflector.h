@@ -19,8 +19,10 @@
  *     event and bookmark advances the resourceVersion, and a watch that
  *     ends or breaks resumes from it; a watch ending cleanly resumes at
  *     once, a failure after a backoff;
- *   - 410 Gone (status or ERROR event) → relist; 429 and 5xx → back off,
- *     honouring Retry-After; connection errors → back off;
+ *   - 410 Gone (status or ERROR event) → relist; 504 "Too large resource
+ *     version" (a server behind the version asked for, e.g. restored from
+ *     an older etcd) → a consistent relist after a backoff; other 429 and
+ *     5xx → back off, honouring Retry-After; connection errors → back off;
  *   - a watch silent for `idle_timeout` (bookmarks arrive about once a
  *     minute on a real server) is treated as hung and replaced;
  *   - a malformed or truncated event stops that watch (logged, counted);

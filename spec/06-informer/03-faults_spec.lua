@@ -170,6 +170,32 @@ describe("informer faults", function()
     inf:release()
   end)
 
+  it("lists consistently when the server is behind its resourceVersion (restored from a backup)", function()
+    start()
+    local ns = srv.ns
+    for i = 1, 12 do srv:create_cm("old-" .. i) end
+    local m = S.mirror()
+    local inf = informer(m)
+    local rv = tonumber(inf:resource_version())
+    -- The server goes away and comes back on the same address with an
+    -- older history: the informer's resourceVersion is in its future.
+    local port = srv.url:match(":(%d+)$")
+    srv.proc:stop()
+    srv.stopped = true
+    srv = client.start{ no_namespace = true, args = { "--listen", "127.0.0.1:" .. port } }
+    srv.ns = ns
+    assert.equal(201, (srv:request("POST", "/api/v1/namespaces",
+      { apiVersion = "v1", kind = "Namespace", metadata = { name = ns } })))
+    srv:create_cm("new-1")
+    assert.is_true(tonumber(srv:create_cm("new-2").metadata.resourceVersion) < rv)
+    S.converge(inf, S.server_state(srv), 15, m)
+    assert.matches("Too large resource version", inf:last_error())
+    assert.equal(2, inf:stats().lists)
+    assert.equal(12, #m.unknown_deletes)
+    assert.same({}, m.violations)
+    inf:release()
+  end)
+
   it("resumes dropped watches from the last resourceVersion, losing and repeating nothing", function()
     start()
     local m = S.mirror()
