@@ -5,11 +5,16 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "objset.h"
+
+/* One allocation per queued key: the key and the first delta live inside
+ * it (most keys collect one delta between pops). */
 struct item {
-    char *key;
-    struct luna_delta *deltas;
-    size_t n, cap;
     UT_hash_handle hh;
+    struct luna_delta *deltas;  /* &first, or a malloc'd array once n > 1 */
+    size_t n, cap;
+    struct luna_delta first;
+    char key[];
 };
 
 struct luna_delta_fifo {
@@ -46,8 +51,8 @@ static void item_free(struct item *it)
 {
     for (size_t i = 0; i < it->n; i++)
         luna_object_unref(it->deltas[i].obj);
-    free(it->deltas);
-    free(it->key);
+    if (it->deltas != &it->first)
+        free(it->deltas);
     free(it);
 }
 
@@ -88,18 +93,22 @@ static bool is_deletion(const struct luna_delta *d) { return d->type == LUNA_DEL
 /* Appends a delta for key (taking a new reference to obj, which may be
  * NULL only for final-state-unknown deletions) and collapses a repeated
  * deletion. */
-static int queue_action(struct luna_delta_fifo *f, const char *key, enum luna_delta_type type,
-                        struct luna_object *obj, bool final_state_unknown)
+static int queue_action(struct luna_delta_fifo *f, const char *key, size_t key_len,
+                        enum luna_delta_type type, struct luna_object *obj,
+                        bool final_state_unknown)
 {
     struct item *it;
-    HASH_FIND_STR(f->items, key, it);
+    HASH_FIND(hh, f->items, key, key_len, it);
     bool fresh = !it;
     if (fresh) {
-        it = calloc(1, sizeof *it);
-        if (!it || !(it->key = strdup(key))) {
-            free(it);
+        it = malloc(sizeof *it + key_len + 1);
+        if (!it)
             return LUNA_ENOMEM;
-        }
+        memset(it, 0, sizeof *it);
+        memcpy(it->key, key, key_len);
+        it->key[key_len] = '\0';
+        it->deltas = &it->first;
+        it->cap = 1;
     }
     struct luna_delta d = { type, final_state_unknown, obj ? luna_object_ref(obj) : NULL };
     if (it->n && is_deletion(&d) && is_deletion(&it->deltas[it->n - 1])) {
@@ -114,14 +123,17 @@ static int queue_action(struct luna_delta_fifo *f, const char *key, enum luna_de
         return 0;
     }
     if (it->n == it->cap) {
-        size_t cap = it->cap ? it->cap * 2 : 2;
-        struct luna_delta *v = realloc(it->deltas, cap * sizeof *v);
+        size_t cap = it->cap * 4;
+        struct luna_delta *v = malloc(cap * sizeof *v);
         if (!v) {
             luna_object_unref(d.obj);
             if (fresh)
                 item_free(it);
             return LUNA_ENOMEM;
         }
+        memcpy(v, it->deltas, it->n * sizeof *v);
+        if (it->deltas != &it->first)
+            free(it->deltas);
         it->deltas = v;
         it->cap = cap;
     }
@@ -131,7 +143,7 @@ static int queue_action(struct luna_delta_fifo *f, const char *key, enum luna_de
             item_free(it);
             return LUNA_ENOMEM;
         }
-        HASH_ADD_KEYPTR(hh, f->items, it->key, strlen(it->key), it);
+        HASH_ADD_KEYPTR(hh, f->items, it->key, key_len, it);
     }
     return 0;
 }
@@ -139,13 +151,13 @@ static int queue_action(struct luna_delta_fifo *f, const char *key, enum luna_de
 int luna_delta_fifo_add(struct luna_delta_fifo *f, struct luna_object *obj)
 {
     f->populated = true;
-    return queue_action(f, luna_object_key(obj), LUNA_DELTA_ADDED, obj, false);
+    return queue_action(f, luna_object_key(obj), obj->key_len, LUNA_DELTA_ADDED, obj, false);
 }
 
 int luna_delta_fifo_update(struct luna_delta_fifo *f, struct luna_object *obj)
 {
     f->populated = true;
-    return queue_action(f, luna_object_key(obj), LUNA_DELTA_UPDATED, obj, false);
+    return queue_action(f, luna_object_key(obj), obj->key_len, LUNA_DELTA_UPDATED, obj, false);
 }
 
 int luna_delta_fifo_delete(struct luna_delta_fifo *f, struct luna_object *obj)
@@ -153,20 +165,15 @@ int luna_delta_fifo_delete(struct luna_delta_fifo *f, struct luna_object *obj)
     const char *key = luna_object_key(obj);
     f->populated = true;
     struct item *it;
-    HASH_FIND_STR(f->items, key, it);
+    HASH_FIND(hh, f->items, key, obj->key_len, it);
     if (!it && !(f->known && luna_indexer_get(f->known, key)))
         return 0;
-    return queue_action(f, key, LUNA_DELTA_DELETED, obj, false);
+    return queue_action(f, key, obj->key_len, LUNA_DELTA_DELETED, obj, false);
 }
-
-struct key_set {
-    const char *key;  /* borrowed from a listed object */
-    UT_hash_handle hh;
-};
 
 struct replace_ctx {
     struct luna_delta_fifo *f;
-    struct key_set *listed;
+    struct luna_objset listed;  /* the listed objects, by key */
     size_t queued_deletions;
     int rc;
 };
@@ -174,34 +181,27 @@ struct replace_ctx {
 static int delete_unlisted_known(struct luna_object *obj, void *ud)
 {
     struct replace_ctx *ctx = ud;
-    const char *key = luna_object_key(obj);
-    struct key_set *k;
-    HASH_FIND_STR(ctx->listed, key, k);
-    if (k)
+    if (luna_objset_get(&ctx->listed, luna_object_key(obj), obj->key_len))
         return 0;
     ctx->queued_deletions++;
-    ctx->rc = queue_action(ctx->f, key, LUNA_DELTA_DELETED, obj, true);
+    ctx->rc = queue_action(ctx->f, luna_object_key(obj), obj->key_len, LUNA_DELTA_DELETED, obj,
+                           true);
     return ctx->rc;
 }
 
 int luna_delta_fifo_replace(struct luna_delta_fifo *f, struct luna_object *const *objs,
                             size_t n)
 {
-    struct replace_ctx ctx = { .f = f };
-    struct key_set *entries = calloc(n ? n : 1, sizeof *entries);
-    if (!entries)
-        return LUNA_ENOMEM;
+    struct replace_ctx ctx = { .f = f, .listed = LUNA_OBJSET_INIT };
     size_t distinct = 0;
     for (size_t i = 0; i < n && ctx.rc == 0; i++) {
-        const char *key = luna_object_key(objs[i]);
-        struct key_set *k;
-        HASH_FIND_STR(ctx.listed, key, k);
-        if (!k) {
-            entries[distinct].key = key;
-            HASH_ADD_KEYPTR(hh, ctx.listed, key, strlen(key), &entries[distinct]);
+        struct luna_object *dup;
+        ctx.rc = luna_objset_put(&ctx.listed, objs[i], &dup);
+        if (ctx.rc == 0 && !dup)
             distinct++;
-        }
-        ctx.rc = queue_action(f, key, LUNA_DELTA_REPLACED, objs[i], false);
+        if (ctx.rc == 0)
+            ctx.rc = queue_action(f, luna_object_key(objs[i]), objs[i]->key_len,
+                                  LUNA_DELTA_REPLACED, objs[i], false);
     }
     /* Known objects the list no longer has were deleted while we were not
      * watching. */
@@ -211,18 +211,17 @@ int luna_delta_fifo_replace(struct luna_delta_fifo *f, struct luna_object *const
      * pushed before this Replace; the newest holds the last state seen. */
     for (size_t i = 0; ctx.rc == 0 && i < f->count; i++) {
         struct item *it = f->ring[(f->head + i) % f->cap];
-        struct key_set *k;
-        HASH_FIND_STR(ctx.listed, it->key, k);
-        if (k || (f->known && luna_indexer_get(f->known, it->key)))
+        size_t key_len = strlen(it->key);
+        if (luna_objset_get(&ctx.listed, it->key, key_len) ||
+            (f->known && luna_indexer_get(f->known, it->key)))
             continue;
         struct luna_delta *newest = &it->deltas[it->n - 1];
         if (is_deletion(newest))
             continue;
         ctx.queued_deletions++;
-        ctx.rc = queue_action(f, it->key, LUNA_DELTA_DELETED, newest->obj, true);
+        ctx.rc = queue_action(f, it->key, key_len, LUNA_DELTA_DELETED, newest->obj, true);
     }
-    HASH_CLEAR(hh, ctx.listed);
-    free(entries);
+    luna_objset_clear(&ctx.listed);
     if (!f->populated) {
         f->populated = true;
         f->initial_population = distinct + ctx.queued_deletions;
@@ -234,10 +233,10 @@ static int sync_known(struct luna_object *obj, void *ud)
 {
     struct luna_delta_fifo *f = ud;
     struct item *it;
-    HASH_FIND_STR(f->items, luna_object_key(obj), it);
+    HASH_FIND(hh, f->items, luna_object_key(obj), obj->key_len, it);
     if (it)
         return 0; /* pending deltas will deliver a newer state anyway */
-    return queue_action(f, luna_object_key(obj), LUNA_DELTA_SYNC, obj, false);
+    return queue_action(f, luna_object_key(obj), obj->key_len, LUNA_DELTA_SYNC, obj, false);
 }
 
 int luna_delta_fifo_resync(struct luna_delta_fifo *f)

@@ -67,7 +67,36 @@ static void set_rv(json_t *doc, uint64_t rv)
     json_object_set_new(meta(doc), "resourceVersion", json_string(buf));
 }
 
-/* Puts kind, apiVersion, metadata first and metadata's keys in kube's order. */
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A copy of a JSON object with its keys in sorted order (Go writes map
+ * keys sorted), or a new reference to it when it is not an object. */
+static json_t *sorted_map(json_t *obj)
+{
+    size_t n = json_is_object(obj) ? json_object_size(obj) : 0;
+    if (n < 2)
+        return json_incref(obj);
+    const char **keys = malloc(n * sizeof *keys);
+    if (!keys)
+        abort();
+    size_t i = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v)
+        keys[i++] = k;
+    qsort(keys, n, sizeof *keys, cmp_str);
+    json_t *out = json_object();
+    for (i = 0; i < n; i++)
+        json_object_set(out, keys[i], json_object_get(obj, keys[i]));
+    free(keys);
+    return out;
+}
+
+/* Puts kind, apiVersion, metadata first, metadata's keys in kube's order
+ * and the label and annotation maps in key order, as kube writes them. */
 static void normalize(json_t *doc)
 {
     static const char *const top[] = { "kind", "apiVersion", "metadata" };
@@ -80,7 +109,9 @@ static void normalize(json_t *doc)
         json_t *nm = json_object();
         for (size_t i = 0; i < sizeof md_order / sizeof *md_order; i++) {
             json_t *v = json_object_get(md, md_order[i]);
-            if (v)
+            if (v && (strcmp(md_order[i], "labels") == 0 || strcmp(md_order[i], "annotations") == 0))
+                json_object_set_new(nm, md_order[i], sorted_map(v));
+            else if (v)
                 json_object_set(nm, md_order[i], v);
         }
         const char *k;
@@ -1559,7 +1590,7 @@ static void handle_list(const luna_ds_request *req, luna_ds_type *t, const char 
     bool selects = luna_ds_filter_selects(&f);
     struct buf b = { 0 };
     size_t est = 256;
-    for (size_t k = i; k < end; k++)
+    for (size_t k = i; k < end && (limit <= 0 || k - i < (size_t)limit); k++)
         est += items[k]->len + 1;
     b.p = malloc(est);
     b.cap = est;

@@ -20,6 +20,18 @@ static int parse_number(const char *v, double lo, double hi, double *out)
     return 0;
 }
 
+static const char *const scopes[] = { "all", "read", "write", "watch" };
+
+static int parse_scope(const char *v, enum luna_ds_fault_scope *out)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp(v, scopes[i]) == 0) {
+            *out = (enum luna_ds_fault_scope)i;
+            return 0;
+        }
+    return -1;
+}
+
 int luna_ds_faults_set(const char *spec, char *msg, size_t msgsize)
 {
     luna_ds_faults f = { .error_code = 500, .retry_after = 1, .seed = 1 };
@@ -55,9 +67,12 @@ int luna_ds_faults_set(const char *spec, char *msg, size_t msgsize)
         } else if (strcmp(k, "error-rate") == 0)
             bad = parse_number(v, 0, 1, &f.error_rate);
         else if (strcmp(k, "error-code") == 0) {
-            bad = parse_number(v, 400, 599, &d);
-            f.error_code = (int)d;
-        } else if (strcmp(k, "retry-after") == 0)
+            bad = parse_number(v, 400, 599, &d) || ((f.error_code = (int)d), 0);
+        } else if (strcmp(k, "error-on") == 0)
+            bad = parse_scope(v, &f.error_on);
+        else if (strcmp(k, "delay-on") == 0)
+            bad = parse_scope(v, &f.delay_on);
+        else if (strcmp(k, "retry-after") == 0)
             bad = parse_number(v, 0, 3600, &d) || ((f.retry_after = (int)d), 0);
         else if (strcmp(k, "truncate-event") == 0)
             bad = parse_number(v, 0, 1e9, &d) || ((f.truncate_event = (int)d), 0);
@@ -86,13 +101,15 @@ int luna_ds_faults_set(const char *spec, char *msg, size_t msgsize)
 
 json_t *luna_ds_faults_json(void)
 {
-    return json_pack("{s:i,s:f,s:f,s:s,s:f,s:i,s:i,s:i,s:i,s:i,s:i}",
+    return json_pack("{s:i,s:f,s:f,s:s,s:s,s:f,s:i,s:s,s:i,s:i,s:i,s:i,s:i}",
                      "watch-close-after", current.watch_close_after,
                      "watch-close-random", current.watch_close_random,
                      "delay", current.delay,
                      "delay-path", current.delay_path,
+                     "delay-on", scopes[current.delay_on],
                      "error-rate", current.error_rate,
                      "error-code", current.error_code,
+                     "error-on", scopes[current.error_on],
                      "retry-after", current.retry_after,
                      "truncate-event", current.truncate_event,
                      "malformed-event", current.malformed_event,
@@ -116,6 +133,18 @@ bool luna_ds_faults_chance(double p)
     if (p >= 1)
         return true;
     return (double)rand_r(&rng_state) / ((double)RAND_MAX + 1.0) < p;
+}
+
+bool luna_ds_faults_applies(enum luna_ds_fault_scope scope, const char *method, bool watch)
+{
+    bool read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    switch (scope) {
+    case LUNA_DS_FAULT_ALL:   return true;
+    case LUNA_DS_FAULT_READ:  return read;
+    case LUNA_DS_FAULT_WRITE: return !read;
+    case LUNA_DS_FAULT_WATCH: return read && watch;
+    }
+    return true;
 }
 
 bool luna_ds_faults_take(int *counter)

@@ -9,8 +9,14 @@
  *   delay=SECONDS          delay every response (watches: the stream's start)
  *   delay-path=TEXT        delay only requests whose path contains TEXT
  *                          (e.g. /configmaps/slow; no commas, < 256 bytes)
+ *   delay-on=all|read|write|watch  which requests delay applies to (as error-on)
  *   error-rate=P           answer a fraction P of requests with error-code
  *   error-code=500|429|503 (default 500); 429 carries Retry-After
+ *   error-on=all|read|write|watch  which requests error-rate applies to
+ *                          (default all; read = GET including lists and
+ *                          watches, write = every other method, watch =
+ *                          GET with watch=true), so a spec can break an
+ *                          informer's watches while its own writes succeed
  *   retry-after=SECONDS    (default 1)
  *   truncate-event=N       the next N watch events are cut mid-line, and
  *                          the connection is then dropped
@@ -27,6 +33,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+enum luna_ds_fault_scope {
+    LUNA_DS_FAULT_ALL,
+    LUNA_DS_FAULT_READ,
+    LUNA_DS_FAULT_WRITE,
+    LUNA_DS_FAULT_WATCH,
+};
+
 typedef struct luna_ds_faults {
     int watch_close_after;
     double watch_close_random;
@@ -34,6 +47,8 @@ typedef struct luna_ds_faults {
     char delay_path[256];       /* "" = every path */
     double error_rate;
     int error_code;
+    enum luna_ds_fault_scope error_on;
+    enum luna_ds_fault_scope delay_on;
     int retry_after;
     int truncate_event;
     int malformed_event;
@@ -57,6 +72,10 @@ double luna_ds_faults_delay_for(const char *path);
 
 /* True with probability p, from the seeded generator. */
 bool luna_ds_faults_chance(double p);
+
+/* True if scope (error_on, delay_on) covers a request with this method;
+ * watch: the request is a GET with watch=true. */
+bool luna_ds_faults_applies(enum luna_ds_fault_scope scope, const char *method, bool watch);
 
 /* If *counter > 0, decrements it and returns true. */
 bool luna_ds_faults_take(int *counter);

@@ -172,6 +172,12 @@ static bool is_admin_path(const char *url)
     return strncmp(url, "/luna/v1/", 9) == 0;
 }
 
+static bool is_watch(struct MHD_Connection *c)
+{
+    const char *w = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "watch");
+    return w && (strcmp(w, "true") == 0 || strcmp(w, "1") == 0);
+}
+
 static void on_delay(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
@@ -204,7 +210,8 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
         return status_response(&st);
     }
     luna_ds_faults *f = luna_ds_faults_get();
-    if (!is_admin_path(url) && luna_ds_faults_chance(f->error_rate)) {
+    if (!is_admin_path(url) && luna_ds_faults_applies(f->error_on, method, is_watch(c)) &&
+        luna_ds_faults_chance(f->error_rate)) {
         int ec = f->error_code;
         if (ec == 429)
             luna_ds_status_set(&st, 429, "TooManyRequests",
@@ -325,8 +332,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     unsigned code = 500;
     struct MHD_Response *resp = dispatch(r, url, method, &code);
+    luna_ds_faults *f = luna_ds_faults_get();
     double delay = luna_ds_faults_delay_for(url);
-    if (delay > 0) {
+    if (delay > 0 && luna_ds_faults_applies(f->delay_on, method, is_watch(c))) {
         r->ready = resp;
         r->ready_code = code;
         ev_timer_set(&r->delay, delay, 0);

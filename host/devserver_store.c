@@ -11,9 +11,17 @@ struct entry {
     UT_hash_handle hh;
 };
 
+/* The current objects in key order, in one array so a snapshot reads it
+ * sequentially (a LIST page of 100,000 objects must not chase 100,000
+ * pointers). */
+struct sorted_entry {
+    const char *key;          /* the entry's key */
+    luna_ds_obj *obj;         /* the entry's current object */
+};
+
 struct luna_ds_coll {
     struct entry *map;
-    struct entry **sorted;    /* valid if and only if !dirty */
+    struct sorted_entry *sorted; /* valid if and only if !dirty */
     size_t nsorted;
     bool dirty;
     luna_ds_event *ring;      /* circular: ring[(head + i) % cap], i < count */
@@ -197,6 +205,22 @@ static void record(luna_ds_coll *c, enum luna_ds_event_type type, luna_ds_obj *o
     }
 }
 
+static struct sorted_entry *find_sorted(luna_ds_coll *c, const char *key)
+{
+    size_t lo = 0, hi = c->nsorted;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int d = strcmp(c->sorted[mid].key, key);
+        if (d == 0)
+            return &c->sorted[mid];
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
 void luna_ds_store_put(luna_ds_coll *c, enum luna_ds_event_type type, luna_ds_obj *obj)
 {
     struct entry *e;
@@ -212,6 +236,13 @@ void luna_ds_store_put(luna_ds_coll *c, enum luna_ds_event_type type, luna_ds_ob
     } else if (e) {
         e->obj = obj;
         obj = luna_ds_obj_ref(obj);
+        if (!c->dirty) {
+            struct sorted_entry *se = find_sorted(c, e->key);
+            if (se)
+                se->obj = e->obj;
+            else
+                c->dirty = true;
+        }
     } else {
         e = calloc(1, sizeof *e);
         if (!e)
@@ -229,9 +260,7 @@ void luna_ds_store_put(luna_ds_coll *c, enum luna_ds_event_type type, luna_ds_ob
 
 static int by_key(const void *a, const void *b)
 {
-    const struct entry *x = *(struct entry *const *)a;
-    const struct entry *y = *(struct entry *const *)b;
-    return strcmp(x->key, y->key);
+    return strcmp(((const struct sorted_entry *)a)->key, ((const struct sorted_entry *)b)->key);
 }
 
 static void sort_current(luna_ds_coll *c)
@@ -245,7 +274,7 @@ static void sort_current(luna_ds_coll *c)
         abort();
     size_t i = 0;
     for (struct entry *e = c->map; e; e = e->hh.next)
-        c->sorted[i++] = e;
+        c->sorted[i++] = (struct sorted_entry){ e->key, e->obj };
     qsort(c->sorted, n, sizeof *c->sorted, by_key);
     c->nsorted = n;
     c->dirty = false;
@@ -313,9 +342,9 @@ int luna_ds_store_snapshot(luna_ds_coll *c, uint64_t rv, luna_ds_obj ***items, s
         else if (j == npast)
             d = -1;
         else
-            d = strcmp(c->sorted[i]->key, past[j].key);
+            d = strcmp(c->sorted[i].key, past[j].key);
         if (d < 0) {
-            out[k++] = c->sorted[i++]->obj;
+            out[k++] = c->sorted[i++].obj;
         } else {
             if (past[j].obj)
                 out[k++] = past[j].obj;

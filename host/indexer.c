@@ -6,21 +6,11 @@
 #include <uthash.h>
 
 #include "log.h"
-
-struct store_entry {
-    struct luna_object *obj;  /* one reference; the hash key points into it */
-    UT_hash_handle hh;
-};
-
-struct bucket_member {
-    struct luna_object *obj;  /* borrowed from the store entry */
-    UT_hash_handle hh;        /* keyed by the object's key */
-};
+#include "objset.h"
 
 struct bucket {
     char *value;
-    struct bucket_member *members;
-    size_t count;
+    struct luna_objset members;  /* borrowed from the store */
     UT_hash_handle hh;
 };
 
@@ -43,7 +33,7 @@ struct index {
 };
 
 struct luna_indexer {
-    struct store_entry *store;
+    struct luna_objset store;    /* one reference per member */
     struct index *indexes;
 };
 
@@ -100,15 +90,12 @@ static void bucket_remove(struct index *ix, const char *value, struct luna_objec
     HASH_FIND_STR(ix->buckets, value, b);
     if (!b)
         return;
-    const char *key = luna_object_key(obj);
-    struct bucket_member *m;
-    HASH_FIND(hh, b->members, key, obj->key_len, m);
-    if (!m)
+    if (luna_objset_get(&b->members, luna_object_key(obj), obj->key_len) != obj)
         return;
-    HASH_DEL(b->members, m);
-    free(m);
-    if (--b->count == 0) {
+    luna_objset_remove(&b->members, luna_object_key(obj), obj->key_len);
+    if (b->members.count == 0) {
         HASH_DEL(ix->buckets, b);
+        luna_objset_clear(&b->members);
         free(b->value);
         free(b);
     }
@@ -126,27 +113,16 @@ static int bucket_add(struct index *ix, const char *value, struct luna_object *o
         }
         HASH_ADD_KEYPTR(hh, ix->buckets, b->value, strlen(b->value), b);
     }
-    const char *key = luna_object_key(obj);
-    struct bucket_member *m;
-    HASH_FIND(hh, b->members, key, obj->key_len, m);
-    if (m) {
-        /* Its hash key may point into an older object: rehome it. */
-        HASH_DEL(b->members, m);
-        b->count--;
-    } else {
-        m = malloc(sizeof *m);
-    }
-    if (!m) {
-        if (b->count == 0) {
+    /* An older object of the same key is replaced by this one. */
+    struct luna_object *older;
+    if (luna_objset_put(&b->members, obj, &older) < 0) {
+        if (b->members.count == 0) {
             HASH_DEL(ix->buckets, b);
             free(b->value);
             free(b);
         }
         return LUNA_ENOMEM;
     }
-    m->obj = obj;
-    HASH_ADD_KEYPTR(hh, b->members, luna_object_key(obj), obj->key_len, m);
-    b->count++;
     return 0;
 }
 
@@ -234,8 +210,9 @@ int luna_indexer_add_index(struct luna_indexer *idx, const char *name, luna_inde
     ix->ud_free = ud_free;
     ix->pure = pure;
     HASH_ADD_KEYPTR(hh, idx->indexes, ix->name, strlen(ix->name), ix);
-    for (struct store_entry *e = idx->store; e; e = e->hh.next)
-        index_add(ix, e->obj);
+    for (size_t i = 0; i < idx->store.cap; i++)
+        if (idx->store.slots[i])
+            index_add(ix, idx->store.slots[i]);
     return 0;
 }
 
@@ -250,11 +227,7 @@ static void index_free(struct index *ix)
 {
     struct bucket *b, *btmp;
     HASH_ITER(hh, ix->buckets, b, btmp) {
-        struct bucket_member *m, *mtmp;
-        HASH_ITER(hh, b->members, m, mtmp) {
-            HASH_DEL(b->members, m);
-            free(m);
-        }
+        luna_objset_clear(&b->members);
         HASH_DEL(ix->buckets, b);
         free(b->value);
         free(b);
@@ -292,12 +265,9 @@ void luna_indexer_free(struct luna_indexer *idx)
         HASH_DEL(idx->indexes, ix);
         index_free(ix);
     }
-    struct store_entry *e, *etmp;
-    HASH_ITER(hh, idx->store, e, etmp) {
-        HASH_DEL(idx->store, e);
-        luna_object_unref(e->obj);
-        free(e);
-    }
+    for (size_t i = 0; i < idx->store.cap; i++)
+        luna_object_unref(idx->store.slots[i]);
+    luna_objset_clear(&idx->store);
     free(idx);
 }
 
@@ -305,22 +275,17 @@ int luna_indexer_put(struct luna_indexer *idx, struct luna_object *obj,
                      struct luna_object **old)
 {
     *old = NULL;
-    const char *key = luna_object_key(obj);
-    struct store_entry *e;
-    HASH_FIND(hh, idx->store, key, obj->key_len, e);
-    if (e) {
+    struct luna_object *prev = luna_objset_get(&idx->store, luna_object_key(obj), obj->key_len);
+    if (prev)
         for (struct index *ix = idx->indexes; ix; ix = ix->hh.next)
-            index_remove(ix, e->obj);
-        *old = e->obj;
-        /* The hash key points into the object: rehome it on the new one. */
-        HASH_DEL(idx->store, e);
-    } else {
-        e = malloc(sizeof *e);
-        if (!e)
-            return LUNA_ENOMEM;
+            index_remove(ix, prev);
+    if (luna_objset_put(&idx->store, obj, old) < 0) {
+        if (prev)
+            for (struct index *ix = idx->indexes; ix; ix = ix->hh.next)
+                index_add(ix, prev);
+        return LUNA_ENOMEM;
     }
-    e->obj = luna_object_ref(obj);
-    HASH_ADD_KEYPTR(hh, idx->store, luna_object_key(obj), obj->key_len, e);
+    luna_object_ref(obj);
     for (struct index *ix = idx->indexes; ix; ix = ix->hh.next)
         index_add(ix, obj);
     return 0;
@@ -329,39 +294,45 @@ int luna_indexer_put(struct luna_indexer *idx, struct luna_object *obj,
 int luna_indexer_delete(struct luna_indexer *idx, const char *key, struct luna_object **old)
 {
     *old = NULL;
-    struct store_entry *e;
-    HASH_FIND_STR(idx->store, key, e);
-    if (!e)
+    struct luna_object *prev = luna_objset_get(&idx->store, key, strlen(key));
+    if (!prev)
         return LUNA_ENOTFOUND;
     for (struct index *ix = idx->indexes; ix; ix = ix->hh.next)
-        index_remove(ix, e->obj);
-    HASH_DEL(idx->store, e);
-    *old = e->obj;
-    free(e);
+        index_remove(ix, prev);
+    *old = luna_objset_remove(&idx->store, key, strlen(key));
     return 0;
 }
 
 struct luna_object *luna_indexer_get(const struct luna_indexer *idx, const char *key)
 {
-    struct store_entry *e;
-    HASH_FIND_STR(idx->store, key, e);
-    return e ? e->obj : NULL;
+    return luna_objset_get(&idx->store, key, strlen(key));
 }
 
 size_t luna_indexer_len(const struct luna_indexer *idx)
 {
-    return HASH_COUNT(idx->store);
+    return idx->store.count;
+}
+
+/* Visits a snapshot (with references), so a visitor may change the indexer. */
+static int visit_set(const struct luna_objset *set, luna_object_visit visit, void *ud)
+{
+    struct luna_object **objs;
+    size_t n;
+    if (luna_objset_snapshot(set, &objs, &n) < 0)
+        return LUNA_ENOMEM;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!rc)
+            rc = visit(objs[i], ud);
+        luna_object_unref(objs[i]);
+    }
+    free(objs);
+    return rc;
 }
 
 int luna_indexer_each(const struct luna_indexer *idx, luna_object_visit visit, void *ud)
 {
-    struct store_entry *e, *tmp;
-    HASH_ITER(hh, idx->store, e, tmp) {
-        int rc = visit(e->obj, ud);
-        if (rc)
-            return rc;
-    }
-    return 0;
+    return visit_set(&idx->store, visit, ud);
 }
 
 static struct bucket *find_bucket(const struct luna_indexer *idx, const char *index,
@@ -384,13 +355,7 @@ int luna_indexer_each_indexed(const struct luna_indexer *idx, const char *index,
     struct bucket *b = find_bucket(idx, index, value, &rc);
     if (!b)
         return rc;
-    struct bucket_member *m, *tmp;
-    HASH_ITER(hh, b->members, m, tmp) {
-        int stop = visit(m->obj, ud);
-        if (stop)
-            return stop;
-    }
-    return 0;
+    return visit_set(&b->members, visit, ud);
 }
 
 size_t luna_indexer_count_indexed(const struct luna_indexer *idx, const char *index,
@@ -398,7 +363,7 @@ size_t luna_indexer_count_indexed(const struct luna_indexer *idx, const char *in
 {
     int rc;
     struct bucket *b = find_bucket(idx, index, value, &rc);
-    return b ? b->count : 0;
+    return b ? b->members.count : 0;
 }
 
 int luna_indexer_each_value(const struct luna_indexer *idx, const char *index,
@@ -410,7 +375,7 @@ int luna_indexer_each_value(const struct luna_indexer *idx, const char *index,
         return LUNA_ENOTFOUND;
     struct bucket *b, *tmp;
     HASH_ITER(hh, ix->buckets, b, tmp) {
-        int rc = visit(b->value, b->count, ud);
+        int rc = visit(b->value, b->members.count, ud);
         if (rc)
             return rc;
     }

@@ -3,6 +3,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "log.h"
 #include "loop.h"
@@ -21,6 +24,7 @@ struct luna_informer {
     int next_id;
     bool synced;
     bool draining;            /* handlers are being called */
+    size_t burst;   /* keys drained since the FIFO was last empty */
     /* Draining: ev_check does the work after each loop iteration; ev_idle
      * keeps the loop from blocking while work remains. */
     ev_check drain_check;
@@ -173,10 +177,19 @@ static void drain_cb(struct ev_loop *loop, ev_check *w, int revents)
 {
     struct luna_informer *inf = (struct luna_informer *)((char *)w -
                                                          offsetof(struct luna_informer, drain_check));
-    luna_informer_drain(inf, LUNA_INFORMER_BATCH);
+    inf->burst += luna_informer_drain(inf, LUNA_INFORMER_BATCH);
     if (luna_delta_fifo_len(inf->fifo) == 0) {
         ev_check_stop(loop, &inf->drain_check);
         ev_idle_stop(loop, &inf->drain_idle);
+        /* A (re)list leaves its queue's memory free between cached objects,
+         * where malloc keeps it: hand the free pages back to the system so
+         * the RSS follows the cache, not the list's peak. */
+        if (inf->burst >= LUNA_INFORMER_TRIM_BURST) {
+#ifdef __GLIBC__
+            malloc_trim(0);
+#endif
+        }
+        inf->burst = 0;
     }
 }
 

@@ -58,6 +58,9 @@ struct luna_informer_handler {
 #define LUNA_INFORMER_BATCH 2048
 /* Backlogs up to this many keys are drained inside luna_informer_wake. */
 #define LUNA_INFORMER_IMMEDIATE 64
+/* A drain of at least this many keys without the FIFO emptying (a list or
+ * relist) ends by returning free heap pages to the system (malloc_trim). */
+#define LUNA_INFORMER_TRIM_BURST 10000
 
 /* `name` is for logs (e.g. "v1/configmaps ns=prod labels=app=x"); copied. */
 struct luna_informer *luna_informer_new(const char *name, luna_error *err);

@@ -223,6 +223,12 @@ struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_
     }
     luna_informer_set_resync(si->inf, spec->resync);
     luna_backoff_init_default(&si->backoff);
+    /* The reflector's backoff tuning also paces discovery retries. */
+    if (spec->backoff_base > 0) {
+        si->backoff.base = spec->backoff_base;
+        si->backoff.max = spec->backoff_max > spec->backoff_base ? spec->backoff_max
+                                                                 : spec->backoff_base;
+    }
     ev_timer_init(&si->retry, retry_cb, 0., 0.);
     HASH_ADD_KEYPTR(hh, f->informers, si->key, strlen(si->key), si);
     start_resolve(si);

@@ -43,7 +43,8 @@ struct luna_informer_spec {
     const char *field_selector;
     bool keep_managed_fields;
     double resync;               /* seconds; 0: no resync */
-    /* Reflector tuning (0: defaults). */
+    /* Reflector tuning (0: defaults); backoff_* also pace discovery
+     * retries while the kind is not served. */
     size_t page_size;
     double min_watch_timeout, max_watch_timeout, idle_timeout;
     double backoff_base, backoff_max;

@@ -5,11 +5,12 @@
  * Uses: json (the incremental parser and writer), object.  Runs on the
  * loop thread.
  *
- * No tree is built: each item's JSON is copied token by token into a
- * compact, minified buffer while its identity fields are picked out, and
- * metadata.managedFields is left out unless the informer keeps it (it is a
- * third of a typical object and no controller reads it).  Memory per item
- * is the item's own bytes, whatever the size of the list.
+ * No tree is built: while the parser validates an item and its identity
+ * fields are picked out, the item's input bytes are kept; when it ends they
+ * are copied as they came (escapes included) less metadata.managedFields,
+ * which is left out unless the informer keeps it (it is a third of a typical
+ * object and no controller reads it), and less any blanks between tokens.
+ * Memory per item is the item's own bytes, whatever the size of the list.
  *
  *   LIST:  {"kind":"XList","metadata":{"resourceVersion":"..","continue":".."},
  *           "items":[ {...}, {...} ]}

@@ -28,6 +28,9 @@ struct luna_reflector {
     struct luna_resource resource;
     char *namespace_, *label_selector, *field_selector;
     size_t page_size;
+    bool page_size_set;             /* the informer asked for pages */
+    bool rv_unavailable;            /* a list got 410: list from etcd, in pages */
+    bool paginated;                 /* a list from the cache came in pages */
     double min_watch, max_watch, idle_timeout;
     struct luna_backoff backoff;
 
@@ -127,10 +130,23 @@ static int build_path(struct luna_reflector *r, bool watch, char *buf, size_t si
         rc |= append_query(buf, size, &len, "allowWatchBookmarks", "true");
         rc |= append_query(buf, size, &len, "resourceVersion", r->rv);
         rc |= append_query(buf, size, &len, "timeoutSeconds", num);
-    } else {
+    } else if (r->continue_token) {
         snprintf(num, sizeof num, "%zu", r->page_size);
         rc |= append_query(buf, size, &len, "limit", num);
         rc |= append_query(buf, size, &len, "continue", r->continue_token);
+    } else {
+        /* client-go's relistResourceVersion: the first list asks for "0"
+         * (any version, served whole from the API server's watch cache,
+         * which ignores limit); a relist asks for the last version seen
+         * (at least that fresh, also from the cache, so no pages unless
+         * asked for or the server paged before); after a 410 on a list,
+         * "" (a consistent read from etcd, in pages). */
+        const char *rv = r->rv_unavailable ? "" : r->rv[0] ? r->rv : "0";
+        bool paged = !*rv || strcmp(rv, "0") == 0 || r->page_size_set || r->paginated;
+        snprintf(num, sizeof num, "%zu", r->page_size);
+        rc |= append_query(buf, size, &len, "resourceVersion", rv);
+        if (paged)
+            rc |= append_query(buf, size, &len, "limit", num);
     }
     rc |= append_query(buf, size, &len, "labelSelector", r->label_selector);
     rc |= append_query(buf, size, &len, "fieldSelector", r->field_selector);
@@ -185,6 +201,17 @@ static void describe_status(struct luna_reflector *r, char *buf, size_t size)
         snprintf(buf, size, "HTTP %ld: %s", r->status, text);
     else
         snprintf(buf, size, "HTTP %ld", r->status);
+}
+
+/* A 504 "Too large resource version": the server is behind the version
+ * asked for (a lagging watch cache, or a server restored from an older
+ * etcd).  client-go then lists consistently instead; so does the
+ * reflector, or it would ask for that version for ever. */
+static bool too_large_rv(const struct luna_reflector *r)
+{
+    return r->status == 504 && r->error_body &&
+           (strstr(r->error_body, "ResourceVersionTooLarge") ||
+            strstr(r->error_body, "Too large resource version"));
 }
 
 static void end_request(struct luna_reflector *r)
@@ -250,6 +277,7 @@ static void finish_list(struct luna_reflector *r)
                "resourceVersion", rv);
     snprintf(r->rv, sizeof r->rv, "%s", rv);
     drop_listed(r);
+    r->rv_unavailable = false;
     r->stats.lists++;
     luna_informer_wake(r->inf);
     start_watch(r);
@@ -271,14 +299,21 @@ static void on_list_done(void *ud, const luna_http_response *resp, const luna_ht
     }
     if (r->status != 200) {
         describe_status(r, msg, sizeof msg);
+        if (too_large_rv(r))
+            r->rv_unavailable = true;
         end_request(r);
         r->stats.failures++;
-        if (r->status == 410 && r->continue_token) {
-            /* The snapshot behind the continue token expired: list again. */
+        if (r->status == 410) {
+            /* The version asked for (or the snapshot behind a continue
+             * token) is gone: list again, consistently, from etcd, at once
+             * after an expired page, else after a backoff (a server that
+             * keeps answering 410 must not be hammered). */
+            bool page = r->continue_token != NULL;
             r->stats.gone++;
+            r->rv_unavailable = true;
             set_error(r, "list", msg);
             drop_listed(r);
-            retry_later(r, true, false);
+            retry_later(r, true, !page);
             return;
         }
         set_error(r, "list", msg);
@@ -299,6 +334,10 @@ static void on_list_done(void *ud, const luna_http_response *resp, const luna_ht
     end_request(r);
     r->stats.list_pages++;
     const char *cont = luna_object_stream_continue(r->list_stream);
+    /* A first page from the cache that still came in pages: the server
+     * pages (no watch cache), so later relists page too. */
+    if (*cont && !r->continue_token && !r->rv_unavailable && r->rv[0] == '\0')
+        r->paginated = true;
     free(r->continue_token);
     r->continue_token = *cont ? strdup(cont) : NULL;
     if (r->continue_token) {
@@ -417,6 +456,7 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
     }
     if (r->status != 200 && r->status != 0) {
         describe_status(r, msg, sizeof msg);
+        bool too_large = too_large_rv(r);
         end_request(r);
         r->stats.failures++;
         set_error(r, "watch", msg);
@@ -424,6 +464,9 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
             r->stats.watch_gone++;
             r->stats.gone++;
             retry_later(r, true, false);
+        } else if (too_large) {
+            r->rv_unavailable = true;
+            retry_later(r, true, true);
         } else {
             r->stats.watch_errors++;
             retry_later(r, false, true);
@@ -432,18 +475,30 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
     }
     if (fail) {
         r->stats.failures++;
-        if (r->stream_failed)
+        /* A connection that broke inside an event delivered a truncated
+         * event: a decode error as much as a malformed one. */
+        luna_error partial = { 0 };
+        bool truncated = !r->stream_failed && r->status == 200 &&
+                         luna_object_stream_finish(r->watch_stream, &partial) < 0;
+        if (r->stream_failed || truncated)
             r->stats.watch_decode++;
         else if (fail->reason == LUNA_HTTP_IDLE_TIMEOUT || fail->reason == LUNA_HTTP_TIMEOUT)
             r->stats.watch_timeouts++;
         else
             r->stats.watch_errors++;
-        if (r->stream_failed) {
+        if (r->stream_failed || truncated) {
             r->stats.decode_errors++;
-            luna_warn("watch stream decode failed", "informer", luna_informer_name(r->inf),
-                      "error", fail->err.msg, "resourceVersion", r->rv);
+            luna_warn(truncated ? "watch stream truncated inside an event"
+                                : "watch stream decode failed",
+                      "informer", luna_informer_name(r->inf), "error", fail->err.msg,
+                      "resourceVersion", r->rv);
         }
-        set_error(r, "watch", fail->err.msg);
+        if (truncated) {
+            snprintf(msg, sizeof msg, "event truncated: %.400s", fail->err.msg);
+            set_error(r, "watch", msg);
+        } else {
+            set_error(r, "watch", fail->err.msg);
+        }
         end_request(r);
         retry_later(r, false, true);
         return;
@@ -522,6 +577,7 @@ int luna_reflector_new(struct luna_kube_client *kc, struct luna_informer *inf,
     r->label_selector = dup_opt(o->label_selector);
     r->field_selector = dup_opt(o->field_selector);
     r->page_size = o->page_size ? o->page_size : DEFAULT_PAGE;
+    r->page_size_set = o->page_size != 0;
     r->min_watch = o->min_watch_timeout > 0 ? o->min_watch_timeout : DEFAULT_MIN_WATCH;
     r->max_watch = o->max_watch_timeout > r->min_watch ? o->max_watch_timeout : 2 * r->min_watch;
     r->idle_timeout = o->idle_timeout > 0 ? o->idle_timeout : DEFAULT_IDLE;

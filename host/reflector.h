@@ -6,17 +6,23 @@
  * delta_fifo and informer.  Runs on the loop thread.
  *
  * Semantics follow client-go's reflector:
- *   - LIST pages of `page_size` (limit/continue); a 410 on a continue token
- *     (its snapshot expired) restarts the list from the beginning; the
- *     complete list replaces the FIFO's contents (deletions of vanished
+ *   - LIST with client-go's resourceVersion choice: the first list asks
+ *     for resourceVersion=0 (served whole from the API server's watch
+ *     cache, which ignores limit), a relist for the last version seen (no
+ *     limit unless page_size was set or the server paged before), and after
+ *     a 410 on a list for "" (a consistent read, in pages of `page_size`
+ *     with limit/continue); a 410 on a page restarts the list that way;
+ *     the complete list replaces the FIFO's contents (deletions of vanished
  *     objects included) and its resourceVersion starts the watch;
  *   - WATCH with allowWatchBookmarks and a server timeout randomised in
  *     [min, max) so many informers do not reconnect in step; every applied
  *     event and bookmark advances the resourceVersion, and a watch that
  *     ends or breaks resumes from it; a watch ending cleanly resumes at
  *     once, a failure after a backoff;
- *   - 410 Gone (status or ERROR event) → relist; 429 and 5xx → back off,
- *     honouring Retry-After; connection errors → back off;
+ *   - 410 Gone (status or ERROR event) → relist; 504 "Too large resource
+ *     version" (a server behind the version asked for, e.g. restored from
+ *     an older etcd) → a consistent relist after a backoff; other 429 and
+ *     5xx → back off, honouring Retry-After; connection errors → back off;
  *   - a watch silent for `idle_timeout` (bookmarks arrive about once a
  *     minute on a real server) is treated as hung and replaced;
  *   - a malformed or truncated event stops that watch (logged, counted);
@@ -49,7 +55,7 @@ struct luna_reflector_options {
     const char *namespace_;        /* NULL or "": all namespaces */
     const char *label_selector;    /* NULL or "": none */
     const char *field_selector;
-    size_t page_size;              /* 0: 500 */
+    size_t page_size;              /* 0: 500, and relists are not paged */
     bool keep_managed_fields;
     double min_watch_timeout;      /* 0: 300 s */
     double max_watch_timeout;      /* 0: 2 × min */

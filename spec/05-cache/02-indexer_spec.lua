@@ -116,4 +116,43 @@ describe("indexer", function()
     for _, n in pairs(idx:index_values("namespace")) do ns_total = ns_total + n end
     assert.equal(1000, ns_total)
   end)
+
+  it("matches a model through thousands of random puts and deletes", function()
+    -- Growth, shrinking and collision chains of the store and the buckets.
+    local idx = store.indexer()
+    local model, seed = {}, 12345
+    local function rand(n)
+      seed = (seed * 48271) % 2147483647
+      return seed % n + 1
+    end
+    for step = 1, 6000 do
+      local ns, name = "ns" .. rand(3), "o" .. rand(400)
+      local key = ns .. "/" .. name
+      if step > 4000 or rand(3) == 1 then
+        local old = idx:delete(key)
+        assert.equal(model[key], old and old:resource_version())
+        model[key] = nil
+      else
+        local old = idx:put(obj(ns, name, nil, tostring(step)))
+        assert.equal(model[key], old and old:resource_version())
+        model[key] = tostring(step)
+      end
+      if step % 500 == 0 then
+        local n, per_ns = 0, {}
+        for k, rv in pairs(model) do
+          n = n + 1
+          assert.equal(rv, idx:get(k):resource_version())
+          local kns = k:match("^(.-)/")
+          per_ns[kns] = (per_ns[kns] or 0) + 1
+        end
+        assert.equal(n, idx:len())
+        for i = 1, 3 do
+          assert.equal(per_ns["ns" .. i] or 0, #idx:by_index("namespace", "ns" .. i))
+        end
+      end
+    end
+    for k, rv in pairs(model) do assert.equal(rv, idx:delete(k):resource_version()) end
+    assert.equal(0, idx:len())
+    assert.same({}, idx:by_index("namespace", "ns1"))
+  end)
 end)

@@ -121,6 +121,102 @@ describe("object stream, LIST", function()
   end)
 end)
 
+describe("object stream, labels", function()
+  local function one(labels_json)
+    local s = core.object_stream.new{ mode = "list" }
+    local events = assert(s:feed('{"items":[{"metadata":{"name":"a","namespace":"n","labels":' ..
+      labels_json .. '},"data":{"k":"v"}}]}'))
+    assert(s:finish())
+    return events[1].object
+  end
+
+  it("reads plain labels from the JSON instead of copying them", function()
+    local long = '{"app":"x","app.kubernetes.io/component":"config",' ..
+      '"app.kubernetes.io/instance":"shop-2-prod","app.kubernetes.io/managed-by":"luna-bench",' ..
+      '"app.kubernetes.io/name":"shop-2","app.kubernetes.io/part-of":"shop","z":""}'
+    local o = one(long)
+    assert.same({ app = "x", ["app.kubernetes.io/component"] = "config",
+      ["app.kubernetes.io/instance"] = "shop-2-prod", ["app.kubernetes.io/managed-by"] = "luna-bench",
+      ["app.kubernetes.io/name"] = "shop-2", ["app.kubernetes.io/part-of"] = "shop", z = "" }, o:labels())
+    assert.equal("x", o:label("app"))
+    assert.equal("shop", o:label("app.kubernetes.io/part-of"))
+    assert.equal("", o:label("z"))
+    assert.is_nil(o:label("ap"))
+    assert.is_nil(o:label("app.kubernetes.io"))
+    assert.is_nil(o:label("zz"))
+    -- The object holds its JSON and identity, not a second copy of the labels.
+    assert.is_true(o:size() < #o:json() + 80, "size " .. o:size() .. " for " .. #o:json() .. " bytes of JSON")
+    assert.same({}, one("{}"):labels())
+    assert.is_nil(one("{}"):label("app"))
+  end)
+
+  it("copies labels that are unsorted, escaped, repeated or not strings, as Go decodes them", function()
+    assert.same({ a = "1", b = "2" }, one('{"b":"2","a":"1"}'):labels())
+    assert.equal("1", one('{"b":"2","a":"1"}'):label("a"))
+    assert.same({ ["x/y"] = "A" }, one('{"x\\/y":"\\u0041"}'):labels())
+    assert.same({ a = "2" }, one('{"a":"1","a":"2"}'):labels())
+    assert.same({ b = "2" }, one('{"a":null,"b":"2"}'):labels())
+  end)
+
+  it("keeps a label value readable while other objects are read", function()
+    local a, b = one('{"k":"from-a"}'), one('{"k":"from-b"}')
+    local va = a:label("k")
+    assert.equal("from-b", b:label("k"))
+    assert.equal("from-a", va) -- Lua copied it: the C buffer is reused
+  end)
+end)
+
+describe("object stream, the cached JSON", function()
+  local function items(body, opts, chunk)
+    opts = opts or {}
+    opts.mode = "list"
+    local s = core.object_stream.new(opts)
+    local out = {}
+    for i = 1, #body, chunk or #body do
+      for _, e in ipairs(assert(s:feed(body:sub(i, i + (chunk or #body) - 1)))) do out[#out + 1] = e.object end
+    end
+    assert(s:finish())
+    return out
+  end
+
+  local cases = {
+    { "managedFields last",
+      '{"metadata":{"name":"a","labels":{"x":"1"},"managedFields":[{"m":1}]},"data":{"k":"v"}}',
+      '{"metadata":{"name":"a","labels":{"x":"1"}},"data":{"k":"v"}}' },
+    { "managedFields first",
+      '{"metadata":{"managedFields":[{"m":{"n":[1,2]}}],"name":"a","labels":{"x":"1"}},"data":{}}',
+      '{"metadata":{"name":"a","labels":{"x":"1"}},"data":{}}' },
+    { "managedFields alone",
+      '{"metadata":{"managedFields":[],"name":"a"}}', '{"metadata":{"name":"a"}}' },
+    { "managedFields null, in the middle",
+      '{"metadata":{"name":"a","managedFields":null,"uid":"u"}}', '{"metadata":{"name":"a","uid":"u"}}' },
+    { "a pretty-printed item",
+      '{ "metadata" : {\n  "name": "a",\n  "managedFields": [ {"m": 1} ] ,\n  "labels": { "x": "1" }\n },\n' ..
+      '  "data": { "t": "two  spaces, a \\"quote\\" and a \\\\ backslash\\\\" , "n": [ 1, 2.5e3, true, null ] } }',
+      '{"metadata":{"name":"a","labels":{"x":"1"}},"data":{"t":"two  spaces, a \\"quote\\" and a \\\\ backslash\\\\","n":[1,2.5e3,true,null]}}' },
+  }
+  for _, case in ipairs(cases) do
+    it("copies " .. case[1] .. " without managedFields or blanks, however it is split", function()
+      local body = '{"kind":"List","items":[ ' .. case[2] .. ' , {"metadata":{"name":"b"}} ]}'
+      for _, chunk in ipairs({ 1, 2, 5, 64, #body }) do
+        local objs = items(body, nil, chunk)
+        assert.equal(2, #objs)
+        assert.equal(case[3], objs[1]:json())
+        assert.equal('{"metadata":{"name":"b"}}', objs[2]:json())
+        local decoded = json.decode(objs[1]:json())
+        assert.equal("a", decoded.metadata.name)
+        if decoded.metadata.labels then assert.same({ x = "1" }, objs[1]:labels()) end
+      end
+    end)
+  end
+
+  it("keeps managedFields byte for byte when asked", function()
+    local item = '{"metadata":{"name":"a","managedFields":[{"manager":"k","fieldsV1":{"f:data":{}}}]}}'
+    local objs = items('{"items":[' .. item .. ']}', { keep_managed_fields = true }, 3)
+    assert.equal(item, objs[1]:json())
+  end)
+end)
+
 describe("object stream, WATCH", function()
   local function ev(t, obj) return assert(json.encode({ type = t, object = obj })) .. "\n" end
 

@@ -36,12 +36,16 @@ describe("informer", function()
     srv:stop()
   end)
 
-  it("lists in pages, then follows the watch until the cache equals the server", function()
+  it("lists, then follows the watch until the cache equals the server", function()
+    -- The first list asks for resourceVersion 0, which a server with a
+    -- watch cache (and the dev server) answers whole whatever the page
+    -- size; paged lists are in 03-faults_spec.lua.
     for i = 1, 7 do srv:create_cm("cm-" .. i) end
     local inf = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, page_size = 3 }
     helpers.eventually(function() return inf:has_synced() end, 10, "sync")
     assert.same(server_state(srv), cache_state(inf))
-    assert.is_true(inf:stats().list_pages >= 3, "pages: " .. inf:stats().list_pages)
+    assert.is_true(inf:stats().list_pages >= 1)
+    assert.equal(1, inf:stats().lists)
     assert.equal("configmaps", inf:resource().resource)
 
     srv:create_cm("cm-new")

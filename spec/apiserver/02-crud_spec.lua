@@ -18,6 +18,18 @@ describe("apiserver CRUD", function()
     assert.equal("b", cm.data.a)
   end)
 
+  it("writes labels and annotations in key order, as Go encodes maps", function()
+    local body = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ordered",' ..
+      '"labels":{"zeta":"1","alpha":"2","mid":"3"},"annotations":{"b/x":"1","a/y":"2"}}}'
+    local code, _, raw = srv:request("POST", srv:ns_path("configmaps"), body)
+    assert.equal(201, code)
+    raw = raw:gsub("%s", "") -- a real server pretty-prints for curl
+    assert.matches('"labels":{"alpha":"2","mid":"3","zeta":"1"}', raw, 1, true)
+    assert.matches('"annotations":{"a/y":"2","b/x":"1"}', raw, 1, true)
+    local _, _, got = srv:request("GET", srv:ns_path("configmaps", "ordered"))
+    assert.matches('"labels":{"alpha":"2","mid":"3","zeta":"1"}', (got:gsub("%s", "")), 1, true)
+  end)
+
   it("refuses a second create with 409 AlreadyExists", function()
     srv:create_cm("dup")
     local code, st = srv:request("POST", srv:ns_path("configmaps"),

@@ -35,6 +35,45 @@ describe("apiserver faults", function()
     assert.equal(200, (srv:request("GET", "/api/v1/namespaces")))
   end)
 
+  it("scopes errors to reads, writes or watches with error-on", function()
+    local f = faults("error-rate=1,error-code=503,error-on=watch")
+    assert.equal("watch", f["error-on"])
+    assert.equal(200, (srv:request("GET", srv:ns_path("configmaps"))))
+    local w = srv:watch(srv:ns_path("configmaps") .. "?watch=1")
+    local st = w:event()
+    assert.equal("Status", st.kind)
+    assert.equal(503, st.code)
+    w:stop()
+    faults("error-rate=1,error-on=write")
+    assert.equal(200, (srv:request("GET", srv:ns_path("configmaps"))))
+    assert.equal(500, (srv:request("POST", srv:ns_path("configmaps"),
+      { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "scoped" } })))
+    faults("error-rate=1,error-on=read")
+    assert.equal(201, (srv:request("POST", srv:ns_path("configmaps"),
+      { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "scoped" } })))
+    assert.equal(500, (srv:request("GET", srv:ns_path("configmaps", "scoped"))))
+    faults("")
+    assert.equal(200, (srv:request("GET", srv:ns_path("configmaps", "scoped"))))
+  end)
+
+  it("scopes delays with delay-on", function()
+    local f = faults("delay=0.3,delay-on=write")
+    assert.equal("write", f["delay-on"])
+    local t0 = helpers.now()
+    assert.equal(201, (srv:request("POST", srv:ns_path("configmaps"),
+      { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "delayed" } })))
+    assert.is_true(helpers.now() - t0 >= 0.25)
+    faults("")
+  end)
+
+  it("rejects an unknown fault scope with 400", function()
+    for _, spec in ipairs({ "error-on=sometimes", "delay-on=" }) do
+      local code, st = srv:request("PUT", "/luna/v1/faults", spec, { content_type = "text/plain" })
+      assert.equal(400, code)
+      assert.matches("bad value", st.message)
+    end
+  end)
+
   it("rejects an unknown fault with 400", function()
     local code, st = srv:request("PUT", "/luna/v1/faults", "explode=1", { content_type = "text/plain" })
     assert.equal(400, code)

@@ -42,6 +42,21 @@ describe("apiserver seeding and dumps", function()
     assert.equal(#all.items, #saved.items)
   end)
 
+  it("reads a YAML flow mapping that is not JSON, and names a broken JSON seed", function()
+    local dir = helpers.tmpdir()
+    helpers.write_file(dir .. "/flow.yaml", "{apiVersion: v1, kind: ConfigMap, metadata: {name: flow, namespace: seeded}}\n")
+    local dump = dir .. "/dump.json"
+    local s = client.start({ no_namespace = true, args = { "--seed", dir .. "/flow.yaml", "--dump-on-exit", dump } })
+    assert.equal(0, s:stop(), s.proc:drain(0))
+    local names = {}
+    for _, o in ipairs(cjson.decode(helpers.read_file(dump)).items) do names[o.metadata.name] = true end
+    assert.is_true(names.flow)
+    helpers.write_file(dir .. "/bad.json", '{"apiVersion": "v1", "kind": "ConfigMap",')
+    local out, rc = helpers.run(helpers.luna .. " dev-server --listen 127.0.0.1:0 --seed " .. dir .. "/bad.json")
+    assert.equal(1, rc)
+    assert.matches("bad%.json", out)
+  end)
+
   it("exits 1 naming the file when a seed is invalid", function()
     local dir = helpers.tmpdir()
     helpers.write_file(dir .. "/bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n")
