@@ -74,9 +74,11 @@ end)
 
 describe("luna.time.resolve", function()
   it("defaults to the wall clock, with a fraction", function()
+    -- os.time() reads the kernel's coarse clock, which may lag the precise
+    -- one by a tick across a second boundary: allow that second.
     local before = os.time()
     local now = time.resolve(nil)
-    assert.is_true(now >= before and now < os.time() + 1)
+    assert.is_true(now >= before - 1 and now < os.time() + 2, tostring(now))
     assert.is_true(time.now() >= now)
   end)
 
