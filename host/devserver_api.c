@@ -792,6 +792,19 @@ static bool uid_exists(const char *uid)
 static int do_delete(luna_ds_type *t, luna_ds_obj *cur, enum propagation prop, json_t **out,
                      bool *removed, luna_ds_status *st);
 
+/* The garbage collector's and namespace finalizer's delete: do_delete with
+ * its result and status dropped. */
+static void delete_quietly(luna_ds_type *t, luna_ds_obj *o, enum propagation prop)
+{
+    json_t *out = NULL;
+    bool removed;
+    luna_ds_status st = { 0 };
+    do_delete(t, o, prop, &out, &removed, &st);
+    if (out)
+        json_decref(out);
+    luna_ds_status_clear(&st);
+}
+
 /* Drops the ownerReference to owner_uid from the object at key. */
 static void drop_owner_ref(luna_ds_type *t, const char *key, const char *owner_uid)
 {
@@ -871,15 +884,8 @@ static void gc_owner(luna_ds_type *t, const char *key)
         find_dependents(uid, &d);
         for (size_t i = 0; i < d.n; i++) {
             luna_ds_obj *dep = luna_ds_store_get(d.items[i].t->coll, d.items[i].key);
-            if (dep && !dep->deleting) {
-                json_t *out = NULL;
-                bool removed;
-                luna_ds_status st = { 0 };
-                do_delete(d.items[i].t, dep, PROP_FOREGROUND, &out, &removed, &st);
-                if (out)
-                    json_decref(out);
-                luna_ds_status_clear(&st);
-            }
+            if (dep && !dep->deleting)
+                delete_quietly(d.items[i].t, dep, PROP_FOREGROUND);
         }
         free_dependents(&d);
         memset(&d, 0, sizeof d);
@@ -909,13 +915,7 @@ static void gc_after_removal(const char *uid)
         if (other_owner) {
             drop_owner_ref(d.items[i].t, d.items[i].key, uid);
         } else if (!dep->deleting) {
-            json_t *out = NULL;
-            bool removed;
-            luna_ds_status st = { 0 };
-            do_delete(d.items[i].t, dep, PROP_BACKGROUND, &out, &removed, &st);
-            if (out)
-                json_decref(out);
-            luna_ds_status_clear(&st);
+            delete_quietly(d.items[i].t, dep, PROP_BACKGROUND);
         }
     }
     free_dependents(&d);
@@ -1100,15 +1100,8 @@ static void namespace_maybe_finalize(const char *ns_name)
     namespace_contents(name, &c);
     for (size_t i = 0; i < c.n; i++) {
         luna_ds_obj *o = luna_ds_store_get(c.items[i].t->coll, c.items[i].key);
-        if (o && !o->deleting) {
-            json_t *out = NULL;
-            bool removed;
-            luna_ds_status st = { 0 };
-            do_delete(c.items[i].t, o, PROP_BACKGROUND, &out, &removed, &st);
-            if (out)
-                json_decref(out);
-            luna_ds_status_clear(&st);
-        }
+        if (o && !o->deleting)
+            delete_quietly(c.items[i].t, o, PROP_BACKGROUND);
     }
     free_contents(&c);
     memset(&c, 0, sizeof c);
@@ -1211,15 +1204,8 @@ static void orphan_sweep(struct ev_loop *loop, ev_timer *w, int revents)
         for (int j = 0; orphan && j < o->nowners; j++)
             if (uid_exists(o->owner_uids[j]))
                 orphan = false;
-        if (orphan) {
-            json_t *out = NULL;
-            bool removed;
-            luna_ds_status st = { 0 };
-            do_delete(checks[i].t, o, PROP_BACKGROUND, &out, &removed, &st);
-            if (out)
-                json_decref(out);
-            luna_ds_status_clear(&st);
-        }
+        if (orphan)
+            delete_quietly(checks[i].t, o, PROP_BACKGROUND);
         free(checks[i].key);
     }
     free(checks);
