@@ -724,50 +724,68 @@ static int commit_create(luna_ds_type *t, json_t *doc, const char *manager, json
 
 enum propagation { PROP_BACKGROUND, PROP_FOREGROUND, PROP_ORPHAN };
 
-struct dependents {
-    const char *uid;
+/* Keys of the stored objects `want` accepts (given arg), each with its type.
+ * Free with free_keys(). */
+struct key_list {
+    bool (*want)(const luna_ds_obj *o, const char *arg);
+    const char *arg;
     struct { luna_ds_type *t; char *key; } *items;
     size_t n, cap;
 };
 
-static bool collect_dependent(void *ctx, luna_ds_obj *o)
+static bool collect_key(void *ctx, luna_ds_obj *o)
 {
-    struct dependents *d = ctx;
-    for (int i = 0; i < o->nowners; i++)
-        if (strcmp(o->owner_uids[i], d->uid) == 0) {
-            if (d->n == d->cap) {
-                d->cap = d->cap ? 2 * d->cap : 16;
-                d->items = realloc(d->items, d->cap * sizeof *d->items);
-                if (!d->items)
-                    abort();
-            }
-            d->items[d->n].key = strdup(o->key);
-            d->items[d->n].t = NULL;
-            d->n++;
-            break;
-        }
+    struct key_list *l = ctx;
+    if (!l->want(o, l->arg))
+        return true;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->items = realloc(l->items, l->cap * sizeof *l->items);
+        if (!l->items)
+            abort();
+    }
+    l->items[l->n].key = strdup(o->key);
+    l->items[l->n].t = NULL;
+    l->n++;
     return true;
 }
 
-/* Keys of every object with an ownerReference to uid, grouped by type. */
-static void find_dependents(const char *uid, struct dependents *d)
+/* Adds the wanted objects of every stored type (namespaced types only if
+ * namespaced_only), grouped by type; returns how many the list holds. */
+static size_t collect_keys(struct key_list *l, bool namespaced_only)
 {
-    d->uid = uid;
     for (luna_ds_type *t = luna_ds_types_all(); t; t = t->next) {
-        if (!t->storage)
+        if (!t->storage || (namespaced_only && !t->namespaced))
             continue;
-        size_t before = d->n;
-        luna_ds_store_each(t->coll, collect_dependent, d);
-        for (size_t i = before; i < d->n; i++)
-            d->items[i].t = t;
+        size_t before = l->n;
+        luna_ds_store_each(t->coll, collect_key, l);
+        for (size_t i = before; i < l->n; i++)
+            l->items[i].t = t;
     }
+    return l->n;
 }
 
-static void free_dependents(struct dependents *d)
+static void free_keys(struct key_list *l)
 {
-    for (size_t i = 0; i < d->n; i++)
-        free(d->items[i].key);
-    free(d->items);
+    for (size_t i = 0; i < l->n; i++)
+        free(l->items[i].key);
+    free(l->items);
+}
+
+static bool owned_by(const luna_ds_obj *o, const char *uid)
+{
+    for (int i = 0; i < o->nowners; i++)
+        if (strcmp(o->owner_uids[i], uid) == 0)
+            return true;
+    return false;
+}
+
+/* Keys of every object with an ownerReference to uid, grouped by type. */
+static void find_dependents(const char *uid, struct key_list *d)
+{
+    d->want = owned_by;
+    d->arg = uid;
+    collect_keys(d, false);
 }
 
 static bool uid_exists_cb(void *ctx, luna_ds_obj *o)
@@ -791,6 +809,19 @@ static bool uid_exists(const char *uid)
 
 static int do_delete(luna_ds_type *t, luna_ds_obj *cur, enum propagation prop, json_t **out,
                      bool *removed, luna_ds_status *st);
+
+/* The garbage collector's and namespace finalizer's delete: do_delete with
+ * its result and status dropped. */
+static void delete_quietly(luna_ds_type *t, luna_ds_obj *o, enum propagation prop)
+{
+    json_t *out = NULL;
+    bool removed;
+    luna_ds_status st = { 0 };
+    do_delete(t, o, prop, &out, &removed, &st);
+    if (out)
+        json_decref(out);
+    luna_ds_status_clear(&st);
+}
 
 /* Drops the ownerReference to owner_uid from the object at key. */
 static void drop_owner_ref(luna_ds_type *t, const char *key, const char *owner_uid)
@@ -861,7 +892,7 @@ static void gc_owner(luna_ds_type *t, const char *key)
     if (!o || !o->deleting)
         return;
     char *uid = strdup(o->uid);
-    struct dependents d = { 0 };
+    struct key_list d = { 0 };
     if (has_finalizer(o, "orphan")) {
         find_dependents(uid, &d);
         for (size_t i = 0; i < d.n; i++)
@@ -871,23 +902,16 @@ static void gc_owner(luna_ds_type *t, const char *key)
         find_dependents(uid, &d);
         for (size_t i = 0; i < d.n; i++) {
             luna_ds_obj *dep = luna_ds_store_get(d.items[i].t->coll, d.items[i].key);
-            if (dep && !dep->deleting) {
-                json_t *out = NULL;
-                bool removed;
-                luna_ds_status st = { 0 };
-                do_delete(d.items[i].t, dep, PROP_FOREGROUND, &out, &removed, &st);
-                if (out)
-                    json_decref(out);
-                luna_ds_status_clear(&st);
-            }
+            if (dep && !dep->deleting)
+                delete_quietly(d.items[i].t, dep, PROP_FOREGROUND);
         }
-        free_dependents(&d);
+        free_keys(&d);
         memset(&d, 0, sizeof d);
         find_dependents(uid, &d);
         if (d.n == 0)
             drop_finalizer(t, key, "foregroundDeletion");
     }
-    free_dependents(&d);
+    free_keys(&d);
     free(uid);
 }
 
@@ -896,7 +920,7 @@ static void gc_owner(luna_ds_type *t, const char *key)
  * deletion for this object are re-examined. */
 static void gc_after_removal(const char *uid)
 {
-    struct dependents d = { 0 };
+    struct key_list d = { 0 };
     find_dependents(uid, &d);
     for (size_t i = 0; i < d.n; i++) {
         luna_ds_obj *dep = luna_ds_store_get(d.items[i].t->coll, d.items[i].key);
@@ -909,16 +933,10 @@ static void gc_after_removal(const char *uid)
         if (other_owner) {
             drop_owner_ref(d.items[i].t, d.items[i].key, uid);
         } else if (!dep->deleting) {
-            json_t *out = NULL;
-            bool removed;
-            luna_ds_status st = { 0 };
-            do_delete(d.items[i].t, dep, PROP_BACKGROUND, &out, &removed, &st);
-            if (out)
-                json_decref(out);
-            luna_ds_status_clear(&st);
+            delete_quietly(d.items[i].t, dep, PROP_BACKGROUND);
         }
     }
-    free_dependents(&d);
+    free_keys(&d);
 }
 
 struct uid_finder {
@@ -1041,48 +1059,16 @@ static int do_delete(luna_ds_type *t, luna_ds_obj *cur, enum propagation prop, j
     return 0;
 }
 
-struct ns_contents {
-    const char *ns;
-    struct { luna_ds_type *t; char *key; } *items;
-    size_t n, cap;
-};
-
-static bool collect_in_ns(void *ctx, luna_ds_obj *o)
+static bool in_namespace(const luna_ds_obj *o, const char *ns)
 {
-    struct ns_contents *c = ctx;
-    if (strcmp(o->ns, c->ns) != 0)
-        return true;
-    if (c->n == c->cap) {
-        c->cap = c->cap ? 2 * c->cap : 16;
-        c->items = realloc(c->items, c->cap * sizeof *c->items);
-        if (!c->items)
-            abort();
-    }
-    c->items[c->n].key = strdup(o->key);
-    c->items[c->n].t = NULL;
-    c->n++;
-    return true;
+    return strcmp(o->ns, ns) == 0;
 }
 
-static size_t namespace_contents(const char *ns, struct ns_contents *c)
+static size_t namespace_contents(const char *ns, struct key_list *c)
 {
-    c->ns = ns;
-    for (luna_ds_type *t = luna_ds_types_all(); t; t = t->next) {
-        if (!t->storage || !t->namespaced)
-            continue;
-        size_t before = c->n;
-        luna_ds_store_each(t->coll, collect_in_ns, c);
-        for (size_t i = before; i < c->n; i++)
-            c->items[i].t = t;
-    }
-    return c->n;
-}
-
-static void free_contents(struct ns_contents *c)
-{
-    for (size_t i = 0; i < c->n; i++)
-        free(c->items[i].key);
-    free(c->items);
+    c->want = in_namespace;
+    c->arg = ns;
+    return collect_keys(c, true);
 }
 
 static bool finalizing_ns;
@@ -1096,24 +1082,17 @@ static void namespace_maybe_finalize(const char *ns_name)
         return;
     finalizing_ns = true;
     char *name = strdup(ns_name);
-    struct ns_contents c = { 0 };
+    struct key_list c = { 0 };
     namespace_contents(name, &c);
     for (size_t i = 0; i < c.n; i++) {
         luna_ds_obj *o = luna_ds_store_get(c.items[i].t->coll, c.items[i].key);
-        if (o && !o->deleting) {
-            json_t *out = NULL;
-            bool removed;
-            luna_ds_status st = { 0 };
-            do_delete(c.items[i].t, o, PROP_BACKGROUND, &out, &removed, &st);
-            if (out)
-                json_decref(out);
-            luna_ds_status_clear(&st);
-        }
+        if (o && !o->deleting)
+            delete_quietly(c.items[i].t, o, PROP_BACKGROUND);
     }
-    free_contents(&c);
+    free_keys(&c);
     memset(&c, 0, sizeof c);
     size_t left = namespace_contents(name, &c);
-    free_contents(&c);
+    free_keys(&c);
     finalizing_ns = false;
     ns = luna_ds_store_get(nt->coll, name);
     if (left == 0 && ns) {
@@ -1211,15 +1190,8 @@ static void orphan_sweep(struct ev_loop *loop, ev_timer *w, int revents)
         for (int j = 0; orphan && j < o->nowners; j++)
             if (uid_exists(o->owner_uids[j]))
                 orphan = false;
-        if (orphan) {
-            json_t *out = NULL;
-            bool removed;
-            luna_ds_status st = { 0 };
-            do_delete(checks[i].t, o, PROP_BACKGROUND, &out, &removed, &st);
-            if (out)
-                json_decref(out);
-            luna_ds_status_clear(&st);
-        }
+        if (orphan)
+            delete_quietly(checks[i].t, o, PROP_BACKGROUND);
         free(checks[i].key);
     }
     free(checks);

@@ -228,19 +228,7 @@ void luna_lua_health_register(lua_State *L)
         { "render", luna_lua_health_render },
         { NULL, NULL },
     };
-    if (luaL_newmetatable(L, HEALTH_MT)) {
-        lua_pushcfunction(L, luna_lua_health_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_pushliteral(L, HEALTH_MT);
-        lua_setfield(L, -2, "__metatable");
-        lua_newtable(L);
-        for (const luaL_Reg *m = methods; m->name; m++) {
-            lua_pushcfunction(L, m->func);
-            lua_setfield(L, -2, m->name);
-        }
-        lua_setfield(L, -2, "__index");
-    }
-    lua_pop(L, 1);
+    luna_lua_new_locked_class(L, HEALTH_MT, methods, luna_lua_health_gc, NULL);
     static const luaL_Reg funcs[] = {
         { "new", luna_lua_health_new },
         { NULL, NULL },

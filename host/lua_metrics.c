@@ -983,32 +983,6 @@ static int luna_lua_metrics_format_value(lua_State *L)
     return 1;
 }
 
-static void new_class(lua_State *L, const char *name, const luaL_Reg *methods,
-                      lua_CFunction gc, lua_CFunction tostring)
-{
-    if (!luaL_newmetatable(L, name)) {
-        lua_pop(L, 1);
-        return;
-    }
-    if (gc) {
-        lua_pushcfunction(L, gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    if (tostring) {
-        lua_pushcfunction(L, tostring);
-        lua_setfield(L, -2, "__tostring");
-    }
-    lua_pushstring(L, name);
-    lua_setfield(L, -2, "__metatable");
-    lua_newtable(L);
-    for (const luaL_Reg *m = methods; m->name; m++) {
-        lua_pushcfunction(L, m->func);
-        lua_setfield(L, -2, m->name);
-    }
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
-}
-
 void luna_lua_metrics_register(lua_State *L)
 {
     static const luaL_Reg registry_methods[] = {
@@ -1077,15 +1051,17 @@ void luna_lua_metrics_register(lua_State *L)
         { "detach", luna_lua_metrics_export_detach },
         { NULL, NULL },
     };
-    new_class(L, REGISTRY_MT, registry_methods, luna_lua_metrics_registry_gc,
-              luna_lua_metrics_registry_tostring);
-    new_class(L, FAMILY_MT, family_methods, luna_lua_metrics_family_gc,
-              luna_lua_metrics_family_tostring);
-    new_class(L, CHILD_MT, child_methods, luna_lua_metrics_child_gc,
-              luna_lua_metrics_child_tostring);
-    new_class(L, RUNTIME_MT, runtime_methods, luna_lua_metrics_runtime_gc, NULL);
-    new_class(L, CONTROLLER_MT, controller_methods, luna_lua_metrics_controller_remove, NULL);
-    new_class(L, EXPORT_MT, export_methods, NULL, NULL);
+    luna_lua_new_locked_class(L, REGISTRY_MT, registry_methods, luna_lua_metrics_registry_gc,
+                              luna_lua_metrics_registry_tostring);
+    luna_lua_new_locked_class(L, FAMILY_MT, family_methods, luna_lua_metrics_family_gc,
+                              luna_lua_metrics_family_tostring);
+    luna_lua_new_locked_class(L, CHILD_MT, child_methods, luna_lua_metrics_child_gc,
+                              luna_lua_metrics_child_tostring);
+    luna_lua_new_locked_class(L, RUNTIME_MT, runtime_methods, luna_lua_metrics_runtime_gc,
+                              NULL);
+    luna_lua_new_locked_class(L, CONTROLLER_MT, controller_methods,
+                              luna_lua_metrics_controller_remove, NULL);
+    luna_lua_new_locked_class(L, EXPORT_MT, export_methods, NULL, NULL);
 
     static const luaL_Reg funcs[] = {
         { "new", luna_lua_metrics_new },

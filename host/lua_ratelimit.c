@@ -263,21 +263,8 @@ void luna_lua_ratelimit_register(lua_State *L)
         { "now", luna_lua_ratelimit_now },
         { NULL, NULL },
     };
-    if (luaL_newmetatable(L, RATELIMITER_MT)) {
-        lua_pushcfunction(L, luna_lua_ratelimit_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, luna_lua_ratelimit_tostring);
-        lua_setfield(L, -2, "__tostring");
-        lua_pushliteral(L, RATELIMITER_MT);
-        lua_setfield(L, -2, "__metatable");
-        lua_newtable(L);
-        for (const luaL_Reg *m = methods; m->name; m++) {
-            lua_pushcfunction(L, m->func);
-            lua_setfield(L, -2, m->name);
-        }
-        lua_setfield(L, -2, "__index");
-    }
-    lua_pop(L, 1);
+    luna_lua_new_locked_class(L, RATELIMITER_MT, methods, luna_lua_ratelimit_gc,
+                              luna_lua_ratelimit_tostring);
     static const luaL_Reg funcs[] = {
         { "new", luna_lua_ratelimit_new },
         { NULL, NULL },

@@ -134,6 +134,32 @@ void luna_lua_new_class(lua_State *L, const char *name, const luaL_Reg *methods,
     lua_pop(L, 1);
 }
 
+void luna_lua_new_locked_class(lua_State *L, const char *name, const luaL_Reg *methods,
+                               lua_CFunction gc, lua_CFunction tostring)
+{
+    if (!luaL_newmetatable(L, name)) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (gc) {
+        lua_pushcfunction(L, gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    if (tostring) {
+        lua_pushcfunction(L, tostring);
+        lua_setfield(L, -2, "__tostring");
+    }
+    lua_pushstring(L, name);
+    lua_setfield(L, -2, "__metatable");
+    lua_newtable(L);
+    for (; methods->name; methods++) {
+        lua_pushcfunction(L, methods->func);
+        lua_setfield(L, -2, methods->name);
+    }
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+}
+
 void luna_lua_push_resource(lua_State *L, const struct luna_resource *res)
 {
     lua_createtable(L, 0, 6);

@@ -34,6 +34,13 @@ void luna_lua_register_table(lua_State *L, const char *name, const luaL_Reg *fun
 void luna_lua_new_class(lua_State *L, const char *name, const luaL_Reg *methods,
                         lua_CFunction gc);
 
+/* Registers metatable `name` once (does nothing if it already exists): __index
+ * is a table of `methods`, __gc is gc and __tostring is tostring (NULL: none),
+ * and __metatable is `name`, so getmetatable() on an object returns the name
+ * and setmetatable() on it fails. */
+void luna_lua_new_locked_class(lua_State *L, const char *name, const luaL_Reg *methods,
+                               lua_CFunction gc, lua_CFunction tostring);
+
 /* Pushes {group=, version=, resource=, kind=, namespaced=, has_status=}. */
 struct luna_resource;
 void luna_lua_push_resource(lua_State *L, const struct luna_resource *res);

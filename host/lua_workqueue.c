@@ -470,21 +470,8 @@ void luna_lua_workqueue_register(lua_State *L)
         { "metrics", luna_lua_workqueue_metrics },
         { NULL, NULL },
     };
-    if (luaL_newmetatable(L, WORKQUEUE_MT)) {
-        lua_pushcfunction(L, luna_lua_workqueue_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, luna_lua_workqueue_tostring);
-        lua_setfield(L, -2, "__tostring");
-        lua_pushliteral(L, WORKQUEUE_MT);
-        lua_setfield(L, -2, "__metatable");
-        lua_newtable(L);
-        for (const luaL_Reg *m = methods; m->name; m++) {
-            lua_pushcfunction(L, m->func);
-            lua_setfield(L, -2, m->name);
-        }
-        lua_setfield(L, -2, "__index");
-    }
-    lua_pop(L, 1);
+    luna_lua_new_locked_class(L, WORKQUEUE_MT, methods, luna_lua_workqueue_gc,
+                              luna_lua_workqueue_tostring);
     lua_getfield(L, LUA_REGISTRYINDEX, OBJECTS_KEY);
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);

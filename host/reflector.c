@@ -222,7 +222,48 @@ static void end_request(struct luna_reflector *r)
     r->error_len = 0;
 }
 
+/* Starts the LIST (watch false) or WATCH request with its stream callbacks.
+ * Returns 0 if it runs; 1 if the path was too long (last_error set and a
+ * relist scheduled); -1 if it could not start (counted as a failure and
+ * last_error set: the caller schedules the retry). */
+static int start_request(struct luna_reflector *r, bool watch, luna_kube_data_fn on_chunk,
+                         luna_kube_done_fn on_done)
+{
+    char path[PATH_MAX_LEN];
+    luna_error err = { 0 };
+    const char *what = watch ? "watch" : "list";
+    if (build_path(r, watch, path, sizeof path) < 0) {
+        set_error(r, what, "request path too long");
+        retry_later(r, true, true);
+        return 1;
+    }
+    struct luna_kube_request_options o = {
+        .path = path,
+        .idle_timeout = r->idle_timeout,
+        .on_headers = on_headers,
+        .on_chunk = on_chunk,
+        .on_done = on_done,
+        .ud = r,
+    };
+    r->req = luna_kube_request_start(r->kc, &o, &err);
+    if (!r->req) {
+        r->stats.failures++;
+        set_error(r, what, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- LIST ------------------------------------------------------------ */
+
+/* A LIST (or one of its pages) failed: the pages collected so far are
+ * dropped and the list starts again from the first page. */
+static void list_failed(struct luna_reflector *r, const char *msg, bool with_backoff)
+{
+    set_error(r, "list", msg);
+    drop_listed(r);
+    retry_later(r, true, with_backoff);
+}
 
 static int on_list_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
 {
@@ -291,10 +332,8 @@ static void on_list_done(void *ud, const luna_http_response *resp, const luna_ht
         r->stats.failures++;
         if (r->stream_failed)
             r->stats.decode_errors++;
-        set_error(r, "list", fail->err.msg);
         end_request(r);
-        drop_listed(r);
-        retry_later(r, true, true);
+        list_failed(r, fail->err.msg, true);
         return;
     }
     if (r->status != 200) {
@@ -311,24 +350,18 @@ static void on_list_done(void *ud, const luna_http_response *resp, const luna_ht
             bool page = r->continue_token != NULL;
             r->stats.gone++;
             r->rv_unavailable = true;
-            set_error(r, "list", msg);
-            drop_listed(r);
-            retry_later(r, true, !page);
+            list_failed(r, msg, !page);
             return;
         }
-        set_error(r, "list", msg);
-        drop_listed(r);
-        retry_later(r, true, true);
+        list_failed(r, msg, true);
         return;
     }
     luna_error err = { 0 };
     if (luna_object_stream_finish(r->list_stream, &err) < 0) {
         r->stats.failures++;
         r->stats.decode_errors++;
-        set_error(r, "list", err.msg);
         end_request(r);
-        drop_listed(r);
-        retry_later(r, true, true);
+        list_failed(r, err.msg, true);
         return;
     }
     end_request(r);
@@ -349,31 +382,13 @@ static void on_list_done(void *ud, const luna_http_response *resp, const luna_ht
 
 static void start_list(struct luna_reflector *r)
 {
-    char path[PATH_MAX_LEN];
-    luna_error err = { 0 };
     r->phase = LISTING;
     r->status = 0;
     r->stream_failed = false;
     if (!r->continue_token)
         drop_listed(r);
     luna_object_stream_reset(r->list_stream);
-    if (build_path(r, false, path, sizeof path) < 0) {
-        set_error(r, "list", "request path too long");
-        retry_later(r, true, true);
-        return;
-    }
-    struct luna_kube_request_options o = {
-        .path = path,
-        .idle_timeout = r->idle_timeout,
-        .on_headers = on_headers,
-        .on_chunk = on_list_chunk,
-        .on_done = on_list_done,
-        .ud = r,
-    };
-    r->req = luna_kube_request_start(r->kc, &o, &err);
-    if (!r->req) {
-        r->stats.failures++;
-        set_error(r, "list", err.msg);
+    if (start_request(r, false, on_list_chunk, on_list_done) < 0) {
         drop_listed(r);
         retry_later(r, true, true);
     }
@@ -522,34 +537,16 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
 
 static void start_watch(struct luna_reflector *r)
 {
-    char path[PATH_MAX_LEN];
-    luna_error err = { 0 };
     r->phase = WATCHING;
     r->status = 0;
     r->stream_failed = false;
     r->relist_next = false;
     luna_object_stream_reset(r->watch_stream);
-    if (build_path(r, true, path, sizeof path) < 0) {
-        set_error(r, "watch", "request path too long");
-        retry_later(r, true, true);
-        return;
-    }
-    struct luna_kube_request_options o = {
-        .path = path,
-        .idle_timeout = r->idle_timeout,
-        .on_headers = on_headers,
-        .on_chunk = on_watch_chunk,
-        .on_done = on_watch_done,
-        .ud = r,
-    };
-    r->req = luna_kube_request_start(r->kc, &o, &err);
-    if (!r->req) {
-        r->stats.failures++;
-        set_error(r, "watch", err.msg);
+    int rc = start_request(r, true, on_watch_chunk, on_watch_done);
+    if (rc < 0)
         retry_later(r, false, true);
-        return;
-    }
-    r->stats.watches++;
+    else if (rc == 0)
+        r->stats.watches++;
 }
 
 /* ---- lifecycle ------------------------------------------------------- */
