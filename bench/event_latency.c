@@ -58,6 +58,15 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* The send time stamped into each write: wall clock, because the script
+ * reading it runs sandboxed and only has luna.time.now() (CLOCK_REALTIME). */
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static void die(const char *what)
 {
     fprintf(stderr, "event_latency: %s\n", what);
@@ -224,7 +233,7 @@ static void start_write(struct load *l)
     unsigned long n = l->started++;
     snprintf(s->url, sizeof s->url, "%s/api/v1/namespaces/lat/configmaps/cm-%06lu", l->server,
              n % (unsigned long)opt.objects);
-    snprintf(s->body, sizeof s->body, "{\"data\":{\"seq\":\"%lu\",\"t\":\"%.9f\"}}", n, now_s());
+    snprintf(s->body, sizeof s->body, "{\"data\":{\"seq\":\"%lu\",\"t\":\"%.9f\"}}", n, wall_s());
     curl_easy_setopt(s->easy, CURLOPT_URL, s->url);
     curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, s->body);
     curl_easy_setopt(s->easy, CURLOPT_PRIVATE, s);
@@ -345,13 +354,7 @@ int main(int argc, char **argv)
     char code[4096];
     snprintf(code, sizeof code,
              "local luna = require \"luna\"\n"
-             "local ffi = require \"ffi\"\n"
-             "pcall(ffi.cdef, \"int clock_gettime(int clk, void *ts);\")\n"
-             "local ts = ffi.new(\"long[2]\")\n"
-             "local function now()\n"
-             "  ffi.C.clock_gettime(1, ts)\n"
-             "  return tonumber(ts[0]) + tonumber(ts[1]) * 1e-9\n"
-             "end\n"
+             "local now = luna.time.now\n"
              "local samples, n = {}, 0\n"
              "return luna.controller {\n"
              "  name = \"latency\", watch = { \"v1/ConfigMap\", namespace = \"lat\" },\n"
@@ -392,7 +395,8 @@ int main(int argc, char **argv)
              "current-context: d\n", url);
     write_text(kubeconfig, kc);
 
-    char *luna_argv[] = { luna_path, "run", "--kubeconfig", kubeconfig, ctl, NULL };
+    char *luna_argv[] = { luna_path, "run", "--kubeconfig", kubeconfig,
+                          "--metrics-bind-address=0", "--health-probe-bind-address=0", ctl, NULL };
     pid_t luna = spawn(luna_argv, luna_log, "LUNA_EVENT_LATENCY=1");
     await_line(luna_log, "caches synced", 0, 120);
     /* The initial adds reconcile every object once; let them finish. */
