@@ -173,18 +173,7 @@ function conditions.remove(obj, t)
   check_type(t)
   local l = list_of(obj)
   if not l then return false end
-  local changed = false
-  local i = 1
-  while i <= #l do
-    if type(l[i]) == "table" and l[i].type == t then
-      table.remove(l, i)
-      changed = true
-    else
-      i = i + 1
-    end
-  end
-  if changed and not json.is_array(l) then json.array(l) end
-  return changed
+  return util.remove_where(l, function(e) return type(e) == "table" and e.type == t end)
 end
 
 return conditions

@@ -68,18 +68,7 @@ function finalizers.remove(obj, name)
   check_name(name)
   local l = list_of(obj)
   if not l then return false end
-  local changed = false
-  local i = 1
-  while i <= #l do
-    if l[i] == name then
-      table.remove(l, i)
-      changed = true
-    else
-      i = i + 1
-    end
-  end
-  if changed and not json.is_array(l) then json.array(l) end
-  return changed
+  return util.remove_where(l, function(e) return e == name end)
 end
 
 -- obj is being deleted: metadata.deletionTimestamp is set.

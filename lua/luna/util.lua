@@ -142,4 +142,24 @@ function util.label_value(s)
   return true
 end
 
+-- Removes, in place, every element of list l for which pred(element) is
+-- true; a list that changed stays marked as a JSON array (so an emptied
+-- list encodes as [], which a merge patch needs).  Returns whether any was
+-- removed.
+function util.remove_where(l, pred)
+  local changed, i = false, 1
+  while i <= #l do
+    if pred(l[i]) then
+      table.remove(l, i)
+      changed = true
+    else
+      i = i + 1
+    end
+  end
+  if changed then
+    if not core.json.is_array(l) then core.json.array(l) end
+  end
+  return changed
+end
+
 return util
