@@ -44,6 +44,12 @@ local C = ffi.C
 local SIGKILL, SIGTERM, WNOHANG, POLLIN = 9, 15, 1, 1
 local F_GETFD, F_SETFD, FD_CLOEXEC = 1, 2, 1
 
+-- Runs a command (a string for the shell) with LeakSanitizer reporting
+-- rather than aborting, so its output can be checked: output, exit code.
+function helpers.run_leak_checked(cmd)
+  return helpers.run("ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 " .. cmd)
+end
+
 function helpers.run(cmd)
   local p = io.popen(cmd .. " 2>&1; echo \"__luna_rc=$?\"")
   local out = p:read("*a")

@@ -1,14 +1,12 @@
 -- Memory: every key, limiter record, callback and timer is released, checked
--- with LeakSanitizer in child processes (the busted process itself runs with
--- leak detection off) and with ASan in process.
+-- with LeakSanitizer in child processes and with ASan in process.
 local helpers = require("helpers")
 local core = require("luna.core")
 
-local LEAKS_ON = "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "
 
 describe("workqueue memory", function()
   it("C API: frees everything in every state (LeakSanitizer)", function()
-    local out, rc = helpers.run(LEAKS_ON .. helpers.fixtures .. "/workqueue_c")
+    local out, rc = helpers.run_leak_checked(helpers.fixtures .. "/workqueue_c")
     assert.equal(0, rc, out)
     assert.matches("workqueue_c: all ok", out)
     assert.not_matches("LeakSanitizer", out)
@@ -41,8 +39,8 @@ describe("workqueue memory", function()
       print("script done")
     ]]
     local file = helpers.write_file(helpers.tmpdir() .. "/leak.lua", script)
-    local out, rc = helpers.run(string.format("%s LUA_CPATH='%s/lua/?.so' luajit %s",
-      LEAKS_ON, helpers.build, file))
+    local out, rc = helpers.run_leak_checked(string.format("LUA_CPATH='%s/lua/?.so' luajit %s",
+      helpers.build, file))
     assert.equal(0, rc, out)
     assert.matches("script done", out)
     assert.not_matches("LeakSanitizer", out)

@@ -4,11 +4,10 @@
 -- the loop; on_batch_end after each step; never a drain nested in a handler.
 local helpers = require("helpers")
 
-local LEAKS_ON = "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "
 
 describe("informer drain", function()
   it("drains small backlogs in wake, large ones in batches, never nested (C, LeakSanitizer)", function()
-    local out, rc = helpers.run(LEAKS_ON .. helpers.fixtures .. "/informer_c")
+    local out, rc = helpers.run_leak_checked(helpers.fixtures .. "/informer_c")
     assert.equal(0, rc, out)
     assert.matches("ok a watch%-sized backlog drains inside wake, then on_batch_end", out)
     assert.matches("ok larger backlogs drain from the loop in batches", out)

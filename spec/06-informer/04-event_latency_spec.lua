@@ -4,7 +4,6 @@
 local helpers = require("helpers")
 local luna_env = require("support.luna_env")
 
-local LEAKS_ON = "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "
 local SIGUSR1 = 10
 
 local CONTROLLER = [[
@@ -28,7 +27,7 @@ end
 
 describe("event latency probe", function()
   it("pairs events with reconcile starts and computes percentiles (C, LeakSanitizer)", function()
-    local out, rc = helpers.run(LEAKS_ON .. helpers.fixtures .. "/event_latency_c")
+    local out, rc = helpers.run_leak_checked(helpers.fixtures .. "/event_latency_c")
     assert.equal(0, rc, out)
     assert.matches("event_latency_c: all ok", out)
     assert.not_matches("LeakSanitizer", out)

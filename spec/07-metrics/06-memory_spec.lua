@@ -1,15 +1,13 @@
 -- Memory: registries, families, series, function series, runtime sets,
 -- workqueue exports and health state are all released, whatever order they
--- go in — checked with LeakSanitizer in child processes (the busted process
--- itself runs with leak detection off) and with ASan in process.
+-- go in — checked with LeakSanitizer in child processes and with ASan in process.
 local helpers = require("helpers")
 local core = require("luna.core")
 
-local LEAKS_ON = "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "
 
 describe("metrics memory", function()
   it("C API: references, release callbacks and every freeing order (LeakSanitizer)", function()
-    local out, rc = helpers.run(LEAKS_ON .. helpers.fixtures .. "/metrics_c")
+    local out, rc = helpers.run_leak_checked(helpers.fixtures .. "/metrics_c")
     assert.equal(0, rc, out)
     assert.matches("metrics_c: all ok", out)
     assert.not_matches("LeakSanitizer", out)
@@ -57,8 +55,8 @@ describe("metrics memory", function()
       print("script done")
     ]]
     local file = helpers.write_file(helpers.tmpdir() .. "/leak.lua", script)
-    local out, rc = helpers.run(string.format("%s LUA_CPATH='%s/lua/?.so' luajit %s",
-      LEAKS_ON, helpers.build, file))
+    local out, rc = helpers.run_leak_checked(string.format("LUA_CPATH='%s/lua/?.so' luajit %s",
+      helpers.build, file))
     assert.equal(0, rc, out)
     assert.matches("script done", out)
     assert.not_matches("LeakSanitizer", out)

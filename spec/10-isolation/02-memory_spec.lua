@@ -92,7 +92,7 @@ end)
 describe("the watchdog's C API", function()
   it("budgets, nesting, resume, heap cap and accounting; frees at lua_close (LeakSanitizer)", function()
     local helpers = require("helpers")
-    local out, rc = helpers.run("ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 " ..
+    local out, rc = helpers.run_leak_checked(
       helpers.fixtures .. "/watchdog_c")
     assert.equal(0, rc, out)
     assert.matches("watchdog_c: all ok", out)
