@@ -7,7 +7,7 @@
 # shared libraries luna links and nothing else. The image runs as uid 65532
 # and writes nothing outside /tmp, so it runs with a read-only root
 # filesystem (the Deployment in deploy/ mounts an emptyDir at /tmp).
-# spec/07-deploy checks this file against the Makefile and `ldd build/luna`.
+# spec/16-deploy checks this file against the Makefile and `ldd build/luna`.
 
 FROM debian:bookworm AS build
 ENV DEBIAN_FRONTEND=noninteractive

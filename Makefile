@@ -1,8 +1,11 @@
 # luna — build, test, run.  See README.md for the commands a user types.
 #
-# The C core (host/*.c except main.c) is compiled once per variant into
-# libluna.a, which is linked both into the `luna` executable and into the Lua
-# C module `luna.core` (core.so) that plain `luajit` can require.
+# host/ is layered, one folder per layer (docs/internals.md); a folder
+# includes only from the layers below it.  The core (every layer but main.c
+# and devserver/) is compiled once per variant into libluna.a, which is linked
+# both into the `luna` executable and into the Lua C module `luna.core`
+# (core.so) that plain `luajit` can require.  The dev server has its own
+# archive, libluna_devserver.a, linked into `luna` only.
 #
 # Variants:  build/       release (-O2), what `make` and `make run` use
 #            build/test/  ASan + UBSan, what `make test` uses
@@ -37,13 +40,15 @@ DEB_PKGS  := build-essential pkg-config luajit libluajit-5.1-dev \
 # The subset the container's build stage installs (`make deps-build`): every
 # package above except these, which only the specs, benchmarks and tools use.
 # New packages therefore reach the build stage unless they are listed here;
-# spec/07-deploy checks that every header, library and .pc file the build
+# spec/16-deploy checks that every header, library and .pc file the build
 # uses comes from DEB_BUILD_PKGS or what they depend on.
 DEB_NOBUILD_PKGS := luajit lua-busted lua-cjson libcjson-dev libjson-c-dev \
              openssl ca-certificates procps curl nghttp2-server libjsmn-dev
 DEB_BUILD_PKGS := $(filter-out $(DEB_NOBUILD_PKGS),$(DEB_PKGS))
 
-CORE_SRC  := $(filter-out host/main.c,$(wildcard host/*.c))
+CORE_LAYERS := base client cache queue lua runtime testing
+CORE_SRC  := $(foreach l,$(CORE_LAYERS),$(wildcard host/$(l)/*.c))
+DEVSERVER_SRC := $(wildcard host/devserver/*.c)
 FIXTURES  := $(patsubst spec/fixtures/%.c,%,$(wildcard spec/fixtures/*.c))
 BENCHES   := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
 
@@ -59,7 +64,10 @@ $(1)/obj/%.o: host/%.c
 $(1)/libluna.a: $$(patsubst host/%.c,$(1)/obj/%.o,$$(CORE_SRC))
 	@rm -f $$@
 	ar rcs $$@ $$^
-$(1)/luna: $(1)/obj/main.o $(1)/libluna.a
+$(1)/libluna_devserver.a: $$(patsubst host/%.c,$(1)/obj/%.o,$$(DEVSERVER_SRC))
+	@rm -f $$@
+	ar rcs $$@ $$^
+$(1)/luna: $(1)/obj/main.o $(1)/libluna_devserver.a $(1)/libluna.a
 	$$(CC) $(2) -rdynamic -o $$@ $$^ $$(EXE_LIBS)
 $(1)/lua/luna/core.so: $(1)/libluna.a
 	@mkdir -p $$(@D)
@@ -70,7 +78,7 @@ $(1)/fixtures/%: spec/fixtures/%.c $(1)/libluna.a
 $(1)/bench/%: bench/%.c $(1)/libluna.a
 	@mkdir -p $$(@D)
 	$$(CC) $$(BASE_CFLAGS) $(2) -o $$@ $$< $(1)/libluna.a $$(EXE_LIBS) $$(BENCH_LIBS)
--include $$(wildcard $(1)/obj/*.d)
+-include $$(wildcard $(1)/obj/*.d $(1)/obj/*/*.d)
 endef
 
 $(eval $(call variant,build,$(REL_FLAGS)))

@@ -8,7 +8,7 @@
  * Three processes on this machine: `luna dev-server` seeded with `objects`
  * ConfigMaps; `luna run` with one trivial controller over them (a lister
  * get and a field read per reconcile) and LUNA_EVENT_LATENCY=1, the probe
- * in host/event_latency.h; and this program, which PATCHes the ConfigMaps
+ * in host/cache/event_latency.h; and this program, which PATCHes the ConfigMaps
  * round-robin at `rate` writes per second over keep-alive connections
  * (libcurl multi, at most `connections` at once), each write carrying its
  * CLOCK_MONOTONIC send time.  After `warmup` seconds of load it sends luna

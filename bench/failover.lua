@@ -8,8 +8,8 @@
 --         bench metrics_scrape bytes=B series=S ms=M (best of 20)
 package.path = "spec/?.lua;" .. package.path
 local helpers = require("helpers")
-local client = require("apiserver.client")
-local S = require("09-production.support")
+local client = require("support.apiserver_client")
+local S = require("15-production.support")
 
 local opts = { runs = 3 }
 for _, a in ipairs(arg) do

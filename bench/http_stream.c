@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
-#include "loop.h"
+#include "client/http.h"
+#include "base/loop.h"
 
 #define LINES 1000000
 

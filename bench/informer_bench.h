@@ -30,13 +30,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "discovery.h"
-#include "http.h"
-#include "informer_factory.h"
-#include "kube_client.h"
-#include "kubeconfig.h"
-#include "log.h"
-#include "loop.h"
+#include "client/discovery.h"
+#include "client/http.h"
+#include "cache/informer_factory.h"
+#include "client/kube_client.h"
+#include "client/kubeconfig.h"
+#include "base/log.h"
+#include "base/loop.h"
 
 extern char **environ;
 

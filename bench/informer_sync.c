@@ -18,7 +18,7 @@
  * this process's CPU time during the sync.)
  */
 #include "informer_bench.h"
-#include "object_stream.h"
+#include "cache/object_stream.h"
 
 struct measure {
     struct luna_object_stream *with_mf, *without_mf;

@@ -31,7 +31,7 @@
 #include <stdatomic.h>
 
 #include "informer_bench.h"
-#include "json.h"
+#include "base/json.h"
 
 struct recording {
     struct bench_body discovery, list, watch;

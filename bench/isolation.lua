@@ -89,7 +89,7 @@ end
 -- End to end: how long a runaway reconcile holds the loop before it is stopped.
 local helpers = require("helpers")
 helpers.luna = build .. "/luna"
-local client = require("apiserver.client")
+local client = require("support.apiserver_client")
 local srv = client.start()
 local kc = helpers.tmpdir() .. "/kubeconfig"
 helpers.write_file(kc, ([[

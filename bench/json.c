@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "base/json.h"
 
 /* json-c's headers cannot share a file with jansson's (both name a type
  * json_object), so the few json-c functions used are declared here, as in
@@ -530,7 +530,7 @@ static long long run_jsmn(const struct dataset *d, unsigned n, int whole, struct
     return k;
 }
 
-/* --- luna (host/json.h over yajl) ---------------------------------------- */
+/* --- luna (host/base/json.h over yajl) ---------------------------------------- */
 
 static int luna_count(void *ud, const luna_json_event *ev, luna_error *err)
 {

@@ -42,10 +42,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
-#include "lua_core.h"
-#include "lua_json.h"
-#include "object.h"
+#include "base/json.h"
+#include "testing/lua_core.h"
+#include "lua/lua_json.h"
+#include "cache/object.h"
 
 #define MAX_OBJECTS 100
 #define EXACT_INT 9007199254740992.0 /* 2^53 */

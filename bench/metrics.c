@@ -16,8 +16,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "metrics.h"
-#include "textbuf.h"
+#include "runtime/metrics.h"
+#include "base/textbuf.h"
 
 #define MIN_SECONDS 0.5
 

@@ -20,8 +20,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "workqueue.h"
+#include "base/clock.h"
+#include "queue/workqueue.h"
 
 #define N_KEYS 100000
 #define MIN_SECONDS 1.0

@@ -17,15 +17,15 @@
 
 #include <lauxlib.h>
 
-#include "devserver.h"
-#include "error.h"
-#include "httpd.h"
-#include "leader.h"
-#include "kubeconfig.h"
-#include "log.h"
-#include "lua_host.h"
-#include "runtime.h"
-#include "watchdog.h"
+#include "devserver/devserver.h"
+#include "base/error.h"
+#include "runtime/httpd.h"
+#include "runtime/leader.h"
+#include "client/kubeconfig.h"
+#include "base/log.h"
+#include "runtime/lua_host.h"
+#include "runtime/runtime.h"
+#include "runtime/watchdog.h"
 
 static void usage(FILE *out)
 {
@@ -293,6 +293,8 @@ static int cmd_run(int argc, char **argv)
         return 2;
     }
     cfg.seeds = seeds;
+    cfg.dev_server_start = luna_devserver_embed_start;
+    cfg.dev_server_stop = luna_devserver_embed_stop;
     cfg.nseeds = nseeds;
     cfg.dir = argv[optind];
     return luna_runtime_run(&cfg);

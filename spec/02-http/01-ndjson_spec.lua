@@ -1,4 +1,4 @@
--- The NDJSON framer (host/ndjson.c) through core.http.ndjson.
+-- The NDJSON framer (host/base/ndjson.c) through core.http.ndjson.
 local core = require("luna.core")
 
 -- A framer collecting its lines into a table.

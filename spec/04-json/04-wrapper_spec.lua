@@ -1,4 +1,4 @@
--- host/json.h used directly from C (spec/fixtures/json_tool.c): events and
+-- host/base/json.h used directly from C (spec/fixtures/json_tool.c): events and
 -- their offsets, chunking, lookups, the writer and copying through it.
 local helpers = require("helpers")
 
@@ -19,7 +19,7 @@ local function write(tokens)
   return (helpers.run(tool .. " write " .. table.concat(quoted, " "))):gsub("\n$", "")
 end
 
-describe("host/json.h", function()
+describe("host/base/json.h", function()
   describe("parser events", function()
     local doc = '{"a":[1,-2,3.5,"x\\u00e9"],"b":{"c":null,"d":true},"e":18446744073709551615,' ..
                 '"f":-0,"g":123456789012345678901234567890,"h":-9223372036854775808}'

@@ -1,5 +1,5 @@
 -- A strict parser for the Prometheus text exposition format 0.0.4, used by
--- the spec/07-metrics specs to read what the registry renders back into
+-- the spec/09-metrics specs to read what the registry renders back into
 -- values.  It raises (with the line number) on anything a Prometheus
 -- server would reject or that the format forbids:
 --

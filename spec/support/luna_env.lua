@@ -9,7 +9,7 @@
 --   env:wait(fn, secs, what)   polls fn() (which may call env.srv:request) until true
 --   env:stop()         SIGTERM luna (asserting a clean exit), stop the server
 local helpers = require("helpers")
-local client = require("apiserver.client")
+local client = require("support.apiserver_client")
 
 local luna_env = {}
 local Env = {}

@@ -1,0 +1,127 @@
+/* log.c — see log.h. */
+#include "base/log.h"
+
+#include <stdarg.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#define LOG_MAX_PAIRS 32
+
+static enum luna_log_level log_level = LUNA_LOG_INFO;
+static enum luna_log_format log_format = LUNA_LOG_TEXT;
+static FILE *log_sink;
+
+static const char *const level_names[] = { "debug", "info", "warn", "error" };
+static const char *const level_upper[] = { "DEBUG", "INFO", "WARN", "ERROR" };
+
+void luna_log_set_level(enum luna_log_level level) { log_level = level; }
+void luna_log_set_format(enum luna_log_format format) { log_format = format; }
+void luna_log_set_sink(FILE *sink) { log_sink = sink; }
+bool luna_log_enabled(enum luna_log_level level) { return level >= log_level; }
+
+int luna_log_level_parse(const char *name)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, level_names[i]) == 0)
+            return i;
+    if (strcmp(name, "warning") == 0)
+        return LUNA_LOG_WARN;
+    return -1;
+}
+
+static void write_timestamp(FILE *out)
+{
+    struct timeval tv;
+    struct tm tm;
+    gettimeofday(&tv, NULL);
+    gmtime_r(&tv.tv_sec, &tm);
+    fprintf(out, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+            tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+            (int)(tv.tv_usec / 1000));
+}
+
+static void write_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"':  fputs("\\\"", out); break;
+        case '\\': fputs("\\\\", out); break;
+        case '\n': fputs("\\n", out); break;
+        case '\r': fputs("\\r", out); break;
+        case '\t': fputs("\\t", out); break;
+        default:
+            if (*p < 0x20)
+                fprintf(out, "\\u%04x", *p);
+            else
+                fputc(*p, out);
+        }
+    }
+    fputc('"', out);
+}
+
+/* Text values are quoted only when a reader could not split them otherwise. */
+static void write_text_value(FILE *out, const char *v)
+{
+    if (*v && !strpbrk(v, " \t\n\r\"=\\"))
+        fputs(v, out);
+    else
+        write_json_string(out, v);
+}
+
+void luna_log_pairs(enum luna_log_level level, const char *msg,
+                    const char *const *pairs, int npairs)
+{
+    if (!luna_log_enabled(level))
+        return;
+    FILE *out = log_sink ? log_sink : stderr;
+    flockfile(out);
+    if (log_format == LUNA_LOG_JSON) {
+        fputs("{\"ts\":\"", out);
+        write_timestamp(out);
+        fprintf(out, "\",\"level\":\"%s\",\"msg\":", level_names[level]);
+        write_json_string(out, msg);
+        for (int i = 0; i < npairs; i++) {
+            if (!pairs[2 * i + 1])
+                continue;
+            fputc(',', out);
+            write_json_string(out, pairs[2 * i]);
+            fputc(':', out);
+            write_json_string(out, pairs[2 * i + 1]);
+        }
+        fputs("}\n", out);
+    } else {
+        write_timestamp(out);
+        fprintf(out, " %s %s", level_upper[level], msg);
+        for (int i = 0; i < npairs; i++) {
+            if (!pairs[2 * i + 1])
+                continue;
+            fprintf(out, " %s=", pairs[2 * i]);
+            write_text_value(out, pairs[2 * i + 1]);
+        }
+        fputc('\n', out);
+    }
+    fflush(out);
+    funlockfile(out);
+}
+
+void luna_log(enum luna_log_level level, const char *msg, ...)
+{
+    if (!luna_log_enabled(level))
+        return;
+    const char *pairs[2 * LOG_MAX_PAIRS];
+    int n = 0;
+    va_list ap;
+    va_start(ap, msg);
+    for (;;) {
+        const char *key = va_arg(ap, const char *);
+        if (!key || n == LOG_MAX_PAIRS)
+            break;
+        pairs[2 * n] = key;
+        pairs[2 * n + 1] = va_arg(ap, const char *);
+        n++;
+    }
+    va_end(ap);
+    luna_log_pairs(level, msg, pairs, n);
+}

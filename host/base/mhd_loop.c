@@ -1,0 +1,78 @@
+/* mhd_loop.c — see mhd_loop.h. */
+#include "base/mhd_loop.h"
+
+#include <stddef.h>
+
+#include "base/loop.h"
+
+static void run(struct luna_mhd_loop *ml)
+{
+    ml->kicked = false;
+    MHD_run(ml->daemon);
+    MHD_UNSIGNED_LONG_LONG ms;
+    ev_timer_stop(luna_loop(), &ml->timer);
+    if (ml->kicked) {
+        ev_timer_set(&ml->timer, 0.0, 0.0);
+        ev_timer_start(luna_loop(), &ml->timer);
+    } else if (MHD_get_timeout(ml->daemon, &ms) == MHD_YES) {
+        double secs = ms == 0 ? 0.0005 : (double)ms / 1000.0;
+        ev_timer_set(&ml->timer, secs, 0.0);
+        ev_timer_start(luna_loop(), &ml->timer);
+    }
+}
+
+static void on_io(struct ev_loop *loop, ev_io *w, int revents)
+{
+    run((struct luna_mhd_loop *)((char *)w - offsetof(struct luna_mhd_loop, io)));
+}
+
+static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    run((struct luna_mhd_loop *)((char *)w - offsetof(struct luna_mhd_loop, timer)));
+}
+
+int luna_mhd_loop_attach(struct luna_mhd_loop *ml, struct MHD_Daemon *daemon,
+                         luna_error *err)
+{
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    if (!info || info->epoll_fd < 0) {
+        MHD_stop_daemon(daemon);
+        return luna_error_set(err, LUNA_EINVAL, "HTTP server: libmicrohttpd has no epoll fd");
+    }
+    ml->daemon = daemon;
+    ml->kicked = false;
+    ev_io_init(&ml->io, on_io, info->epoll_fd, EV_READ);
+    ev_io_start(luna_loop(), &ml->io);
+    ev_timer_init(&ml->timer, on_timer, 0.0, 0.0);
+    run(ml);
+    return 0;
+}
+
+void luna_mhd_loop_kick(struct luna_mhd_loop *ml)
+{
+    if (!ml->daemon)
+        return;
+    ml->kicked = true;
+    ev_timer_stop(luna_loop(), &ml->timer);
+    ev_timer_set(&ml->timer, 0.0, 0.0);
+    ev_timer_start(luna_loop(), &ml->timer);
+}
+
+void luna_mhd_loop_stop(struct luna_mhd_loop *ml)
+{
+    if (!ml->daemon)
+        return;
+    ev_io_stop(luna_loop(), &ml->io);
+    ev_timer_stop(luna_loop(), &ml->timer);
+    MHD_stop_daemon(ml->daemon);
+    ml->daemon = NULL;
+}
+
+int luna_mhd_loop_port(const struct luna_mhd_loop *ml)
+{
+    if (!ml->daemon)
+        return 0;
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(ml->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? info->port : 0;
+}

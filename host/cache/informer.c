@@ -1,0 +1,260 @@
+/* informer.c — see informer.h. */
+#include "cache/informer.h"
+
+#include <stdlib.h>
+#include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#include "base/log.h"
+#include "base/loop.h"
+
+struct handler_slot {
+    int id;
+    struct luna_informer_handler h;
+};
+
+struct luna_informer {
+    char *name;
+    struct luna_indexer *indexer;
+    struct luna_delta_fifo *fifo;
+    struct handler_slot *handlers;
+    size_t nhandlers, cap;
+    int next_id;
+    bool synced;
+    bool draining;            /* handlers are being called */
+    size_t burst;   /* keys drained since the FIFO was last empty */
+    /* Draining: ev_check does the work after each loop iteration; ev_idle
+     * keeps the loop from blocking while work remains. */
+    ev_check drain_check;
+    ev_idle drain_idle;
+    ev_timer resync;
+};
+
+static void drain_cb(struct ev_loop *loop, ev_check *w, int revents);
+static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents) {}
+static void resync_cb(struct ev_loop *loop, ev_timer *w, int revents);
+
+struct luna_informer *luna_informer_new(const char *name, luna_error *err)
+{
+    struct luna_informer *inf = calloc(1, sizeof *inf);
+    if (!inf || !(inf->name = strdup(name)) || !(inf->indexer = luna_indexer_new()) ||
+        !(inf->fifo = luna_delta_fifo_new(inf->indexer))) {
+        if (inf) {
+            luna_indexer_free(inf->indexer);
+            free(inf->name);
+            free(inf);
+        }
+        luna_error_set(err, LUNA_ENOMEM, "out of memory creating informer %s", name);
+        return NULL;
+    }
+    ev_check_init(&inf->drain_check, drain_cb);
+    ev_idle_init(&inf->drain_idle, idle_cb);
+    ev_timer_init(&inf->resync, resync_cb, 0., 0.);
+    return inf;
+}
+
+void luna_informer_free(struct luna_informer *inf)
+{
+    if (!inf)
+        return;
+    struct ev_loop *loop = luna_loop();
+    ev_check_stop(loop, &inf->drain_check);
+    ev_idle_stop(loop, &inf->drain_idle);
+    ev_timer_stop(loop, &inf->resync);
+    luna_delta_fifo_free(inf->fifo);
+    luna_indexer_free(inf->indexer);
+    free(inf->handlers);
+    free(inf->name);
+    free(inf);
+}
+
+const char *luna_informer_name(const struct luna_informer *inf) { return inf->name; }
+struct luna_indexer *luna_informer_indexer(struct luna_informer *inf) { return inf->indexer; }
+struct luna_delta_fifo *luna_informer_fifo(struct luna_informer *inf) { return inf->fifo; }
+bool luna_informer_has_synced(const struct luna_informer *inf) { return inf->synced; }
+size_t luna_informer_handler_count(const struct luna_informer *inf) { return inf->nhandlers; }
+
+void luna_informer_wake(struct luna_informer *inf)
+{
+    if (luna_delta_fifo_len(inf->fifo) == 0) {
+        /* An empty first list has nothing to drain but still syncs. */
+        if (!inf->synced)
+            luna_informer_drain(inf, 0);
+        return;
+    }
+    if (!inf->draining && luna_delta_fifo_len(inf->fifo) <= LUNA_INFORMER_IMMEDIATE)
+        luna_informer_drain(inf, LUNA_INFORMER_IMMEDIATE);
+    if (luna_delta_fifo_len(inf->fifo) == 0)
+        return;
+    struct ev_loop *loop = luna_loop();
+    ev_check_start(loop, &inf->drain_check);
+    ev_idle_start(loop, &inf->drain_idle);
+}
+
+/* Handlers may add or remove handlers while being called: iterate over ids
+ * by position and re-check bounds each time. */
+static void notify_add(struct luna_informer *inf, struct luna_object *obj, bool initial)
+{
+    for (size_t i = 0; i < inf->nhandlers; i++)
+        if (inf->handlers[i].h.on_add)
+            inf->handlers[i].h.on_add(inf->handlers[i].h.ud, obj, initial);
+}
+
+static void notify_update(struct luna_informer *inf, struct luna_object *old,
+                          struct luna_object *obj)
+{
+    for (size_t i = 0; i < inf->nhandlers; i++)
+        if (inf->handlers[i].h.on_update)
+            inf->handlers[i].h.on_update(inf->handlers[i].h.ud, old, obj);
+}
+
+static void notify_delete(struct luna_informer *inf, struct luna_object *obj, bool unknown)
+{
+    for (size_t i = 0; i < inf->nhandlers; i++)
+        if (inf->handlers[i].h.on_delete)
+            inf->handlers[i].h.on_delete(inf->handlers[i].h.ud, obj, unknown);
+}
+
+static int process_deltas(const char *key, const struct luna_delta *deltas, size_t n, void *ud)
+{
+    struct luna_informer *inf = ud;
+    for (size_t i = 0; i < n; i++) {
+        const struct luna_delta *d = &deltas[i];
+        if (d->type == LUNA_DELTA_DELETED) {
+            struct luna_object *old;
+            luna_indexer_delete(inf->indexer, key, &old);
+            struct luna_object *last = d->obj ? d->obj : old;
+            if (last)
+                notify_delete(inf, last, d->final_state_unknown);
+            luna_object_unref(old);
+            continue;
+        }
+        struct luna_object *old;
+        if (luna_indexer_put(inf->indexer, d->obj, &old) < 0) {
+            luna_error("informer cache update failed", "informer", inf->name, "key", key,
+                       "error", "out of memory");
+            continue;
+        }
+        if (old)
+            notify_update(inf, old, d->obj);
+        else
+            notify_add(inf, d->obj, d->type == LUNA_DELTA_REPLACED && !inf->synced);
+        luna_object_unref(old);
+    }
+    return 0;
+}
+
+static void notify_batch_end(struct luna_informer *inf)
+{
+    for (size_t i = 0; i < inf->nhandlers; i++)
+        if (inf->handlers[i].h.on_batch_end)
+            inf->handlers[i].h.on_batch_end(inf->handlers[i].h.ud);
+}
+
+size_t luna_informer_drain(struct luna_informer *inf, size_t max)
+{
+    if (inf->draining)
+        return 0;
+    size_t done = 0;
+    inf->draining = true;
+    while (done < max && luna_delta_fifo_pop(inf->fifo, process_deltas, inf) != LUNA_ENOTFOUND)
+        done++;
+    inf->draining = false;
+    if (!inf->synced && luna_delta_fifo_has_synced(inf->fifo)) {
+        inf->synced = true;
+        char count[24];
+        snprintf(count, sizeof count, "%zu", luna_indexer_len(inf->indexer));
+        luna_info("informer synced", "informer", inf->name, "objects", count);
+    }
+    if (done > 0)
+        notify_batch_end(inf);
+    return done;
+}
+
+static void drain_cb(struct ev_loop *loop, ev_check *w, int revents)
+{
+    struct luna_informer *inf = (struct luna_informer *)((char *)w -
+                                                         offsetof(struct luna_informer, drain_check));
+    inf->burst += luna_informer_drain(inf, LUNA_INFORMER_BATCH);
+    if (luna_delta_fifo_len(inf->fifo) == 0) {
+        ev_check_stop(loop, &inf->drain_check);
+        ev_idle_stop(loop, &inf->drain_idle);
+        /* A (re)list leaves its queue's memory free between cached objects,
+         * where malloc keeps it: hand the free pages back to the system so
+         * the RSS follows the cache, not the list's peak. */
+        if (inf->burst >= LUNA_INFORMER_TRIM_BURST) {
+#ifdef __GLIBC__
+            malloc_trim(0);
+#endif
+        }
+        inf->burst = 0;
+    }
+}
+
+struct replay_ctx {
+    struct luna_informer_handler *h;
+};
+
+static int replay_add(struct luna_object *obj, void *ud)
+{
+    struct replay_ctx *ctx = ud;
+    ctx->h->on_add(ctx->h->ud, obj, false);
+    return 0;
+}
+
+int luna_informer_add_handler(struct luna_informer *inf, const struct luna_informer_handler *h)
+{
+    if (inf->nhandlers == inf->cap) {
+        size_t cap = inf->cap ? inf->cap * 2 : 4;
+        struct handler_slot *v = realloc(inf->handlers, cap * sizeof *v);
+        if (!v)
+            return LUNA_ENOMEM;
+        inf->handlers = v;
+        inf->cap = cap;
+    }
+    int id = ++inf->next_id;
+    inf->handlers[inf->nhandlers].id = id;
+    inf->handlers[inf->nhandlers].h = *h;
+    inf->nhandlers++;
+    if (h->on_add) {
+        struct luna_informer_handler copy = *h;
+        struct replay_ctx ctx = { &copy };
+        luna_indexer_each(inf->indexer, replay_add, &ctx);
+    }
+    return id;
+}
+
+void luna_informer_remove_handler(struct luna_informer *inf, int id)
+{
+    for (size_t i = 0; i < inf->nhandlers; i++) {
+        if (inf->handlers[i].id == id) {
+            memmove(&inf->handlers[i], &inf->handlers[i + 1],
+                    (inf->nhandlers - i - 1) * sizeof *inf->handlers);
+            inf->nhandlers--;
+            return;
+        }
+    }
+}
+
+static void resync_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct luna_informer *inf = (struct luna_informer *)((char *)w -
+                                                         offsetof(struct luna_informer, resync));
+    if (!inf->synced)
+        return;
+    if (luna_delta_fifo_resync(inf->fifo) < 0)
+        luna_error("informer resync failed", "informer", inf->name, "error", "out of memory");
+    luna_informer_wake(inf);
+}
+
+void luna_informer_set_resync(struct luna_informer *inf, double period)
+{
+    struct ev_loop *loop = luna_loop();
+    ev_timer_stop(loop, &inf->resync);
+    if (period > 0) {
+        ev_timer_set(&inf->resync, period, period);
+        ev_timer_start(loop, &inf->resync);
+    }
+}

@@ -1,0 +1,284 @@
+/* informer_factory.c — see informer_factory.h. */
+#include "cache/informer_factory.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "base/backoff.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/selector.h"
+
+struct luna_shared_informer {
+    char *key;
+    int refs;
+    struct luna_informer_factory *f;
+    char *group, *version, *kind, *namespace_, *labels, *fields;
+    struct luna_informer_spec spec;  /* strings point at the copies above */
+    struct luna_informer *inf;
+    struct luna_resource resource;   /* valid once resolved */
+    bool resolved;
+    struct luna_reflector *reflector;
+    struct luna_discovery_wait *wait;
+    struct luna_backoff backoff;
+    ev_timer retry;
+    UT_hash_handle hh;
+};
+
+struct luna_informer_factory {
+    struct luna_kube_client *kc;
+    struct luna_discovery *disc;
+    struct luna_shared_informer *informers;
+};
+
+int luna_informer_factory_new(struct luna_kube_client *kc, struct luna_discovery *disc,
+                              struct luna_informer_factory **out, luna_error *err)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+    (*out)->kc = kc;
+    (*out)->disc = disc;
+    return 0;
+}
+
+static void shared_free(struct luna_shared_informer *si)
+{
+    ev_timer_stop(luna_loop(), &si->retry);
+    luna_discovery_cancel(si->wait);
+    luna_reflector_free(si->reflector);
+    luna_informer_free(si->inf);
+    if (si->resolved)
+        luna_resource_clear(&si->resource);
+    free(si->key);
+    free(si->group);
+    free(si->version);
+    free(si->kind);
+    free(si->namespace_);
+    free(si->labels);
+    free(si->fields);
+    free(si);
+}
+
+void luna_informer_factory_free(struct luna_informer_factory *f)
+{
+    if (!f)
+        return;
+    struct luna_shared_informer *si, *tmp;
+    HASH_ITER(hh, f->informers, si, tmp) {
+        HASH_DEL(f->informers, si);
+        shared_free(si);
+    }
+    free(f);
+}
+
+/* Canonical selector text (NULL for none) as a new string. */
+static int canonical(const char *text, enum luna_selector_kind kind, char **out, luna_error *err)
+{
+    *out = NULL;
+    if (!text || !*text)
+        return 0;
+    struct luna_selector *sel;
+    int rc = luna_selector_parse(text, kind, &sel, err);
+    if (rc < 0)
+        return rc;
+    size_t need = luna_selector_format(sel, NULL, 0);
+    if (need) {
+        *out = malloc(need + 1);
+        if (*out)
+            luna_selector_format(sel, *out, need + 1);
+    }
+    luna_selector_free(sel);
+    return (need && !*out) ? luna_error_set(err, LUNA_ENOMEM, "out of memory") : 0;
+}
+
+static void start_resolve(struct luna_shared_informer *si);
+
+static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct luna_shared_informer *si = (struct luna_shared_informer *)(
+        (char *)w - offsetof(struct luna_shared_informer, retry));
+    start_resolve(si);
+}
+
+static void resolve_later(struct luna_shared_informer *si, const char *why)
+{
+    double delay = luna_backoff_next(&si->backoff, ev_now(luna_loop()));
+    char secs[32];
+    snprintf(secs, sizeof secs, "%.1f", delay);
+    luna_warn("informer kind not resolved", "informer", si->key, "error", why, "retry_in", secs);
+    ev_timer_set(&si->retry, delay, 0.);
+    ev_timer_start(luna_loop(), &si->retry);
+}
+
+static void on_resolved(void *ud, const struct luna_resource *res, const luna_error *err)
+{
+    struct luna_shared_informer *si = ud;
+    si->wait = NULL;
+    if (!res) {
+        resolve_later(si, err ? err->msg : "unknown error");
+        return;
+    }
+    luna_error e = { 0 };
+    if (luna_resource_copy(&si->resource, res) < 0) {
+        resolve_later(si, "out of memory");
+        return;
+    }
+    si->resolved = true;
+    struct luna_reflector_options ro = {
+        .resource = &si->resource,
+        .namespace_ = si->namespace_,
+        .label_selector = si->labels,
+        .field_selector = si->fields,
+        .page_size = si->spec.page_size,
+        .keep_managed_fields = si->spec.keep_managed_fields,
+        .min_watch_timeout = si->spec.min_watch_timeout,
+        .max_watch_timeout = si->spec.max_watch_timeout,
+        .idle_timeout = si->spec.idle_timeout,
+        .backoff_base = si->spec.backoff_base,
+        .backoff_max = si->spec.backoff_max,
+    };
+    if (luna_reflector_new(si->f->kc, si->inf, &ro, &si->reflector, &e) < 0) {
+        luna_error("informer start failed", "informer", si->key, "error", e.msg);
+        luna_resource_clear(&si->resource);
+        si->resolved = false;
+        resolve_later(si, e.msg);
+        return;
+    }
+    luna_reflector_start(si->reflector);
+}
+
+static void start_resolve(struct luna_shared_informer *si)
+{
+    luna_error err = { 0 };
+    struct luna_discovery_wait *w = luna_discovery_resolve(si->f->disc, si->group, si->version,
+                                                           si->kind, on_resolved, si, &err);
+    /* A cache hit has already called on_resolved and returned NULL. */
+    if (w)
+        si->wait = w;
+    else if (!si->resolved && !ev_is_active(&si->retry) && err.msg[0])
+        resolve_later(si, err.msg);
+}
+
+struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_factory *f,
+                                                           const struct luna_informer_spec *spec,
+                                                           luna_error *err)
+{
+    char *labels = NULL, *fields = NULL;
+    if (!spec->version || !*spec->version || !spec->kind || !*spec->kind) {
+        luna_error_set(err, LUNA_EINVAL, "an informer needs a version and a kind");
+        return NULL;
+    }
+    if (canonical(spec->label_selector, LUNA_SELECTOR_LABELS, &labels, err) < 0 ||
+        canonical(spec->field_selector, LUNA_SELECTOR_FIELDS, &fields, err) < 0) {
+        free(labels);
+        return NULL;
+    }
+    const char *group = spec->group ? spec->group : "";
+    const char *ns = spec->namespace_ ? spec->namespace_ : "";
+    /* + "/", "/", " ns=", "*", " labels=", " fields=" and the NUL: 24 bytes */
+    size_t klen = strlen(group) + strlen(spec->version) + strlen(spec->kind) + strlen(ns) +
+                  (labels ? strlen(labels) : 0) + (fields ? strlen(fields) : 0) + 24;
+    char *key = malloc(klen);
+    if (!key) {
+        free(labels);
+        free(fields);
+        luna_error_set(err, LUNA_ENOMEM, "out of memory");
+        return NULL;
+    }
+    snprintf(key, klen, "%s%s%s/%s ns=%s labels=%s fields=%s", group, *group ? "/" : "",
+             spec->version, spec->kind, *ns ? ns : "*", labels ? labels : "",
+             fields ? fields : "");
+    struct luna_shared_informer *si;
+    HASH_FIND_STR(f->informers, key, si);
+    if (si) {
+        free(key);
+        free(labels);
+        free(fields);
+        si->refs++;
+        return si;
+    }
+    si = calloc(1, sizeof *si);
+    if (!si)
+        goto oom;
+    si->key = key;
+    si->labels = labels;
+    si->fields = fields;
+    key = labels = fields = NULL;
+    si->f = f;
+    si->refs = 1;
+    si->group = strdup(group);
+    si->version = strdup(spec->version);
+    si->kind = strdup(spec->kind);
+    si->namespace_ = *ns ? strdup(ns) : NULL;
+    si->spec = *spec;
+    if (!si->group || !si->version || !si->kind || (*ns && !si->namespace_))
+        goto oom;
+    si->inf = luna_informer_new(si->key, err);
+    if (!si->inf) {
+        shared_free(si);
+        return NULL;
+    }
+    luna_informer_set_resync(si->inf, spec->resync);
+    luna_backoff_init_default(&si->backoff);
+    /* The reflector's backoff tuning also paces discovery retries. */
+    if (spec->backoff_base > 0) {
+        si->backoff.base = spec->backoff_base;
+        si->backoff.max = spec->backoff_max > spec->backoff_base ? spec->backoff_max
+                                                                 : spec->backoff_base;
+    }
+    ev_timer_init(&si->retry, retry_cb, 0., 0.);
+    HASH_ADD_KEYPTR(hh, f->informers, si->key, strlen(si->key), si);
+    start_resolve(si);
+    return si;
+oom:
+    free(key);
+    free(labels);
+    free(fields);
+    if (si)
+        shared_free(si);
+    luna_error_set(err, LUNA_ENOMEM, "out of memory");
+    return NULL;
+}
+
+void luna_informer_factory_release(struct luna_informer_factory *f,
+                                   struct luna_shared_informer *si)
+{
+    if (!si || --si->refs > 0)
+        return;
+    HASH_DEL(f->informers, si);
+    shared_free(si);
+}
+
+size_t luna_informer_factory_count(const struct luna_informer_factory *f)
+{
+    return HASH_COUNT(f->informers);
+}
+
+void luna_informer_factory_foreach(struct luna_informer_factory *f,
+                                   void (*fn)(void *ud, struct luna_shared_informer *si),
+                                   void *ud)
+{
+    for (struct luna_shared_informer *si = f->informers; si; si = si->hh.next)
+        fn(ud, si);
+}
+
+struct luna_informer *luna_shared_informer_informer(struct luna_shared_informer *si)
+{
+    return si->inf;
+}
+
+struct luna_reflector *luna_shared_informer_reflector(struct luna_shared_informer *si)
+{
+    return si->reflector;
+}
+
+const struct luna_resource *luna_shared_informer_resource(const struct luna_shared_informer *si)
+{
+    return si->resolved ? &si->resource : NULL;
+}
+
+const char *luna_shared_informer_key(const struct luna_shared_informer *si) { return si->key; }
+int luna_shared_informer_refs(const struct luna_shared_informer *si) { return si->refs; }

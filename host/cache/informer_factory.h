@@ -1,0 +1,78 @@
+/*
+ * informer_factory.h — shared informers: one per (kind, namespace, label
+ * selector, field selector), reference-counted, shared by every controller
+ * that asks for the same thing (client-go's SharedInformerFactory).
+ *
+ * Uses: discovery (kind → resource), reflector, informer.  Runs on the
+ * loop thread.
+ *
+ * Acquiring an informer that does not exist yet creates it and starts it:
+ * discovery resolves the kind (retried with backoff while the kind is not
+ * served, so a CRD installed later is picked up), then the reflector lists
+ * and watches.  Releasing the last reference stops it and drops its cache.
+ * Selectors are canonicalised first, so "b=2,a=1" and "a=1, b=2" share.
+ *
+ * Invariants:
+ *   - at most one shared informer exists per canonical key;
+ *   - a shared informer exists if and only if its reference count is > 0.
+ *
+ * Ownership: the factory borrows the kube client and discovery.  Shared
+ * informers are owned by the factory; acquire returns a borrowed pointer
+ * valid until the matching release (or the factory's free).
+ */
+#ifndef LUNA_INFORMER_FACTORY_H
+#define LUNA_INFORMER_FACTORY_H
+
+#include <stdbool.h>
+
+#include "client/discovery.h"
+#include "base/error.h"
+#include "cache/informer.h"
+#include "client/kube_client.h"
+#include "cache/reflector.h"
+
+struct luna_informer_factory;
+struct luna_shared_informer;
+
+struct luna_informer_spec {
+    const char *group;           /* "" for the core group */
+    const char *version;
+    const char *kind;
+    const char *namespace_;      /* NULL or "": all namespaces */
+    const char *label_selector;  /* kube syntax; NULL or "": everything */
+    const char *field_selector;
+    bool keep_managed_fields;
+    double resync;               /* seconds; 0: no resync */
+    /* Reflector tuning (0: defaults); backoff_* also pace discovery
+     * retries while the kind is not served. */
+    size_t page_size;
+    double min_watch_timeout, max_watch_timeout, idle_timeout;
+    double backoff_base, backoff_max;
+};
+
+int luna_informer_factory_new(struct luna_kube_client *kc, struct luna_discovery *disc,
+                              struct luna_informer_factory **out, luna_error *err);
+/* Stops and frees every shared informer, whatever its count. */
+void luna_informer_factory_free(struct luna_informer_factory *f);
+
+struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_factory *f,
+                                                           const struct luna_informer_spec *spec,
+                                                           luna_error *err);
+void luna_informer_factory_release(struct luna_informer_factory *f,
+                                   struct luna_shared_informer *si);
+size_t luna_informer_factory_count(const struct luna_informer_factory *f);
+/* Calls fn(ud, si) for every shared informer, in no particular order
+ * (metrics collection).  fn must not acquire or release informers. */
+void luna_informer_factory_foreach(struct luna_informer_factory *f,
+                                   void (*fn)(void *ud, struct luna_shared_informer *si),
+                                   void *ud);
+
+struct luna_informer *luna_shared_informer_informer(struct luna_shared_informer *si);
+/* NULL until discovery has resolved the kind. */
+struct luna_reflector *luna_shared_informer_reflector(struct luna_shared_informer *si);
+/* NULL until resolved; borrowed. */
+const struct luna_resource *luna_shared_informer_resource(const struct luna_shared_informer *si);
+const char *luna_shared_informer_key(const struct luna_shared_informer *si);
+int luna_shared_informer_refs(const struct luna_shared_informer *si);
+
+#endif

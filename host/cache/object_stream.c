@@ -1,0 +1,628 @@
+/* object_stream.c — see object_stream.h. */
+#include "cache/object_stream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+
+#define DEFAULT_MAX_ITEM (64u << 20)
+
+/* Which item field a string event fills. */
+enum field { F_NONE = -1, F_NAME, F_NAMESPACE, F_UID, F_RV, F_REASON, F_MESSAGE, F_NFIELDS };
+
+/* A growable byte arena for one item's captured strings. */
+struct arena {
+    char *buf;
+    size_t len, cap;
+};
+
+struct luna_object_stream {
+    struct luna_object_stream_options opts;
+    struct luna_object_stream_handler h;
+    luna_json_parser *parser;
+    luna_json_options json_opts;
+
+    /* Input bytes: the chunk being fed starts at absolute offset
+     * chunk_base; raw holds the bytes from raw_base up to chunk_base that
+     * the item in progress (or an item starting soon) may need. */
+    const char *chunk;
+    uint64_t chunk_base, fed;
+    struct arena raw;
+    uint64_t raw_base;
+    /* The item's JSON as stored: its raw bytes less managedFields. */
+    struct arena out;
+
+    /* Outside items. */
+    int top_key;          /* LIST: 1 metadata, 2 items; WATCH: 1 type, 2 object */
+    int list_meta_key;    /* 1 resourceVersion, 2 continue, 3 remainingItemCount */
+    bool in_items;
+    char list_rv[64];
+    char *continue_token;
+    long long remaining;
+    char watch_type[16];
+    bool have_item;       /* WATCH: an object was copied for this event */
+
+    /* Inside an item. */
+    bool in_item;
+    int item_depth;
+    int k1;               /* item-level key: 1 metadata, 2 code, 3 reason, 4 message */
+    int k2;               /* metadata key: 1 labels, or a field */
+    enum field pending;   /* the field the next string fills */
+    bool skip_next;       /* leave the next value out (managedFields) */
+    int skip_depth;       /* >= 0 while leaving a container out */
+    uint64_t item_start;  /* absolute offset of the item's '{' */
+    uint64_t last_end;    /* offset just past the item's previous token */
+    bool after_md_start;  /* the previous token opened metadata */
+    uint64_t drop_from, drop_to;  /* managedFields and its separator */
+    bool drop_first;      /* it was metadata's first key */
+    uint64_t labels_abs;  /* offset + 1 of metadata.labels' '{' (absolute) */
+    struct arena strings;
+    size_t field_at[F_NFIELDS];  /* offset + 1 into strings; 0 = absent */
+    size_t *label_at;            /* pairs of offsets into strings */
+    size_t nlabels, labels_cap;
+    size_t pending_label_key;    /* offset + 1 of a label key awaiting its value */
+    size_t labels_at;            /* offset + 1 of metadata.labels' '{' in out */
+    long long status_code;
+
+    size_t items;
+    luna_error *feed_err;
+};
+
+static int arena_add(struct arena *a, const char *s, size_t len, size_t *at)
+{
+    if (a->len + len + 1 > a->cap) {
+        size_t cap = a->cap ? a->cap : 256;
+        while (cap < a->len + len + 1)
+            cap *= 2;
+        char *buf = realloc(a->buf, cap);
+        if (!buf)
+            return LUNA_ENOMEM;
+        a->buf = buf;
+        a->cap = cap;
+    }
+    memcpy(a->buf + a->len, s, len);
+    a->buf[a->len + len] = '\0';
+    *at = a->len + 1;
+    a->len += len + 1;
+    return 0;
+}
+
+/* Appends bytes (no separator); keeps a NUL after them. */
+static int arena_put(struct arena *a, const char *p, size_t len, size_t *at)
+{
+    if (a->len + len + 1 > a->cap) {
+        size_t cap = a->cap ? a->cap : 4096;
+        while (cap < a->len + len + 1)
+            cap *= 2;
+        char *buf = realloc(a->buf, cap);
+        if (!buf)
+            return LUNA_ENOMEM;
+        a->buf = buf;
+        a->cap = cap;
+    }
+    memcpy(a->buf + a->len, p, len);
+    *at = a->len;
+    a->len += len;
+    a->buf[a->len] = '\0';
+    return 0;
+}
+
+static const char *field(const struct luna_object_stream *s, enum field f)
+{
+    return s->field_at[f] ? s->strings.buf + s->field_at[f] - 1 : NULL;
+}
+
+static void item_reset(struct luna_object_stream *s)
+{
+    s->in_item = false;
+    s->k1 = s->k2 = 0;
+    s->pending = F_NONE;
+    s->skip_next = false;
+    s->skip_depth = -1;
+    s->strings.len = 0;
+    memset(s->field_at, 0, sizeof s->field_at);
+    s->nlabels = 0;
+    s->pending_label_key = 0;
+    s->labels_at = 0;
+    s->labels_abs = 0;
+    s->status_code = 0;
+    s->drop_from = s->drop_to = 0;
+    s->drop_first = false;
+    s->after_md_start = false;
+}
+
+static bool key_is(const luna_json_event *ev, const char *k)
+{
+    size_t n = strlen(k);
+    return ev->len == n && memcmp(ev->str, k, n) == 0;
+}
+
+/* Builds the cached object from the item just copied and hands it over. */
+static int deliver(struct luna_object_stream *s, enum luna_stream_event type, luna_error *err)
+{
+    size_t len = s->out.len;
+    const char *json = s->out.buf ? s->out.buf : "";
+    const char **pairs = NULL;
+    if (s->nlabels) {
+        pairs = malloc(s->nlabels * 2 * sizeof *pairs);
+        if (!pairs)
+            return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+        for (size_t i = 0; i < 2 * s->nlabels; i++)
+            pairs[i] = s->strings.buf + s->label_at[i] - 1;
+    }
+    struct luna_object_fields f = {
+        .namespace_ = field(s, F_NAMESPACE),
+        .name = field(s, F_NAME),
+        .uid = field(s, F_UID),
+        .resource_version = field(s, F_RV),
+        .labels = pairs,
+        .nlabels = s->nlabels,
+        .json = json,
+        .json_len = len,
+        .labels_json_at = s->labels_at,
+    };
+    struct luna_object *obj;
+    int rc = luna_object_new(&f, &obj, err);
+    free(pairs);
+    if (rc < 0)
+        return rc;
+    s->items++;
+    rc = s->h.on_item(s->h.ud, type, obj);
+    if (rc < 0)
+        return luna_error_set(err, rc, "item handler stopped the stream");
+    return 0;
+}
+
+static int finish_watch_event(struct luna_object_stream *s, luna_error *err)
+{
+    const char *t = s->watch_type;
+    int rc = 0;
+    if (!s->have_item) {
+        rc = luna_error_set(err, LUNA_EPROTO, "watch event \"%s\" has no object", t);
+    } else if (strcmp(t, "ADDED") == 0) {
+        rc = deliver(s, LUNA_STREAM_ADDED, err);
+    } else if (strcmp(t, "MODIFIED") == 0) {
+        rc = deliver(s, LUNA_STREAM_MODIFIED, err);
+    } else if (strcmp(t, "DELETED") == 0) {
+        rc = deliver(s, LUNA_STREAM_DELETED, err);
+    } else if (strcmp(t, "BOOKMARK") == 0) {
+        const char *rv = field(s, F_RV);
+        if (!rv || !*rv)
+            rc = luna_error_set(err, LUNA_EPROTO, "BOOKMARK event without a resourceVersion");
+        else if (s->h.on_bookmark)
+            rc = s->h.on_bookmark(s->h.ud, rv);
+    } else if (strcmp(t, "ERROR") == 0) {
+        if (s->h.on_error)
+            rc = s->h.on_error(s->h.ud, (int)s->status_code,
+                               field(s, F_REASON) ? field(s, F_REASON) : "",
+                               field(s, F_MESSAGE) ? field(s, F_MESSAGE) : "");
+    } else {
+        rc = luna_error_set(err, LUNA_EPROTO, "unknown watch event type \"%s\"", t);
+    }
+    s->have_item = false;
+    s->watch_type[0] = '\0';
+    item_reset(s);
+    return rc;
+}
+
+static int add_label(struct luna_object_stream *s, size_t key_at, size_t value_at)
+{
+    if (s->nlabels == s->labels_cap) {
+        size_t cap = s->labels_cap ? s->labels_cap * 2 : 8;
+        size_t *v = realloc(s->label_at, cap * 2 * sizeof *v);
+        if (!v)
+            return LUNA_ENOMEM;
+        s->label_at = v;
+        s->labels_cap = cap;
+    }
+    s->label_at[2 * s->nlabels] = key_at;
+    s->label_at[2 * s->nlabels + 1] = value_at;
+    s->nlabels++;
+    return 0;
+}
+
+/* Appends input bytes [from, to) (absolute offsets) to a. They are in raw
+ * (before chunk_base) and in the chunk being fed. */
+static int append_input(struct luna_object_stream *s, struct arena *a, uint64_t from, uint64_t to)
+{
+    if (from >= to)
+        return 0;
+    if (from < s->raw_base)
+        return LUNA_EPROTO; /* not kept: cannot happen with a consistent parser */
+    uint64_t raw_end = s->raw_base + s->raw.len;
+    if (from < raw_end) {
+        uint64_t upto = to < raw_end ? to : raw_end;
+        size_t at;
+        if (arena_put(a, s->raw.buf + (from - s->raw_base), (size_t)(upto - from), &at) < 0)
+            return LUNA_ENOMEM;
+        from = upto;
+    }
+    if (from < to) {
+        if (!s->chunk || from < s->chunk_base)
+            return LUNA_EPROTO;
+        size_t at;
+        if (arena_put(a, s->chunk + (from - s->chunk_base), (size_t)(to - from), &at) < 0)
+            return LUNA_ENOMEM;
+    }
+    return 0;
+}
+
+static bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/* Removes whitespace outside strings in place (input already validated);
+ * returns the new length.  Compact input (what API servers send) is only
+ * scanned: memchr from quote to quote. */
+static size_t compact(char *p, size_t n)
+{
+    size_t i = 0, w = 0;
+    bool moved = false;
+    while (i < n) {
+        /* Outside a string: copy up to the next quote, dropping blanks. */
+        const char *q = memchr(p + i, '"', n - i);
+        size_t stop = q ? (size_t)(q - p) : n;
+        for (; i < stop; i++) {
+            if (is_space(p[i])) {
+                moved = true;
+                continue;
+            }
+            if (moved)
+                p[w] = p[i];
+            w++;
+        }
+        if (!q)
+            break;
+        /* A string: up to its closing quote (one not escaped). */
+        size_t j = i + 1;
+        for (;;) {
+            const char *e = memchr(p + j, '"', n - j);
+            if (!e) {
+                j = n;
+                break;
+            }
+            size_t k = (size_t)(e - p), bs = 0;
+            while (k - bs > i + 1 && p[k - 1 - bs] == '\\')
+                bs++;
+            j = k + 1;
+            if (bs % 2 == 0)
+                break;
+        }
+        if (moved)
+            memmove(p + w, p + i, j - i);
+        w += j - i;
+        i = j;
+    }
+    return w;
+}
+
+/* The item ended at `end`: its JSON for the cache is its input bytes less
+ * managedFields (when dropped), without blanks between tokens.  Copying the
+ * input bytes costs a memcpy where writing each token again cost a third of
+ * the parse. */
+static int take_item(struct luna_object_stream *s, uint64_t end, luna_error *err)
+{
+    s->out.len = 0;
+    uint64_t from = s->item_start, cut_from = end, cut_to = end;
+    if (s->drop_to > s->drop_from) {
+        cut_from = s->drop_from;
+        cut_to = s->drop_to;
+    }
+    int rc = append_input(s, &s->out, from, cut_from);
+    size_t rest_at = s->out.len;
+    if (rc == 0)
+        rc = append_input(s, &s->out, cut_to, end);
+    if (rc < 0)
+        return luna_error_set(err, rc, rc == LUNA_ENOMEM ? "out of memory"
+                                                         : "item bytes were not kept");
+    if (cut_to > cut_from && s->drop_first) {
+        /* managedFields was metadata's first key: drop the comma after it. */
+        size_t k = rest_at;
+        while (k < s->out.len && is_space(s->out.buf[k]))
+            k++;
+        if (k < s->out.len && s->out.buf[k] == ',') {
+            memmove(s->out.buf + rest_at, s->out.buf + k + 1, s->out.len - k - 1);
+            s->out.len -= k + 1 - rest_at;
+        }
+    }
+    size_t before = s->out.len;
+    s->out.len = compact(s->out.buf, s->out.len);
+    s->out.buf[s->out.len] = '\0';
+    s->labels_at = 0;
+    if (s->labels_abs && s->out.len == before) {
+        uint64_t at = s->labels_abs - 1; /* the '{' */
+        if (cut_to > cut_from && at >= cut_to)
+            at -= cut_to - cut_from;
+        else if (cut_to > cut_from && at >= cut_from)
+            at = UINT64_MAX;
+        if (at != UINT64_MAX && s->drop_first && at > cut_from)
+            at = UINT64_MAX; /* shifted by the comma too: copy the labels instead */
+        if (at != UINT64_MAX && at - from < s->out.len)
+            s->labels_at = (size_t)(at - from) + 1;
+    }
+    return 0;
+}
+
+/* An event inside an item: copy it (unless left out) and pick out fields. */
+static int item_event(struct luna_object_stream *s, const luna_json_event *ev, luna_error *err)
+{
+    int r = ev->depth - s->item_depth;
+    bool start = ev->type == LUNA_JSON_OBJECT_START || ev->type == LUNA_JSON_ARRAY_START;
+    bool end = ev->type == LUNA_JSON_OBJECT_END || ev->type == LUNA_JSON_ARRAY_END;
+
+    if (ev->offset - s->item_start > s->opts.max_item_bytes)
+        return luna_error_set(err, LUNA_ETOOBIG, "object exceeds %llu bytes",
+                              (unsigned long long)s->opts.max_item_bytes);
+    if (s->skip_depth >= 0) {
+        if (end && ev->depth == s->skip_depth) {
+            s->skip_depth = -1;
+            s->drop_to = ev->offset;
+            s->last_end = ev->offset;
+        }
+        return 0;
+    }
+    if (s->skip_next) {
+        s->skip_next = false;
+        if (start)
+            s->skip_depth = ev->depth;
+        else
+            s->drop_to = s->last_end = ev->offset;
+        return 0;
+    }
+
+    if (ev->type == LUNA_JSON_KEY) {
+        if (r == 1) {
+            s->k1 = key_is(ev, "metadata") ? 1 : key_is(ev, "code") ? 2
+                  : key_is(ev, "reason") ? 3 : key_is(ev, "message") ? 4 : 0;
+            s->pending = s->k1 == 3 ? F_REASON : s->k1 == 4 ? F_MESSAGE : F_NONE;
+        } else if (r == 2 && s->k1 == 1) {
+            s->pending = F_NONE;
+            s->k2 = 0;
+            if (key_is(ev, "managedFields") && !s->opts.keep_managed_fields) {
+                /* Left out from the end of the previous token (so with the
+                 * comma before the key) to the end of the value. */
+                s->skip_next = true;
+                s->drop_from = s->last_end;
+                s->drop_first = s->after_md_start;
+                return 0;
+            }
+            if (key_is(ev, "labels"))
+                s->k2 = 1;
+            else if (key_is(ev, "name"))
+                s->pending = F_NAME;
+            else if (key_is(ev, "namespace"))
+                s->pending = F_NAMESPACE;
+            else if (key_is(ev, "uid"))
+                s->pending = F_UID;
+            else if (key_is(ev, "resourceVersion"))
+                s->pending = F_RV;
+        } else if (r == 3 && s->k1 == 1 && s->k2 == 1) {
+            if (arena_add(&s->strings, ev->str, ev->len, &s->pending_label_key) < 0)
+                return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+        }
+    } else if (ev->type == LUNA_JSON_STRING) {
+        if (s->pending != F_NONE && ((r == 1 && s->k1 >= 3) || (r == 2 && s->k1 == 1))) {
+            if (arena_add(&s->strings, ev->str, ev->len, &s->field_at[s->pending]) < 0)
+                return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+            if (memchr(ev->str, '\0', ev->len))
+                return luna_error_set(err, LUNA_EPROTO, "object identity field contains NUL");
+        } else if (r == 3 && s->k1 == 1 && s->k2 == 1 && s->pending_label_key) {
+            size_t at;
+            if (arena_add(&s->strings, ev->str, ev->len, &at) < 0 ||
+                add_label(s, s->pending_label_key, at) < 0)
+                return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+            s->pending_label_key = 0;
+        }
+        s->pending = r <= 2 ? F_NONE : s->pending;
+    } else if (ev->type == LUNA_JSON_NUMBER && r == 1 && s->k1 == 2) {
+        s->status_code = ev->kind == LUNA_JSON_INT ? ev->i : 0;
+    }
+
+    int rc;
+    if (ev->type == LUNA_JSON_OBJECT_START && r == 2 && s->k1 == 1 && s->k2 == 1)
+        s->labels_abs = ev->offset; /* just past the '{' */
+    s->after_md_start = ev->type == LUNA_JSON_OBJECT_START && r == 1 && s->k1 == 1;
+    s->last_end = ev->offset;
+    if (end && ev->depth == s->item_depth) {
+        s->in_item = false;
+        if ((rc = take_item(s, ev->offset, err)) < 0)
+            return rc;
+        if (s->opts.mode == LUNA_STREAM_LIST) {
+            if (!field(s, F_NAME) || !*field(s, F_NAME))
+                return luna_error_set(err, LUNA_EPROTO, "list item %zu has no metadata.name",
+                                      s->items);
+            rc = deliver(s, LUNA_STREAM_LISTED, err);
+            item_reset(s);
+            return rc;
+        }
+        s->have_item = true;
+    }
+    return 0;
+}
+
+static int on_event(void *ud, const luna_json_event *ev, luna_error *err)
+{
+    struct luna_object_stream *s = ud;
+    if (s->in_item)
+        return item_event(s, ev, err);
+
+    bool list = s->opts.mode == LUNA_STREAM_LIST;
+    if (ev->depth == 0) {
+        if (ev->type == LUNA_JSON_OBJECT_START) {
+            s->top_key = 0;
+            return 0;
+        }
+        if (ev->type == LUNA_JSON_OBJECT_END)
+            return list ? 0 : finish_watch_event(s, err);
+        return luna_error_set(err, LUNA_EPROTO, "expected a JSON object at the top level");
+    }
+    if (ev->depth == 1 && ev->type == LUNA_JSON_KEY) {
+        s->top_key = list ? (key_is(ev, "metadata") ? 1 : key_is(ev, "items") ? 2 : 0)
+                          : (key_is(ev, "type") ? 1 : key_is(ev, "object") ? 2 : 0);
+        return 0;
+    }
+    if (list) {
+        if (s->top_key == 2) {
+            if (ev->depth == 1 && ev->type == LUNA_JSON_ARRAY_START) {
+                s->in_items = true;
+                return 0;
+            }
+            if (ev->depth == 1 && ev->type == LUNA_JSON_ARRAY_END) {
+                s->in_items = false;
+                return 0;
+            }
+            if (ev->depth == 1 && ev->type == LUNA_JSON_NULL)
+                return 0; /* "items": null is an empty list */
+            if (s->in_items && ev->depth == 2 && ev->type == LUNA_JSON_OBJECT_START) {
+                item_reset(s);
+                s->in_item = true;
+                s->item_depth = 2;
+                s->item_start = ev->offset - 1;
+                return item_event(s, ev, err);
+            }
+            return luna_error_set(err, LUNA_EPROTO, "list \"items\" must be an array of objects");
+        }
+        if (s->top_key == 1 && ev->depth == 2) {
+            if (ev->type == LUNA_JSON_KEY)
+                s->list_meta_key = key_is(ev, "resourceVersion") ? 1 : key_is(ev, "continue") ? 2
+                                 : key_is(ev, "remainingItemCount") ? 3 : 0;
+            else if (ev->type == LUNA_JSON_STRING && s->list_meta_key == 1)
+                snprintf(s->list_rv, sizeof s->list_rv, "%.*s", (int)ev->len, ev->str);
+            else if (ev->type == LUNA_JSON_STRING && s->list_meta_key == 2) {
+                free(s->continue_token);
+                s->continue_token = strndup(ev->str, ev->len);
+                if (!s->continue_token)
+                    return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+            } else if (ev->type == LUNA_JSON_NUMBER && s->list_meta_key == 3)
+                s->remaining = ev->kind == LUNA_JSON_INT ? ev->i : -1;
+        }
+        return 0;
+    }
+    /* WATCH */
+    if (s->top_key == 1 && ev->depth == 1 && ev->type == LUNA_JSON_STRING) {
+        snprintf(s->watch_type, sizeof s->watch_type, "%.*s", (int)ev->len, ev->str);
+        return 0;
+    }
+    if (s->top_key == 2 && ev->depth == 1) {
+        if (ev->type != LUNA_JSON_OBJECT_START)
+            return luna_error_set(err, LUNA_EPROTO, "watch event \"object\" must be an object");
+        item_reset(s);
+        s->in_item = true;
+        s->item_depth = 1;
+        s->item_start = ev->offset - 1;
+        return item_event(s, ev, err);
+    }
+    return 0;
+}
+
+struct luna_object_stream *luna_object_stream_new(const struct luna_object_stream_options *o,
+                                                  const struct luna_object_stream_handler *h,
+                                                  luna_error *err)
+{
+    struct luna_object_stream *s = calloc(1, sizeof *s);
+    if (!s) {
+        luna_error_set(err, LUNA_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->opts = *o;
+    if (!s->opts.max_item_bytes)
+        s->opts.max_item_bytes = DEFAULT_MAX_ITEM;
+    s->json_opts.flags = o->mode == LUNA_STREAM_WATCH ? LUNA_JSON_MULTIPLE : 0;
+    if (o->mode == LUNA_STREAM_WATCH)
+        s->json_opts.max_size = s->opts.max_item_bytes + 4096;
+    s->h = *h;
+    s->parser = luna_json_parser_new(&s->json_opts, on_event, s);
+    if (!s->parser) {
+        free(s);
+        luna_error_set(err, LUNA_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->remaining = -1;
+    item_reset(s);
+    return s;
+}
+
+void luna_object_stream_free(struct luna_object_stream *s)
+{
+    if (!s)
+        return;
+    luna_json_parser_free(s->parser);
+    free(s->raw.buf);
+    free(s->out.buf);
+    free(s->strings.buf);
+    free(s->label_at);
+    free(s->continue_token);
+    free(s);
+}
+
+int luna_object_stream_reset(struct luna_object_stream *s)
+{
+    item_reset(s);
+    s->top_key = s->list_meta_key = 0;
+    s->in_items = false;
+    s->list_rv[0] = '\0';
+    free(s->continue_token);
+    s->continue_token = NULL;
+    s->remaining = -1;
+    s->watch_type[0] = '\0';
+    s->have_item = false;
+    s->items = 0;
+    s->fed = s->chunk_base = s->raw_base = 0;
+    s->raw.len = 0;
+    return luna_json_parser_reset(s->parser, &s->json_opts);
+}
+
+/* Bytes kept before an item starts: the parser may report an item's '{'
+ * only in the feed after the one that carried it. */
+#define RAW_TAIL 64
+
+/* After a feed: keep the input from the start of the item in progress (or
+ * the last RAW_TAIL bytes) so the item can be copied when it ends. */
+static int keep_raw(struct luna_object_stream *s, const char *data, size_t len)
+{
+    /* raw holds [raw_base, chunk_base); the chunk holds [chunk_base, end). */
+    uint64_t end = s->chunk_base + len;
+    uint64_t keep = s->in_item ? s->item_start : (end > RAW_TAIL ? end - RAW_TAIL : 0);
+    uint64_t cut_to = keep < s->chunk_base ? keep : s->chunk_base;
+    if (cut_to > s->raw_base) {
+        size_t cut = (size_t)(cut_to - s->raw_base);
+        memmove(s->raw.buf, s->raw.buf + cut, s->raw.len - cut);
+        s->raw.len -= cut;
+        s->raw_base = cut_to;
+    }
+    uint64_t from = keep > s->chunk_base ? keep : s->chunk_base;
+    if (s->raw.len == 0)
+        s->raw_base = from;
+    size_t at;
+    if (from < end && arena_put(&s->raw, data + (from - s->chunk_base), (size_t)(end - from), &at) < 0)
+        return LUNA_ENOMEM;
+    return 0;
+}
+
+int luna_object_stream_feed(struct luna_object_stream *s, const void *data, size_t len,
+                            luna_error *err)
+{
+    s->chunk = data;
+    s->chunk_base = s->fed;
+    int rc = luna_json_parser_feed(s->parser, data, len, err);
+    if (rc == 0 && keep_raw(s, data, len) < 0)
+        rc = luna_error_set(err, LUNA_ENOMEM, "out of memory");
+    s->chunk = NULL;
+    s->fed += len;
+    return rc;
+}
+
+int luna_object_stream_finish(struct luna_object_stream *s, luna_error *err)
+{
+    return luna_json_parser_finish(s->parser, err);
+}
+
+const char *luna_object_stream_list_rv(const struct luna_object_stream *s) { return s->list_rv; }
+
+const char *luna_object_stream_continue(const struct luna_object_stream *s)
+{
+    return s->continue_token ? s->continue_token : "";
+}
+
+long long luna_object_stream_remaining(const struct luna_object_stream *s) { return s->remaining; }
+size_t luna_object_stream_items(const struct luna_object_stream *s) { return s->items; }

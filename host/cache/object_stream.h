@@ -1,0 +1,88 @@
+/*
+ * object_stream.h — turns a LIST body or a WATCH stream, fed in chunks as
+ * it arrives, into cached objects, one item at a time.
+ *
+ * Uses: json (the incremental parser and writer), object.  Runs on the
+ * loop thread.
+ *
+ * No tree is built: while the parser validates an item and its identity
+ * fields are picked out, the item's input bytes are kept; when it ends they
+ * are copied as they came (escapes included) less metadata.managedFields,
+ * which is left out unless the informer keeps it (it is a third of a typical
+ * object and no controller reads it), and less any blanks between tokens.
+ * Memory per item is the item's own bytes, whatever the size of the list.
+ *
+ *   LIST:  {"kind":"XList","metadata":{"resourceVersion":"..","continue":".."},
+ *           "items":[ {...}, {...} ]}
+ *          → on_item(LUNA_STREAM_LISTED, obj) per item; the list's
+ *            resourceVersion, continue token and remainingItemCount are
+ *            available after luna_object_stream_finish().
+ *   WATCH: {"type":"ADDED","object":{...}} {"type":"MODIFIED",...} ...
+ *          → on_item(ADDED|MODIFIED|DELETED, obj); BOOKMARK → on_bookmark(rv);
+ *            ERROR → on_error(code, reason, message) with the Status fields.
+ *
+ * Invariants:
+ *   - every object handed to on_item has a name (an item without one is an
+ *     error for the whole stream, since it cannot be cached);
+ *   - a failed stream stays failed until reset.
+ *
+ * Ownership: on_item receives a new object reference it must take over
+ * (store it or unref it).  Strings passed to on_bookmark / on_error are
+ * borrowed for the call.  The stream owns its parser and buffers; free
+ * with luna_object_stream_free().
+ */
+#ifndef LUNA_OBJECT_STREAM_H
+#define LUNA_OBJECT_STREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "cache/object.h"
+
+enum luna_stream_mode { LUNA_STREAM_LIST, LUNA_STREAM_WATCH };
+
+enum luna_stream_event {
+    LUNA_STREAM_LISTED,
+    LUNA_STREAM_ADDED,
+    LUNA_STREAM_MODIFIED,
+    LUNA_STREAM_DELETED,
+};
+
+struct luna_object_stream_handler {
+    /* Return 0 to go on, negative to abort the stream with that code. */
+    int (*on_item)(void *ud, enum luna_stream_event ev, struct luna_object *obj);
+    int (*on_bookmark)(void *ud, const char *resource_version);
+    int (*on_error)(void *ud, int code, const char *reason, const char *message);
+    void *ud;
+};
+
+struct luna_object_stream_options {
+    enum luna_stream_mode mode;
+    bool keep_managed_fields;
+    uint64_t max_item_bytes;  /* 0: 64 MiB */
+};
+
+struct luna_object_stream;
+
+struct luna_object_stream *luna_object_stream_new(const struct luna_object_stream_options *o,
+                                                  const struct luna_object_stream_handler *h,
+                                                  luna_error *err);
+void luna_object_stream_free(struct luna_object_stream *s);
+/* Starts over (a new LIST page or a new watch connection). */
+int luna_object_stream_reset(struct luna_object_stream *s);
+
+int luna_object_stream_feed(struct luna_object_stream *s, const void *data, size_t len,
+                            luna_error *err);
+/* End of input: checks the document was complete. */
+int luna_object_stream_finish(struct luna_object_stream *s, luna_error *err);
+
+/* LIST metadata, valid after finish (borrowed until reset/free; "" if absent). */
+const char *luna_object_stream_list_rv(const struct luna_object_stream *s);
+const char *luna_object_stream_continue(const struct luna_object_stream *s);
+long long luna_object_stream_remaining(const struct luna_object_stream *s); /* -1: absent */
+/* Items delivered since the last reset. */
+size_t luna_object_stream_items(const struct luna_object_stream *s);
+
+#endif

@@ -1,0 +1,643 @@
+/* reflector.c — see reflector.h. */
+#include "cache/reflector.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/backoff.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "cache/event_latency.h"
+#include "cache/object_stream.h"
+
+#define DEFAULT_PAGE 500
+#define DEFAULT_MIN_WATCH 300.0
+#define DEFAULT_IDLE 180.0
+#define MAX_ERROR_BODY (64u << 10)
+#define PATH_MAX_LEN 8192
+
+enum phase { IDLE, LISTING, WATCHING, WAITING };
+
+struct luna_reflector {
+    struct luna_kube_client *kc;
+    struct luna_informer *inf;
+    struct luna_resource resource;
+    char *namespace_, *label_selector, *field_selector;
+    size_t page_size;
+    bool page_size_set;             /* the informer asked for pages */
+    bool rv_unavailable;            /* a list got 410: list from etcd, in pages */
+    bool paginated;                 /* a list from the cache came in pages */
+    double min_watch, max_watch, idle_timeout;
+    struct luna_backoff backoff;
+
+    enum phase phase;
+    bool relist_next;               /* the wait ends in a list, not a watch */
+    struct luna_kube_request *req;  /* the request in flight, if any */
+    struct luna_object_stream *list_stream, *watch_stream;
+    long status;                    /* HTTP status of the request in flight */
+    double retry_after;             /* from the failed response, seconds */
+    char *error_body;               /* non-2xx body, for its Status */
+    size_t error_len;
+    bool stream_failed;             /* a decode error ended the request */
+
+    struct luna_object **listed;    /* objects of the list in progress */
+    size_t nlisted, listed_cap;
+    char *continue_token;
+
+    char rv[64];
+    char last_error[512];
+    struct luna_reflector_stats stats;
+    ev_timer wait;
+};
+
+static void start_list(struct luna_reflector *r);
+static void start_watch(struct luna_reflector *r);
+
+static void set_error(struct luna_reflector *r, const char *what, const char *msg)
+{
+    snprintf(r->last_error, sizeof r->last_error, "%s: %s", what, msg);
+    luna_warn("reflector request failed", "informer", luna_informer_name(r->inf), "what", what,
+              "error", msg);
+}
+
+static void drop_listed(struct luna_reflector *r)
+{
+    for (size_t i = 0; i < r->nlisted; i++)
+        luna_object_unref(r->listed[i]);
+    r->nlisted = 0;
+    free(r->continue_token);
+    r->continue_token = NULL;
+}
+
+static void wait_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct luna_reflector *r = (struct luna_reflector *)((char *)w -
+                                                         offsetof(struct luna_reflector, wait));
+    if (r->relist_next || !r->rv[0])
+        start_list(r);
+    else
+        start_watch(r);
+}
+
+/* Schedules the next attempt: a relist or a resumed watch. */
+static void retry_later(struct luna_reflector *r, bool relist, bool with_backoff)
+{
+    r->phase = WAITING;
+    r->relist_next = relist;
+    double delay = 0;
+    if (with_backoff) {
+        delay = luna_backoff_next(&r->backoff, ev_now(luna_loop()));
+        if (r->retry_after > delay)
+            delay = r->retry_after;
+    }
+    r->retry_after = 0;
+    ev_timer_set(&r->wait, delay, 0.);
+    ev_timer_start(luna_loop(), &r->wait);
+}
+
+/* ---- paths ----------------------------------------------------------- */
+
+static int append_query(char *buf, size_t size, size_t *len, const char *name, const char *value)
+{
+    if (!value || !*value)
+        return 0;
+    size_t need = luna_url_escape(value, NULL, 0);
+    int n = snprintf(buf + *len, size - *len, "%c%s=", strchr(buf, '?') ? '&' : '?', name);
+    if (n < 0 || (size_t)n + need >= size - *len)
+        return LUNA_ETOOBIG;
+    *len += (size_t)n;
+    *len += luna_url_escape(value, buf + *len, size - *len);
+    return 0;
+}
+
+static int build_path(struct luna_reflector *r, bool watch, char *buf, size_t size)
+{
+    int n = luna_resource_path(&r->resource, r->namespace_, NULL, NULL, buf, size);
+    if (n < 0)
+        return n;
+    size_t len = (size_t)n;
+    char num[32];
+    int rc = 0;
+    if (watch) {
+        double span = r->max_watch - r->min_watch;
+        long timeout = (long)(r->min_watch + span * luna_backoff_random(&r->backoff));
+        snprintf(num, sizeof num, "%ld", timeout);
+        rc |= append_query(buf, size, &len, "watch", "1");
+        rc |= append_query(buf, size, &len, "allowWatchBookmarks", "true");
+        rc |= append_query(buf, size, &len, "resourceVersion", r->rv);
+        rc |= append_query(buf, size, &len, "timeoutSeconds", num);
+    } else if (r->continue_token) {
+        snprintf(num, sizeof num, "%zu", r->page_size);
+        rc |= append_query(buf, size, &len, "limit", num);
+        rc |= append_query(buf, size, &len, "continue", r->continue_token);
+    } else {
+        /* client-go's relistResourceVersion: the first list asks for "0"
+         * (any version, served whole from the API server's watch cache,
+         * which ignores limit); a relist asks for the last version seen
+         * (at least that fresh, also from the cache, so no pages unless
+         * asked for or the server paged before); after a 410 on a list,
+         * "" (a consistent read from etcd, in pages). */
+        const char *rv = r->rv_unavailable ? "" : r->rv[0] ? r->rv : "0";
+        bool paged = !*rv || strcmp(rv, "0") == 0 || r->page_size_set || r->paginated;
+        snprintf(num, sizeof num, "%zu", r->page_size);
+        rc |= append_query(buf, size, &len, "resourceVersion", rv);
+        if (paged)
+            rc |= append_query(buf, size, &len, "limit", num);
+    }
+    rc |= append_query(buf, size, &len, "labelSelector", r->label_selector);
+    rc |= append_query(buf, size, &len, "fieldSelector", r->field_selector);
+    return rc < 0 ? LUNA_ETOOBIG : 0;
+}
+
+/* ---- responses shared by list and watch ------------------------------- */
+
+static double parse_retry_after(const luna_http_response *resp)
+{
+    for (size_t i = 0; i < resp->nheaders; i++) {
+        if (strcmp(resp->headers[i].name, "retry-after") == 0) {
+            char *end;
+            double s = strtod(resp->headers[i].value, &end);
+            if (end != resp->headers[i].value && isfinite(s) && s >= 0)
+                return s > 600 ? 600 : s;
+        }
+    }
+    return 0;
+}
+
+static int on_headers(void *ud, const luna_http_response *resp, luna_error *err)
+{
+    struct luna_reflector *r = ud;
+    r->status = resp->status;
+    r->retry_after = resp->status == 429 || resp->status >= 500 ? parse_retry_after(resp) : 0;
+    return 0;
+}
+
+static int collect_error_body(struct luna_reflector *r, const char *data, size_t len)
+{
+    if (r->error_len + len > MAX_ERROR_BODY)
+        return 0; /* enough to report; drop the rest */
+    char *b = realloc(r->error_body, r->error_len + len + 1);
+    if (!b)
+        return LUNA_ENOMEM;
+    memcpy(b + r->error_len, data, len);
+    r->error_len += len;
+    b[r->error_len] = '\0';
+    r->error_body = b;
+    return 0;
+}
+
+/* The Status message of a failed response, or the HTTP status. */
+static void describe_status(struct luna_reflector *r, char *buf, size_t size)
+{
+    luna_json_value v;
+    char text[384];
+    if (r->error_body &&
+        luna_json_lookup(r->error_body, r->error_len, "message", &v, text, sizeof text, NULL) == 0 &&
+        v.type == LUNA_JSON_STRING)
+        snprintf(buf, size, "HTTP %ld: %s", r->status, text);
+    else
+        snprintf(buf, size, "HTTP %ld", r->status);
+}
+
+/* A 504 "Too large resource version": the server is behind the version
+ * asked for (a lagging watch cache, or a server restored from an older
+ * etcd).  client-go then lists consistently instead; so does the
+ * reflector, or it would ask for that version for ever. */
+static bool too_large_rv(const struct luna_reflector *r)
+{
+    return r->status == 504 && r->error_body &&
+           (strstr(r->error_body, "ResourceVersionTooLarge") ||
+            strstr(r->error_body, "Too large resource version"));
+}
+
+static void end_request(struct luna_reflector *r)
+{
+    r->req = NULL;
+    free(r->error_body);
+    r->error_body = NULL;
+    r->error_len = 0;
+}
+
+/* Starts the LIST (watch false) or WATCH request with its stream callbacks.
+ * Returns 0 if it runs; 1 if the path was too long (last_error set and a
+ * relist scheduled); -1 if it could not start (counted as a failure and
+ * last_error set: the caller schedules the retry). */
+static int start_request(struct luna_reflector *r, bool watch, luna_kube_data_fn on_chunk,
+                         luna_kube_done_fn on_done)
+{
+    char path[PATH_MAX_LEN];
+    luna_error err = { 0 };
+    const char *what = watch ? "watch" : "list";
+    if (build_path(r, watch, path, sizeof path) < 0) {
+        set_error(r, what, "request path too long");
+        retry_later(r, true, true);
+        return 1;
+    }
+    struct luna_kube_request_options o = {
+        .path = path,
+        .idle_timeout = r->idle_timeout,
+        .on_headers = on_headers,
+        .on_chunk = on_chunk,
+        .on_done = on_done,
+        .ud = r,
+    };
+    r->req = luna_kube_request_start(r->kc, &o, &err);
+    if (!r->req) {
+        r->stats.failures++;
+        set_error(r, what, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- LIST ------------------------------------------------------------ */
+
+/* A LIST (or one of its pages) failed: the pages collected so far are
+ * dropped and the list starts again from the first page. */
+static void list_failed(struct luna_reflector *r, const char *msg, bool with_backoff)
+{
+    set_error(r, "list", msg);
+    drop_listed(r);
+    retry_later(r, true, with_backoff);
+}
+
+static int on_list_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
+{
+    struct luna_reflector *r = ud;
+    /* An unchanged object (same key, same resourceVersion) is the cached
+     * one: share it instead of keeping a second copy. */
+    struct luna_object *cached = luna_indexer_get(luna_informer_indexer(r->inf),
+                                                  luna_object_key(obj));
+    if (cached && cached->rv_len && obj->rv_len == cached->rv_len &&
+        strcmp(luna_object_resource_version(cached), luna_object_resource_version(obj)) == 0) {
+        luna_object_unref(obj);
+        obj = luna_object_ref(cached);
+    }
+    if (r->nlisted == r->listed_cap) {
+        size_t cap = r->listed_cap ? r->listed_cap * 2 : 1024;
+        struct luna_object **v = realloc(r->listed, cap * sizeof *v);
+        if (!v) {
+            luna_object_unref(obj);
+            return LUNA_ENOMEM;
+        }
+        r->listed = v;
+        r->listed_cap = cap;
+    }
+    r->listed[r->nlisted++] = obj;
+    return 0;
+}
+
+static int on_list_chunk(void *ud, const char *data, size_t len, luna_error *err)
+{
+    struct luna_reflector *r = ud;
+    if (r->status != 200)
+        return collect_error_body(r, data, len);
+    int rc = luna_object_stream_feed(r->list_stream, data, len, err);
+    if (rc < 0)
+        r->stream_failed = true;
+    return rc;
+}
+
+static void finish_list(struct luna_reflector *r)
+{
+    const char *rv = luna_object_stream_list_rv(r->list_stream);
+    if (luna_delta_fifo_replace(luna_informer_fifo(r->inf), r->listed, r->nlisted) < 0) {
+        set_error(r, "list", "out of memory applying the list");
+        drop_listed(r);
+        r->stats.failures++;
+        retry_later(r, true, true);
+        return;
+    }
+    char count[24];
+    snprintf(count, sizeof count, "%zu", r->nlisted);
+    luna_debug("reflector listed", "informer", luna_informer_name(r->inf), "objects", count,
+               "resourceVersion", rv);
+    snprintf(r->rv, sizeof r->rv, "%s", rv);
+    drop_listed(r);
+    r->rv_unavailable = false;
+    r->stats.lists++;
+    luna_informer_wake(r->inf);
+    start_watch(r);
+}
+
+static void on_list_done(void *ud, const luna_http_response *resp, const luna_http_failure *fail)
+{
+    struct luna_reflector *r = ud;
+    char msg[512];
+    if (fail) {
+        r->stats.failures++;
+        if (r->stream_failed)
+            r->stats.decode_errors++;
+        end_request(r);
+        list_failed(r, fail->err.msg, true);
+        return;
+    }
+    if (r->status != 200) {
+        describe_status(r, msg, sizeof msg);
+        if (too_large_rv(r))
+            r->rv_unavailable = true;
+        end_request(r);
+        r->stats.failures++;
+        if (r->status == 410) {
+            /* The version asked for (or the snapshot behind a continue
+             * token) is gone: list again, consistently, from etcd, at once
+             * after an expired page, else after a backoff (a server that
+             * keeps answering 410 must not be hammered). */
+            bool page = r->continue_token != NULL;
+            r->stats.gone++;
+            r->rv_unavailable = true;
+            list_failed(r, msg, !page);
+            return;
+        }
+        list_failed(r, msg, true);
+        return;
+    }
+    luna_error err = { 0 };
+    if (luna_object_stream_finish(r->list_stream, &err) < 0) {
+        r->stats.failures++;
+        r->stats.decode_errors++;
+        end_request(r);
+        list_failed(r, err.msg, true);
+        return;
+    }
+    end_request(r);
+    r->stats.list_pages++;
+    const char *cont = luna_object_stream_continue(r->list_stream);
+    /* A first page from the cache that still came in pages: the server
+     * pages (no watch cache), so later relists page too. */
+    if (*cont && !r->continue_token && !r->rv_unavailable && r->rv[0] == '\0')
+        r->paginated = true;
+    free(r->continue_token);
+    r->continue_token = *cont ? strdup(cont) : NULL;
+    if (r->continue_token) {
+        start_list(r);
+        return;
+    }
+    finish_list(r);
+}
+
+static void start_list(struct luna_reflector *r)
+{
+    r->phase = LISTING;
+    r->status = 0;
+    r->stream_failed = false;
+    if (!r->continue_token)
+        drop_listed(r);
+    luna_object_stream_reset(r->list_stream);
+    if (start_request(r, false, on_list_chunk, on_list_done) < 0) {
+        drop_listed(r);
+        retry_later(r, true, true);
+    }
+}
+
+/* ---- WATCH ----------------------------------------------------------- */
+
+static void advance_rv(struct luna_reflector *r, const char *rv)
+{
+    if (rv && *rv)
+        snprintf(r->rv, sizeof r->rv, "%s", rv);
+}
+
+static int on_watch_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
+{
+    struct luna_reflector *r = ud;
+    struct luna_delta_fifo *fifo = luna_informer_fifo(r->inf);
+    luna_event_latency_event(luna_object_key(obj));
+    int rc;
+    switch (ev) {
+    case LUNA_STREAM_ADDED:    rc = luna_delta_fifo_add(fifo, obj); break;
+    case LUNA_STREAM_MODIFIED: rc = luna_delta_fifo_update(fifo, obj); break;
+    case LUNA_STREAM_DELETED:  rc = luna_delta_fifo_delete(fifo, obj); break;
+    default:                   rc = LUNA_EPROTO; break;
+    }
+    if (rc == 0) {
+        advance_rv(r, luna_object_resource_version(obj));
+        r->stats.watch_events++;
+        luna_informer_wake(r->inf);
+    }
+    luna_object_unref(obj);
+    return rc;
+}
+
+static int on_bookmark(void *ud, const char *rv)
+{
+    struct luna_reflector *r = ud;
+    advance_rv(r, rv);
+    r->stats.bookmarks++;
+    return 0;
+}
+
+static int on_watch_error(void *ud, int code, const char *reason, const char *message)
+{
+    struct luna_reflector *r = ud;
+    char msg[512];
+    snprintf(msg, sizeof msg, "watch ERROR event %d %s: %s", code, reason, message);
+    set_error(r, "watch", msg);
+    if (code == 410) {
+        r->stats.gone++;
+        r->relist_next = true;
+    }
+    /* Stop this watch: on_watch_done decides what comes next. */
+    return LUNA_ECANCELED;
+}
+
+static int on_watch_chunk(void *ud, const char *data, size_t len, luna_error *err)
+{
+    struct luna_reflector *r = ud;
+    if (r->status != 200)
+        return collect_error_body(r, data, len);
+    luna_event_latency_chunk();
+    int rc = luna_object_stream_feed(r->watch_stream, data, len, err);
+    if (rc < 0 && rc != LUNA_ECANCELED)
+        r->stream_failed = true;
+    return rc;
+}
+
+static void on_watch_done(void *ud, const luna_http_response *resp, const luna_http_failure *fail)
+{
+    struct luna_reflector *r = ud;
+    bool relist = r->relist_next;
+    r->relist_next = false;
+    char msg[512];
+    if (relist) {
+        r->stats.watch_gone++;
+        end_request(r);
+        retry_later(r, true, false);
+        return;
+    }
+    if (r->status != 200 && r->status != 0) {
+        describe_status(r, msg, sizeof msg);
+        bool too_large = too_large_rv(r);
+        end_request(r);
+        r->stats.failures++;
+        set_error(r, "watch", msg);
+        if (r->status == 410) {
+            r->stats.watch_gone++;
+            r->stats.gone++;
+            retry_later(r, true, false);
+        } else if (too_large) {
+            r->rv_unavailable = true;
+            retry_later(r, true, true);
+        } else {
+            r->stats.watch_errors++;
+            retry_later(r, false, true);
+        }
+        return;
+    }
+    if (fail) {
+        r->stats.failures++;
+        /* A connection that broke inside an event delivered a truncated
+         * event: a decode error as much as a malformed one. */
+        luna_error partial = { 0 };
+        bool truncated = !r->stream_failed && r->status == 200 &&
+                         luna_object_stream_finish(r->watch_stream, &partial) < 0;
+        if (r->stream_failed || truncated)
+            r->stats.watch_decode++;
+        else if (fail->reason == LUNA_HTTP_IDLE_TIMEOUT || fail->reason == LUNA_HTTP_TIMEOUT)
+            r->stats.watch_timeouts++;
+        else
+            r->stats.watch_errors++;
+        if (r->stream_failed || truncated) {
+            r->stats.decode_errors++;
+            luna_warn(truncated ? "watch stream truncated inside an event"
+                                : "watch stream decode failed",
+                      "informer", luna_informer_name(r->inf), "error", fail->err.msg,
+                      "resourceVersion", r->rv);
+        }
+        if (truncated) {
+            snprintf(msg, sizeof msg, "event truncated: %.400s", fail->err.msg);
+            set_error(r, "watch", msg);
+        } else {
+            set_error(r, "watch", fail->err.msg);
+        }
+        end_request(r);
+        retry_later(r, false, true);
+        return;
+    }
+    luna_error err = { 0 };
+    if (luna_object_stream_finish(r->watch_stream, &err) < 0) {
+        /* The stream ended inside an event: resume from the last applied. */
+        r->stats.failures++;
+        r->stats.decode_errors++;
+        r->stats.watch_decode++;
+        set_error(r, "watch", err.msg);
+        end_request(r);
+        retry_later(r, false, true);
+        return;
+    }
+    end_request(r);
+    r->stats.watch_closed++;
+    /* The server closed the watch (its timeout): resume at once. */
+    retry_later(r, false, false);
+}
+
+static void start_watch(struct luna_reflector *r)
+{
+    r->phase = WATCHING;
+    r->status = 0;
+    r->stream_failed = false;
+    r->relist_next = false;
+    luna_object_stream_reset(r->watch_stream);
+    int rc = start_request(r, true, on_watch_chunk, on_watch_done);
+    if (rc < 0)
+        retry_later(r, false, true);
+    else if (rc == 0)
+        r->stats.watches++;
+}
+
+/* ---- lifecycle ------------------------------------------------------- */
+
+static char *dup_opt(const char *s)
+{
+    return (s && *s) ? strdup(s) : NULL;
+}
+
+int luna_reflector_new(struct luna_kube_client *kc, struct luna_informer *inf,
+                       const struct luna_reflector_options *o, struct luna_reflector **out,
+                       luna_error *err)
+{
+    *out = NULL;
+    struct luna_reflector *r = calloc(1, sizeof *r);
+    if (!r)
+        return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+    r->kc = kc;
+    r->inf = inf;
+    if (luna_resource_copy(&r->resource, o->resource) < 0) {
+        free(r);
+        return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+    }
+    r->namespace_ = dup_opt(o->namespace_);
+    r->label_selector = dup_opt(o->label_selector);
+    r->field_selector = dup_opt(o->field_selector);
+    r->page_size = o->page_size ? o->page_size : DEFAULT_PAGE;
+    r->page_size_set = o->page_size != 0;
+    r->min_watch = o->min_watch_timeout > 0 ? o->min_watch_timeout : DEFAULT_MIN_WATCH;
+    r->max_watch = o->max_watch_timeout > r->min_watch ? o->max_watch_timeout : 2 * r->min_watch;
+    r->idle_timeout = o->idle_timeout > 0 ? o->idle_timeout : DEFAULT_IDLE;
+    luna_backoff_init_default(&r->backoff);
+    if (o->backoff_base > 0) {
+        r->backoff.base = o->backoff_base;
+        r->backoff.max = o->backoff_max > o->backoff_base ? o->backoff_max : o->backoff_base;
+    }
+    ev_timer_init(&r->wait, wait_cb, 0., 0.);
+
+    struct luna_object_stream_handler h = {
+        .on_item = on_list_item, .on_bookmark = on_bookmark, .on_error = on_watch_error, .ud = r,
+    };
+    struct luna_object_stream_options so = { .mode = LUNA_STREAM_LIST,
+                                             .keep_managed_fields = o->keep_managed_fields };
+    r->list_stream = luna_object_stream_new(&so, &h, err);
+    h.on_item = on_watch_item;
+    so.mode = LUNA_STREAM_WATCH;
+    r->watch_stream = r->list_stream ? luna_object_stream_new(&so, &h, err) : NULL;
+    if (!r->watch_stream || (o->namespace_ && *o->namespace_ && !r->namespace_)) {
+        luna_reflector_free(r);
+        return err ? err->code ? err->code : LUNA_ENOMEM : LUNA_ENOMEM;
+    }
+    *out = r;
+    return 0;
+}
+
+void luna_reflector_stop(struct luna_reflector *r)
+{
+    ev_timer_stop(luna_loop(), &r->wait);
+    if (r->req) {
+        luna_kube_request_cancel(r->req);
+        end_request(r);
+    }
+    drop_listed(r);
+    r->phase = IDLE;
+}
+
+void luna_reflector_free(struct luna_reflector *r)
+{
+    if (!r)
+        return;
+    luna_reflector_stop(r);
+    luna_object_stream_free(r->list_stream);
+    luna_object_stream_free(r->watch_stream);
+    luna_resource_clear(&r->resource);
+    free(r->listed);
+    free(r->namespace_);
+    free(r->label_selector);
+    free(r->field_selector);
+    free(r);
+}
+
+void luna_reflector_start(struct luna_reflector *r)
+{
+    if (r->phase != IDLE)
+        return;
+    if (r->rv[0])
+        start_watch(r);
+    else
+        start_list(r);
+}
+
+const char *luna_reflector_resource_version(const struct luna_reflector *r) { return r->rv; }
+struct luna_reflector_stats luna_reflector_stats(const struct luna_reflector *r) { return r->stats; }
+const char *luna_reflector_last_error(const struct luna_reflector *r) { return r->last_error; }

@@ -1,0 +1,99 @@
+/*
+ * reflector.h — keeps an informer's DeltaFIFO in step with the API server:
+ * a paged LIST, then a WATCH from the list's resourceVersion, for ever.
+ *
+ * Uses: kube_client (HTTP + credentials), object_stream (decoding), backoff,
+ * delta_fifo and informer.  Runs on the loop thread.
+ *
+ * Semantics follow client-go's reflector:
+ *   - LIST with client-go's resourceVersion choice: the first list asks
+ *     for resourceVersion=0 (served whole from the API server's watch
+ *     cache, which ignores limit), a relist for the last version seen (no
+ *     limit unless page_size was set or the server paged before), and after
+ *     a 410 on a list for "" (a consistent read, in pages of `page_size`
+ *     with limit/continue); a 410 on a page restarts the list that way;
+ *     the complete list replaces the FIFO's contents (deletions of vanished
+ *     objects included) and its resourceVersion starts the watch;
+ *   - WATCH with allowWatchBookmarks and a server timeout randomised in
+ *     [min, max) so many informers do not reconnect in step; every applied
+ *     event and bookmark advances the resourceVersion, and a watch that
+ *     ends or breaks resumes from it; a watch ending cleanly resumes at
+ *     once, a failure after a backoff;
+ *   - 410 Gone (status or ERROR event) → relist; 504 "Too large resource
+ *     version" (a server behind the version asked for, e.g. restored from
+ *     an older etcd) → a consistent relist after a backoff; other 429 and
+ *     5xx → back off, honouring Retry-After; connection errors → back off;
+ *   - a watch silent for `idle_timeout` (bookmarks arrive about once a
+ *     minute on a real server) is treated as hung and replaced;
+ *   - a malformed or truncated event stops that watch (logged, counted);
+ *     the next one resumes from the last event applied, so nothing is lost.
+ * On a relist, listed objects whose key and resourceVersion match the cache
+ * reuse the cached object instead of a new copy, so relisting a synced
+ * informer does not double its memory.
+ *
+ * Invariants:
+ *   - at most one request (list page or watch) is in flight;
+ *   - the resourceVersion only moves to one the server sent, after the
+ *     event carrying it has been pushed into the FIFO.
+ *
+ * Ownership: the reflector borrows the kube client and the informer for its
+ * life (free it before them); options are copied.
+ */
+#ifndef LUNA_REFLECTOR_H
+#define LUNA_REFLECTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/error.h"
+#include "cache/informer.h"
+#include "client/kube_client.h"
+#include "client/resource.h"
+
+struct luna_reflector_options {
+    const struct luna_resource *resource;
+    const char *namespace_;        /* NULL or "": all namespaces */
+    const char *label_selector;    /* NULL or "": none */
+    const char *field_selector;
+    size_t page_size;              /* 0: 500, and relists are not paged */
+    bool keep_managed_fields;
+    double min_watch_timeout;      /* 0: 300 s */
+    double max_watch_timeout;      /* 0: 2 × min */
+    double idle_timeout;           /* 0: 180 s */
+    double backoff_base;           /* 0: client-go's 0.8 s doubling to 30 s */
+    double backoff_max;
+};
+
+struct luna_reflector_stats {
+    unsigned long lists;           /* complete lists applied */
+    unsigned long list_pages;
+    unsigned long watches;         /* watch requests started */
+    unsigned long watch_events;
+    unsigned long bookmarks;
+    unsigned long gone;            /* 410 responses and ERROR events */
+    unsigned long failures;        /* requests that failed or broke off */
+    unsigned long decode_errors;
+    /* Watches that ended, by why (each is followed by a new watch or a
+     * relist): 410 Gone, an error status or broken connection, the idle
+     * timeout, a clean end by the server, a stream that did not decode. */
+    unsigned long watch_gone, watch_errors, watch_timeouts, watch_closed, watch_decode;
+};
+
+struct luna_reflector;
+
+int luna_reflector_new(struct luna_kube_client *kc, struct luna_informer *inf,
+                       const struct luna_reflector_options *o, struct luna_reflector **out,
+                       luna_error *err);
+/* Stops any request and timer; the informer keeps its cache. */
+void luna_reflector_free(struct luna_reflector *r);
+
+void luna_reflector_start(struct luna_reflector *r);
+void luna_reflector_stop(struct luna_reflector *r);
+
+/* The last resourceVersion applied ("" before the first list). */
+const char *luna_reflector_resource_version(const struct luna_reflector *r);
+struct luna_reflector_stats luna_reflector_stats(const struct luna_reflector *r);
+/* The last failure's message, "" if none (borrowed). */
+const char *luna_reflector_last_error(const struct luna_reflector *r);
+
+#endif

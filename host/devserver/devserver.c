@@ -1,0 +1,336 @@
+/* devserver.c — see devserver.h. */
+#include "devserver/devserver.h"
+
+#include <ev.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devserver/devserver_api.h"
+#include "devserver/devserver_faults.h"
+#include "devserver/devserver_http.h"
+#include "devserver/devserver_store.h"
+#include "devserver/devserver_watch.h"
+#include "devserver/devserver_yaml.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/loop.h"
+
+static void usage(FILE *out)
+{
+    fputs("usage: luna dev-server --listen HOST:PORT [options]\n"
+          "\n"
+          "An in-memory Kubernetes API server (HTTP/1.1, JSON).\n"
+          "\n"
+          "  --listen HOST:PORT       numeric address and port (port 0 picks a free one)\n"
+          "  --seed FILE              create the objects in a YAML/JSON manifest (repeatable)\n"
+          "  --token TOKEN            require 'Authorization: Bearer TOKEN' (401 otherwise)\n"
+          "  --tls-cert FILE          serve HTTPS with this PEM certificate ...\n"
+          "  --tls-key FILE           ... and this PEM key\n"
+          "  --faults SPEC            inject faults, e.g. error-rate=0.1,error-code=429\n"
+          "  --admin                  serve PUT/GET /luna/v1/faults to change faults at run time\n"
+          "  --history N              watch events kept per resource (default 10000)\n"
+          "  --bookmark-interval S    seconds between watch bookmarks (default 60)\n"
+          "  --dump-on-exit FILE      write every object to FILE on SIGTERM/SIGINT\n"
+          "  --log-level LEVEL        debug, info, warn or error (default: info)\n",
+          out);
+}
+
+static char *read_file(const char *path, size_t *len, luna_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        luna_error_set(err, LUNA_EIO, "%s: cannot open", path);
+        return NULL;
+    }
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (n + 4096 > cap) {
+            cap *= 2;
+            char *b = realloc(buf, cap);
+            if (!b) {
+                free(buf);
+                fclose(f);
+                luna_error_set(err, LUNA_ENOMEM, "%s: out of memory", path);
+                return NULL;
+            }
+            buf = b;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        luna_error_set(err, LUNA_EIO, "%s: read error", path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static int load_seed(const char *path, luna_error *err)
+{
+    size_t len;
+    char *text = read_file(path, &len, err);
+    if (!text)
+        return LUNA_EIO;
+    /* A JSON document (YAML's subset) loads with jansson, several times
+     * faster than libyaml on a large seed; anything else goes to YAML. */
+    json_t *docs = NULL;
+    size_t lead = strspn(text, " \t\r\n");
+    if (text[lead] == '{') {
+        json_t *doc = json_loadb(text, len, 0, NULL);
+        if (doc) {
+            docs = json_array();
+            json_array_append_new(docs, doc);
+        }
+    }
+    if (!docs)
+        docs = luna_ds_yaml_load(text, len, err);
+    free(text);
+    if (!docs)
+        return luna_error_wrap(err, "%s", path);
+    size_t i;
+    json_t *doc;
+    json_array_foreach(docs, i, doc) {
+        if (luna_ds_api_seed(doc, err) < 0) {
+            json_decref(docs);
+            return luna_error_wrap(err, "%s: document %zu", path, i + 1);
+        }
+    }
+    json_decref(docs);
+    return 0;
+}
+
+static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    (void)w;
+    (void)revents;
+    luna_ds_watch_end_all();
+    ev_break(loop, EVBREAK_ALL);
+}
+
+static int split_listen(const char *listen, char *host, size_t hostsize, int *port)
+{
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen)
+        return -1;
+    size_t n = (size_t)(colon - listen);
+    if (listen[0] == '[' && n >= 2 && listen[n - 1] == ']') {
+        listen++;
+        n -= 2;
+    }
+    if (n >= hostsize)
+        return -1;
+    memcpy(host, listen, n);
+    host[n] = '\0';
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end || p < 0 || p > 65535 || colon[1] == '\0')
+        return -1;
+    *port = (int)p;
+    return 0;
+}
+
+int luna_devserver_main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "listen", required_argument, NULL, 'L' },
+        { "seed", required_argument, NULL, 's' },
+        { "token", required_argument, NULL, 't' },
+        { "tls-cert", required_argument, NULL, 'c' },
+        { "tls-key", required_argument, NULL, 'k' },
+        { "faults", required_argument, NULL, 'f' },
+        { "admin", no_argument, NULL, 'a' },
+        { "history", required_argument, NULL, 'H' },
+        { "bookmark-interval", required_argument, NULL, 'b' },
+        { "dump-on-exit", required_argument, NULL, 'd' },
+        { "log-level", required_argument, NULL, 'l' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *listen = NULL, *token = NULL, *cert_file = NULL, *key_file = NULL;
+    const char *faults = NULL, *dump = NULL;
+    const char **seeds = calloc((size_t)argc + 1, sizeof *seeds);
+    int nseeds = 0;
+    bool admin = false;
+    double bookmark_interval = 60;
+    int ch;
+    optind = 1;
+    int rc = 2;
+    char *cert = NULL, *key = NULL;
+    luna_ds_http *srv = NULL;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'L': listen = optarg; break;
+        case 's': seeds[nseeds++] = optarg; break;
+        case 't': token = optarg; break;
+        case 'c': cert_file = optarg; break;
+        case 'k': key_file = optarg; break;
+        case 'f': faults = optarg; break;
+        case 'a': admin = true; break;
+        case 'd': dump = optarg; break;
+        case 'H': {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < 1) {
+                fprintf(stderr, "luna dev-server: --history must be a positive number\n");
+                goto out;
+            }
+            luna_ds_store_set_history((size_t)n);
+            break;
+        }
+        case 'b': {
+            char *end;
+            bookmark_interval = strtod(optarg, &end);
+            if (*end || bookmark_interval <= 0) {
+                fprintf(stderr, "luna dev-server: --bookmark-interval must be a positive number\n");
+                goto out;
+            }
+            break;
+        }
+        case 'l': {
+            int level = luna_log_level_parse(optarg);
+            if (level < 0) {
+                fprintf(stderr, "luna dev-server: unknown log level '%s'\n", optarg);
+                goto out;
+            }
+            luna_log_set_level((enum luna_log_level)level);
+            break;
+        }
+        case 'h':
+            usage(stdout);
+            rc = 0;
+            goto out;
+        default:
+            usage(stderr);
+            goto out;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "luna dev-server: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        goto out;
+    }
+    char host[256];
+    int port;
+    if (!listen || split_listen(listen, host, sizeof host, &port) < 0) {
+        fprintf(stderr, "luna dev-server: --listen HOST:PORT is required (e.g. 127.0.0.1:0)\n");
+        goto out;
+    }
+    if (!cert_file != !key_file) {
+        fprintf(stderr, "luna dev-server: --tls-cert and --tls-key go together\n");
+        goto out;
+    }
+    char msg[256];
+    if (faults && luna_ds_faults_set(faults, msg, sizeof msg) < 0) {
+        fprintf(stderr, "luna dev-server: --faults: %s\n", msg);
+        goto out;
+    }
+    rc = 1;
+    luna_error err = { 0 };
+    if (cert_file) {
+        size_t n;
+        cert = read_file(cert_file, &n, &err);
+        key = cert ? read_file(key_file, &n, &err) : NULL;
+        if (!cert || !key) {
+            luna_error("dev-server failed", "error", err.msg);
+            goto out;
+        }
+    }
+    char address[300];
+    snprintf(address, sizeof address, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+    luna_ds_api_config cfg = { .server_address = address,
+                               .bookmark_interval = bookmark_interval, .admin = admin };
+    luna_ds_api_init(&cfg);
+    for (int i = 0; i < nseeds; i++)
+        if (load_seed(seeds[i], &err) < 0) {
+            luna_error("seed failed", "error", err.msg);
+            goto out_api;
+        }
+    luna_ds_http_opts hopts = { .host = host, .port = port, .token = token,
+                                .tls_cert = cert, .tls_key = key };
+    srv = luna_ds_http_start(&hopts, &err);
+    if (!srv) {
+        luna_error("dev-server failed", "error", err.msg);
+        goto out_api;
+    }
+    snprintf(address, sizeof address, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host,
+             luna_ds_http_port(srv));
+    /* Signals are handled before readiness is announced: a TERM right
+     * after "listening on" still shuts down cleanly (and dumps). */
+    struct ev_loop *loop = luna_loop();
+    ev_signal sigterm, sigint;
+    ev_signal_init(&sigterm, on_signal, SIGTERM);
+    ev_signal_init(&sigint, on_signal, SIGINT);
+    ev_signal_start(loop, &sigterm);
+    ev_signal_start(loop, &sigint);
+    signal(SIGPIPE, SIG_IGN);
+    printf("listening on %s://%s\n", cert ? "https" : "http", address);
+    fflush(stdout);
+    ev_run(loop, 0);
+    ev_signal_stop(loop, &sigterm);
+    ev_signal_stop(loop, &sigint);
+    rc = 0;
+    if (dump) {
+        json_t *all = luna_ds_api_dump();
+        if (json_dump_file(all, dump, JSON_INDENT(2)) < 0) {
+            luna_error("dump failed", "file", dump);
+            rc = 1;
+        }
+        json_decref(all);
+    }
+    luna_ds_http_stop(srv);
+out_api:
+    luna_ds_api_shutdown();
+out:
+    free(cert);
+    free(key);
+    free(seeds);
+    return rc;
+}
+
+/* ---- embedded in `luna run --dev-server` ---- */
+
+static luna_ds_http *embedded;
+
+int luna_devserver_embed_start(const char *const *seeds, int nseeds, char *url, size_t url_size,
+                               luna_error *err)
+{
+    if (embedded)
+        return luna_error_set(err, LUNA_EINVAL, "the dev server is already running");
+    luna_ds_api_config cfg = { .server_address = "127.0.0.1:0", .bookmark_interval = 0 };
+    luna_ds_api_init(&cfg);
+    for (int i = 0; i < nseeds; i++) {
+        if (load_seed(seeds[i], err) < 0) {
+            luna_ds_api_shutdown();
+            return err ? err->code : LUNA_EINVAL;
+        }
+    }
+    luna_ds_http_opts hopts = { .host = "127.0.0.1", .port = 0 };
+    embedded = luna_ds_http_start(&hopts, err);
+    if (!embedded) {
+        luna_ds_api_shutdown();
+        return err ? err->code : LUNA_EIO;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(url, url_size, "http://127.0.0.1:%d", luna_ds_http_port(embedded));
+    return 0;
+}
+
+void luna_devserver_embed_stop(void)
+{
+    if (!embedded)
+        return;
+    luna_ds_http_stop(embedded);
+    embedded = NULL;
+    luna_ds_api_shutdown();
+}

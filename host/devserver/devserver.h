@@ -1,0 +1,35 @@
+/*
+ * devserver.h — `luna dev-server`: an in-memory, Kubernetes-compatible API
+ * server for specs, benchmarks and trying controllers without a cluster.
+ *
+ *   luna dev-server --listen HOST:PORT [--seed FILE]... [--token TOKEN]
+ *                   [--tls-cert FILE --tls-key FILE] [--faults SPEC] [--admin]
+ *                   [--history N] [--bookmark-interval SECONDS]
+ *                   [--dump-on-exit FILE] [--log-level L]
+ *
+ * Prints one line `listening on http[s]://HOST:PORT` on stdout once it
+ * accepts connections, runs until SIGTERM or SIGINT, then (with
+ * --dump-on-exit) writes every object as a JSON `kind: List` and exits 0.
+ * The parts: devserver_http (transport), devserver_api (REST semantics),
+ * devserver_store, devserver_types, devserver_watch, devserver_filter,
+ * devserver_patch, devserver_apply, devserver_faults, devserver_yaml.
+ * Runs on the loop thread.
+ */
+#ifndef LUNA_DEVSERVER_H
+#define LUNA_DEVSERVER_H
+
+#include <stddef.h>
+
+#include "base/error.h"
+
+/* The subcommand; argv[0] is "dev-server".  Returns the exit code. */
+int luna_devserver_main(int argc, char **argv);
+
+/* The same server inside another command's loop (`luna run --dev-server`):
+ * loads the seed files (borrowed), listens on 127.0.0.1 at a free port and
+ * writes its URL into url.  One at a time; stop it before the loop ends. */
+int luna_devserver_embed_start(const char *const *seeds, int nseeds, char *url, size_t url_size,
+                               luna_error *err);
+void luna_devserver_embed_stop(void);
+
+#endif

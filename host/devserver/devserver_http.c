@@ -1,0 +1,469 @@
+/* devserver_http.c — see devserver_http.h. */
+#include "devserver/devserver_http.h"
+
+#include <arpa/inet.h>
+#include <ev.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "devserver/devserver_api.h"
+#include "devserver/devserver_faults.h"
+#include "devserver/devserver_status.h"
+#include "devserver/devserver_watch.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/mhd_loop.h"
+
+#define MAX_BODY (3u * 1024 * 1024) /* kube-apiserver's request body limit */
+
+/* A suspended connection, linked into its server's list so that stopping
+ * can resume it first (MHD aborts when stopped with any suspended). */
+struct suspension {
+    struct MHD_Connection *conn;
+    struct suspension *prev, *next;
+    bool linked;
+};
+
+struct luna_ds_http {
+    struct luna_mhd_loop ml; /* the daemon on the loop */
+    struct suspension *suspended;
+    const char *token;
+    int port;
+};
+
+/* One watch stream: owned by its MHD response, freed in its free callback. */
+struct stream {
+    luna_ds_http *srv;
+    struct MHD_Connection *conn;
+    luna_ds_watch *watch;
+    bool suspended;
+    struct suspension link;
+};
+
+/* Per-request state (MHD's con_cls), freed when the request completes. */
+struct request {
+    luna_ds_http *srv;
+    struct MHD_Connection *conn;
+    char *body;
+    size_t len, cap;
+    bool too_big;
+    bool delayed;            /* suspended until the delay timer fires */
+    struct MHD_Response *ready; /* the response to queue after the delay */
+    unsigned ready_code;
+    ev_timer delay;
+    struct suspension link;
+};
+
+static void suspend(luna_ds_http *srv, struct suspension *l, struct MHD_Connection *conn)
+{
+    l->conn = conn;
+    l->prev = NULL;
+    l->next = srv->suspended;
+    if (srv->suspended)
+        srv->suspended->prev = l;
+    srv->suspended = l;
+    l->linked = true;
+    MHD_suspend_connection(conn);
+}
+
+static void unlink_suspension(luna_ds_http *srv, struct suspension *l)
+{
+    if (!l->linked)
+        return;
+    if (l->prev)
+        l->prev->next = l->next;
+    else
+        srv->suspended = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
+    l->linked = false;
+}
+
+static void resume(luna_ds_http *srv, struct suspension *l)
+{
+    unlink_suspension(srv, l);
+    MHD_resume_connection(l->conn);
+}
+
+static void kick(luna_ds_http *srv)
+{
+    luna_mhd_loop_kick(&srv->ml);
+}
+
+/* ---- responses ---- */
+
+static struct MHD_Response *json_response(char *body, size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-cache, private");
+    return r;
+}
+
+static struct MHD_Response *status_response(luna_ds_status *st)
+{
+    json_t *j = luna_ds_status_json(st);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    size_t n = strlen(s);
+    char *b = realloc(s, n + 2);
+    if (!b)
+        abort();
+    b[n] = '\n';
+    b[n + 1] = '\0';
+    struct MHD_Response *r = json_response(b, n + 1);
+    if (st->retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", st->retry_after);
+        MHD_add_response_header(r, "Retry-After", ra);
+    }
+    luna_ds_status_clear(st);
+    return r;
+}
+
+static void on_wake(void *ctx)
+{
+    struct stream *s = ctx;
+    if (s->suspended) {
+        s->suspended = false;
+        resume(s->srv, &s->link);
+        kick(s->srv);
+    }
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    struct stream *s = cls;
+    ssize_t n = luna_ds_watch_read(s->watch, buf, max);
+    if (n > 0)
+        return n;
+    if (n == -1)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (n == -2)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    /* nothing queued: sleep until the watch wakes us */
+    s->suspended = true;
+    suspend(s->srv, &s->link, s->conn);
+    return 0;
+}
+
+static void stream_free(void *cls)
+{
+    struct stream *s = cls;
+    unlink_suspension(s->srv, &s->link);
+    luna_ds_watch_free(s->watch);
+    free(s);
+}
+
+static const char *query_arg(void *ctx, const char *name)
+{
+    return MHD_lookup_connection_value(ctx, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* ---- request handling ---- */
+
+static bool is_admin_path(const char *url)
+{
+    return strncmp(url, "/luna/v1/", 9) == 0;
+}
+
+static bool is_watch(struct MHD_Connection *c)
+{
+    const char *w = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "watch");
+    return w && (strcmp(w, "true") == 0 || strcmp(w, "1") == 0);
+}
+
+static void on_delay(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct request *r = (struct request *)((char *)w - offsetof(struct request, delay));
+    resume(r->srv, &r->link);
+    kick(r->srv);
+}
+
+static struct MHD_Response *dispatch(struct request *r, const char *url, const char *method,
+                                     unsigned *code)
+{
+    luna_ds_http *srv = r->srv;
+    struct MHD_Connection *c = r->conn;
+    luna_ds_status st = { 0 };
+    if (srv->token) {
+        const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+        size_t tl = strlen(srv->token);
+        if (!auth || strncmp(auth, "Bearer ", 7) != 0 || strlen(auth + 7) != tl ||
+            memcmp(auth + 7, srv->token, tl) != 0) {
+            luna_ds_status_set(&st, 401, "Unauthorized", "Unauthorized");
+            *code = 401;
+            return status_response(&st);
+        }
+    }
+    if (r->too_big) {
+        luna_ds_status_set(&st, 413, "RequestEntityTooLarge",
+                           "Request entity too large: limit is %u", MAX_BODY);
+        *code = 413;
+        return status_response(&st);
+    }
+    luna_ds_faults *f = luna_ds_faults_get();
+    if (!is_admin_path(url) && luna_ds_faults_applies(f->error_on, method, is_watch(c)) &&
+        luna_ds_faults_chance(f->error_rate)) {
+        int ec = f->error_code;
+        if (ec == 429)
+            luna_ds_status_set(&st, 429, "TooManyRequests",
+                               "Too many requests, please try again later.");
+        else if (ec == 503)
+            luna_ds_status_set(&st, 503, "ServiceUnavailable", "the server is currently unable "
+                               "to handle the request (injected fault)");
+        else
+            luna_ds_status_set(&st, ec, "InternalError",
+                               "Internal error occurred: injected fault");
+        if (ec == 429 || ec == 503) {
+            st.retry_after = f->retry_after;
+            st.details = json_pack("{s:i}", "retryAfterSeconds", f->retry_after);
+        }
+        *code = (unsigned)ec;
+        return status_response(&st);
+    }
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+    if (r->len && ct && strncmp(ct, "application/vnd.kubernetes.protobuf", 35) == 0) {
+        luna_ds_status_set(&st, 415, "UnsupportedMediaType", "the body of the request was in an "
+                           "unknown format - accepted media types include: application/json, "
+                           "application/yaml");
+        *code = 415;
+        return status_response(&st);
+    }
+    luna_ds_request req = {
+        .method = method,
+        .path = url,
+        .arg = query_arg,
+        .arg_ctx = c,
+        .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
+        .user_agent = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "User-Agent"),
+        .body = r->body,
+        .body_len = r->len,
+    };
+    luna_ds_response resp;
+    luna_ds_api_handle(&req, &resp);
+    *code = (unsigned)resp.code;
+    if (resp.watch) {
+        struct stream *s = calloc(1, sizeof *s);
+        if (!s)
+            abort();
+        s->srv = srv;
+        s->conn = c;
+        s->watch = resp.watch;
+        luna_ds_watch_set_wake(resp.watch, on_wake, s);
+        struct MHD_Response *mr = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+                                                                    stream_read, s, stream_free);
+        MHD_add_response_header(mr, "Content-Type", "application/json");
+        MHD_add_response_header(mr, "Cache-Control", "no-cache, private");
+        return mr;
+    }
+    struct MHD_Response *mr;
+    if (resp.body && strcmp(url, "/healthz") != 0 && strcmp(url, "/livez") != 0 &&
+        strcmp(url, "/readyz") != 0) {
+        mr = json_response(resp.body, resp.len);
+    } else {
+        mr = MHD_create_response_from_buffer(resp.len, resp.body, MHD_RESPMEM_MUST_FREE);
+        MHD_add_response_header(mr, "Content-Type", "text/plain; charset=utf-8");
+    }
+    if (resp.retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", resp.retry_after);
+        MHD_add_response_header(mr, "Retry-After", ra);
+    }
+    return mr;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    luna_ds_http *srv = cls;
+    struct request *r = *con_cls;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r)
+            return MHD_NO;
+        r->srv = srv;
+        r->conn = c;
+        ev_timer_init(&r->delay, on_delay, 0, 0);
+        *con_cls = r;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!r->too_big) {
+            if (r->len + *upload_size > MAX_BODY) {
+                r->too_big = true;
+                free(r->body);
+                r->body = NULL;
+                r->len = r->cap = 0;
+            } else {
+                if (r->len + *upload_size + 1 > r->cap) {
+                    size_t cap = r->cap ? r->cap : 4096;
+                    while (cap < r->len + *upload_size + 1)
+                        cap *= 2;
+                    char *b = realloc(r->body, cap);
+                    if (!b)
+                        return MHD_NO;
+                    r->body = b;
+                    r->cap = cap;
+                }
+                memcpy(r->body + r->len, upload_data, *upload_size);
+                r->len += *upload_size;
+                r->body[r->len] = '\0';
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (r->ready) {
+        /* resumed after an injected delay */
+        enum MHD_Result rc = MHD_queue_response(c, r->ready_code, r->ready);
+        MHD_destroy_response(r->ready);
+        r->ready = NULL;
+        return rc;
+    }
+    unsigned code = 500;
+    struct MHD_Response *resp = dispatch(r, url, method, &code);
+    luna_ds_faults *f = luna_ds_faults_get();
+    double delay = luna_ds_faults_delay_for(url);
+    if (delay > 0 && luna_ds_faults_applies(f->delay_on, method, is_watch(c))) {
+        r->ready = resp;
+        r->ready_code = code;
+        ev_timer_set(&r->delay, delay, 0);
+        ev_timer_start(luna_loop(), &r->delay);
+        suspend(r->srv, &r->link, c);
+        return MHD_YES;
+    }
+    enum MHD_Result rc = MHD_queue_response(c, code, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    struct request *r = *con_cls;
+    if (!r)
+        return;
+    ev_timer_stop(luna_loop(), &r->delay);
+    unlink_suspension(r->srv, &r->link);
+    if (r->ready)
+        MHD_destroy_response(r->ready);
+    free(r->body);
+    free(r);
+    *con_cls = NULL;
+}
+
+/* %XX decoding, '+' as space (Go clients encode query spaces as '+'). */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    char *w = s;
+    for (char *p = s; *p; p++) {
+        if (*p == '+') {
+            *w++ = ' ';
+        } else if (*p == '%' && p[1] && p[2]) {
+            char hex[3] = { p[1], p[2], 0 };
+            char *end;
+            long v = strtol(hex, &end, 16);
+            if (*end == '\0') {
+                *w++ = (char)v;
+                p += 2;
+            } else {
+                *w++ = *p;
+            }
+        } else {
+            *w++ = *p;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
+luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
+{
+    luna_ds_http *srv = calloc(1, sizeof *srv);
+    if (!srv)
+        abort();
+    struct MHD_Daemon *daemon = NULL;
+    srv->token = opts->token;
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, opts->host, &sin->sin_addr) == 1) {
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons((uint16_t)opts->port);
+    } else if (inet_pton(AF_INET6, opts->host, &sin6->sin6_addr) == 1) {
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons((uint16_t)opts->port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        free(srv);
+        luna_error_set(err, LUNA_EINVAL, "--listen: '%s' is not a numeric IP address", opts->host);
+        return NULL;
+    }
+    if (opts->tls_cert) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            free(srv);
+            luna_error_set(err, LUNA_EINVAL, "this libmicrohttpd has no TLS support");
+            return NULL;
+        }
+        flags |= MHD_USE_TLS;
+        daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+                                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                       MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+                                       MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv,
+                                       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
+                                       MHD_OPTION_HTTPS_MEM_CERT, opts->tls_cert,
+                                       MHD_OPTION_HTTPS_MEM_KEY, opts->tls_key,
+                                       MHD_OPTION_END);
+    } else {
+        daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+                                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                       MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+                                       MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv,
+                                       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
+                                       MHD_OPTION_END);
+    }
+    if (!daemon) {
+        free(srv);
+        luna_error_set(err, LUNA_EIO, "cannot listen on %s:%d (address in use, or bad TLS "
+                       "certificate/key)", opts->host, opts->port);
+        return NULL;
+    }
+    if (luna_mhd_loop_attach(&srv->ml, daemon, err) < 0) {
+        free(srv);
+        return NULL;
+    }
+    srv->port = luna_mhd_loop_port(&srv->ml);
+    if (!srv->port)
+        srv->port = opts->port;
+    return srv;
+}
+
+int luna_ds_http_port(const luna_ds_http *srv) { return srv->port; }
+
+void luna_ds_http_stop(luna_ds_http *srv)
+{
+    if (!srv)
+        return;
+    /* MHD aborts when stopped with a suspended connection. */
+    while (srv->suspended)
+        resume(srv, srv->suspended);
+    luna_mhd_loop_stop(&srv->ml);
+    free(srv);
+}

@@ -1,0 +1,39 @@
+/*
+ * devserver_http.h — the dev server's HTTP/1.1 transport: libmicrohttpd
+ * driven by luna's libev loop (MHD's epoll fd watched by one ev_io, its
+ * timeout by one ev_timer, MHD_run on either), optional TLS (GnuTLS through
+ * MHD) and bearer-token auth, request bodies capped at 3 MiB as
+ * kube-apiserver caps them, injected faults (error rate, delay), and watch
+ * responses streamed with chunked encoding.  A watch connection with
+ * nothing to send is suspended and resumed when its watch queues bytes, so
+ * nothing polls.  HTTP/2 is not offered (libmicrohttpd has no HTTP/2).
+ *
+ * Requests are handed to devserver_api.  Runs on the loop thread.
+ */
+#ifndef LUNA_DEVSERVER_HTTP_H
+#define LUNA_DEVSERVER_HTTP_H
+
+#include <stdbool.h>
+
+#include "base/error.h"
+
+typedef struct luna_ds_http_opts {
+    const char *host;       /* numeric address to bind, e.g. 127.0.0.1 or ::1 */
+    int port;               /* 0 = any free port */
+    const char *token;      /* NULL = no auth; else "Authorization: Bearer TOKEN" required */
+    const char *tls_cert;   /* PEM text, or NULL for plain HTTP (borrowed while running) */
+    const char *tls_key;
+} luna_ds_http_opts;
+
+typedef struct luna_ds_http luna_ds_http;
+
+/* Starts listening; opts' strings must outlive the server. */
+luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err);
+
+/* The bound port (useful after port 0). */
+int luna_ds_http_port(const luna_ds_http *srv);
+
+/* Stops the daemon (closing connections and freeing their watches). */
+void luna_ds_http_stop(luna_ds_http *srv);
+
+#endif

@@ -1,0 +1,47 @@
+/*
+ * devserver_patch.h — the three PATCH formats kube-apiserver accepts:
+ * JSON merge patch (RFC 7386), JSON patch (RFC 6902) and strategic merge
+ * patch (SMP) with the merge keys of the built-in types' common lists.
+ *
+ * Also the list-schema knowledge shared with server-side apply:
+ * luna_ds_patch_list_key() tells, for a list at a field path, whether it is
+ * a map keyed by a field (containers by name, ports by containerPort, ...),
+ * a set of scalars (metadata.finalizers), or atomic (everything else, and
+ * every list of a custom resource).
+ *
+ * Documents are jansson values; functions take a mutable document and
+ * modify it in place unless they say otherwise.  Runs on the loop thread.
+ */
+#ifndef LUNA_DEVSERVER_PATCH_H
+#define LUNA_DEVSERVER_PATCH_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "devserver/devserver_types.h"
+
+enum luna_ds_list_kind { LUNA_DS_LIST_ATOMIC, LUNA_DS_LIST_MAP, LUNA_DS_LIST_SET };
+
+/* path: the field names from the object root to the list (list indices
+ * left out), e.g. {"spec","template","spec","containers"}.  For MAP lists
+ * *key is the merge key. */
+enum luna_ds_list_kind luna_ds_patch_list_key(const luna_ds_type *t, const char *const *path,
+                                              int depth, const char **key);
+
+/* RFC 7386: returns the patched document (a new reference; target is
+ * consumed). */
+json_t *luna_ds_patch_merge(json_t *target, const json_t *patch);
+
+/* RFC 6902: applies ops to *doc (replacing *doc when the root is replaced).
+ * Returns 0; 400 when ops is malformed; 422 when an operation does not
+ * apply (missing path, failed test).  msg gets the reason. */
+int luna_ds_patch_json(json_t **doc, const json_t *ops, char *msg, size_t msgsize);
+
+/* Strategic merge patch onto doc (an object) for type t; handles the
+ * $patch (replace/delete/merge), $retainKeys, $deleteFromPrimitiveList/ and
+ * $setElementOrder/ directives.  Returns 0, or 400/422 with msg. */
+int luna_ds_patch_strategic(json_t *doc, const json_t *patch, const luna_ds_type *t,
+                            char *msg, size_t msgsize);
+
+#endif

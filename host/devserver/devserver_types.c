@@ -1,0 +1,618 @@
+/* devserver_types.c — see devserver_types.h. */
+#include "devserver/devserver_types.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devserver/devserver_store.h"
+
+static luna_ds_type *types;      /* registration order = discovery order */
+static bool initialized;
+
+static const char *const pod_fields[] = { "spec.nodeName", "spec.restartPolicy",
+    "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork",
+    "status.phase", "status.podIP", "status.nominatedNodeName", NULL };
+static const char *const event_fields[] = { "involvedObject.kind",
+    "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+    "involvedObject.apiVersion", "involvedObject.resourceVersion",
+    "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type", NULL };
+static const char *const event_v1_fields[] = { "regarding.kind",
+    "regarding.namespace", "regarding.name", "regarding.uid",
+    "regarding.apiVersion", "regarding.resourceVersion", "regarding.fieldPath",
+    "reason", "reportingController", "type", NULL };
+static const char *const secret_fields[] = { "type", NULL };
+static const char *const namespace_fields[] = { "status.phase", NULL };
+
+static json_t *strings(const char *csv)
+{
+    json_t *a = json_array();
+    if (!csv)
+        return a;
+    const char *p = csv;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        json_array_append_new(a, json_stringn(p, n));
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return a;
+}
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s ? s : "");
+    if (!d)
+        abort();
+    return d;
+}
+
+static luna_ds_type *new_type(const char *group, const char *version, const char *resource,
+                              const char *singular, const char *kind, bool namespaced)
+{
+    luna_ds_type *t = calloc(1, sizeof *t);
+    if (!t)
+        abort();
+    t->group = xstrdup(group);
+    t->version = xstrdup(version);
+    char av[512];
+    if (*group)
+        snprintf(av, sizeof av, "%s/%s", group, version);
+    else
+        snprintf(av, sizeof av, "%s", version);
+    t->api_version = xstrdup(av);
+    t->resource = xstrdup(resource);
+    t->singular = xstrdup(singular);
+    t->kind = xstrdup(kind);
+    char lk[300];
+    snprintf(lk, sizeof lk, "%sList", kind);
+    t->list_kind = xstrdup(lk);
+    t->namespaced = namespaced;
+    t->served = true;
+    t->storage = true;
+    return t;
+}
+
+static void append(luna_ds_type *t)
+{
+    luna_ds_type **p = &types;
+    while (*p)
+        p = &(*p)->next;
+    *p = t;
+}
+
+static luna_ds_type *builtin(const char *group, const char *version, const char *resource,
+                             const char *singular, const char *kind, bool namespaced,
+                             const char *shorts, const char *categories)
+{
+    luna_ds_type *t = new_type(group, version, resource, singular, kind, namespaced);
+    t->short_names = strings(shorts);
+    t->categories = strings(categories);
+    t->coll = luna_ds_store_coll_new();
+    append(t);
+    return t;
+}
+
+void luna_ds_types_init(void)
+{
+    if (initialized)
+        return;
+    initialized = true;
+    luna_ds_type *t;
+    t = builtin("", "v1", "configmaps", "configmap", "ConfigMap", true, "cm", NULL);
+    (void)t;
+    t = builtin("", "v1", "events", "event", "Event", true, "ev", NULL);
+    t->fields = event_fields;
+    luna_ds_type *core_events = t;
+    t = builtin("", "v1", "namespaces", "namespace", "Namespace", false, "ns", NULL);
+    t->has_status = true;
+    t->return_deleted = true;
+    t->fields = namespace_fields;
+    t = builtin("", "v1", "pods", "pod", "Pod", true, "po", "all");
+    t->has_status = true;
+    t->return_deleted = true;
+    t->fields = pod_fields;
+    t = builtin("", "v1", "secrets", "secret", "Secret", true, NULL, NULL);
+    t->fields = secret_fields;
+    t = builtin("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, "sa", NULL);
+    t = builtin("", "v1", "services", "service", "Service", true, "svc", "all");
+    t->has_status = true;
+    t->return_deleted = true;
+    t = builtin("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                "customresourcedefinition", "CustomResourceDefinition", false, "crd,crds",
+                "api-extensions");
+    t->has_status = true;
+    t->has_generation = true;
+    t->return_deleted = true;
+    t = builtin("apps", "v1", "deployments", "deployment", "Deployment", true, "deploy", "all");
+    t->has_status = true;
+    t->has_generation = true;
+    t = builtin("apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, "rs", "all");
+    t->has_status = true;
+    t->has_generation = true;
+    t = builtin("apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, "sts", "all");
+    t->has_status = true;
+    t->has_generation = true;
+    t = builtin("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, NULL, NULL);
+    /* events.k8s.io/v1 Events are the core Events, seen through another version. */
+    t = new_type("events.k8s.io", "v1", "events", "event", "Event", true);
+    t->short_names = strings("ev");
+    t->categories = strings(NULL);
+    t->coll = core_events->coll;
+    t->storage = false;
+    t->conv = LUNA_DS_CONV_EVENTS_V1;
+    t->fields = event_v1_fields;
+    append(t);
+}
+
+luna_ds_type *luna_ds_types_all(void) { return types; }
+
+luna_ds_type *luna_ds_types_find(const char *group, const char *version, const char *resource)
+{
+    for (luna_ds_type *t = types; t; t = t->next)
+        if (t->served && strcmp(t->group, group) == 0 && strcmp(t->version, version) == 0 &&
+            strcmp(t->resource, resource) == 0)
+            return t;
+    return NULL;
+}
+
+luna_ds_type *luna_ds_types_find_kind(const char *api_version, const char *kind)
+{
+    for (luna_ds_type *t = types; t; t = t->next)
+        if (t->served && strcmp(t->api_version, api_version) == 0 && strcmp(t->kind, kind) == 0)
+            return t;
+    return NULL;
+}
+
+luna_ds_type *luna_ds_types_storage(const struct luna_ds_coll *coll)
+{
+    for (luna_ds_type *t = types; t; t = t->next)
+        if (t->coll == coll && t->storage)
+            return t;
+    return NULL;
+}
+
+/* ---- discovery ---- */
+
+json_t *luna_ds_types_api_versions(const char *server_address)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "kind", json_string("APIVersions"));
+    json_t *v = json_array();
+    json_array_append_new(v, json_string("v1"));
+    json_object_set_new(o, "versions", v);
+    json_t *cidrs = json_array();
+    json_t *c = json_object();
+    json_object_set_new(c, "clientCIDR", json_string("0.0.0.0/0"));
+    json_object_set_new(c, "serverAddress", json_string(server_address));
+    json_array_append_new(cidrs, c);
+    json_object_set_new(o, "serverAddressByClientCIDRs", cidrs);
+    return o;
+}
+
+static json_t *group_version(const char *group, const char *version)
+{
+    json_t *gv = json_object();
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s/%s", group, version);
+    json_object_set_new(gv, "groupVersion", json_string(buf));
+    json_object_set_new(gv, "version", json_string(version));
+    return gv;
+}
+
+/* Versions of `group` in registration order, each once; NULL if none. */
+static json_t *group_doc(const char *group)
+{
+    json_t *versions = json_array();
+    for (luna_ds_type *t = types; t; t = t->next) {
+        if (!t->served || strcmp(t->group, group) != 0)
+            continue;
+        bool seen = false;
+        size_t i;
+        json_t *v;
+        json_array_foreach(versions, i, v)
+            if (strcmp(json_string_value(json_object_get(v, "version")), t->version) == 0)
+                seen = true;
+        if (!seen)
+            json_array_append_new(versions, group_version(group, t->version));
+    }
+    if (json_array_size(versions) == 0) {
+        json_decref(versions);
+        return NULL;
+    }
+    json_t *g = json_object();
+    json_object_set_new(g, "name", json_string(group));
+    json_object_set_new(g, "versions", versions);
+    /* Preferred: the storage version of the group's first resource, as a
+     * CRD's storage version is what kube prefers for it. */
+    json_t *pref = json_array_get(versions, 0);
+    for (luna_ds_type *t = types; t; t = t->next)
+        if (t->served && t->storage && strcmp(t->group, group) == 0) {
+            size_t i;
+            json_t *v;
+            json_array_foreach(versions, i, v)
+                if (strcmp(json_string_value(json_object_get(v, "version")), t->version) == 0)
+                    pref = v;
+            break;
+        }
+    json_object_set(g, "preferredVersion", pref);
+    return g;
+}
+
+json_t *luna_ds_types_group_list(void)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "kind", json_string("APIGroupList"));
+    json_object_set_new(o, "apiVersion", json_string("v1"));
+    json_t *groups = json_array();
+    for (luna_ds_type *t = types; t; t = t->next) {
+        if (!t->served || !*t->group)
+            continue;
+        bool seen = false;
+        size_t i;
+        json_t *g;
+        json_array_foreach(groups, i, g)
+            if (strcmp(json_string_value(json_object_get(g, "name")), t->group) == 0)
+                seen = true;
+        if (!seen) {
+            json_t *doc = group_doc(t->group);
+            if (doc)
+                json_array_append_new(groups, doc);
+        }
+    }
+    json_object_set_new(o, "groups", groups);
+    return o;
+}
+
+json_t *luna_ds_types_group(const char *group)
+{
+    if (!*group)
+        return NULL;
+    json_t *g = group_doc(group);
+    if (!g)
+        return NULL;
+    json_t *o = json_object();
+    json_object_set_new(o, "kind", json_string("APIGroup"));
+    json_object_set_new(o, "apiVersion", json_string("v1"));
+    json_object_update(o, g);
+    json_decref(g);
+    return o;
+}
+
+static json_t *verbs(const char *csv) { return strings(csv); }
+
+json_t *luna_ds_types_resource_list(const char *group, const char *version)
+{
+    json_t *res = json_array();
+    bool any = false;
+    for (luna_ds_type *t = types; t; t = t->next) {
+        if (!t->served || strcmp(t->group, group) != 0 || strcmp(t->version, version) != 0)
+            continue;
+        any = true;
+        json_t *r = json_object();
+        json_object_set_new(r, "name", json_string(t->resource));
+        json_object_set_new(r, "singularName", json_string(t->singular));
+        json_object_set_new(r, "namespaced", json_boolean(t->namespaced));
+        json_object_set_new(r, "kind", json_string(t->kind));
+        json_object_set_new(r, "verbs",
+                            verbs("create,delete,deletecollection,get,list,patch,update,watch"));
+        if (json_array_size(t->short_names))
+            json_object_set(r, "shortNames", t->short_names);
+        if (json_array_size(t->categories))
+            json_object_set(r, "categories", t->categories);
+        json_array_append_new(res, r);
+        if (t->has_status) {
+            char name[300];
+            snprintf(name, sizeof name, "%s/status", t->resource);
+            json_t *s = json_object();
+            json_object_set_new(s, "name", json_string(name));
+            json_object_set_new(s, "singularName", json_string(""));
+            json_object_set_new(s, "namespaced", json_boolean(t->namespaced));
+            json_object_set_new(s, "kind", json_string(t->kind));
+            json_object_set_new(s, "verbs", verbs("get,patch,update"));
+            json_array_append_new(res, s);
+        }
+    }
+    if (!any) {
+        json_decref(res);
+        return NULL;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "kind", json_string("APIResourceList"));
+    json_object_set_new(o, "apiVersion", json_string("v1"));
+    char gv[512];
+    if (*group)
+        snprintf(gv, sizeof gv, "%s/%s", group, version);
+    else
+        snprintf(gv, sizeof gv, "%s", version);
+    json_object_set_new(o, "groupVersion", json_string(gv));
+    json_object_set_new(o, "resources", res);
+    return o;
+}
+
+/* ---- OpenAPI v3 (for kubectl) ---- */
+
+static void gv_path(const luna_ds_type *t, char *out, size_t n)
+{
+    if (*t->group)
+        snprintf(out, n, "apis/%s/%s", t->group, t->version);
+    else
+        snprintf(out, n, "api/%s", t->version);
+}
+
+json_t *luna_ds_types_openapi_index(void)
+{
+    json_t *paths = json_object();
+    for (luna_ds_type *t = types; t; t = t->next) {
+        if (!t->served)
+            continue;
+        char p[512], url[600];
+        gv_path(t, p, sizeof p);
+        /* the hash changes when the served types change, so clients refetch */
+        unsigned long h = 5381;
+        for (luna_ds_type *u = types; u; u = u->next)
+            if (u->served)
+                for (const char *c = u->resource; *c; c++)
+                    h = h * 33 + (unsigned char)*c;
+        snprintf(url, sizeof url, "/openapi/v3/%s?hash=%08lX", p, h & 0xffffffffUL);
+        json_object_set_new(paths, p, json_pack("{s:s}", "serverRelativeURL", url));
+    }
+    return json_pack("{s:o}", "paths", paths);
+}
+
+json_t *luna_ds_types_openapi_gv(const char *gvpath)
+{
+    json_t *paths = json_object();
+    bool any = false;
+    for (luna_ds_type *t = types; t; t = t->next) {
+        char p[512];
+        gv_path(t, p, sizeof p);
+        if (!t->served || strcmp(p, gvpath) != 0)
+            continue;
+        any = true;
+        char path[900];
+        if (t->namespaced)
+            snprintf(path, sizeof path, "/%s/namespaces/{namespace}/%s/{name}", p, t->resource);
+        else
+            snprintf(path, sizeof path, "/%s/%s/{name}", p, t->resource);
+        json_t *gvk = json_pack("{s:s,s:s,s:s}", "group", t->group, "version", t->version,
+                                "kind", t->kind);
+        json_t *params = json_pack("[{s:s,s:s,s:s,s:{s:s,s:b}}]", "name", "fieldValidation",
+                                   "in", "query", "description",
+                                   "how the server handles unknown or duplicate fields",
+                                   "schema", "type", "string", "uniqueItems", 1);
+        char opid[600];
+        snprintf(opid, sizeof opid, "patch%s", t->kind);
+        json_t *op = json_pack("{s:s,s:o,s:{s:{s:s}},s:o,s:s}", "operationId", opid,
+                               "parameters", params, "responses", "200", "description", "OK",
+                               "x-kubernetes-group-version-kind", gvk,
+                               "x-kubernetes-action", "patch");
+        json_object_set_new(paths, path, json_pack("{s:o}", "patch", op));
+    }
+    if (!any) {
+        json_decref(paths);
+        return NULL;
+    }
+    return json_pack("{s:s,s:{s:s,s:s},s:o,s:{s:{}}}", "openapi", "3.0.0", "info", "title",
+                     "Kubernetes", "version", "v1.32.0", "paths", paths, "components", "schemas");
+}
+
+/* ---- CRDs ---- */
+
+static const char *str_at(const json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static int crd_invalid(luna_ds_status *st, const char *name, const char *field,
+                       const char *what)
+{
+    return luna_ds_status_invalid(st, "apiextensions.k8s.io", "CustomResourceDefinition",
+                                  name, "FieldValueRequired", field, "%s", what);
+}
+
+int luna_ds_types_crd_validate(const json_t *crd, luna_ds_status *st)
+{
+    const char *name = str_at(json_object_get(crd, "metadata"), "name");
+    json_t *spec = json_object_get(crd, "spec");
+    const char *group = str_at(spec, "group");
+    json_t *names = json_object_get(spec, "names");
+    const char *plural = str_at(names, "plural");
+    const char *kind = str_at(names, "kind");
+    const char *scope = str_at(spec, "scope");
+    json_t *versions = json_object_get(spec, "versions");
+    if (!group || !*group)
+        return crd_invalid(st, name, "spec.group", "Required value");
+    if (!plural || !*plural)
+        return crd_invalid(st, name, "spec.names.plural", "Required value");
+    if (!kind || !*kind)
+        return crd_invalid(st, name, "spec.names.kind", "Required value");
+    if (!scope || (strcmp(scope, "Namespaced") != 0 && strcmp(scope, "Cluster") != 0))
+        return luna_ds_status_invalid(st, "apiextensions.k8s.io", "CustomResourceDefinition",
+                                      name, "FieldValueNotSupported", "spec.scope",
+                                      "Unsupported value: \"%s\": supported values: "
+                                      "\"Cluster\", \"Namespaced\"", scope ? scope : "");
+    char want[600];
+    snprintf(want, sizeof want, "%s.%s", plural, group);
+    if (!name || strcmp(name, want) != 0)
+        return luna_ds_status_invalid(st, "apiextensions.k8s.io", "CustomResourceDefinition",
+                                      name, "FieldValueInvalid", "metadata.name",
+                                      "Invalid value: \"%s\": must be spec.names.plural+\".\"+spec.group",
+                                      name ? name : "");
+    if (!json_is_array(versions) || json_array_size(versions) == 0)
+        return crd_invalid(st, name, "spec.versions", "Required value: must have exactly one version marked as storage version");
+    int nstorage = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(versions, i, v) {
+        if (!str_at(v, "name"))
+            return crd_invalid(st, name, "spec.versions[].name", "Required value");
+        if (json_is_true(json_object_get(v, "storage")))
+            nstorage++;
+    }
+    if (nstorage != 1)
+        return luna_ds_status_invalid(st, "apiextensions.k8s.io", "CustomResourceDefinition",
+                                      name, "FieldValueInvalid", "spec.versions",
+                                      "Invalid value: must have exactly one version marked as storage version");
+    /* The resource must not already be served by a built-in or another CRD. */
+    for (luna_ds_type *t = types; t; t = t->next)
+        if (t->served && strcmp(t->group, group) == 0 && strcmp(t->resource, plural) == 0 &&
+            (!t->custom || strcmp(t->crd_name, name) != 0))
+            return luna_ds_status_invalid(st, "apiextensions.k8s.io", "CustomResourceDefinition",
+                                          name, "FieldValueInvalid", "spec.names.plural",
+                                          "Invalid value: \"%s\": resource is already served", plural);
+    return 0;
+}
+
+void luna_ds_types_crd_sync(const json_t *crd)
+{
+    const char *name = str_at(json_object_get(crd, "metadata"), "name");
+    json_t *spec = json_object_get(crd, "spec");
+    const char *group = str_at(spec, "group");
+    json_t *names = json_object_get(spec, "names");
+    const char *plural = str_at(names, "plural");
+    const char *kind = str_at(names, "kind");
+    const char *singular = str_at(names, "singular");
+    const char *list_kind = str_at(names, "listKind");
+    bool namespaced = strcmp(str_at(spec, "scope"), "Namespaced") == 0;
+    char lower[256];
+    if (!singular) {
+        size_t n = strlen(kind);
+        if (n >= sizeof lower)
+            n = sizeof lower - 1;
+        for (size_t i = 0; i < n; i++)
+            lower[i] = (char)(kind[i] >= 'A' && kind[i] <= 'Z' ? kind[i] + 32 : kind[i]);
+        lower[n] = '\0';
+        singular = lower;
+    }
+    /* The collection shared by every version of this CRD (reused if it
+     * existed before under the same name, so old history stays valid). */
+    struct luna_ds_coll *coll = NULL;
+    for (luna_ds_type *t = types; t; t = t->next)
+        if (t->custom && strcmp(t->crd_name, name) == 0 && strcmp(t->group, group) == 0 &&
+            strcmp(t->resource, plural) == 0)
+            coll = t->coll;
+    if (!coll)
+        coll = luna_ds_store_coll_new();
+    for (luna_ds_type *t = types; t; t = t->next)
+        if (t->custom && strcmp(t->crd_name, name) == 0)
+            t->served = false;
+    json_t *versions = json_object_get(spec, "versions");
+    size_t i;
+    json_t *v;
+    json_array_foreach(versions, i, v) {
+        const char *ver = str_at(v, "name");
+        bool served = !json_is_false(json_object_get(v, "served"));
+        luna_ds_type *t = NULL;
+        for (luna_ds_type *u = types; u; u = u->next)
+            if (u->custom && strcmp(u->crd_name, name) == 0 && strcmp(u->version, ver) == 0 &&
+                strcmp(u->group, group) == 0 && strcmp(u->resource, plural) == 0 &&
+                strcmp(u->kind, kind) == 0 && u->namespaced == namespaced)
+                t = u;
+        if (!t) {
+            t = new_type(group, ver, plural, singular, kind, namespaced);
+            t->custom = true;
+            t->crd_name = xstrdup(name);
+            t->coll = coll;
+            t->short_names = json_array();
+            t->categories = json_array();
+            append(t);
+        }
+        if (list_kind) {
+            free(t->list_kind);
+            t->list_kind = xstrdup(list_kind);
+        }
+        json_decref(t->short_names);
+        json_t *sn = json_object_get(names, "shortNames");
+        t->short_names = json_is_array(sn) ? json_deep_copy(sn) : json_array();
+        json_decref(t->categories);
+        json_t *cat = json_object_get(names, "categories");
+        t->categories = json_is_array(cat) ? json_deep_copy(cat) : json_array();
+        t->served = served;
+        t->storage = json_is_true(json_object_get(v, "storage"));
+        t->has_generation = true;
+        t->return_deleted = true;
+        json_t *sub = json_object_get(v, "subresources");
+        t->has_status = json_object_get(sub, "status") != NULL;
+    }
+}
+
+void luna_ds_types_crd_remove(const char *crd_name)
+{
+    for (luna_ds_type *t = types; t; t = t->next)
+        if (t->custom && strcmp(t->crd_name, crd_name) == 0)
+            t->served = false;
+}
+
+/* ---- conversion ---- */
+
+/* core/v1 Event field → events.k8s.io/v1 field */
+static const char *const event_renames[][2] = {
+    { "involvedObject", "regarding" },
+    { "message", "note" },
+    { "source", "deprecatedSource" },
+    { "firstTimestamp", "deprecatedFirstTimestamp" },
+    { "lastTimestamp", "deprecatedLastTimestamp" },
+    { "count", "deprecatedCount" },
+    { "reportingComponent", "reportingController" },
+};
+
+static void rename_fields(json_t *doc, int from, int to)
+{
+    size_t n = sizeof event_renames / sizeof event_renames[0];
+    json_t *moved = json_object();
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_object_get(doc, event_renames[i][from]);
+        if (v) {
+            json_object_set(moved, event_renames[i][to], v);
+            json_object_del(doc, event_renames[i][from]);
+        }
+    }
+    json_object_update(doc, moved);
+    json_decref(moved);
+}
+
+void luna_ds_types_convert(json_t *doc, const luna_ds_type *from, const luna_ds_type *to)
+{
+    if (from == to)
+        return;
+    if (from->conv != to->conv) {
+        if (to->conv == LUNA_DS_CONV_EVENTS_V1)
+            rename_fields(doc, 0, 1);
+        else
+            rename_fields(doc, 1, 0);
+    }
+    json_object_set_new(doc, "apiVersion", json_string(to->api_version));
+}
+
+void luna_ds_types_shutdown(void)
+{
+    luna_ds_type *t = types;
+    while (t) {
+        luna_ds_type *next = t->next;
+        /* A collection is freed by its storage type only (versions share it). */
+        bool owner = true;
+        for (luna_ds_type *u = next; u && owner; u = u->next)
+            if (u->coll == t->coll)
+                owner = false;
+        if (owner)
+            luna_ds_store_coll_free(t->coll);
+        free(t->group);
+        free(t->version);
+        free(t->api_version);
+        free(t->resource);
+        free(t->singular);
+        free(t->kind);
+        free(t->list_kind);
+        free(t->crd_name);
+        json_decref(t->short_names);
+        json_decref(t->categories);
+        free(t);
+        t = next;
+    }
+    types = NULL;
+    initialized = false;
+}

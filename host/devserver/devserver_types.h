@@ -1,0 +1,99 @@
+/*
+ * devserver_types.h — the resource types the dev server serves, and the
+ * discovery documents built from them.
+ *
+ * A type is one served group/version/resource (GVR).  Built-in types are
+ * registered by luna_ds_types_init(); a CustomResourceDefinition adds one
+ * type per served version (luna_ds_types_crd_sync).  All versions of one
+ * group/resource share one collection (objects stored in the storage
+ * version); luna_ds_types_convert() rewrites a document between versions
+ * (apiVersion, and the field renames between core/v1 and events.k8s.io/v1
+ * Events).
+ *
+ * Types live until the process exits: a deleted CRD's types are marked
+ * !served and revived if the CRD comes back, so pointers held by history
+ * events and watchers never dangle.  A type is found by find() if and only
+ * if it is served.  Runs on the loop thread.
+ */
+#ifndef LUNA_DEVSERVER_TYPES_H
+#define LUNA_DEVSERVER_TYPES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "devserver/devserver_status.h"
+
+struct luna_ds_coll;
+
+enum luna_ds_conv { LUNA_DS_CONV_NONE, LUNA_DS_CONV_EVENTS_V1 };
+
+typedef struct luna_ds_type {
+    char *group;          /* "" for the core group */
+    char *version;
+    char *api_version;    /* "v1" or "GROUP/VERSION" */
+    char *resource;       /* plural, lower case */
+    char *singular;
+    char *kind;
+    char *list_kind;
+    json_t *short_names;  /* array of strings (owned) */
+    json_t *categories;   /* array of strings (owned) */
+    bool namespaced;
+    bool has_status;      /* serves RESOURCE/status */
+    bool has_generation;  /* metadata.generation tracks spec changes */
+    bool return_deleted;  /* DELETE answers the object instead of a Status */
+    bool custom;          /* a custom resource (from a CRD) */
+    bool served;
+    bool storage;         /* this version is the collection's storage version */
+    enum luna_ds_conv conv;
+    const char *const *fields; /* extra field-selector paths (NULL-terminated) */
+    char *crd_name;       /* for custom types: the CRD's metadata.name */
+    struct luna_ds_coll *coll; /* shared by the versions of one group/resource */
+    struct luna_ds_type *next;
+} luna_ds_type;
+
+/* Registers the built-in types (idempotent). */
+void luna_ds_types_init(void);
+
+/* The served type for a GVR, or NULL. */
+luna_ds_type *luna_ds_types_find(const char *group, const char *version, const char *resource);
+/* The served type for apiVersion + kind, or NULL. */
+luna_ds_type *luna_ds_types_find_kind(const char *api_version, const char *kind);
+/* The storage-version type of a collection. */
+luna_ds_type *luna_ds_types_storage(const struct luna_ds_coll *coll);
+/* All types, served or not (iterate with ->next). */
+luna_ds_type *luna_ds_types_all(void);
+
+/* Discovery documents (new references, caller owns):
+ * /api, /apis, /apis/GROUP (NULL if unknown), /api/v1 and /apis/G/V
+ * (NULL if the group/version is not served). */
+json_t *luna_ds_types_api_versions(const char *server_address);
+json_t *luna_ds_types_group_list(void);
+json_t *luna_ds_types_group(const char *group);
+json_t *luna_ds_types_resource_list(const char *group, const char *version);
+
+/* OpenAPI v3 as far as kubectl needs it to choose server-side field
+ * validation: /openapi/v3 (the index of group-versions) and one document
+ * per group-version (`gvpath` "api/v1" or "apis/G/V"; NULL if not served)
+ * whose PATCH operations declare x-kubernetes-group-version-kind and the
+ * fieldValidation parameter.  No schemas: kubectl then falls back to its
+ * compiled-in types for strategic merge patches. */
+json_t *luna_ds_types_openapi_index(void);
+json_t *luna_ds_types_openapi_gv(const char *gvpath);
+
+/* Checks a CRD document (422 Invalid on a bad one, without side effects).
+ * `name` is the object's metadata.name. */
+int luna_ds_types_crd_validate(const json_t *crd, luna_ds_status *st);
+/* Serves the CRD's versions (after validate succeeded); versions no longer
+ * listed stop being served. */
+void luna_ds_types_crd_sync(const json_t *crd);
+/* Stops serving every version of the CRD named `crd_name`. */
+void luna_ds_types_crd_remove(const char *crd_name);
+
+/* Rewrites doc (in place) from type `from`'s version to type `to`'s
+ * version; both must share a collection. */
+void luna_ds_types_convert(json_t *doc, const luna_ds_type *from, const luna_ds_type *to);
+
+/* Frees every type (for leak-checked exits; no type pointer is valid after). */
+void luna_ds_types_shutdown(void);
+
+#endif

@@ -1,0 +1,330 @@
+/* devserver_watch.c — see devserver_watch.h. */
+#include "devserver/devserver_watch.h"
+
+#include <ev.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devserver/devserver_faults.h"
+#include "devserver/devserver_store.h"
+#include "base/loop.h"
+
+#define MAX_QUEUED (64u << 20) /* a watcher this far behind is closed, as kube does */
+
+struct luna_ds_watch {
+    luna_ds_listener listener;      /* first: cast back in the callback */
+    ev_timer timeout_timer;
+    ev_timer bookmark_timer;
+    luna_ds_type *type;
+    luna_ds_type *storage;
+    luna_ds_filter filter;
+    bool bookmarks;
+    char *buf;                      /* queued bytes buf[off..len) */
+    size_t off, len, cap;
+    bool ended;                     /* no more bytes will be queued */
+    bool drop;                      /* drop the connection after the queue */
+    int events_sent;
+    void (*wake)(void *ctx);
+    void *wake_ctx;
+    struct luna_ds_watch *prev_open, *next_open;
+};
+
+static luna_ds_watch *open_watches;
+static int nopen;
+
+int luna_ds_watch_count(void) { return nopen; }
+
+static void queue(luna_ds_watch *w, const char *s, size_t n)
+{
+    if (w->ended)
+        return;
+    if (w->len + n > w->cap) {
+        if (w->off > 0) {
+            memmove(w->buf, w->buf + w->off, w->len - w->off);
+            w->len -= w->off;
+            w->off = 0;
+        }
+        if (w->len + n > w->cap) {
+            size_t cap = w->cap ? w->cap : 4096;
+            while (cap < w->len + n)
+                cap *= 2;
+            char *b = realloc(w->buf, cap);
+            if (!b)
+                abort();
+            w->buf = b;
+            w->cap = cap;
+        }
+    }
+    memcpy(w->buf + w->len, s, n);
+    w->len += n;
+}
+
+static void end_stream(luna_ds_watch *w)
+{
+    if (w->ended)
+        return;
+    w->ended = true;
+    luna_ds_store_unsubscribe(&w->listener);
+    ev_timer_stop(luna_loop(), &w->timeout_timer);
+    ev_timer_stop(luna_loop(), &w->bookmark_timer);
+}
+
+static void wake(luna_ds_watch *w)
+{
+    if (w->wake)
+        w->wake(w->wake_ctx);
+}
+
+static const char *type_name(enum luna_ds_event_type t)
+{
+    switch (t) {
+    case LUNA_DS_ADDED: return "ADDED";
+    case LUNA_DS_MODIFIED: return "MODIFIED";
+    case LUNA_DS_DELETED: return "DELETED";
+    }
+    return "ERROR";
+}
+
+/* Queues one event line for obj; rv_override != 0 rewrites the object's
+ * resourceVersion (a DELETED made from a previous state). */
+static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *obj,
+                       uint64_t rv_override)
+{
+    if (w->ended)
+        return;
+    luna_ds_faults *f = luna_ds_faults_get();
+    char *converted = NULL;
+    const char *bytes = obj->bytes;
+    size_t len = obj->len;
+    if (rv_override || w->type != w->storage) {
+        json_t *doc = luna_ds_obj_doc(obj);
+        if (w->type != w->storage)
+            luna_ds_types_convert(doc, w->storage, w->type);
+        if (rv_override) {
+            char rv[32];
+            snprintf(rv, sizeof rv, "%llu", (unsigned long long)rv_override);
+            json_object_set_new(json_object_get(doc, "metadata"), "resourceVersion",
+                                json_string(rv));
+        }
+        converted = json_dumps(doc, JSON_COMPACT);
+        json_decref(doc);
+        bytes = converted;
+        len = strlen(converted);
+    }
+    char head[64];
+    int hn = snprintf(head, sizeof head, "{\"type\":\"%s\",\"object\":", type);
+    if (luna_ds_faults_take(&f->truncate_event)) {
+        queue(w, head, (size_t)hn);
+        queue(w, bytes, len / 2);
+        w->drop = true;
+        end_stream(w);
+    } else if (luna_ds_faults_take(&f->malformed_event)) {
+        queue(w, head, (size_t)hn);
+        queue(w, "{\"kind\":", 8);
+        queue(w, bytes, len / 3);
+        queue(w, "\n", 1);
+    } else {
+        queue(w, head, (size_t)hn);
+        queue(w, bytes, len);
+        queue(w, "}\n", 2);
+    }
+    free(converted);
+    w->events_sent++;
+    if (w->len - w->off > MAX_QUEUED)
+        end_stream(w);
+    if ((f->watch_close_after > 0 && w->events_sent >= f->watch_close_after) ||
+        luna_ds_faults_chance(f->watch_close_random))
+        end_stream(w);
+}
+
+static void send_bookmark(luna_ds_watch *w, bool initial_end)
+{
+    json_t *md = json_object();
+    char rv[32];
+    snprintf(rv, sizeof rv, "%llu", (unsigned long long)luna_ds_store_rv());
+    json_object_set_new(md, "resourceVersion", json_string(rv));
+    if (initial_end)
+        json_object_set_new(md, "annotations",
+                            json_pack("{s:s}", "k8s.io/initial-events-end", "true"));
+    json_t *o = json_pack("{s:s,s:{s:s,s:s,s:o}}", "type", "BOOKMARK", "object",
+                          "kind", w->type->kind, "apiVersion", w->type->api_version,
+                          "metadata", md);
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    queue(w, s, strlen(s));
+    queue(w, "\n", 1);
+    free(s);
+}
+
+static void send_expired(luna_ds_watch *w, uint64_t rv, uint64_t floor)
+{
+    char msg[128];
+    snprintf(msg, sizeof msg, "too old resource version: %llu (%llu)",
+             (unsigned long long)rv, (unsigned long long)floor);
+    json_t *o = json_pack("{s:s,s:{s:s,s:s,s:{},s:s,s:s,s:s,s:i}}", "type", "ERROR", "object",
+                          "kind", "Status", "apiVersion", "v1", "metadata", "status",
+                          "Failure", "message", msg, "reason", "Expired", "code", 410);
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    queue(w, s, strlen(s));
+    queue(w, "\n", 1);
+    free(s);
+    end_stream(w);
+}
+
+static void on_store_event(luna_ds_watch *w, const luna_ds_event *ev)
+{
+    bool now = ev->type != LUNA_DS_DELETED && luna_ds_filter_match(&w->filter, ev->obj);
+    bool before;
+    if (ev->type == LUNA_DS_DELETED)
+        before = luna_ds_filter_match(&w->filter, ev->obj);
+    else
+        before = ev->prev && luna_ds_filter_match(&w->filter, ev->prev);
+    if (ev->type == LUNA_DS_DELETED) {
+        if (before)
+            send_event(w, "DELETED", ev->obj, 0);
+    } else if (now && before) {
+        send_event(w, "MODIFIED", ev->obj, 0);
+    } else if (now) {
+        send_event(w, "ADDED", ev->obj, 0);
+    } else if (before) {
+        send_event(w, "DELETED", ev->prev, ev->rv);
+    }
+    (void)type_name;
+}
+
+static void on_listener(luna_ds_listener *l, const luna_ds_event *ev)
+{
+    luna_ds_watch *w = (luna_ds_watch *)l;
+    size_t before = w->len - w->off;
+    bool was_ended = w->ended;
+    on_store_event(w, ev);
+    if (w->len - w->off != before || w->ended != was_ended)
+        wake(w);
+}
+
+static void replay_one(void *ctx, const luna_ds_event *ev)
+{
+    on_store_event(ctx, ev);
+}
+
+static void on_timeout(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    luna_ds_watch *w = (luna_ds_watch *)((char *)t - offsetof(luna_ds_watch, timeout_timer));
+    (void)loop;
+    (void)revents;
+    end_stream(w);
+    wake(w);
+}
+
+static void on_bookmark(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    luna_ds_watch *w = (luna_ds_watch *)((char *)t - offsetof(luna_ds_watch, bookmark_timer));
+    (void)loop;
+    (void)revents;
+    send_bookmark(w, false);
+    wake(w);
+}
+
+luna_ds_watch *luna_ds_watch_start(luna_ds_watch_opts *opts)
+{
+    luna_ds_watch *w = calloc(1, sizeof *w);
+    if (!w)
+        abort();
+    w->type = opts->type;
+    w->storage = luna_ds_types_storage(opts->type->coll);
+    if (!w->storage)
+        w->storage = opts->type;
+    w->filter = opts->filter;
+    memset(&opts->filter, 0, sizeof opts->filter);
+    w->bookmarks = opts->bookmarks;
+    w->listener.fn = on_listener;
+    ev_timer_init(&w->timeout_timer, on_timeout, opts->timeout, 0);
+    double bi = opts->bookmark_interval > 0 ? opts->bookmark_interval : 60;
+    ev_timer_init(&w->bookmark_timer, on_bookmark, bi, bi);
+    w->next_open = open_watches;
+    if (open_watches)
+        open_watches->prev_open = w;
+    open_watches = w;
+    nopen++;
+
+    luna_ds_coll *c = opts->type->coll;
+    luna_ds_faults *f = luna_ds_faults_get();
+    if (luna_ds_faults_take(&f->gone)) {
+        uint64_t rv = opts->start == LUNA_DS_WATCH_FROM_RV ? opts->rv : luna_ds_store_rv();
+        send_expired(w, rv, luna_ds_store_rv());
+        return w;
+    }
+    if (opts->start == LUNA_DS_WATCH_FROM_RV && !opts->send_initial_events) {
+        if (luna_ds_store_replay(c, opts->rv, replay_one, w) < 0) {
+            send_expired(w, opts->rv, luna_ds_store_floor(c));
+            return w;
+        }
+    } else {
+        luna_ds_obj **items;
+        size_t n;
+        luna_ds_store_snapshot(c, 0, &items, &n);
+        for (size_t i = 0; i < n && !w->ended; i++)
+            if (luna_ds_filter_match(&w->filter, items[i]))
+                send_event(w, "ADDED", items[i], 0);
+        free(items);
+        if (opts->send_initial_events && opts->bookmarks)
+            send_bookmark(w, true);
+    }
+    if (w->ended)
+        return w;
+    luna_ds_store_subscribe(c, &w->listener);
+    if (opts->timeout > 0)
+        ev_timer_start(luna_loop(), &w->timeout_timer);
+    if (w->bookmarks)
+        ev_timer_start(luna_loop(), &w->bookmark_timer);
+    return w;
+}
+
+void luna_ds_watch_set_wake(luna_ds_watch *w, void (*fn)(void *ctx), void *ctx)
+{
+    w->wake = fn;
+    w->wake_ctx = ctx;
+}
+
+ssize_t luna_ds_watch_read(luna_ds_watch *w, char *buf, size_t max)
+{
+    size_t avail = w->len - w->off;
+    if (avail) {
+        size_t n = avail < max ? avail : max;
+        memcpy(buf, w->buf + w->off, n);
+        w->off += n;
+        if (w->off == w->len)
+            w->off = w->len = 0;
+        return (ssize_t)n;
+    }
+    if (w->ended)
+        return w->drop ? -2 : -1;
+    return 0;
+}
+
+void luna_ds_watch_end_all(void)
+{
+    for (luna_ds_watch *w = open_watches; w; w = w->next_open) {
+        end_stream(w);
+        wake(w);
+    }
+}
+
+void luna_ds_watch_free(luna_ds_watch *w)
+{
+    if (!w)
+        return;
+    end_stream(w);
+    if (w->prev_open)
+        w->prev_open->next_open = w->next_open;
+    else
+        open_watches = w->next_open;
+    if (w->next_open)
+        w->next_open->prev_open = w->prev_open;
+    nopen--;
+    luna_ds_filter_clear(&w->filter);
+    free(w->buf);
+    free(w);
+}

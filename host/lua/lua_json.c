@@ -1,0 +1,967 @@
+/* lua_json.c — see lua_json.h.
+ *
+ * Decoding builds the Lua value directly from the parser's events, on the
+ * Lua stack: the members of an open container are pushed as they come and
+ * the table is created when the container ends, with its exact size (no
+ * rehashing, the main cost of building tables one key at a time).  To bound
+ * the stack, a container is turned into a table early ("materialized") when
+ * it has PENDING_LIMIT members, or when a child opens and it is nested
+ * PENDING_LEVELS deep or more; from then on members go straight into it.
+ * So at most PENDING_LEVELS * (2 * PENDING_LIMIT + 1) + 2 * depth +
+ * 2 * PENDING_LIMIT slots are in use, checked once per call.
+ */
+#include "lua/lua_json.h"
+
+#include <lauxlib.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua/lua_util.h"
+
+/* The Lua stack of a C function holds at most LUAI_MAXCSTACK (8000) slots:
+ * the depth bound keeps decode and encode well inside it. */
+#define HARD_MAX_DEPTH 1000
+#define PENDING_LEVELS 8
+#define PENDING_LIMIT 64
+#define LUA_TCDATA_ 10 /* LuaJIT's type tag for cdata */
+#define EXACT_INT 9007199254740992.0 /* 2^53 */
+
+static char key_array_mt, key_object_mt, key_int_ctor, key_cdata_kind, key_cache;
+
+/* Builds an int64_t (unsigned false) or uint64_t cdata from two exact
+ * 32-bit halves: v = hi * 2^32 + lo. */
+static const char int_ctor_src[] =
+    "local ffi = require('ffi')\n"
+    "local i64, u64 = ffi.typeof('int64_t'), ffi.typeof('uint64_t')\n"
+    "return function(hi, lo, unsigned)\n"
+    "  if unsigned then return u64(hi) * 4294967296ULL + lo end\n"
+    "  return i64(hi) * 4294967296LL + lo\n"
+    "end\n";
+
+/* 1 for an int64_t cdata, 2 for uint64_t, 0 for any other cdata. */
+static const char cdata_kind_src[] =
+    "local ffi = require('ffi')\n"
+    "local istype = ffi.istype\n"
+    "local i64, u64 = ffi.typeof('int64_t'), ffi.typeof('uint64_t')\n"
+    "return function(v)\n"
+    "  if istype(i64, v) then return 1 end\n"
+    "  if istype(u64, v) then return 2 end\n"
+    "  return 0\n"
+    "end\n";
+
+/* ------------------------------------------------------------------------
+ * Decoding
+ */
+
+struct frame {
+    int rel;      /* first slot, relative to builder.bottom */
+    int n;        /* members so far */
+    bool array;
+    bool created; /* the table exists (at the first slot) */
+};
+
+struct builder {
+    lua_State *L;
+    int mt;       /* stack index of array_mt */
+    int bottom;   /* stack index of the first builder slot */
+    int results;  /* stack index of the results table (multiple), or 0 */
+    int nresults;
+    int nf;       /* open containers */
+    struct frame frames[HARD_MAX_DEPTH];
+};
+
+static int stack_budget(int max_depth)
+{
+    return PENDING_LEVELS * (2 * PENDING_LIMIT + 1) + 2 * max_depth +
+           2 * PENDING_LIMIT + 16;
+}
+
+static void push_int64(lua_State *L, uint64_t v, bool is_unsigned)
+{
+    lua_pushlightuserdata(L, &key_int_ctor);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    uint64_t lo = v & UINT64_C(0xffffffff);
+    double hi = is_unsigned ? (double)(v >> 32)
+                            : (double)((int64_t)(v - lo) / INT64_C(4294967296));
+    lua_pushnumber(L, hi);
+    lua_pushnumber(L, (double)lo);
+    lua_pushboolean(L, is_unsigned);
+    lua_call(L, 3, 1);
+}
+
+/* Turns the frame's pending members into its table; extra is 1 when an
+ * object key waits on top of them (it stays, just above the table). */
+static void materialize(struct builder *b, struct frame *f, int extra)
+{
+    lua_State *L = b->L;
+    int base = b->bottom + f->rel;
+    int slots = f->array ? f->n : 2 * f->n;
+    if (f->array)
+        lua_createtable(L, 2 * f->n, 0);
+    else
+        lua_createtable(L, 0, 2 * f->n);
+    lua_insert(L, base);
+    if (f->array) {
+        for (int i = 1; i <= f->n; i++) {
+            lua_pushvalue(L, base + i);
+            lua_rawseti(L, base, i);
+        }
+    } else {
+        for (int i = 0; i < f->n; i++) {
+            lua_pushvalue(L, base + 1 + 2 * i);
+            lua_pushvalue(L, base + 2 + 2 * i);
+            lua_rawset(L, base);
+        }
+    }
+    if (extra) {
+        lua_pushvalue(L, base + slots + 1);
+        lua_replace(L, base + 1);
+    }
+    lua_settop(L, base + extra);
+    f->created = true;
+}
+
+/* The value on top of the stack is complete: adds it to its container. */
+static void add_value(struct builder *b)
+{
+    lua_State *L = b->L;
+    if (b->nf == 0) {
+        if (b->results)
+            lua_rawseti(L, b->results, ++b->nresults);
+        return; /* single document: it stays at b->bottom */
+    }
+    struct frame *f = &b->frames[b->nf - 1];
+    if (f->created) {
+        int base = b->bottom + f->rel;
+        if (f->array)
+            lua_rawseti(L, base, ++f->n);
+        else
+            lua_rawset(L, base);
+    } else if (++f->n == PENDING_LIMIT) {
+        materialize(b, f, 0);
+    }
+}
+
+static void open_frame(struct builder *b, bool array)
+{
+    lua_State *L = b->L;
+    if (b->nf > PENDING_LEVELS) {
+        struct frame *parent = &b->frames[b->nf - 1];
+        if (!parent->created)
+            materialize(b, parent, !parent->array);
+    }
+    struct frame *f = &b->frames[b->nf++];
+    f->rel = lua_gettop(L) + 1 - b->bottom;
+    f->n = 0;
+    f->array = array;
+    f->created = false;
+}
+
+/* Leaves the finished container's table on top. */
+static void close_frame(struct builder *b)
+{
+    lua_State *L = b->L;
+    struct frame *f = &b->frames[--b->nf];
+    int base = b->bottom + f->rel;
+    if (!f->created) {
+        if (f->array) {
+            lua_createtable(L, f->n, 0);
+            for (int i = 0; i < f->n; i++) {
+                lua_pushvalue(L, base + i);
+                lua_rawseti(L, -2, i + 1);
+            }
+        } else {
+            lua_createtable(L, 0, f->n);
+            for (int i = 0; i < f->n; i++) {
+                lua_pushvalue(L, base + 2 * i);
+                lua_pushvalue(L, base + 2 * i + 1);
+                lua_rawset(L, -3);
+            }
+        }
+        if (f->n > 0) { /* else the table is already at base */
+            lua_replace(L, base);
+            lua_settop(L, base);
+        }
+    }
+    if (f->array) {
+        lua_pushvalue(L, b->mt);
+        lua_setmetatable(L, base);
+    }
+}
+
+static int build_event(void *ud, const luna_json_event *ev, luna_error *err)
+{
+    struct builder *b = ud;
+    lua_State *L = b->L;
+    switch (ev->type) {
+    case LUNA_JSON_KEY:
+        lua_pushlstring(L, ev->str, ev->len);
+        return 0;
+    case LUNA_JSON_STRING:
+        lua_pushlstring(L, ev->str, ev->len);
+        break;
+    case LUNA_JSON_NUMBER:
+        switch (ev->kind) {
+        case LUNA_JSON_INT:
+            if (ev->i >= -(int64_t)EXACT_INT && ev->i <= (int64_t)EXACT_INT)
+                lua_pushnumber(L, (lua_Number)ev->i);
+            else
+                push_int64(L, (uint64_t)ev->i, false);
+            break;
+        case LUNA_JSON_UINT:
+            push_int64(L, ev->u, true);
+            break;
+        case LUNA_JSON_DOUBLE:
+            lua_pushnumber(L, ev->d);
+            break;
+        case LUNA_JSON_BIGINT:
+            luna_error_set(err, LUNA_EINVAL, "integer %.*s%s does not fit in 64 bits",
+                           (int)(ev->len > 40 ? 40 : ev->len), ev->str,
+                           ev->len > 40 ? "..." : "");
+            return LUNA_EINVAL;
+        }
+        break;
+    case LUNA_JSON_TRUE:
+        lua_pushboolean(L, 1);
+        break;
+    case LUNA_JSON_FALSE:
+        lua_pushboolean(L, 0);
+        break;
+    case LUNA_JSON_NULL:
+        lua_pushlightuserdata(L, NULL);
+        break;
+    case LUNA_JSON_OBJECT_START:
+        open_frame(b, false);
+        return 0;
+    case LUNA_JSON_ARRAY_START:
+        open_frame(b, true);
+        return 0;
+    case LUNA_JSON_OBJECT_END:
+    case LUNA_JSON_ARRAY_END:
+        close_frame(b);
+        break;
+    }
+    add_value(b);
+    return 0;
+}
+
+/* Everything a decode needs, allocated once: the cached one per Lua state
+ * and each core.json.decoder() live in userdata, so a raise (out of
+ * memory) inside the parser's callbacks leaks nothing. */
+struct decoder {
+    luna_json_parser *p;
+    luna_json_options opts;
+    bool busy;     /* inside feed/finish: still set after a raise */
+    bool finished; /* finish() returned (decoder objects) */
+    bool multiple;
+    struct builder b;
+};
+
+static int decoder_gc(lua_State *L)
+{
+    struct decoder *d = lua_touserdata(L, 1);
+    luna_json_parser_free(d->p);
+    d->p = NULL;
+    return 0;
+}
+
+/* Pushes a new decoder userdata with metatable tname. */
+static struct decoder *new_decoder(lua_State *L, const char *tname,
+                                   const luna_json_options *opts)
+{
+    struct decoder *d = lua_newuserdata(L, sizeof *d);
+    memset(d, 0, sizeof *d);
+    luaL_getmetatable(L, tname);
+    lua_setmetatable(L, -2);
+    d->opts = *opts;
+    d->multiple = (opts->flags & LUNA_JSON_MULTIPLE) != 0;
+    d->p = luna_json_parser_new(opts, build_event, &d->b);
+    if (!d->p)
+        luaL_error(L, "out of memory");
+    return d;
+}
+
+/* Reads max_depth / max_size / multiple from the options table at idx
+ * (absent or nil: defaults).  Raises on wrong types. */
+static void read_options(lua_State *L, int idx, luna_json_options *o, bool stream)
+{
+    memset(o, 0, sizeof *o);
+    o->max_depth = HARD_MAX_DEPTH;
+    if (lua_isnoneornil(L, idx))
+        return;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    lua_Number depth = luna_lua_opt_number_field(L, idx, "max_depth", HARD_MAX_DEPTH);
+    if (!(depth >= 1 && depth <= HARD_MAX_DEPTH))
+        luaL_error(L, "max_depth must be between 1 and %d", HARD_MAX_DEPTH);
+    o->max_depth = (int)depth;
+    lua_Number size = luna_lua_opt_number_field(L, idx, "max_size", 0);
+    if (!(size >= 0 && size <= 9007199254740992.0))
+        luaL_error(L, "max_size must be a byte count");
+    o->max_size = (uint64_t)size;
+    if (stream && luna_lua_opt_bool_field(L, idx, "multiple", 0))
+        o->flags |= LUNA_JSON_MULTIPLE;
+}
+
+static int push_decode_error(lua_State *L, const luna_error *err)
+{
+    return luna_lua_push_error(L, err->code, "InvalidJSON", err->msg);
+}
+
+/* The decoder of the calling state for one-shot decodes, created on first
+ * use and anchored in the registry. */
+static struct decoder *cached_decoder(lua_State *L)
+{
+    lua_pushlightuserdata(L, &key_cache);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    struct decoder *d = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (d)
+        return d;
+    luna_json_options opts = { .max_depth = HARD_MAX_DEPTH };
+    lua_pushlightuserdata(L, &key_cache);
+    d = new_decoder(L, "luna.json.cache", &opts);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+    return d;
+}
+
+/* Decodes one document with d; pushes the value or returns an error code. */
+static int decode_with(lua_State *L, struct decoder *d, const char *s, size_t len,
+                       const luna_json_options *opts, luna_error *err)
+{
+    if (luna_json_parser_reset(d->p, opts))
+        return luna_json_parser_finish(d->p, err);
+    if (!lua_checkstack(L, stack_budget(opts->max_depth) + 2))
+        return luna_error_set(err, LUNA_ENOMEM, "Lua stack exhausted");
+    int top = lua_gettop(L);
+    lua_pushlightuserdata(L, &key_array_mt);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    d->b.L = L; /* not a compound literal: frames[] is large */
+    d->b.mt = top + 1;
+    d->b.bottom = top + 2;
+    d->b.results = 0;
+    d->b.nresults = 0;
+    d->b.nf = 0;
+    d->busy = true;
+    int rc = luna_json_parser_feed(d->p, s, len, err);
+    if (!rc)
+        rc = luna_json_parser_finish(d->p, err);
+    d->busy = false;
+    if (rc) {
+        lua_settop(L, top);
+        return rc;
+    }
+    lua_remove(L, top + 1); /* the metatable: the value is left on top */
+    return 0;
+}
+
+int luna_lua_json_push(lua_State *L, const char *json, size_t len, luna_error *err)
+{
+    luna_json_options opts = { .max_depth = HARD_MAX_DEPTH };
+    return decode_with(L, cached_decoder(L), json, len, &opts, err);
+}
+
+/* core.json.decode(s [, opts]) -> value | nil, err */
+static int luna_lua_json_decode(lua_State *L)
+{
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    luna_json_options opts;
+    read_options(L, 2, &opts, false);
+    struct decoder *d = lua_touserdata(L, lua_upvalueindex(1));
+    luna_error err = { 0 };
+    if (decode_with(L, d, s, len, &opts, &err))
+        return push_decode_error(L, &err);
+    return 1;
+}
+
+/* --- core.json.decoder ------------------------------------------------- */
+
+#define DECODER_MT "luna.json.decoder"
+
+/* core.json.decoder([opts]) -> decoder */
+static int luna_lua_json_decoder(lua_State *L)
+{
+    luna_json_options opts;
+    read_options(L, 1, &opts, true);
+    new_decoder(L, DECODER_MT, &opts);
+    lua_newtable(L); /* the builder's slots between calls: [1..n], n */
+    lua_setfenv(L, -2);
+    return 1;
+}
+
+/* Runs one feed (finishing false) or the finish of decoder d at index 1.
+ * The builder's slots saved in the userdata's environment are pushed back
+ * first and saved again afterwards. */
+static int decoder_step(lua_State *L, const char *s, size_t len, bool finishing)
+{
+    struct decoder *d = luaL_checkudata(L, 1, DECODER_MT);
+    luna_error err = { 0 };
+    if (d->busy)
+        return luna_lua_push_error(L, LUNA_EINVAL, "InvalidJSON",
+                                   "decoder unusable: an earlier call raised an error");
+    if (d->finished)
+        return luna_lua_push_error(L, LUNA_EINVAL, "InvalidJSON",
+                                   "decoder already finished: call reset()");
+    if (!lua_checkstack(L, stack_budget(d->opts.max_depth) + 8))
+        return luna_lua_push_error(L, LUNA_ENOMEM, "InvalidJSON", "Lua stack exhausted");
+    lua_settop(L, 2);
+    lua_getfenv(L, 1);                     /* 3: saved slots */
+    lua_pushlightuserdata(L, &key_array_mt);
+    lua_rawget(L, LUA_REGISTRYINDEX);      /* 4: array_mt */
+    if (d->multiple)
+        lua_newtable(L);                   /* 5: results */
+    else
+        lua_pushnil(L);
+    lua_getfield(L, 3, "n");
+    int saved = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    int bottom = 6;
+    for (int i = 1; i <= saved; i++)
+        lua_rawgeti(L, 3, i);
+    struct builder *b = &d->b;
+    b->L = L;
+    b->mt = 4;
+    b->bottom = bottom;
+    b->results = d->multiple ? 5 : 0;
+    b->nresults = 0;
+    d->busy = true;
+    int rc = finishing ? luna_json_parser_finish(d->p, &err)
+                       : luna_json_parser_feed(d->p, s, len, &err);
+    d->busy = false;
+    if (finishing)
+        d->finished = true;
+    int top = lua_gettop(L);
+    if (rc) {
+        lua_settop(L, 3);
+        for (int i = 1; i <= saved; i++) {
+            lua_pushnil(L);
+            lua_rawseti(L, 3, i);
+        }
+        lua_pushinteger(L, 0);
+        lua_setfield(L, 3, "n");
+        return push_decode_error(L, &err);
+    }
+    if (finishing) {
+        if (d->multiple) {
+            lua_settop(L, 5);
+            return 1;
+        }
+        return 1; /* the single value, on top at `bottom` */
+    }
+    int now = top - bottom + 1;
+    for (int i = now; i >= 1; i--)
+        lua_rawseti(L, 3, i); /* pops from the top */
+    for (int i = now + 1; i <= saved; i++) {
+        lua_pushnil(L);
+        lua_rawseti(L, 3, i);
+    }
+    lua_pushinteger(L, now);
+    lua_setfield(L, 3, "n");
+    if (d->multiple) {
+        lua_pushvalue(L, 5);
+        return 1;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* d:feed(chunk) -> true (multiple: the values this chunk completed) | nil, err */
+static int luna_lua_json_decoder_feed(lua_State *L)
+{
+    size_t len;
+    const char *s = luaL_checklstring(L, 2, &len);
+    return decoder_step(L, s, len, false);
+}
+
+/* d:finish() -> value (multiple: the values completed at the end) | nil, err */
+static int luna_lua_json_decoder_finish(lua_State *L)
+{
+    lua_settop(L, 1);
+    lua_pushnil(L);
+    return decoder_step(L, NULL, 0, true);
+}
+
+/* d:reset(): start over (after finish or a failure). */
+static int luna_lua_json_decoder_reset(lua_State *L)
+{
+    struct decoder *d = luaL_checkudata(L, 1, DECODER_MT);
+    if (luna_json_parser_reset(d->p, NULL))
+        return luaL_error(L, "out of memory");
+    d->busy = false;
+    d->finished = false;
+    lua_newtable(L);
+    lua_setfenv(L, 1);
+    return 0;
+}
+
+/* d:offset() -> bytes fed so far */
+static int luna_lua_json_decoder_offset(lua_State *L)
+{
+    struct decoder *d = luaL_checkudata(L, 1, DECODER_MT);
+    lua_pushnumber(L, (lua_Number)luna_json_parser_offset(d->p));
+    return 1;
+}
+
+/* ------------------------------------------------------------------------
+ * Encoding
+ */
+
+struct enc {
+    lua_State *L;
+    luna_json_writer *w;
+    luna_error *err;
+    int max_depth;
+    int depth;
+    int array_mt, object_mt;   /* stack indices */
+    struct {
+        const void *table;     /* for cycle detection */
+        int key;               /* stack index of the member's key, or 0 */
+        lua_Integer index;     /* array: the member's Lua index */
+    } path[HARD_MAX_DEPTH];
+};
+
+static bool is_identifier(const char *s, size_t len)
+{
+    if (len == 0 || (s[0] >= '0' && s[0] <= '9'))
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+static int enc_fail(struct enc *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Records the error with the path to the current value, e.g.
+ * "cannot encode a function at $.spec.items[2]". */
+static int enc_fail(struct enc *e, const char *fmt, ...)
+{
+    char msg[200], path[280];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t n = (size_t)snprintf(path, sizeof path, "$");
+    for (int i = 0; i < e->depth && n < sizeof path; i++) {
+        if (e->path[i].key) {
+            size_t kl;
+            const char *k = lua_tolstring(e->L, e->path[i].key, &kl);
+            if (is_identifier(k, kl))
+                n += (size_t)snprintf(path + n, sizeof path - n, ".%.*s",
+                                      (int)(kl > 64 ? 64 : kl), k);
+            else
+                n += (size_t)snprintf(path + n, sizeof path - n, "[\"%.*s\"]",
+                                      (int)(kl > 64 ? 64 : kl), k);
+        } else if (e->path[i].index) {
+            n += (size_t)snprintf(path + n, sizeof path - n, "[%ld]",
+                                  (long)e->path[i].index);
+        }
+    }
+    return luna_error_set(e->err, LUNA_EINVAL, "%s at %s", msg, path);
+}
+
+static int enc_value(struct enc *e, int idx);
+
+/* Checks that the table at idx has exactly the keys 1..n. */
+static int enc_check_sequence(struct enc *e, int idx, size_t n)
+{
+    lua_State *L = e->L;
+    size_t count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TNUMBER) {
+            const char *t = luaL_typename(L, -1);
+            lua_pop(L, 1);
+            return enc_fail(e, "array has a %s key (keys must be 1..n)", t);
+        }
+        lua_Number k = lua_tonumber(L, -1);
+        if (!(k >= 1 && k <= (lua_Number)n && k == floor(k))) {
+            lua_pop(L, 1);
+            return enc_fail(e, "array has a hole or a key outside 1..%zu "
+                               "(use core.json.null for null)", n);
+        }
+        count++;
+    }
+    if (count != n)
+        return enc_fail(e, "array has a hole (use core.json.null for null)");
+    return 0;
+}
+
+static int enc_array(struct enc *e, int idx)
+{
+    lua_State *L = e->L;
+    size_t n = lua_objlen(L, idx);
+    int rc = enc_check_sequence(e, idx, n);
+    if (rc)
+        return rc;
+    if (luna_json_write_array_start(e->w))
+        return enc_fail(e, "%s", e->w->err.msg);
+    for (size_t i = 1; i <= n; i++) {
+        e->path[e->depth - 1].index = (lua_Integer)i;
+        lua_rawgeti(L, idx, (int)i);
+        rc = enc_value(e, lua_gettop(L));
+        lua_pop(L, 1);
+        if (rc)
+            return rc;
+    }
+    e->path[e->depth - 1].index = 0;
+    if (luna_json_write_array_end(e->w))
+        return enc_fail(e, "%s", e->w->err.msg);
+    return 0;
+}
+
+static int enc_object(struct enc *e, int idx)
+{
+    lua_State *L = e->L;
+    if (luna_json_write_object_start(e->w))
+        return enc_fail(e, "%s", e->w->err.msg);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (lua_type(L, -2) != LUA_TSTRING) {
+            const char *t = luaL_typename(L, -2);
+            int rc = enc_fail(e, "object key must be a string, got a %s%s", t,
+                              lua_type(L, -2) == LUA_TNUMBER
+                                  ? " (a table is an array only with keys 1..n)" : "");
+            lua_pop(L, 2);
+            return rc;
+        }
+        size_t kl;
+        const char *k = lua_tolstring(L, -2, &kl);
+        e->path[e->depth - 1].key = lua_gettop(L) - 1;
+        if (luna_json_write_key(e->w, k, kl)) {
+            int rc = enc_fail(e, "object key is not valid UTF-8");
+            lua_pop(L, 2);
+            return rc;
+        }
+        int rc = enc_value(e, lua_gettop(L));
+        lua_pop(L, 1);
+        if (rc) {
+            lua_pop(L, 1);
+            return rc;
+        }
+    }
+    e->path[e->depth - 1].key = 0;
+    if (luna_json_write_object_end(e->w))
+        return enc_fail(e, "%s", e->w->err.msg);
+    return 0;
+}
+
+static int enc_table(struct enc *e, int idx)
+{
+    lua_State *L = e->L;
+    if (e->depth >= e->max_depth)
+        return enc_fail(e, "nesting deeper than %d", e->max_depth);
+    const void *self = lua_topointer(L, idx);
+    for (int i = 0; i < e->depth; i++)
+        if (e->path[i].table == self)
+            return enc_fail(e, "cycle: a table contains itself");
+    if (!lua_checkstack(L, 8))
+        return enc_fail(e, "Lua stack exhausted");
+    int kind = 0; /* 0 unmarked, 1 array, 2 object */
+    if (lua_getmetatable(L, idx)) {
+        if (lua_rawequal(L, -1, e->array_mt))
+            kind = 1;
+        else if (lua_rawequal(L, -1, e->object_mt))
+            kind = 2;
+        lua_pop(L, 1);
+    }
+    if (kind == 0) {
+        lua_rawgeti(L, idx, 1);
+        kind = lua_isnil(L, -1) ? 2 : 1;
+        lua_pop(L, 1);
+    }
+    e->path[e->depth].table = self;
+    e->path[e->depth].key = 0;
+    e->path[e->depth].index = 0;
+    e->depth++;
+    int rc = kind == 1 ? enc_array(e, idx) : enc_object(e, idx);
+    if (!rc)
+        e->depth--;
+    return rc;
+}
+
+static int enc_cdata(struct enc *e, int idx)
+{
+    lua_State *L = e->L;
+    lua_pushlightuserdata(L, &key_cdata_kind);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    lua_pushvalue(L, idx);
+    lua_call(L, 1, 1);
+    int kind = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    const void *payload = lua_topointer(L, idx);
+    int rc;
+    if (kind == 1) {
+        int64_t v;
+        memcpy(&v, payload, sizeof v);
+        rc = luna_json_write_int(e->w, v);
+    } else if (kind == 2) {
+        uint64_t v;
+        memcpy(&v, payload, sizeof v);
+        rc = luna_json_write_uint(e->w, v);
+    } else {
+        return enc_fail(e, "cannot encode a cdata value other than int64_t/uint64_t");
+    }
+    return rc ? enc_fail(e, "%s", e->w->err.msg) : 0;
+}
+
+static int enc_value(struct enc *e, int idx)
+{
+    lua_State *L = e->L;
+    luna_json_writer *w = e->w;
+    int rc;
+    switch (lua_type(L, idx)) {
+    case LUA_TNIL:
+        rc = luna_json_write_null(w);
+        break;
+    case LUA_TBOOLEAN:
+        rc = luna_json_write_bool(w, lua_toboolean(L, idx));
+        break;
+    case LUA_TNUMBER:
+        rc = luna_json_write_double(w, lua_tonumber(L, idx));
+        break;
+    case LUA_TSTRING: {
+        size_t len;
+        const char *s = lua_tolstring(L, idx, &len);
+        rc = luna_json_write_string(w, s, len);
+        break;
+    }
+    case LUA_TLIGHTUSERDATA:
+        if (lua_touserdata(L, idx) != NULL)
+            return enc_fail(e, "cannot encode a light userdata other than core.json.null");
+        rc = luna_json_write_null(w);
+        break;
+    case LUA_TTABLE:
+        return enc_table(e, idx);
+    case LUA_TCDATA_:
+        return enc_cdata(e, idx);
+    default:
+        return enc_fail(e, "cannot encode a %s", luaL_typename(L, idx));
+    }
+    if (rc)
+        return enc_fail(e, "%s", w->err.msg);
+    return 0;
+}
+
+/* idx is an absolute stack index.  The encoder state lives on the C stack
+ * (no malloc'd memory is held across the Lua calls that may raise). */
+static int encode_into(lua_State *L, int idx, luna_json_writer *w, int max_depth,
+                       luna_error *err)
+{
+    struct enc e;
+    if (!lua_checkstack(L, 4))
+        return luna_error_set(err, LUNA_ENOMEM, "Lua stack exhausted");
+    int top = lua_gettop(L);
+    lua_pushlightuserdata(L, &key_array_mt);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    lua_pushlightuserdata(L, &key_object_mt);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    e.L = L;
+    e.w = w;
+    e.err = err;
+    e.max_depth = max_depth;
+    e.depth = 0;
+    e.array_mt = top + 1;
+    e.object_mt = top + 2;
+    int rc = enc_value(&e, idx);
+    lua_settop(L, top);
+    return rc;
+}
+
+int luna_lua_json_write(lua_State *L, int idx, luna_json_writer *w, luna_error *err)
+{
+    if (idx < 0 && idx > LUA_REGISTRYINDEX)
+        idx = lua_gettop(L) + idx + 1;
+    return encode_into(L, idx, w, HARD_MAX_DEPTH, err);
+}
+
+/* The writer of the calling state for core.json.encode, reused so that
+ * most encodes do not allocate. */
+#define WRITER_MT "luna.json.writer"
+#define WRITER_KEEP (1 << 20) /* a bigger buffer is released after use */
+
+static int writer_gc(lua_State *L)
+{
+    luna_json_writer_free(lua_touserdata(L, 1));
+    return 0;
+}
+
+/* core.json.encode(v [, opts]) -> string | nil, err */
+static int luna_lua_json_encode(lua_State *L)
+{
+    luna_json_options opts;
+    read_options(L, 2, &opts, false);
+    lua_settop(L, 1);
+    luna_json_writer *w = lua_touserdata(L, lua_upvalueindex(1));
+    luna_json_writer_reset(w);
+    luna_error err = { 0 };
+    int rc = encode_into(L, 1, w, opts.max_depth, &err);
+    if (!rc)
+        rc = luna_json_writer_finish(w, &err);
+    if (rc) {
+        luna_json_writer_reset(w);
+        return luna_lua_push_error(L, rc, "InvalidValue", err.msg);
+    }
+    size_t len;
+    const char *s = luna_json_writer_data(w, &len);
+    lua_pushlstring(L, s, len);
+    if (w->cap > WRITER_KEEP) {
+        luna_json_writer_free(w);
+        luna_json_writer_init(w);
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------------
+ * Markers
+ */
+
+static int mark(lua_State *L, void *key, void *other, const char *what)
+{
+    if (lua_isnoneornil(L, 1)) {
+        lua_settop(L, 0);
+        lua_newtable(L);
+    } else {
+        luaL_checktype(L, 1, LUA_TTABLE);
+        lua_settop(L, 1);
+    }
+    lua_pushlightuserdata(L, key);
+    lua_rawget(L, LUA_REGISTRYINDEX);          /* 2: the marker */
+    if (lua_getmetatable(L, 1)) {              /* 3: the table's metatable */
+        lua_pushlightuserdata(L, other);
+        lua_rawget(L, LUA_REGISTRYINDEX);      /* 4: the other marker */
+        if (!lua_rawequal(L, 3, 2) && !lua_rawequal(L, 3, 4))
+            return luaL_error(L, "core.json.%s: the table already has a metatable", what);
+        lua_settop(L, 2);
+    }
+    lua_setmetatable(L, 1);
+    return 1;
+}
+
+/* core.json.array([t]) -> t marked as an array */
+static int luna_lua_json_array(lua_State *L) { return mark(L, &key_array_mt, &key_object_mt, "array"); }
+/* core.json.object([t]) -> t marked as an object */
+static int luna_lua_json_object(lua_State *L) { return mark(L, &key_object_mt, &key_array_mt, "object"); }
+
+static int is_marked(lua_State *L, void *key)
+{
+    luaL_checkany(L, 1);
+    if (lua_type(L, 1) != LUA_TTABLE || !lua_getmetatable(L, 1)) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    lua_pushlightuserdata(L, key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    lua_pushboolean(L, lua_rawequal(L, -1, -2));
+    return 1;
+}
+
+/* core.json.is_array(v), core.json.is_object(v) -> boolean (marked ones) */
+static int luna_lua_json_is_array(lua_State *L) { return is_marked(L, &key_array_mt); }
+static int luna_lua_json_is_object(lua_State *L) { return is_marked(L, &key_object_mt); }
+
+/* ------------------------------------------------------------------------
+ * Registration
+ */
+
+static void anchor_chunk(lua_State *L, void *key, const char *src, const char *name)
+{
+    lua_pushlightuserdata(L, key);
+    if (luaL_loadbuffer(L, src, strlen(src), name) != 0)
+        lua_error(L);
+    lua_call(L, 0, 1);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+}
+
+static void anchor_mt(lua_State *L, void *key, const char *name)
+{
+    lua_pushlightuserdata(L, key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushstring(L, name);
+        lua_setfield(L, -2, "__name");
+        lua_pushlightuserdata(L, key);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, LUA_REGISTRYINDEX);
+    }
+}
+
+void luna_lua_json_register(lua_State *L)
+{
+    static const luaL_Reg funcs[] = {
+        { "decoder", luna_lua_json_decoder },
+        { "array", luna_lua_json_array },
+        { "object", luna_lua_json_object },
+        { "is_array", luna_lua_json_is_array },
+        { "is_object", luna_lua_json_is_object },
+        { NULL, NULL },
+    };
+    static const luaL_Reg decoder_methods[] = {
+        { "feed", luna_lua_json_decoder_feed },
+        { "finish", luna_lua_json_decoder_finish },
+        { "reset", luna_lua_json_decoder_reset },
+        { "offset", luna_lua_json_decoder_offset },
+        { NULL, NULL },
+    };
+    anchor_chunk(L, &key_int_ctor, int_ctor_src, "=core.json.int64");
+    anchor_chunk(L, &key_cdata_kind, cdata_kind_src, "=core.json.cdata_kind");
+
+    if (luaL_newmetatable(L, DECODER_MT)) {
+        lua_newtable(L);
+        for (const luaL_Reg *r = decoder_methods; r->name; r++) {
+            lua_pushcfunction(L, r->func);
+            lua_setfield(L, -2, r->name);
+        }
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, decoder_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, "luna.json.cache")) {
+        lua_pushcfunction(L, decoder_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, WRITER_MT)) {
+        lua_pushcfunction(L, writer_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+
+    luna_lua_register_table(L, "json", funcs);
+    lua_getfield(L, -1, "json");
+    int t = lua_gettop(L);
+
+    cached_decoder(L);
+    lua_pushlightuserdata(L, &key_cache);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    lua_pushcclosure(L, luna_lua_json_decode, 1);
+    lua_setfield(L, t, "decode");
+
+    luna_json_writer *w = lua_newuserdata(L, sizeof *w);
+    luna_json_writer_init(w);
+    luaL_getmetatable(L, WRITER_MT);
+    lua_setmetatable(L, -2);
+    lua_pushcclosure(L, luna_lua_json_encode, 1);
+    lua_setfield(L, t, "encode");
+
+    lua_pushlightuserdata(L, NULL);
+    lua_setfield(L, t, "null");
+    anchor_mt(L, &key_array_mt, "core.json.array");
+    lua_setfield(L, t, "array_mt");
+    anchor_mt(L, &key_object_mt, "core.json.object");
+    lua_setfield(L, t, "object_mt");
+    lua_pop(L, 1);
+}

@@ -1,0 +1,144 @@
+/*
+ * controller.h — one controller: its event sources, its workqueue, and the
+ * reconciles of its Lua `reconcile` function running as coroutines.
+ *
+ * Uses: informer_factory (shared informers), workqueue + ratelimit, the
+ * controller's Lua state (lua_host), lua_runtime (the API scripts call).
+ * Runs on the loop thread.
+ *
+ * Sources map informer events to keys ("ns/name") of the primary kind:
+ *   watch    the object's own key (after the controller's predicates);
+ *   owns     the key of the object's controller owner, when that owner's
+ *            group and kind are the primary's (ownerReferences, controller:
+ *            true); objects without one are ignored.  The owner is in the
+ *            child's namespace unless the primary kind is cluster-scoped;
+ *   watches  whatever the source's Lua `map(obj)` returns: a key, a
+ *            {namespace=, name=} table, a list of either, or nil; other
+ *            shapes (nested lists, numbers, ...) are logged and ignored.
+ * The dispatcher takes keys from the workqueue while fewer than `workers`
+ * reconciles are in flight: right after each informer drain step (so a
+ * watch event's reconcile starts before the next event is parsed), and
+ * from the loop when keys become ready otherwise.  Each reconcile is a coroutine: calling the
+ * API yields it and the loop resumes it when the answer arrives, so a slow
+ * call never blocks other reconciles or the watches.  The workqueue
+ * guarantees a key is never reconciled twice at once.
+ *
+ * Results (client-go/controller-runtime semantics):
+ *   nothing, true            done: forget the key's failures
+ *   {requeue = true}         retry with rate limiting
+ *   {requeue_after = s}      forget, then retry after s seconds
+ *   nil, err / error()       logged with key, attempt and the error's text
+ *   / false                  (__tostring of a table; traceback if raised;
+ *                            err.where, the failed luna call, if a string);
+ *                            retry with rate limiting
+ *   {requeue_after = x} with x not a number of seconds: an error, as above.
+ * Result tables are read raw (no metamethods run).
+ *
+ * Isolation (watchdog.h): every resume of a reconcile, every predicate,
+ * watches map and error __tostring runs in a watchdog guard with the
+ * controller's budgets (its `limits = { instructions =, seconds = }`, else
+ * the state's defaults).  A reconcile the watchdog stops fails like any
+ * error ("reconcile failed", stopped=instructions|time|memory, the reason
+ * and traceback, retry with rate limiting); after a memory stop the state
+ * is garbage-collected at once.  A stopped predicate or map logs "lua
+ * callback failed" and counts as passing / mapping to nothing.
+ *
+ * Invariants:
+ *   - active (in-flight reconciles) <= workers;
+ *   - a key is in flight if and only if the workqueue has it processing;
+ *   - the dispatcher only runs once every source has synced.
+ *
+ * Ownership: the controller borrows the runtime and the Lua state (both
+ * outlive it) and owns its workqueue, sources and reconciles.  Each source
+ * holds one reference on a shared informer, released by free.
+ */
+#ifndef LUNA_CONTROLLER_H
+#define LUNA_CONTROLLER_H
+
+#include <lua.h>
+#include <stdbool.h>
+
+#include "base/error.h"
+#include "cache/informer_factory.h"
+
+struct luna_controller;
+struct luna_reconcile;
+
+struct luna_controller_env {
+    struct luna_informer_factory *factory;
+    const struct luna_clock *clock;
+    lua_State *L;        /* the state that loaded the controller */
+    lua_State *T;        /* an idle thread of L for handler callbacks */
+};
+
+struct luna_controller_stats {
+    unsigned long reconciles, errors, requeues, requeue_afters, successes;
+    unsigned long stopped;   /* errors that were watchdog stops */
+    int active;
+};
+
+/* Builds the controller described by the table at ctl_idx of env->L (the
+ * value luna.controller{} returned): acquires its informers and makes its
+ * workqueue.  It does not reconcile until luna_controller_start. */
+int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
+                        struct luna_controller **out, luna_error *err);
+/* Cancels in-flight reconciles (their keys are dropped) and releases
+ * everything. */
+void luna_controller_free(struct luna_controller *c);
+
+const char *luna_controller_name(const struct luna_controller *c);
+bool luna_controller_synced(const struct luna_controller *c);
+void luna_controller_start(struct luna_controller *c);
+/* Stops taking keys; calls drained(ud) once no reconcile is in flight
+ * (maybe before returning). */
+void luna_controller_shutdown(struct luna_controller *c, void (*drained)(void *ud), void *ud);
+struct luna_controller_stats luna_controller_stats(const struct luna_controller *c);
+int luna_controller_workers(const struct luna_controller *c);
+
+/* Reconcile metrics (runtime_metrics.h: active workers, reconcile_total by
+ * result, errors, panics = Lua errors raised, time), borrowed until free
+ * or the next call; NULL: none. */
+struct luna_controller_metrics;
+void luna_controller_set_metrics(struct luna_controller *c, struct luna_controller_metrics *cm);
+/* The controller's workqueue (named after it), borrowed until free: for
+ * workqueue_export. */
+struct luna_workqueue *luna_controller_queue(struct luna_controller *c);
+
+/* Reload: `to` (the new code) takes over `from`'s workqueue, with its
+ * queued keys, delays and failure counts; `from` keeps a borrowed pointer
+ * so its in-flight reconciles can still mark their keys done (and the
+ * queue never hands a key out twice at once across the two). */
+void luna_controller_take_queue(struct luna_controller *to, struct luna_controller *from);
+/* Stops taking keys (and routing events) without shutting a queue it no
+ * longer owns; drained(ud) once no reconcile of it is in flight.  Freeing
+ * it before then abandons its reconciles and requeues their keys. */
+void luna_controller_retire(struct luna_controller *c, void (*drained)(void *ud), void *ud);
+/* Adds every cached key of the primary kind; returns how many. */
+size_t luna_controller_enqueue_all(struct luna_controller *c);
+
+/* The controller whose predicate or watches map function is running (its
+ * cache may be read there), or NULL. */
+struct luna_controller *luna_controller_in_handler(void);
+
+/* For the API bindings: the reconcile running on coroutine L, or NULL. */
+struct luna_reconcile *luna_reconcile_of(lua_State *L);
+struct luna_controller *luna_reconcile_controller(struct luna_reconcile *r);
+const char *luna_reconcile_key(const struct luna_reconcile *r);
+const char *luna_reconcile_id(const struct luna_reconcile *r);
+lua_State *luna_reconcile_thread(const struct luna_reconcile *r);
+
+/* Records the asynchronous operation the reconcile waits for (one at a
+ * time): cancel(ud) is called if the reconcile is abandoned first. */
+void luna_reconcile_wait(struct luna_reconcile *r, void (*cancel)(void *ud), void *ud);
+/* Ends the wait and resumes the coroutine with the nres values its stack
+ * has on top. */
+void luna_reconcile_resume(struct luna_reconcile *r, int nres);
+
+/* The informer a controller declared for a kind ("v1/ConfigMap"); NULL if
+ * none of its sources watches that kind. */
+struct luna_informer *luna_controller_informer_for(struct luna_controller *c,
+                                                   const char *group, const char *version,
+                                                   const char *kind);
+struct luna_informer_factory *luna_controller_factory(struct luna_controller *c);
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * generation.h — one load of the controllers directory: a Lua state, the
+ * controller files run in it, and the controllers built from them.
+ *
+ * Uses: lua_host, lua_runtime, controller, informer_factory.  Runs on the
+ * loop thread.
+ *
+ * `luna run` makes the first generation at start and a new one on every
+ * reload (SIGHUP, or a change of the directory with --watch).  A reload
+ * loads and builds the new generation completely before touching the
+ * running one, so a broken file changes nothing; then each new controller
+ * adopts the workqueue of the old controller of the same name (queued keys,
+ * delays and failure counts survive), informers still needed are shared
+ * (their caches survive: no relist), and the old generation retires:
+ * it takes no new keys, its in-flight reconciles finish on the old state,
+ * and it is freed when they have (or when the grace period ends).
+ *
+ * Invariants:
+ *   - a generation's controllers all run Lua in its own state;
+ *   - a controller name appears at most once per generation.
+ *
+ * Ownership: a generation owns its state, callback thread and controllers;
+ * it borrows the factory, kube client and discovery (which outlive every
+ * generation).  Free with luna_generation_free.
+ */
+#ifndef LUNA_GENERATION_H
+#define LUNA_GENERATION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <lua.h>
+
+#include "runtime/controller.h"
+#include "client/discovery.h"
+#include "base/error.h"
+#include "cache/informer_factory.h"
+#include "client/kube_client.h"
+
+struct luna_generation;
+
+/* Loads every *.lua file of dir into a new state (controllers are not built yet).
+ * kc and disc may be NULL before the runtime has connected. */
+struct luna_watchdog_config;
+/* limits: the scripts' budgets (watchdog.h); NULL keeps the defaults. */
+int luna_generation_load(const char *lib_dir, const char *dir,
+                         const struct luna_watchdog_config *limits, struct luna_kube_client *kc,
+                         struct luna_discovery *disc, struct luna_generation **out,
+                         luna_error *err);
+/* Connects a generation loaded before the runtime connected. */
+void luna_generation_connect(struct luna_generation *g, struct luna_kube_client *kc,
+                             struct luna_discovery *disc);
+/* Builds the controllers (acquiring their informers). */
+int luna_generation_build(struct luna_generation *g, struct luna_informer_factory *factory,
+                          luna_error *err);
+
+lua_State *luna_generation_state(struct luna_generation *g);
+size_t luna_generation_count(const struct luna_generation *g);
+struct luna_controller *luna_generation_controller(struct luna_generation *g, size_t i);
+/* The SHA-256 of the file controller i came from (borrowed). */
+const char *luna_generation_sha256(struct luna_generation *g, size_t i);
+struct luna_controller *luna_generation_find(struct luna_generation *g, const char *name);
+
+bool luna_generation_synced(const struct luna_generation *g);
+void luna_generation_start(struct luna_generation *g);
+
+/* Takes over from `old`: queues of same-named controllers move over, and
+ * controllers whose file changed re-enqueue every cached key once.  Returns
+ * the number of changed controllers. */
+size_t luna_generation_adopt(struct luna_generation *g, struct luna_generation *old);
+
+/* Stops every controller from taking keys; drained(ud) once no reconcile
+ * is in flight.  shutdown: also shut the workqueues down (process exit). */
+void luna_generation_retire(struct luna_generation *g, bool shutdown,
+                            void (*drained)(void *ud), void *ud);
+/* Frees controllers (abandoning in-flight reconciles) and closes the state. */
+void luna_generation_free(struct luna_generation *g);
+
+#endif

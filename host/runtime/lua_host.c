@@ -1,0 +1,280 @@
+/* lua_host.c — see lua_host.h. */
+#include "runtime/lua_host.h"
+
+#include <dirent.h>
+#include <lauxlib.h>
+#include <limits.h>
+#include <lualib.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "testing/lua_core.h"
+#include "runtime/lua_sandbox.h"
+#include "lua/lua_util.h"
+#include "runtime/watchdog.h"
+
+#define CONTROLLERS_KEY "luna.controllers"
+#define SOURCES_KEY "luna.controller_sources"
+
+static int is_lib_dir(const char *dir)
+{
+    char probe[PATH_MAX];
+    int n = snprintf(probe, sizeof probe, "%s/luna/init.lua", dir);
+    return n > 0 && (size_t)n < sizeof probe && access(probe, R_OK) == 0;
+}
+
+int luna_lua_host_find_lib(const char *argv0, const char **dir, luna_error *err)
+{
+    static char found[PATH_MAX];
+    const char *env = getenv("LUNA_LUA_DIR");
+    if (env && *env) {
+        if (!is_lib_dir(env))
+            return luna_error_set(err, LUNA_ENOTFOUND,
+                                  "LUNA_LUA_DIR=%s has no luna/init.lua", env);
+        snprintf(found, sizeof found, "%s", env);
+        *dir = found;
+        return 0;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        if (!argv0 || !realpath(argv0, exe))
+            return luna_error_set(err, LUNA_ENOTFOUND, "cannot locate the luna executable");
+    } else {
+        exe[n] = '\0';
+    }
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    /* build/luna, build/test/luna, PREFIX/bin/luna */
+    static const char *const rel[] = { "/../lua", "/../../lua", "/../share/lua/5.1" };
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        char cand[PATH_MAX];
+        int len = snprintf(cand, sizeof cand, "%s%s", exe, rel[i]);
+        if (len > 0 && (size_t)len < sizeof cand && is_lib_dir(cand) && realpath(cand, found)) {
+            *dir = found;
+            return 0;
+        }
+    }
+    return luna_error_set(err, LUNA_ENOTFOUND,
+                          "cannot find luna's Lua library (luna/init.lua) near %s; set LUNA_LUA_DIR",
+                          exe);
+}
+
+lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err)
+{
+    lua_State *L = luaL_newstate();
+    if (!L) {
+        luna_error_set(err, LUNA_ENOMEM, "cannot create a Lua state: out of memory");
+        return NULL;
+    }
+    luaL_openlibs(L);
+
+    lua_getglobal(L, "package");
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua", lib_dir, lib_dir);
+    lua_setfield(L, -2, "path");
+    lua_getfield(L, -1, "preload");
+    lua_pushcfunction(L, luaopen_luna_core);
+    lua_setfield(L, -2, "luna.core");
+    lua_pop(L, 2);
+
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, CONTROLLERS_KEY);
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
+    if (luna_watchdog_install(L, NULL, err) < 0 || luna_lua_sandbox_install(L, err) < 0) {
+        lua_close(L);
+        return NULL;
+    }
+    return L;
+}
+
+/* Hex SHA-256 of the file's bytes ("" if it cannot be read). */
+static void file_sha256(const char *path, char out[65])
+{
+    out[0] = '\0';
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+        EVP_MD_CTX_free(ctx);
+        fclose(f);
+        return;
+    }
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        EVP_DigestUpdate(ctx, buf, n);
+    fclose(f);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx, md, &len);
+    EVP_MD_CTX_free(ctx);
+    static const char hex[] = "0123456789abcdef";
+    for (unsigned int i = 0; i < len && i < 32; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[64] = '\0';
+}
+
+/* [-1, +1]: validates the value a controller file returned through
+ * luna.is_controller(value); pushes the controller or an error string. */
+static int check_controller(lua_State *L)
+{
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "luna");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "is_controller");
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 1);
+    if (!lua_toboolean(L, -1))
+        return luaL_error(L, "the file must return luna.controller{...}, got %s",
+                          luaL_typename(L, 1));
+    lua_pushvalue(L, 1);
+    return 1;
+}
+
+int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
+{
+    int top = lua_gettop(L);
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (luna_lua_sandbox_loadfile(L, path, dir, err) < 0)
+        return LUNA_ELUA;
+    lua_pushcfunction(L, luna_lua_traceback);
+    lua_insert(L, -2);
+    struct luna_watchdog_guard g = { .what = "controller file" };
+    if (luna_watchdog_pcall(L, 0, 1, -2, &g) != 0) {
+        /* A message without the file's position (raised from a tail call,
+         * or a non-string error) gets the path in front. */
+        const char *msg = lua_tostring(L, -1);
+        size_t plen = strlen(path);
+        if (g.stop != LUNA_WATCHDOG_RUNNING) {
+            char reason[256];
+            luna_watchdog_describe(&g, reason, sizeof reason);
+            luna_error_set(err, LUNA_ELUA, "%s: %s", path, reason);
+        } else if (msg && strncmp(msg, path, plen) == 0) {
+            luna_error_set(err, LUNA_ELUA, "%s", msg);
+        } else {
+            luna_error_set(err, LUNA_ELUA, "%s: %s", path, msg ? msg : "(error)");
+        }
+        lua_settop(L, top);
+        if (g.stop == LUNA_WATCHDOG_MEMORY)
+            lua_gc(L, LUA_GCCOLLECT, 0);
+        return LUNA_ELUA;
+    }
+    /* stack: traceback, value */
+    lua_pushcfunction(L, check_controller);
+    lua_insert(L, -2);
+    if (lua_pcall(L, 1, 1, -3) != 0) {
+        luna_error_set(err, LUNA_ELUA, "%s: %s", path, lua_tostring(L, -1));
+        lua_settop(L, top);
+        return LUNA_ELUA;
+    }
+    lua_getfield(L, LUA_REGISTRYINDEX, CONTROLLERS_KEY);
+    lua_pushvalue(L, -2);
+    int n = (int)lua_objlen(L, -2) + 1;
+    lua_rawseti(L, -2, n);
+    /* Where it came from, and a digest of the file to tell on reload
+     * whether the code changed. */
+    char sha[65];
+    file_sha256(path, sha);
+    lua_getfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, path);
+    lua_setfield(L, -2, "file");
+    lua_pushstring(L, sha);
+    lua_setfield(L, -2, "sha256");
+    lua_rawseti(L, -2, n);
+    lua_settop(L, top);
+    return 0;
+}
+
+int luna_lua_host_source(lua_State *L, int i, const char **file, const char **sha256)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
+    lua_rawgeti(L, -1, i);
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 2);
+        return LUNA_ENOTFOUND;
+    }
+    lua_getfield(L, -1, "file");
+    lua_getfield(L, -2, "sha256");
+    /* the strings stay referenced by the registry table */
+    *file = lua_tostring(L, -2);
+    *sha256 = lua_tostring(L, -1);
+    lua_pop(L, 4);
+    return 0;
+}
+
+int luna_lua_host_count(lua_State *L)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, CONTROLLERS_KEY);
+    int n = (int)lua_objlen(L, -1);
+    lua_pop(L, 1);
+    return n;
+}
+
+static int has_lua_suffix(const char *name)
+{
+    size_t len = strlen(name);
+    return len > 4 && name[0] != '.' && strcmp(name + len - 4, ".lua") == 0;
+}
+
+static int compare_names(const struct dirent **a, const struct dirent **b)
+{
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int select_lua(const struct dirent *d) { return has_lua_suffix(d->d_name); }
+
+int luna_lua_host_load_dir(lua_State *L, const char *dir, luna_error *err)
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, select_lua, compare_names);
+    if (n < 0)
+        return luna_error_set(err, LUNA_EIO, "%s: cannot read directory: %m", dir);
+    if (n == 0) {
+        free(names);
+        return luna_error_set(err, LUNA_ENOTFOUND, "%s: no *.lua controller files", dir);
+    }
+    int loaded = 0, failed = 0;
+    luna_error first = { 0 };
+    for (int i = 0; i < n; i++) {
+        char path[PATH_MAX];
+        luna_error one;
+        int len = snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+        if (len < 0 || (size_t)len >= sizeof path) {
+            luna_error_set(&one, LUNA_EINVAL, "%s/%s: path too long", dir, names[i]->d_name);
+            luna_error("controller load failed", "file", names[i]->d_name, "error", one.msg);
+            if (failed++ == 0)
+                first = one;
+        } else if (luna_lua_host_load_file(L, path, &one) == 0) {
+            loaded++;
+        } else {
+            luna_error("controller load failed", "file", path, "error", one.msg);
+            if (failed++ == 0)
+                first = one;
+        }
+        free(names[i]);
+    }
+    free(names);
+    if (failed) {
+        luna_error_set(err, first.code, "%d of %d controller files failed to load; first: %s",
+                       failed, n, first.msg);
+        return first.code;
+    }
+    return loaded;
+}

@@ -1,0 +1,782 @@
+/* runtime.c — see runtime.h. */
+#include "runtime/runtime.h"
+
+#include <lauxlib.h>
+#include <openssl/rand.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "runtime/controller.h"
+#include "runtime/dir_watch.h"
+#include "runtime/generation.h"
+#include "client/discovery.h"
+#include "cache/event_latency.h"
+#include "runtime/health.h"
+#include "client/http.h"
+#include "runtime/httpd.h"
+#include "cache/informer_factory.h"
+#include "client/kube_client.h"
+#include "client/kubeconfig.h"
+#include "runtime/leader.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "runtime/lua_host.h"
+#include "runtime/lua_runtime.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime_metrics.h"
+#include "runtime/workqueue_export.h"
+
+#define SYNC_CHECK_S 0.05
+#define DEFAULT_GRACE_S 30.0
+#define DEFAULT_METRICS_ADDRESS ":8080"
+#define DEFAULT_HEALTH_ADDRESS ":8081"
+#define DEFAULT_LEASE_NAME "luna"
+#define CHECK_SYNCED "informers-synced"
+#define CHECK_LEADER "leader-or-standby"
+
+/* Why a watch ended, as luna_watch_restarts_total{reason} names it, in the
+ * order of struct informer_metrics.ends. */
+static const char *const watch_end_reasons[] = { "gone", "error", "timeout", "closed", "decode" };
+#define NREASONS (sizeof watch_end_reasons / sizeof watch_end_reasons[0])
+
+/* The luna_informer_* series of one shared informer (by its key), brought
+ * up to date from the reflector's counters before every scrape. */
+struct informer_metrics {
+    char *key;
+    char *resource;                       /* the "resource" label */
+    const struct luna_shared_informer *si; /* the informer the baselines are of */
+    double objects;
+    unsigned long relists, ends[NREASONS]; /* already exported */
+    bool seen;
+    UT_hash_handle hh;
+};
+
+/* A generation replaced by a reload, finishing its in-flight reconciles. */
+struct retiring {
+    struct runtime *rt;
+    struct luna_generation *gen;
+    ev_timer grace;
+    struct retiring *next;
+};
+
+/* A controller's metric series, by name: they outlive reloads. */
+struct ctl_metrics {
+    char *name;
+    struct luna_controller_metrics *cm;
+    UT_hash_handle hh;
+};
+
+struct runtime {
+    const struct luna_run_config *cfg;
+    const char *lib;
+    struct luna_generation *gen;          /* the controllers running now */
+    struct retiring *retiring;
+    unsigned long generation;             /* number of successful loads */
+    struct luna_kubeconfig *kcfg;
+    luna_http_client *http;
+    struct luna_kube_client *kc;
+    struct luna_discovery *disc;
+    struct luna_informer_factory *factory;
+    bool stopping;
+    size_t draining;
+    int exit_code;
+    char dev_kubeconfig[64];       /* temp kubeconfig of the embedded dev server */
+    ev_timer sync_check;
+    ev_timer grace;
+    ev_signal sigterm, sigint, sighup;
+    ev_signal sigusr1;                    /* event latency probe: report and clear */
+    struct luna_dir_watch *watch;
+    /* production: metrics, probes, leader election */
+    struct luna_metrics *registry;        /* luna_metrics_default(): not ours */
+    struct luna_runtime_metrics *rm;
+    struct ctl_metrics *cms;              /* per controller name */
+    struct informer_metrics *informers;
+    char api_host[256];                   /* rest_client_requests_total{host} */
+    struct luna_health *health;
+    struct luna_httpd *metrics_srv, *health_srv;
+    struct luna_leader *leader;
+    char identity[320];
+    bool synced, leading, releasing;
+};
+
+static void shutdown_complete(struct runtime *rt)
+{
+    luna_info("shutdown complete");
+    ev_break(luna_loop(), EVBREAK_ALL);
+}
+
+static void on_released(void *ud, bool released) { shutdown_complete(ud); }
+
+/* No reconcile runs any more: give the Lease up (if held), then stop. */
+static void finish_shutdown(struct runtime *rt)
+{
+    ev_timer_stop(luna_loop(), &rt->grace);
+    if (!rt->leader) {
+        shutdown_complete(rt);
+    } else if (!rt->releasing) {
+        rt->releasing = true;
+        luna_leader_release(rt->leader, on_released, rt);
+    }
+}
+
+static void on_drained(void *ud)
+{
+    struct runtime *rt = ud;
+    if (rt->draining > 0 && --rt->draining == 0)
+        finish_shutdown(rt);
+}
+
+static void free_retiring(struct runtime *rt)
+{
+    while (rt->retiring) {
+        struct retiring *r = rt->retiring;
+        rt->retiring = r->next;
+        ev_timer_stop(luna_loop(), &r->grace);
+        luna_generation_free(r->gen);
+        free(r);
+    }
+}
+
+static void grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct runtime *rt = w->data;
+    luna_warn("shutdown grace period over: abandoning in-flight reconciles");
+    /* Freeing a controller cancels its reconciles and their requests, so
+     * nothing acts on the cluster once the Lease is given up. */
+    free_retiring(rt);
+    luna_generation_free(rt->gen);
+    rt->gen = NULL;
+    rt->draining = 0;
+    finish_shutdown(rt);
+}
+
+static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    struct runtime *rt = w->data;
+    if (rt->stopping) {
+        luna_warn("second signal: exiting now");
+        rt->exit_code = 1;
+        ev_break(loop, EVBREAK_ALL);
+        return;
+    }
+    rt->stopping = true;
+    luna_info("shutdown requested", "signal", w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    ev_timer_stop(loop, &rt->sync_check);
+    double grace = rt->cfg->grace_period > 0 ? rt->cfg->grace_period : DEFAULT_GRACE_S;
+    ev_timer_set(&rt->grace, grace, 0.);
+    ev_timer_start(loop, &rt->grace);
+    /* Generations still retiring after a reload are abandoned: their keys
+     * go back to queues that are shutting down anyway. */
+    free_retiring(rt);
+    rt->draining = 1;
+    luna_generation_retire(rt->gen, true, on_drained, rt);
+}
+
+/* Controllers dispatch once the caches have synced and, with leader
+ * election, this replica leads. */
+static void maybe_start(struct runtime *rt)
+{
+    if (rt->stopping || !rt->synced || (rt->leader && !rt->leading) ||
+        !luna_generation_synced(rt->gen))
+        return;
+    luna_generation_start(rt->gen);
+}
+
+static void latency_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    luna_event_latency_report();
+    luna_event_latency_clear();
+}
+
+static void sync_check_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct runtime *rt = w->data;
+    if (!luna_generation_synced(rt->gen))
+        return;
+    ev_timer_stop(loop, w);
+    if (!rt->synced) {
+        char count[16];
+        snprintf(count, sizeof count, "%zu", luna_informer_factory_count(rt->factory));
+        luna_info("caches synced", "informers", count);
+        rt->synced = true;
+        luna_health_set(rt->health, CHECK_SYNCED, true, NULL, NULL);
+    }
+    maybe_start(rt);
+}
+
+/* ---- leader election ----------------------------------------------------- */
+
+static void on_started_leading(void *ud)
+{
+    struct runtime *rt = ud;
+    rt->leading = true;
+    maybe_start(rt);
+}
+
+/* Another replica may lead already: stop taking keys at once and exit 1
+ * without waiting for in-flight reconciles (teardown cancels them). */
+static void on_stopped_leading(void *ud)
+{
+    struct runtime *rt = ud;
+    rt->leading = false;
+    for (size_t i = 0; rt->gen && i < luna_generation_count(rt->gen); i++)
+        luna_controller_shutdown(luna_generation_controller(rt->gen, i), NULL, NULL);
+    luna_error("stopping: leader election lost");
+    rt->exit_code = 1;
+    ev_break(luna_loop(), EVBREAK_ALL);
+}
+
+/* client-go's default identity: hostname + "_" + a random UUID. */
+static void default_identity(char *buf, size_t size)
+{
+    char host[256] = "luna";
+    if (gethostname(host, sizeof host) != 0 || !host[0])
+        snprintf(host, sizeof host, "luna");
+    host[sizeof host - 1] = '\0';
+    unsigned char u[16] = { 0 };
+    if (RAND_bytes(u, sizeof u) != 1) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        for (size_t i = 0; i < sizeof u; i++)
+            u[i] = (unsigned char)((ts.tv_nsec >> (i % 4 * 8)) ^ (getpid() >> (i % 2 * 8)) ^ i);
+    }
+    u[6] = (unsigned char)((u[6] & 0x0f) | 0x40); /* version 4 */
+    u[8] = (unsigned char)((u[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    snprintf(buf, size,
+             "%.200s_%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             host, u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+             u[12], u[13], u[14], u[15]);
+}
+
+static const char *nonempty(const char *s) { return s && *s ? s : NULL; }
+
+static int setup_leader(struct runtime *rt, luna_error *err)
+{
+    const struct luna_run_config *cfg = rt->cfg;
+    const char *id = nonempty(getenv("POD_NAME"));
+    if (id)
+        snprintf(rt->identity, sizeof rt->identity, "%s", id);
+    else
+        default_identity(rt->identity, sizeof rt->identity);
+    const char *ns = nonempty(cfg->leader_election_namespace);
+    if (!ns)
+        ns = nonempty(getenv("POD_NAMESPACE"));
+    if (!ns)
+        ns = rt->kcfg->namespace;
+    struct luna_leader_options lo = {
+        .name = nonempty(cfg->leader_election_id) ? cfg->leader_election_id : DEFAULT_LEASE_NAME,
+        .namespace_ = ns,
+        .identity = rt->identity,
+        .lease_duration = cfg->lease_duration,
+        .renew_deadline = cfg->renew_deadline,
+        .retry_period = cfg->retry_period,
+        .loop = luna_loop(),
+        .metrics = rt->rm,
+        .on_started_leading = on_started_leading,
+        .on_stopped_leading = on_stopped_leading,
+        .ud = rt,
+    };
+    return luna_leader_new(rt->kc, &lo, &rt->leader, err);
+}
+
+/* ---- metrics and probes ---------------------------------------------------- */
+
+static void on_api_request(void *ud, int status, const char *method)
+{
+    struct runtime *rt = ud;
+    luna_runtime_metrics_rest_request(rt->rm, status, method, rt->api_host);
+}
+
+static double informer_objects(void *ud) { return ((struct informer_metrics *)ud)->objects; }
+
+static void informer_metrics_free(struct runtime *rt, struct informer_metrics *im)
+{
+    HASH_DEL(rt->informers, im);
+    if (rt->rm)
+        luna_runtime_metrics_informer_remove(rt->rm, im->resource);
+    free(im->key);
+    free(im->resource);
+    free(im);
+}
+
+/* "v1/configmaps", "apps/v1/deployments ns=prod labels=app=web": the
+ * resource, then what the informer's key ("apps/v1/Deployment ns=prod
+ * labels=app=web fields=") narrows it to. */
+static char *resource_label(const struct luna_resource *res, const char *key)
+{
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf, "%s%s%s/%s", res->group, *res->group ? "/" : "",
+                     res->version, res->resource);
+    const char *ns = strstr(key, " ns="), *labels = strstr(key, " labels="),
+               *fields = strstr(key, " fields=");
+    if (n > 0 && (size_t)n < sizeof buf && ns && labels && fields && ns < labels &&
+        labels < fields) {
+        int nslen = (int)(labels - (ns + 4)), llen = (int)(fields - (labels + 8));
+        size_t len = (size_t)n;
+        if (!(nslen == 1 && ns[4] == '*'))
+            len += (size_t)snprintf(buf + len, sizeof buf - len, " ns=%.*s", nslen, ns + 4);
+        if (llen > 0 && len < sizeof buf)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, " labels=%.*s", llen,
+                                    labels + 8);
+        if (fields[8] && len < sizeof buf)
+            snprintf(buf + len, sizeof buf - len, " fields=%s", fields + 8);
+    }
+    return strdup(buf);
+}
+
+static void collect_informer(void *ud, struct luna_shared_informer *si)
+{
+    struct runtime *rt = ud;
+    const struct luna_resource *res = luna_shared_informer_resource(si);
+    struct luna_reflector *refl = luna_shared_informer_reflector(si);
+    if (!res || !refl)
+        return; /* not resolved yet: no series */
+    const char *key = luna_shared_informer_key(si);
+    struct informer_metrics *im;
+    HASH_FIND_STR(rt->informers, key, im);
+    if (!im) {
+        im = calloc(1, sizeof *im);
+        if (!im || !(im->key = strdup(key)) || !(im->resource = resource_label(res, key)) ||
+            luna_runtime_metrics_informer_add(rt->rm, im->resource, informer_objects, im, NULL,
+                                              NULL) < 0) {
+            if (im) {
+                free(im->key);
+                free(im->resource);
+            }
+            free(im);
+            return;
+        }
+        HASH_ADD_KEYPTR(hh, rt->informers, im->key, strlen(im->key), im);
+    }
+    im->seen = true;
+    if (im->si != si) { /* a new informer under this key: its counters start at 0 */
+        im->si = si;
+        im->relists = 0;
+        memset(im->ends, 0, sizeof im->ends);
+    }
+    im->objects = (double)luna_indexer_len(luna_informer_indexer(luna_shared_informer_informer(si)));
+    struct luna_reflector_stats st = luna_reflector_stats(refl);
+    unsigned long relists = st.lists > 1 ? st.lists - 1 : 0;
+    for (; im->relists < relists; im->relists++)
+        luna_runtime_metrics_informer_relist(rt->rm, im->resource);
+    unsigned long ends[NREASONS] = { st.watch_gone, st.watch_errors, st.watch_timeouts,
+                                     st.watch_closed, st.watch_decode };
+    for (size_t i = 0; i < NREASONS; i++)
+        for (; im->ends[i] < ends[i]; im->ends[i]++)
+            luna_runtime_metrics_watch_restart(rt->rm, im->resource, watch_end_reasons[i]);
+}
+
+static void collect_informers(struct runtime *rt)
+{
+    luna_informer_factory_foreach(rt->factory, collect_informer, rt);
+    struct informer_metrics *im, *tmp;
+    HASH_ITER(hh, rt->informers, im, tmp) {
+        if (!im->seen)
+            informer_metrics_free(rt, im);
+        else
+            im->seen = false;
+    }
+}
+
+struct sync_count { size_t synced, total; };
+
+static void count_synced(void *ud, struct luna_shared_informer *si)
+{
+    struct sync_count *sc = ud;
+    sc->total++;
+    if (luna_informer_has_synced(luna_shared_informer_informer(si)))
+        sc->synced++;
+}
+
+static void refresh_checks(struct runtime *rt)
+{
+    if (!rt->synced) {
+        struct sync_count sc = { 0, 0 };
+        luna_informer_factory_foreach(rt->factory, count_synced, &sc);
+        char reason[96];
+        snprintf(reason, sizeof reason, "%zu of %zu informers synced", sc.synced, sc.total);
+        luna_health_set(rt->health, CHECK_SYNCED, false, reason, NULL);
+    }
+    if (rt->leader) {
+        const char *reason = "";
+        bool ok = rt->leading || luna_leader_healthy(rt->leader, &reason);
+        luna_health_set(rt->health, CHECK_LEADER, ok, reason, NULL);
+    }
+}
+
+static void prepare_endpoint(void *ud, enum luna_httpd_endpoint endpoint)
+{
+    struct runtime *rt = ud;
+    if (endpoint == LUNA_HTTPD_METRICS)
+        collect_informers(rt);
+    else
+        refresh_checks(rt);
+}
+
+/* Gives every controller of gen its metric series (kept by name across
+ * reloads) and exports the workqueues that are new (an adopted queue is
+ * exported already). */
+static void wire_metrics(struct runtime *rt, struct luna_generation *gen,
+                         struct luna_generation *old)
+{
+    for (size_t i = 0; i < luna_generation_count(gen); i++) {
+        struct luna_controller *c = luna_generation_controller(gen, i);
+        const char *name = luna_controller_name(c);
+        luna_error e = { 0 };
+        struct ctl_metrics *m;
+        HASH_FIND_STR(rt->cms, name, m);
+        if (!m) {
+            m = calloc(1, sizeof *m);
+            if (!m || !(m->name = strdup(name)) ||
+                luna_runtime_metrics_controller_new(rt->rm, name, luna_controller_workers(c),
+                                                    &m->cm, &e) < 0) {
+                luna_warn("controller metrics unavailable", "controller", name, "error", e.msg);
+                if (m)
+                    free(m->name);
+                free(m);
+                continue;
+            }
+            HASH_ADD_KEYPTR(hh, rt->cms, m->name, strlen(m->name), m);
+        } else {
+            luna_runtime_metrics_set_workers(m->cm, luna_controller_workers(c));
+        }
+        luna_controller_set_metrics(c, m->cm);
+        luna_runtime_metrics_script(m->cm, luna_generation_sha256(gen, i), NULL);
+        if (!old || !luna_generation_find(old, name)) {
+            struct luna_workqueue_export *x;
+            if (luna_workqueue_export_attach(rt->registry, luna_controller_queue(c), &x, &e) < 0)
+                luna_warn("workqueue metrics unavailable", "controller", name, "error", e.msg);
+        }
+    }
+    /* Controllers that are gone take their series with them. */
+    struct ctl_metrics *m, *tmp;
+    HASH_ITER(hh, rt->cms, m, tmp) {
+        if (!luna_generation_find(gen, m->name)) {
+            HASH_DEL(rt->cms, m);
+            luna_runtime_metrics_controller_free(m->cm);
+            free(m->name);
+            free(m);
+        }
+    }
+}
+
+/* The registry, the runtime's metric set, one set of series per
+ * controller and per workqueue, and the API client's request counter.
+ * Metrics must not stop the runtime: a controller's series that cannot be
+ * made are logged and skipped. */
+static int setup_metrics(struct runtime *rt, luna_error *err)
+{
+    rt->registry = luna_metrics_default();
+    if (!rt->registry)
+        return luna_error_set(err, LUNA_ENOMEM, "metrics: out of memory");
+    int rc = luna_runtime_metrics_new(rt->registry, &rt->rm, err);
+    if (rc < 0)
+        return rc;
+    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_generation_state(rt->gen),
+                                       NULL);
+    const char *server = rt->kcfg->server;
+    const char *h = strstr(server, "://");
+    h = h ? h + 3 : server;
+    snprintf(rt->api_host, sizeof rt->api_host, "%.*s", (int)strcspn(h, "/"), h);
+    luna_kube_client_set_observer(rt->kc, on_api_request, rt);
+    wire_metrics(rt, rt->gen, NULL);
+    return 0;
+}
+
+static int start_server(struct runtime *rt, const char *address, bool metrics, bool health,
+                        struct luna_httpd **out, luna_error *err)
+{
+    struct luna_httpd_options ho = {
+        .address = address,
+        .metrics = metrics ? rt->registry : NULL,
+        .health = health ? rt->health : NULL,
+        .prepare = prepare_endpoint,
+        .ud = rt,
+    };
+    int rc = luna_httpd_start(&ho, out, err);
+    if (rc < 0)
+        return luna_error_wrap(err, "%s server", metrics ? "metrics" : "health probe");
+    if (metrics)
+        luna_info("metrics server listening", "address", luna_httpd_address(*out));
+    if (health)
+        luna_info("health probe server listening", "address", luna_httpd_address(*out));
+    return 0;
+}
+
+/* Health state, then the metrics and probe servers ("0" turns one off;
+ * one address serves both). */
+static int setup_servers(struct runtime *rt, luna_error *err)
+{
+    struct luna_health_options ho = { .loop = luna_loop() };
+    int rc = luna_health_new(&ho, &rt->health, err);
+    if (rc < 0)
+        return rc;
+    luna_health_set(rt->health, CHECK_SYNCED, false, "informers not synced yet", NULL);
+    if (rt->leader)
+        luna_health_set(rt->health, CHECK_LEADER, false, "lease not observed yet", NULL);
+    else
+        luna_health_set(rt->health, CHECK_LEADER, true, NULL, NULL);
+    const char *maddr = rt->cfg->metrics_bind_address ? rt->cfg->metrics_bind_address
+                                                      : DEFAULT_METRICS_ADDRESS;
+    const char *haddr = rt->cfg->health_probe_bind_address
+                            ? rt->cfg->health_probe_bind_address : DEFAULT_HEALTH_ADDRESS;
+    bool mon = strcmp(maddr, "0") != 0, hon = strcmp(haddr, "0") != 0;
+    if (mon && hon && strcmp(maddr, haddr) == 0)
+        return start_server(rt, maddr, true, true, &rt->metrics_srv, err);
+    if (mon && (rc = start_server(rt, maddr, true, false, &rt->metrics_srv, err)) < 0)
+        return rc;
+    if (hon && (rc = start_server(rt, haddr, false, true, &rt->health_srv, err)) < 0)
+        return rc;
+    return 0;
+}
+
+/* Starts the embedded dev server and writes a kubeconfig for it. */
+static int start_dev_server(struct runtime *rt, luna_error *err)
+{
+    char url[128];
+    int rc = rt->cfg->dev_server_start(rt->cfg->seeds, rt->cfg->nseeds, url, sizeof url, err);
+    if (rc < 0)
+        return rc;
+    snprintf(rt->dev_kubeconfig, sizeof rt->dev_kubeconfig, "/tmp/luna-dev-XXXXXX");
+    int fd = mkstemp(rt->dev_kubeconfig);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        rt->dev_kubeconfig[0] = '\0';
+        return luna_error_set(err, LUNA_EIO, "cannot write the dev server's kubeconfig: %m");
+    }
+    fprintf(f, "apiVersion: v1\nkind: Config\n"
+               "clusters: [{name: luna-dev, cluster: {server: \"%s\"}}]\n"
+               "users: [{name: luna-dev, user: {}}]\n"
+               "contexts: [{name: luna-dev, context: {cluster: luna-dev, user: luna-dev}}]\n"
+               "current-context: luna-dev\n", url);
+    fclose(f);
+    luna_info("dev server listening", "url", url, "kubeconfig", rt->dev_kubeconfig);
+    return 0;
+}
+
+static int connect_api(struct runtime *rt, luna_error *err)
+{
+    struct luna_kubeconfig_options kopts;
+    luna_kubeconfig_options_from_env(&kopts);
+    kopts.path = rt->cfg->kubeconfig;
+    if (rt->cfg->dev_server) {
+        int rc = start_dev_server(rt, err);
+        if (rc < 0)
+            return rc;
+        kopts.path = rt->dev_kubeconfig;
+        kopts.context = NULL;
+    }
+    kopts.context = rt->cfg->context;
+    int rc = luna_kubeconfig_load(&kopts, &rt->kcfg, err);
+    if (rc < 0)
+        return rc;
+    struct luna_kubeconfig *k = rt->kcfg;
+    luna_info("kubeconfig loaded", "source", k->source, "server", k->server,
+              "context", k->context ? k->context : "(in-cluster)", "namespace", k->namespace,
+              "auth", luna_auth_kind_name(k->auth));
+    if (!(rt->http = luna_http_client_new(luna_loop(), err)))
+        return err->code;
+    if ((rc = luna_kube_client_new(rt->kcfg, rt->http, &rt->kc, err)) < 0 ||
+        (rc = luna_discovery_new(rt->kc, &rt->disc, err)) < 0 ||
+        (rc = luna_informer_factory_new(rt->kc, rt->disc, &rt->factory, err)) < 0)
+        return rc;
+    return 0;
+}
+
+static void teardown(struct runtime *rt)
+{
+    struct ev_loop *loop = luna_loop();
+    ev_timer_stop(loop, &rt->sync_check);
+    ev_timer_stop(loop, &rt->grace);
+    ev_signal_stop(loop, &rt->sigterm);
+    ev_signal_stop(loop, &rt->sigint);
+    ev_signal_stop(loop, &rt->sighup);
+    ev_signal_stop(loop, &rt->sigusr1);
+    luna_dir_watch_free(rt->watch);
+    luna_httpd_free(rt->metrics_srv);
+    luna_httpd_free(rt->health_srv);
+    free_retiring(rt);
+    luna_generation_free(rt->gen);
+    rt->gen = NULL;
+    struct ctl_metrics *m, *tmp;
+    HASH_ITER(hh, rt->cms, m, tmp) {
+        HASH_DEL(rt->cms, m);
+        luna_runtime_metrics_controller_free(m->cm);
+        free(m->name);
+        free(m);
+    }
+    luna_leader_free(rt->leader);
+    luna_informer_factory_free(rt->factory);
+    luna_discovery_free(rt->disc);
+    luna_kube_client_free(rt->kc);
+    luna_http_client_free(rt->http);
+    luna_kubeconfig_free(rt->kcfg);
+    while (rt->informers)
+        informer_metrics_free(rt, rt->informers);
+    luna_runtime_metrics_free(rt->rm);
+    luna_health_free(rt->health);
+    if (rt->cfg->dev_server) {
+        rt->cfg->dev_server_stop();
+        if (rt->dev_kubeconfig[0])
+            unlink(rt->dev_kubeconfig);
+    }
+}
+
+/* ---- hot reload ----------------------------------------------------------- */
+
+static void retired_cb(void *ud)
+{
+    struct retiring *r = ud;
+    struct runtime *rt = r->rt;
+    struct retiring **p = &rt->retiring;
+    while (*p && *p != r)
+        p = &(*p)->next;
+    if (*p)
+        *p = r->next;
+    ev_timer_stop(luna_loop(), &r->grace);
+    luna_debug("old controllers drained");
+    luna_generation_free(r->gen);
+    free(r);
+}
+
+static void retire_grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct retiring *r = (struct retiring *)((char *)w - offsetof(struct retiring, grace));
+    luna_warn("reload grace period over: abandoning the old code's reconciles");
+    retired_cb(r);
+}
+
+static void reload(struct runtime *rt, const char *trigger)
+{
+    if (rt->stopping)
+        return;
+    luna_info("reload requested", "trigger", trigger);
+    struct ev_loop *loop = luna_loop();
+    luna_error err = { 0 };
+    struct luna_generation *next = NULL;
+    if (luna_generation_load(rt->lib, rt->cfg->dir, rt->cfg->limits, rt->kc, rt->disc, &next,
+                             &err) < 0 ||
+        luna_generation_build(next, rt->factory, &err) < 0) {
+        /* The running controllers keep going; new informers the broken
+         * generation acquired are released with it. */
+        luna_generation_free(next);
+        luna_error("reload failed", "dir", rt->cfg->dir, "error", err.msg);
+        luna_runtime_metrics_reload(rt->rm, false, ev_time());
+        return;
+    }
+    struct luna_generation *old = rt->gen;
+    size_t changed = luna_generation_adopt(next, old);
+    wire_metrics(rt, next, old);
+    luna_runtime_metrics_lua_state_remove(rt->rm, "controllers");
+    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_generation_state(next), NULL);
+    rt->gen = next;
+    rt->generation++;
+
+    struct retiring *r = calloc(1, sizeof *r);
+    if (!r) {
+        luna_generation_free(old); /* abandons its reconciles: their keys are requeued */
+    } else {
+        r->rt = rt;
+        r->gen = old;
+        r->next = rt->retiring;
+        rt->retiring = r;
+        double grace = rt->cfg->grace_period > 0 ? rt->cfg->grace_period : DEFAULT_GRACE_S;
+        ev_timer_init(&r->grace, retire_grace_cb, grace, 0.);
+        ev_timer_start(loop, &r->grace);
+        luna_generation_retire(old, false, retired_cb, r);
+    }
+    char n[24], ch[24], gen[24];
+    snprintf(n, sizeof n, "%zu", luna_generation_count(next));
+    snprintf(ch, sizeof ch, "%zu", changed);
+    snprintf(gen, sizeof gen, "%lu", rt->generation);
+    luna_info("reload done", "controllers", n, "changed", ch, "generation", gen);
+    luna_runtime_metrics_reload(rt->rm, true, ev_time());
+    /* Start once the new generation's informers have synced (at once
+     * when all of them were shared with the old one). */
+    ev_timer_stop(loop, &rt->sync_check);
+    ev_timer_start(loop, &rt->sync_check);
+    sync_check_cb(loop, &rt->sync_check, 0);
+}
+
+static void sighup_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    reload(w->data, "SIGHUP");
+}
+
+static void on_dir_changed(void *ud) { reload(ud, "watch"); }
+
+int luna_runtime_run(const struct luna_run_config *cfg)
+{
+    struct runtime rt = { .cfg = cfg };
+    struct ev_loop *loop = luna_loop();
+    luna_error err = { 0 };
+    luna_event_latency_init();
+    if (luna_lua_host_find_lib(cfg->argv0, &rt.lib, &err) < 0) {
+        luna_error("startup failed", "error", err.msg);
+        return 1;
+    }
+    if (luna_generation_load(rt.lib, cfg->dir, cfg->limits, NULL, NULL, &rt.gen, &err) < 0) {
+        luna_error("controllers failed to load", "dir", cfg->dir, "error", err.msg);
+        teardown(&rt);
+        return 1;
+    }
+    rt.generation = 1;
+    char count[16];
+    snprintf(count, sizeof count, "%d", luna_lua_host_count(luna_generation_state(rt.gen)));
+    luna_info("controllers loaded", "dir", cfg->dir, "count", count);
+
+    if (connect_api(&rt, &err) < 0) {
+        luna_error("kubeconfig failed", "error", err.msg);
+        teardown(&rt);
+        return 1;
+    }
+    luna_generation_connect(rt.gen, rt.kc, rt.disc);
+    if (luna_generation_build(rt.gen, rt.factory, &err) < 0) {
+        luna_error("controller setup failed", "error", err.msg);
+        teardown(&rt);
+        return 1;
+    }
+    if (setup_metrics(&rt, &err) < 0 || (cfg->leader_elect && setup_leader(&rt, &err) < 0) ||
+        setup_servers(&rt, &err) < 0) {
+        luna_error("startup failed", "error", err.msg);
+        teardown(&rt);
+        return 1;
+    }
+
+    ev_timer_init(&rt.sync_check, sync_check_cb, SYNC_CHECK_S, SYNC_CHECK_S);
+    rt.sync_check.data = &rt;
+    ev_timer_start(loop, &rt.sync_check);
+    ev_timer_init(&rt.grace, grace_cb, 0., 0.);
+    ev_signal_init(&rt.sigterm, signal_cb, SIGTERM);
+    rt.sigterm.data = &rt;
+    ev_signal_init(&rt.sigint, signal_cb, SIGINT);
+    rt.sigint.data = &rt;
+    ev_signal_start(loop, &rt.sigterm);
+    ev_signal_start(loop, &rt.sigint);
+    ev_signal_init(&rt.sighup, sighup_cb, SIGHUP);
+    rt.sighup.data = &rt;
+    ev_signal_start(loop, &rt.sighup);
+    ev_signal_init(&rt.sigusr1, latency_signal_cb, SIGUSR1);
+    if (luna_event_latency_on)
+        ev_signal_start(loop, &rt.sigusr1);
+    if (cfg->watch && luna_dir_watch_new(cfg->dir, 0.5, on_dir_changed, &rt, &rt.watch, &err) < 0) {
+        luna_error("startup failed", "error", err.msg);
+        teardown(&rt);
+        return 1;
+    }
+    rt.grace.data = &rt;
+    if (rt.leader)
+        luna_leader_start(rt.leader);
+
+    ev_run(loop, 0);
+    luna_event_latency_report();
+    luna_event_latency_reset();
+    int code = rt.exit_code;
+    teardown(&rt);
+    return code;
+}

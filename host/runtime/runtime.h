@@ -1,0 +1,76 @@
+/*
+ * runtime.h — `luna run`: loads the controller files, connects to the API
+ * server, starts the shared informers, waits for their caches to sync,
+ * then reconciles until SIGTERM or SIGINT.
+ *
+ * Uses: kubeconfig, http, kube_client, discovery, informer_factory,
+ * controller, lua_host, lua_runtime, metrics (+ runtime_metrics,
+ * workqueue_export), health, httpd, leader.  Runs the loop on the calling
+ * thread.
+ *
+ * Endpoints: /metrics on metrics_bind_address (default ":8080"), /healthz
+ * and /readyz on health_probe_bind_address (default ":8081"); "0"
+ * disables one; both on one address share a server.  The address bound is
+ * logged ("metrics server listening address=127.0.0.1:43127").  Readiness
+ * checks: "informers-synced" (every controller's informers have synced)
+ * and "leader-or-standby" (leading, or a standby whose last look at the
+ * Lease succeeded; always ok without leader election).
+ *
+ * Leader election (--leader-elect): informers start and sync on every
+ * replica, so a standby's caches are warm; controllers start dispatching
+ * only once this replica holds the Lease and its caches have synced.
+ * Losing the Lease stops every controller from taking keys at once and
+ * exits with status 1 without waiting for in-flight reconciles
+ * (controller-runtime's choice: another replica may already be leading,
+ * and the Deployment restarts this one as a standby).
+ *
+ * Shutdown: the first SIGTERM/SIGINT stops every controller from taking
+ * keys, lets in-flight reconciles finish (bounded by the grace period,
+ * after which they are abandoned), releases the Lease if held (so a
+ * standby takes over at once), then returns 0.  The Lease is renewed
+ * while reconciles drain.  A second signal exits at once (status 1).
+ */
+#ifndef LUNA_RUNTIME_H
+#define LUNA_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/error.h"
+
+struct luna_watchdog_config;
+
+struct luna_run_config {
+    const char *argv0;
+    const char *dir;           /* controller files */
+    const char *kubeconfig;    /* NULL: KUBECONFIG, ~/.kube/config, in-cluster */
+    const char *context;
+    double grace_period;       /* seconds; 0: 30 */
+    const struct luna_watchdog_config *limits; /* script budgets; NULL: defaults */
+    /* Run an embedded dev server seeded with these files and connect to it
+     * instead of a cluster (its kubeconfig is written to a temp file that
+     * kubectl can use while luna runs). */
+    bool dev_server;
+    const char *const *seeds;
+    int nseeds;
+    /* The dev server's entry points, supplied by the caller (main.c links
+     * the dev server archive; the core library does not).  Required when
+     * dev_server is set. */
+    int (*dev_server_start)(const char *const *seeds, int nseeds, char *url,
+                            size_t url_size, luna_error *err);
+    void (*dev_server_stop)(void);
+    bool watch;                /* --watch: reload on changes of dir (stored for the reloader) */
+    const char *metrics_bind_address;       /* NULL: ":8080"; "0": off */
+    const char *health_probe_bind_address;  /* NULL: ":8081"; "0": off */
+    bool leader_elect;
+    const char *leader_election_id;         /* NULL: "luna" */
+    const char *leader_election_namespace;  /* NULL: $POD_NAMESPACE, else the kubeconfig's */
+    /* holderIdentity: $POD_NAME, else hostname + "_" + a random UUID */
+    double lease_duration, renew_deadline, retry_period; /* 0: 15, 10, 2 */
+};
+
+/* Returns the process exit status: 0 after a clean shutdown, 1 when
+ * loading or configuration failed. */
+int luna_runtime_run(const struct luna_run_config *cfg);
+
+#endif

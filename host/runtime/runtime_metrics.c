@@ -1,0 +1,374 @@
+/* runtime_metrics.c — see runtime_metrics.h. */
+#include "runtime/runtime_metrics.h"
+
+#include <lua.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/process_metrics.h"
+
+/* controller-runtime's reconcile time buckets (pkg/internal/controller/metrics). */
+static const double reconcile_buckets[] = {
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6,
+    0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9,
+    10, 15, 20, 25, 30, 40, 50, 60,
+};
+
+enum fam {
+    F_RECONCILE_TOTAL,
+    F_RECONCILE_ERRORS,
+    F_RECONCILE_PANICS,
+    F_RECONCILE_TIME,
+    F_MAX_CONCURRENT,
+    F_ACTIVE_WORKERS,
+    F_REST_REQUESTS,
+    F_LEADER,
+    F_INFORMER_OBJECTS,
+    F_INFORMER_RELISTS,
+    F_WATCH_RESTARTS,
+    F_RELOADS,
+    F_RELOAD_LAST,
+    F_LUA_MEMORY,
+    F_SCRIPT_INFO,
+    F_COUNT
+};
+
+#define LABELS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+static const struct luna_metric_desc descs[F_COUNT] = {
+    [F_RECONCILE_TOTAL] = { "controller_runtime_reconcile_total",
+        "Total number of reconciliations per controller", LUNA_METRIC_COUNTER,
+        LABELS("controller", "result"), NULL, 0 },
+    [F_RECONCILE_ERRORS] = { "controller_runtime_reconcile_errors_total",
+        "Total number of reconciliation errors per controller", LUNA_METRIC_COUNTER,
+        LABELS("controller"), NULL, 0 },
+    [F_RECONCILE_PANICS] = { "controller_runtime_reconcile_panics_total",
+        "Total number of reconciliation panics per controller", LUNA_METRIC_COUNTER,
+        LABELS("controller"), NULL, 0 },
+    [F_RECONCILE_TIME] = { "controller_runtime_reconcile_time_seconds",
+        "Length of time per reconciliation per controller", LUNA_METRIC_HISTOGRAM,
+        LABELS("controller"), reconcile_buckets,
+        sizeof reconcile_buckets / sizeof reconcile_buckets[0] },
+    [F_MAX_CONCURRENT] = { "controller_runtime_max_concurrent_reconciles",
+        "Maximum number of concurrent reconciles per controller", LUNA_METRIC_GAUGE,
+        LABELS("controller"), NULL, 0 },
+    [F_ACTIVE_WORKERS] = { "controller_runtime_active_workers",
+        "Number of currently used workers per controller", LUNA_METRIC_GAUGE,
+        LABELS("controller"), NULL, 0 },
+    [F_REST_REQUESTS] = { "rest_client_requests_total",
+        "Number of HTTP requests, partitioned by status code, method, and host.",
+        LUNA_METRIC_COUNTER, LABELS("code", "method", "host"), NULL, 0 },
+    [F_LEADER] = { "leader_election_master_status",
+        "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+        "backup, 1 indicates master. 'name' is the string used to identify the lease. "
+        "Please make sure to group by name.", LUNA_METRIC_GAUGE, LABELS("name"), NULL, 0 },
+    [F_INFORMER_OBJECTS] = { "luna_informer_objects",
+        "Number of objects in the informer's cache per resource", LUNA_METRIC_GAUGE,
+        LABELS("resource"), NULL, 0 },
+    [F_INFORMER_RELISTS] = { "luna_informer_relists_total",
+        "Total number of full LISTs after the first one per resource (410 Gone, "
+        "errors)", LUNA_METRIC_COUNTER, LABELS("resource"), NULL, 0 },
+    [F_WATCH_RESTARTS] = { "luna_watch_restarts_total",
+        "Total number of restarted watches per resource and reason",
+        LUNA_METRIC_COUNTER, LABELS("resource", "reason"), NULL, 0 },
+    [F_RELOADS] = { "luna_reloads_total",
+        "Total number of controller script reloads per result", LUNA_METRIC_COUNTER,
+        LABELS("result"), NULL, 0 },
+    [F_RELOAD_LAST] = { "luna_reload_last_timestamp_seconds",
+        "Unix time of the last successful reload (0 before any)", LUNA_METRIC_GAUGE,
+        NULL, NULL, 0 },
+    [F_LUA_MEMORY] = { "luna_lua_memory_bytes",
+        "Bytes of memory in use by each Lua state", LUNA_METRIC_GAUGE, LABELS("state"),
+        NULL, 0 },
+    [F_SCRIPT_INFO] = { "luna_controller_script_info",
+        "The script each controller runs, by SHA-256 of its source; always 1",
+        LUNA_METRIC_GAUGE, LABELS("controller", "sha256"), NULL, 0 },
+};
+
+struct luna_runtime_metrics {
+    struct luna_metric_family *fam[F_COUNT];  /* references */
+    struct luna_metric_child *reloads_ok;     /* references */
+    struct luna_metric_child *reloads_failed;
+    struct luna_metric_child *reload_last;
+};
+
+struct luna_controller_metrics {
+    struct luna_metric_child *total[4];       /* by enum luna_reconcile_result */
+    struct luna_metric_child *errors, *panics, *time, *max_concurrent, *active;
+    struct luna_metric_child *script;         /* NULL until a script is set */
+    struct luna_metric_family *script_family; /* reference */
+    char *name;
+};
+
+const char *luna_reconcile_result_name(enum luna_reconcile_result result)
+{
+    switch (result) {
+    case LUNA_RECONCILE_SUCCESS: return "success";
+    case LUNA_RECONCILE_ERROR: return "error";
+    case LUNA_RECONCILE_REQUEUE: return "requeue";
+    case LUNA_RECONCILE_REQUEUE_AFTER: return "requeue_after";
+    }
+    return "error";
+}
+
+/* Gets the child and takes a reference on it. */
+static int held_child(struct luna_metric_family *f, const char *const *values,
+                      struct luna_metric_child **out, luna_error *err)
+{
+    int rc = luna_metric_child(f, values, out, err);
+    if (rc == 0)
+        luna_metric_child_ref(*out);
+    return rc;
+}
+
+int luna_runtime_metrics_new(struct luna_metrics *reg, struct luna_runtime_metrics **out,
+                             luna_error *err)
+{
+    if (luna_metrics_find(reg, descs[F_RECONCILE_TOTAL].name))
+        return luna_error_set(err, LUNA_EINVAL,
+                              "runtime metrics: already registered in this registry");
+    struct luna_runtime_metrics *rm = calloc(1, sizeof *rm);
+    if (!rm)
+        return luna_error_set(err, LUNA_ENOMEM, "runtime metrics: out of memory");
+    int rc = 0;
+    for (int i = 0; i < F_COUNT && rc == 0; i++) {
+        rc = luna_metrics_register(reg, &descs[i], &rm->fam[i], err);
+        if (rc == 0)
+            luna_metric_family_ref(rm->fam[i]);
+        else
+            rm->fam[i] = NULL;
+    }
+    if (rc == 0)
+        rc = held_child(rm->fam[F_RELOADS], LABELS("success"), &rm->reloads_ok, err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_RELOADS], LABELS("failure"), &rm->reloads_failed, err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_RELOAD_LAST], NULL, &rm->reload_last, err);
+    if (rc == 0)
+        rc = luna_process_metrics_register(reg, err);
+    if (rc) {
+        luna_runtime_metrics_free(rm);
+        return rc;
+    }
+    *out = rm;
+    return 0;
+}
+
+void luna_runtime_metrics_free(struct luna_runtime_metrics *rm)
+{
+    if (!rm)
+        return;
+    for (int i = 0; i < F_COUNT; i++) {
+        if (!rm->fam[i])
+            continue;
+        luna_metric_family_unregister(rm->fam[i]);
+        luna_metric_family_unref(rm->fam[i]);
+    }
+    luna_metric_child_unref(rm->reloads_ok);
+    luna_metric_child_unref(rm->reloads_failed);
+    luna_metric_child_unref(rm->reload_last);
+    free(rm);
+}
+
+/* ---- controllers --------------------------------------------------------------- */
+
+static void drop_child(struct luna_metric_child *c)
+{
+    if (!c)
+        return;
+    luna_metric_child_remove(c);
+    luna_metric_child_unref(c);
+}
+
+void luna_runtime_metrics_controller_free(struct luna_controller_metrics *cm)
+{
+    if (!cm)
+        return;
+    for (int i = 0; i < 4; i++)
+        drop_child(cm->total[i]);
+    drop_child(cm->errors);
+    drop_child(cm->panics);
+    drop_child(cm->time);
+    drop_child(cm->max_concurrent);
+    drop_child(cm->active);
+    drop_child(cm->script);
+    luna_metric_family_unref(cm->script_family);
+    free(cm->name);
+    free(cm);
+}
+
+int luna_runtime_metrics_controller_new(struct luna_runtime_metrics *rm, const char *name,
+                                        int workers, struct luna_controller_metrics **out,
+                                        luna_error *err)
+{
+    const char *const ctl[] = { name, NULL };
+    if (luna_metric_lookup(rm->fam[F_MAX_CONCURRENT], ctl))
+        return luna_error_set(err, LUNA_EINVAL,
+                              "runtime metrics: controller \"%s\" already has metrics", name);
+    struct luna_controller_metrics *cm = calloc(1, sizeof *cm);
+    if (!cm || !(cm->name = strdup(name))) {
+        free(cm);
+        return luna_error_set(err, LUNA_ENOMEM, "runtime metrics: out of memory");
+    }
+    cm->script_family = rm->fam[F_SCRIPT_INFO];
+    luna_metric_family_ref(cm->script_family);
+    int rc = 0;
+    for (int r = 0; r < 4 && rc == 0; r++)
+        rc = held_child(rm->fam[F_RECONCILE_TOTAL],
+                        LABELS(name, luna_reconcile_result_name((enum luna_reconcile_result)r)),
+                        &cm->total[r], err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_RECONCILE_ERRORS], ctl, &cm->errors, err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_RECONCILE_PANICS], ctl, &cm->panics, err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_RECONCILE_TIME], ctl, &cm->time, err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_ACTIVE_WORKERS], ctl, &cm->active, err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_MAX_CONCURRENT], ctl, &cm->max_concurrent, err);
+    if (rc) {
+        luna_runtime_metrics_controller_free(cm);
+        return rc;
+    }
+    luna_metric_set(cm->max_concurrent, workers);
+    *out = cm;
+    return 0;
+}
+
+void luna_runtime_metrics_set_workers(struct luna_controller_metrics *cm, int workers)
+{
+    luna_metric_set(cm->max_concurrent, workers);
+}
+
+void luna_runtime_metrics_reconcile_start(struct luna_controller_metrics *cm)
+{
+    luna_metric_add(cm->active, 1);
+}
+
+void luna_runtime_metrics_reconcile_done(struct luna_controller_metrics *cm,
+                                         enum luna_reconcile_result result, double seconds)
+{
+    luna_metric_add(cm->active, -1);
+    if ((unsigned)result > LUNA_RECONCILE_REQUEUE_AFTER)
+        result = LUNA_RECONCILE_ERROR;
+    luna_metric_inc(cm->total[result]);
+    if (result == LUNA_RECONCILE_ERROR)
+        luna_metric_inc(cm->errors);
+    luna_metric_observe(cm->time, seconds);
+}
+
+void luna_runtime_metrics_reconcile_panic(struct luna_controller_metrics *cm)
+{
+    luna_metric_inc(cm->panics);
+}
+
+int luna_runtime_metrics_script(struct luna_controller_metrics *cm, const char *sha256,
+                                luna_error *err)
+{
+    if (cm->script && strcmp(luna_metric_child_label(cm->script, 1), sha256) == 0 &&
+        luna_metric_child_listed(cm->script))
+        return 0;
+    struct luna_metric_child *c;
+    int rc = held_child(cm->script_family, LABELS(cm->name, sha256), &c, err);
+    if (rc)
+        return rc;
+    luna_metric_set(c, 1);
+    drop_child(cm->script);
+    cm->script = c;
+    return 0;
+}
+
+/* ---- client, informers, reloads, Lua, leader ------------------------------------ */
+
+void luna_runtime_metrics_rest_request(struct luna_runtime_metrics *rm, int code,
+                                       const char *method, const char *host)
+{
+    char code_text[16];
+    if (code > 0)
+        snprintf(code_text, sizeof code_text, "%d", code);
+    else
+        memcpy(code_text, "<error>", 8);
+    struct luna_metric_child *c;
+    if (luna_metric_child(rm->fam[F_REST_REQUESTS], LABELS(code_text, method, host), &c,
+                          NULL) == 0)
+        luna_metric_inc(c);
+}
+
+int luna_runtime_metrics_informer_add(struct luna_runtime_metrics *rm, const char *resource,
+                                      luna_metric_fn objects, void *ud,
+                                      void (*release)(void *ud), luna_error *err)
+{
+    const char *const res[] = { resource, NULL };
+    if (luna_metric_lookup(rm->fam[F_INFORMER_OBJECTS], res))
+        return luna_error_set(err, LUNA_EINVAL,
+                              "runtime metrics: informer \"%s\" already has metrics", resource);
+    struct luna_metric_child *relists;
+    int rc = luna_metric_child(rm->fam[F_INFORMER_RELISTS], res, &relists, err);
+    if (rc)
+        return rc;
+    return luna_metric_func(rm->fam[F_INFORMER_OBJECTS], res, objects, ud, release, NULL,
+                            err);
+}
+
+void luna_runtime_metrics_informer_remove(struct luna_runtime_metrics *rm,
+                                          const char *resource)
+{
+    const char *const res[] = { resource, NULL };
+    luna_metric_remove(rm->fam[F_INFORMER_OBJECTS], res);
+    luna_metric_remove(rm->fam[F_INFORMER_RELISTS], res);
+    luna_metric_family_remove_matching(rm->fam[F_WATCH_RESTARTS], "resource", resource);
+}
+
+void luna_runtime_metrics_informer_relist(struct luna_runtime_metrics *rm,
+                                          const char *resource)
+{
+    struct luna_metric_child *c;
+    if (luna_metric_child(rm->fam[F_INFORMER_RELISTS], LABELS(resource), &c, NULL) == 0)
+        luna_metric_inc(c);
+}
+
+void luna_runtime_metrics_watch_restart(struct luna_runtime_metrics *rm,
+                                        const char *resource, const char *reason)
+{
+    struct luna_metric_child *c;
+    if (luna_metric_child(rm->fam[F_WATCH_RESTARTS], LABELS(resource, reason), &c,
+                          NULL) == 0)
+        luna_metric_inc(c);
+}
+
+void luna_runtime_metrics_reload(struct luna_runtime_metrics *rm, bool ok,
+                                 double unix_seconds)
+{
+    luna_metric_inc(ok ? rm->reloads_ok : rm->reloads_failed);
+    if (ok)
+        luna_metric_set(rm->reload_last, unix_seconds);
+}
+
+static double lua_memory(void *ud)
+{
+    lua_State *L = ud;
+    return (double)lua_gc(L, LUA_GCCOUNT, 0) * 1024.0 + (double)lua_gc(L, LUA_GCCOUNTB, 0);
+}
+
+int luna_runtime_metrics_lua_state_add(struct luna_runtime_metrics *rm, const char *name,
+                                       struct lua_State *L, luna_error *err)
+{
+    return luna_metric_func(rm->fam[F_LUA_MEMORY], LABELS(name), lua_memory, L, NULL, NULL,
+                            err);
+}
+
+void luna_runtime_metrics_lua_state_remove(struct luna_runtime_metrics *rm,
+                                           const char *name)
+{
+    luna_metric_remove(rm->fam[F_LUA_MEMORY], LABELS(name));
+}
+
+void luna_runtime_metrics_leader(struct luna_runtime_metrics *rm, const char *lease,
+                                 bool leading)
+{
+    struct luna_metric_child *c;
+    if (luna_metric_child(rm->fam[F_LEADER], LABELS(lease), &c, NULL) == 0)
+        luna_metric_set(c, leading ? 1 : 0);
+}

@@ -1,0 +1,138 @@
+/*
+ * watchdog.h — resource limits for the Lua code of a controller state: an
+ * instruction budget and a wall-clock budget for every stretch of script
+ * code that runs without yielding, and a cap on the state's Lua heap.
+ *
+ * Uses: LuaJIT's count hook (lua_sethook, LUA_MASKCOUNT) and its allocator
+ * hook (lua_getallocf/lua_setallocf).  Runs on the loop thread.
+ *
+ * The host runs script code only inside a guard: each lua_resume of a
+ * reconcile, each protected call of a predicate, watches map or index
+ * function, the controller file's chunk.  luna_watchdog_enter arms the
+ * count hook; every `step` instructions the hook adds step to the guard's
+ * count and reads the monotonic clock.  Past either limit the guard is
+ * stopped: the hook raises "<what> exceeded its instruction budget (...)" /
+ * "... time budget (...)" and re-arms itself to fire after every single
+ * instruction, so a pcall in the script that catches the error cannot keep
+ * the code running: the next instruction outside the pcall raises again,
+ * and the coroutine (or protected call) ends with the error.
+ *
+ * LuaJIT never calls hooks from compiled traces: a compiled
+ * `while true do end` would never be stopped.  A state with a watchdog
+ * therefore runs with the JIT compiler off (luna_watchdog_install turns it
+ * off for the whole state); the interpreter honours the hook at every
+ * instruction.  Code in C functions (string.rep, string.find, table.sort,
+ * JSON decoding) is not interrupted: the hook fires when the C function
+ * returns, so a single slow C call can overrun the time budget once.
+ *
+ * Memory: the state's allocator is wrapped (on top of LuaJIT's own, so it
+ * works in builds without GC64, where lua_newstate refuses a custom
+ * allocator on x64) and counts the bytes of the Lua
+ * heap (everything LuaJIT allocates, garbage not yet collected included).
+ * While a guard is active, an allocation that would take the heap past the
+ * limit is refused: LuaJIT raises "not enough memory" in the script, the
+ * guard is stopped (reason memory), and the hook raises at the next
+ * instruction as above.  Outside guards (host code pushing objects, building
+ * tables) allocations are never refused, so the host never sees a memory
+ * error it did not ask for.
+ *
+ * Invariants:
+ *   - the count hook is set if and only if a guard is active (or a stopped
+ *     guard needs its error re-raised);
+ *   - a guard is stopped if and only if its stop reason is not
+ *     LUNA_WATCHDOG_RUNNING, and once stopped it stays stopped;
+ *   - guards nest: leave restores the enclosing guard's hook.
+ *
+ * Ownership: luna_watchdog_install allocates the watchdog and ties it to the
+ * state: it is freed (and the original allocator put back) by the state's
+ * own lua_close.  A guard is caller-owned storage (usually on the stack),
+ * borrowed between enter and leave; its `what`, `owner` and `key` strings
+ * are borrowed for that time too.
+ */
+#ifndef LUNA_WATCHDOG_H
+#define LUNA_WATCHDOG_H
+
+#include <lua.h>
+#include <stddef.h>
+
+#include "base/error.h"
+
+/* Defaults of `luna run` (flags --reconcile-instruction-limit,
+ * --reconcile-time-limit, --lua-memory-limit). */
+#define LUNA_WATCHDOG_DEFAULT_INSTRUCTIONS 100e6
+#define LUNA_WATCHDOG_DEFAULT_SECONDS 2.0
+#define LUNA_WATCHDOG_DEFAULT_MEMORY ((size_t)128 << 20)
+
+/* Per-guard budgets; 0 means unlimited. */
+struct luna_watchdog_limits {
+    double instructions;   /* Lua VM instructions without yielding */
+    double seconds;        /* wall-clock seconds without yielding */
+};
+
+/* State-wide settings. */
+struct luna_watchdog_config {
+    struct luna_watchdog_limits limits;  /* default budgets for every guard */
+    size_t memory;                       /* Lua heap cap in bytes; 0: none */
+};
+
+enum luna_watchdog_stop {
+    LUNA_WATCHDOG_RUNNING = 0,
+    LUNA_WATCHDOG_INSTRUCTIONS,
+    LUNA_WATCHDOG_TIME,
+    LUNA_WATCHDOG_MEMORY,
+};
+
+struct luna_watchdog;
+
+struct luna_watchdog_guard {
+    /* set by the caller before enter */
+    const char *what;      /* "reconcile", "predicate", ... (borrowed) */
+    const char *owner;     /* controller name, or NULL (borrowed) */
+    const char *key;       /* reconcile key, or NULL (borrowed) */
+    const struct luna_watchdog_limits *limits; /* NULL: the state's defaults */
+    /* private */
+    struct luna_watchdog *wd;
+    struct luna_watchdog_guard *prev;
+    lua_State *L;
+    struct luna_watchdog_limits lim;
+    double deadline, executed;
+    int step;
+    enum luna_watchdog_stop stop;
+};
+
+/* The configuration `luna run` starts from: the defaults above. */
+struct luna_watchdog_config luna_watchdog_config_default(void);
+
+/* Wraps L's allocator, turns the JIT compiler off and applies cfg (NULL:
+ * defaults).  Call once, right after creating the state. */
+int luna_watchdog_install(lua_State *L, const struct luna_watchdog_config *cfg, luna_error *err);
+/* Changes the settings of an installed watchdog (no-op otherwise). */
+void luna_watchdog_configure(lua_State *L, const struct luna_watchdog_config *cfg);
+/* The installed settings, or the defaults if none is installed. */
+struct luna_watchdog_config luna_watchdog_get_config(lua_State *L);
+
+/* Starts watching the Lua code L runs until leave.  A no-op guard when L
+ * has no watchdog installed.  Never raises. */
+void luna_watchdog_enter(lua_State *L, struct luna_watchdog_guard *g);
+/* Stops watching; returns why the guard was stopped, or
+ * LUNA_WATCHDOG_RUNNING if it was not.  Never raises. */
+enum luna_watchdog_stop luna_watchdog_leave(struct luna_watchdog_guard *g);
+
+/* lua_resume / lua_pcall inside a guard (enter, call, leave). */
+int luna_watchdog_resume(lua_State *co, int nargs, struct luna_watchdog_guard *g);
+int luna_watchdog_pcall(lua_State *L, int nargs, int nresults, int errfunc,
+                        struct luna_watchdog_guard *g);
+
+/* The innermost active guard of L's state, or NULL (borrowed). */
+const struct luna_watchdog_guard *luna_watchdog_current(lua_State *L);
+
+/* Writes the stopped guard's reason, e.g. "reconcile exceeded its
+ * instruction budget (1000000 instructions without yielding)". */
+void luna_watchdog_describe(const struct luna_watchdog_guard *g, char *buf, size_t size);
+/* "instructions", "time", "memory" (or "running"). */
+const char *luna_watchdog_stop_name(enum luna_watchdog_stop stop);
+
+/* Bytes in the Lua heap as the watchdog counts them (0 without one). */
+size_t luna_watchdog_memory(lua_State *L);
+
+#endif

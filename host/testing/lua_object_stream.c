@@ -1,0 +1,189 @@
+/* lua_object_stream.c — see lua_object_stream.h. */
+#include "testing/lua_object_stream.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+#include "runtime/lua_store.h"
+#include "lua/lua_util.h"
+#include "cache/object_stream.h"
+
+#define STREAM_MT "luna.ObjectStream"
+
+struct lua_stream {
+    struct luna_object_stream *s;
+    lua_State *L;  /* the caller of the feed in progress: events go to its stack top */
+};
+
+static void append_event(lua_State *L)
+{
+    /* stack: ..., events, event */
+    lua_rawseti(L, -2, (int)lua_objlen(L, -2) + 1);
+}
+
+static int on_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
+{
+    struct lua_stream *ls = ud;
+    lua_State *L = ls->L;
+    static const char *const names[] = { "LISTED", "ADDED", "MODIFIED", "DELETED" };
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, names[ev]);
+    lua_setfield(L, -2, "type");
+    luna_lua_store_push_object(L, obj);
+    luna_object_unref(obj);
+    lua_setfield(L, -2, "object");
+    append_event(L);
+    return 0;
+}
+
+static int on_bookmark(void *ud, const char *rv)
+{
+    struct lua_stream *ls = ud;
+    lua_State *L = ls->L;
+    lua_createtable(L, 0, 2);
+    lua_pushliteral(L, "BOOKMARK");
+    lua_setfield(L, -2, "type");
+    lua_pushstring(L, rv);
+    lua_setfield(L, -2, "resource_version");
+    append_event(L);
+    return 0;
+}
+
+static int on_error(void *ud, int code, const char *reason, const char *message)
+{
+    struct lua_stream *ls = ud;
+    lua_State *L = ls->L;
+    lua_createtable(L, 0, 4);
+    lua_pushliteral(L, "ERROR");
+    lua_setfield(L, -2, "type");
+    lua_pushinteger(L, code);
+    lua_setfield(L, -2, "code");
+    lua_pushstring(L, reason);
+    lua_setfield(L, -2, "reason");
+    lua_pushstring(L, message);
+    lua_setfield(L, -2, "message");
+    append_event(L);
+    return 0;
+}
+
+static int luna_lua_object_stream_new(lua_State *L)
+{
+    if (lua_isnoneornil(L, 1))
+        lua_newtable(L);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    const char *mode = luna_lua_opt_string_field(L, 1, "mode", "list");
+    struct luna_object_stream_options o = { 0 };
+    if (strcmp(mode, "list") == 0)
+        o.mode = LUNA_STREAM_LIST;
+    else if (strcmp(mode, "watch") == 0)
+        o.mode = LUNA_STREAM_WATCH;
+    else
+        return luaL_error(L, "mode must be \"list\" or \"watch\"");
+    o.keep_managed_fields = luna_lua_opt_bool_field(L, 1, "keep_managed_fields", 0);
+    o.max_item_bytes = (uint64_t)luna_lua_opt_number_field(L, 1, "max_item_bytes", 0);
+    struct lua_stream *ls = lua_newuserdata(L, sizeof *ls);
+    ls->s = NULL;
+    ls->L = L;
+    luaL_getmetatable(L, STREAM_MT);
+    lua_setmetatable(L, -2);
+    struct luna_object_stream_handler h = { on_item, on_bookmark, on_error, ls };
+    luna_error err;
+    ls->s = luna_object_stream_new(&o, &h, &err);
+    if (!ls->s)
+        return luaL_error(L, "%s", err.msg);
+    return 1;
+}
+
+static struct lua_stream *check(lua_State *L)
+{
+    struct lua_stream *ls = luaL_checkudata(L, 1, STREAM_MT);
+    if (!ls->s)
+        luaL_error(L, "object stream is closed");
+    ls->L = L;
+    return ls;
+}
+
+static int stream_feed(lua_State *L)
+{
+    struct lua_stream *ls = check(L);
+    size_t len;
+    const char *data = luaL_checklstring(L, 2, &len);
+    lua_newtable(L);
+    int events = lua_gettop(L);
+    luna_error err = { 0 };
+    if (luna_object_stream_feed(ls->s, data, len, &err) < 0) {
+        luna_lua_push_error(L, 0, "InvalidStream", err.msg);
+        lua_pushvalue(L, events); /* what was decoded before the error */
+        return 3;
+    }
+    return 1;
+}
+
+static int stream_finish(lua_State *L)
+{
+    struct lua_stream *ls = check(L);
+    luna_error err = { 0 };
+    if (luna_object_stream_finish(ls->s, &err) < 0)
+        return luna_lua_push_error(L, 0, "InvalidStream", err.msg);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int stream_reset(lua_State *L)
+{
+    luna_object_stream_reset(check(L)->s);
+    return 0;
+}
+
+static int stream_list_rv(lua_State *L)
+{
+    lua_pushstring(L, luna_object_stream_list_rv(check(L)->s));
+    return 1;
+}
+
+static int stream_continue(lua_State *L)
+{
+    lua_pushstring(L, luna_object_stream_continue(check(L)->s));
+    return 1;
+}
+
+static int stream_remaining(lua_State *L)
+{
+    lua_pushnumber(L, (lua_Number)luna_object_stream_remaining(check(L)->s));
+    return 1;
+}
+
+static int stream_items(lua_State *L)
+{
+    lua_pushnumber(L, (lua_Number)luna_object_stream_items(check(L)->s));
+    return 1;
+}
+
+static int stream_gc(lua_State *L)
+{
+    struct lua_stream *ls = luaL_checkudata(L, 1, STREAM_MT);
+    luna_object_stream_free(ls->s);
+    ls->s = NULL;
+    return 0;
+}
+
+void luna_lua_object_stream_register(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        { "feed", stream_feed }, { "finish", stream_finish }, { "reset", stream_reset },
+        { "list_resource_version", stream_list_rv }, { "continue_token", stream_continue },
+        { "remaining", stream_remaining }, { "items", stream_items }, { NULL, NULL },
+    };
+    luaL_newmetatable(L, STREAM_MT);
+    lua_newtable(L);
+    for (const luaL_Reg *m = methods; m->name; m++) {
+        lua_pushcfunction(L, m->func);
+        lua_setfield(L, -2, m->name);
+    }
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, stream_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
+    static const luaL_Reg funcs[] = { { "new", luna_lua_object_stream_new }, { NULL, NULL } };
+    luna_lua_register_table(L, "object_stream", funcs);
+}

@@ -1,0 +1,163 @@
+-- generation, the status subresource, finalizers, deletion propagation and GC.
+local client = require("support.apiserver_client")
+
+local function deployment(name)
+  return {
+    apiVersion = "apps/v1", kind = "Deployment", metadata = { name = name },
+    spec = { replicas = 1, selector = { matchLabels = { app = name } },
+             template = { metadata = { labels = { app = name } },
+                          spec = { containers = { { name = "c", image = "busybox" } } } } },
+  }
+end
+
+describe("apiserver object lifecycle", function()
+  local srv
+  setup(function() srv = client.start() end)
+  teardown(function() srv:stop() end)
+
+  it("bumps generation on spec changes only", function()
+    local path = srv:ns_path("deployments", nil, "apps/v1")
+    local code, d = srv:request("POST", path, deployment("gen"))
+    assert.equal(201, code)
+    assert.equal(1, d.metadata.generation)
+    d.metadata.labels = { touched = "yes" }
+    local _, d2 = srv:request("PUT", path .. "/gen", d)
+    assert.equal(1, d2.metadata.generation)
+    d2.spec.replicas = 3
+    local _, d3 = srv:request("PUT", path .. "/gen", d2)
+    assert.equal(2, d3.metadata.generation)
+    d3.status = { replicas = 3, observedGeneration = 2 }
+    local scode, d4 = srv:request("PUT", path .. "/gen/status", d3)
+    assert.equal(200, scode)
+    assert.equal(2, d4.metadata.generation)
+    assert.equal(3, d4.status.replicas)
+  end)
+
+  it("ignores status on the main resource and spec on /status", function()
+    local path = srv:ns_path("deployments", nil, "apps/v1")
+    local _, d = srv:request("POST", path, deployment("st"))
+    d.status = { replicas = 7 }
+    local _, d2 = srv:request("PUT", path .. "/st", d)
+    assert.is_nil(d2.status and d2.status.replicas)
+    d2.spec.replicas = 5
+    d2.status = { replicas = 2 }
+    local _, d3 = srv:request("PUT", path .. "/st/status", d2)
+    assert.equal(2, d3.status.replicas)
+    assert.equal(1, d3.spec.replicas)
+    local gcode, got = srv:request("GET", path .. "/st/status")
+    assert.equal(200, gcode)
+    assert.equal(2, got.status.replicas)
+  end)
+
+  it("answers /status of a type without it with 404", function()
+    srv:create_cm("nostatus")
+    local code = srv:request("GET", srv:ns_path("configmaps", "nostatus") .. "/status")
+    assert.equal(404, code)
+  end)
+
+  it("keeps an object with finalizers until they are removed", function()
+    local code, cm = srv:request("POST", srv:ns_path("configmaps"), { apiVersion = "v1",
+      kind = "ConfigMap", metadata = { name = "fin", finalizers = { "example.com/hold" } } })
+    assert.equal(201, code)
+    local dcode, deleting = srv:request("DELETE", srv:ns_path("configmaps", "fin"))
+    assert.equal(200, dcode)
+    assert.equal("ConfigMap", deleting.kind)
+    assert.is_string(deleting.metadata.deletionTimestamp)
+    assert.equal(0, deleting.metadata.deletionGracePeriodSeconds)
+    local gcode, still = srv:request("GET", srv:ns_path("configmaps", "fin"))
+    assert.equal(200, gcode)
+    assert.is_string(still.metadata.deletionTimestamp)
+    -- no new finalizers while deleting
+    still.metadata.finalizers = { "example.com/hold", "example.com/more" }
+    local icode, st = srv:request("PUT", srv:ns_path("configmaps", "fin"), still)
+    assert.equal(422, icode)
+    assert.equal("Invalid", st.reason)
+    still.metadata.finalizers = {}
+    local ucode = srv:request("PUT", srv:ns_path("configmaps", "fin"), still)
+    assert.equal(200, ucode)
+    assert.equal(404, (srv:request("GET", srv:ns_path("configmaps", "fin"))))
+    assert.is_string(cm.metadata.uid)
+  end)
+
+  local function owned_cm(name, owner)
+    local code = srv:request("POST", srv:ns_path("configmaps"), { apiVersion = "v1", kind = "ConfigMap",
+      metadata = { name = name, ownerReferences = { { apiVersion = "v1", kind = "ConfigMap",
+        name = owner.metadata.name, uid = owner.metadata.uid } } } })
+    assert.equal(201, code)
+  end
+
+  local function gone(name)
+    local deadline = require("helpers").now() + 10
+    repeat
+      if srv:request("GET", srv:ns_path("configmaps", name)) == 404 then return true end
+      os.execute("sleep 0.1")
+    until require("helpers").now() > deadline
+    return false
+  end
+
+  it("garbage-collects dependents in the background", function()
+    local owner = srv:create_cm("owner-bg")
+    owned_cm("dep-bg", owner)
+    assert.equal(200, (srv:request("DELETE", srv:ns_path("configmaps", "owner-bg"))))
+    assert.is_true(gone("dep-bg"))
+  end)
+
+  it("collects a dependent written after its owner was deleted", function()
+    -- a controller racing the deletion re-creates a dependent of an owner
+    -- that is gone: the garbage collector removes it shortly after
+    local owner = srv:create_cm("owner-late")
+    assert.equal(200, (srv:request("DELETE", srv:ns_path("configmaps", "owner-late"))))
+    owned_cm("dep-late", owner)
+    assert.is_true(gone("dep-late"))
+  end)
+
+  it("deletes dependents first with propagationPolicy=Foreground", function()
+    local owner = srv:create_cm("owner-fg")
+    owned_cm("dep-fg", owner)
+    local code = srv:request("DELETE", srv:ns_path("configmaps", "owner-fg"),
+      { kind = "DeleteOptions", apiVersion = "v1", propagationPolicy = "Foreground" })
+    assert.equal(200, code)
+    assert.is_true(gone("dep-fg"))
+    assert.is_true(gone("owner-fg"))
+  end)
+
+  it("orphans dependents with propagationPolicy=Orphan", function()
+    local owner = srv:create_cm("owner-or")
+    owned_cm("dep-or", owner)
+    local code = srv:request("DELETE", srv:ns_path("configmaps", "owner-or") .. "?propagationPolicy=Orphan")
+    assert.equal(200, code)
+    assert.is_true(gone("owner-or"))
+    local gcode, dep = srv:request("GET", srv:ns_path("configmaps", "dep-or"))
+    assert.equal(200, gcode)
+    assert.is_nil(dep.metadata.ownerReferences)
+  end)
+
+  it("checks delete preconditions", function()
+    local cm = srv:create_cm("pre")
+    local code, st = srv:request("DELETE", srv:ns_path("configmaps", "pre"),
+      { kind = "DeleteOptions", apiVersion = "v1", preconditions = { uid = "00000000-0000-4000-8000-000000000000" } })
+    assert.equal(409, code)
+    assert.equal("Conflict", st.reason)
+    local ok = srv:request("DELETE", srv:ns_path("configmaps", "pre"),
+      { kind = "DeleteOptions", apiVersion = "v1", preconditions = { uid = cm.metadata.uid } })
+    assert.equal(200, ok)
+  end)
+
+  it("deletes a namespace with its contents", function()
+    local ns = srv.ns .. "-x"
+    assert.equal(201, (srv:request("POST", "/api/v1/namespaces",
+      { apiVersion = "v1", kind = "Namespace", metadata = { name = ns } })))
+    assert.equal(201, (srv:request("POST", "/api/v1/namespaces/" .. ns .. "/configmaps",
+      { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "inside" } })))
+    local code, n = srv:request("DELETE", "/api/v1/namespaces/" .. ns)
+    assert.equal(200, code)
+    assert.equal("Terminating", n.status.phase)
+    local deadline = require("helpers").now() + 60
+    local status
+    repeat
+      status = srv:request("GET", "/api/v1/namespaces/" .. ns)
+      if status ~= 404 then os.execute("sleep 0.2") end
+    until status == 404 or require("helpers").now() > deadline
+    assert.equal(404, status)
+  end)
+end)

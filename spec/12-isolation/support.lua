@@ -1,0 +1,126 @@
+-- Shared by the isolation specs: runs `luna run` on controller files against
+-- the dev server (or the cluster in KUBECONFIG) and reads its log.
+--
+--   support.server()                    a started server (apiserver.client)
+--   support.fresh_namespace(srv)        makes srv.ns a new, empty namespace
+--   support.stop(srv)                   deletes those namespaces, stops srv
+--   support.run(srv, files, args)       `luna run --log-level debug` on a fresh
+--                                       directory of files {name = source}
+--                                       (`@NS@` in a source is the spec namespace);
+--                                       returns the Process
+--   support.wait_line(p, parts, secs)   the first line (read already or
+--                                       arriving within secs) containing every
+--                                       plain substring in parts; raises with
+--                                       the output if none does
+--   support.lines(p, parts)             every line read so far that contains
+--                                       all parts
+--   support.load_only(files, args)      `luna run` with no cluster: loads the
+--                                       files, then fails; returns the output
+local helpers = require("helpers")
+local client = require("support.apiserver_client")
+
+local support = {}
+
+function support.server()
+  local srv = client.start()
+  srv.namespaces = {}
+  return srv
+end
+
+function support.fresh_namespace(srv)
+  local ns = "luna-spec-" .. tostring(math.random(100000, 999999))
+  local code = srv:request("POST", "/api/v1/namespaces",
+    { apiVersion = "v1", kind = "Namespace", metadata = { name = ns } })
+  assert(code == 201, "cannot create namespace " .. ns .. ": " .. tostring(code))
+  srv.namespaces[#srv.namespaces + 1] = ns
+  srv.ns = ns
+  return ns
+end
+
+function support.stop(srv)
+  for _, ns in ipairs(srv.namespaces) do
+    if ns ~= srv.ns then pcall(srv.request, srv, "DELETE", "/api/v1/namespaces/" .. ns) end
+  end
+  srv:stop()
+end
+
+function support.kubeconfig(srv)
+  if srv.real then return os.getenv("KUBECONFIG") end
+  if srv.kubeconfig then return srv.kubeconfig end
+  local path = helpers.tmpdir() .. "/kubeconfig"
+  helpers.write_file(path, ([[
+apiVersion: v1
+kind: Config
+clusters: [{name: dev, cluster: {server: "%s"}}]
+users: [{name: dev, user: {}}]
+contexts: [{name: dev, context: {cluster: dev, user: dev}}]
+current-context: dev
+]]):format(srv.url))
+  srv.kubeconfig = path
+  return path
+end
+
+local function write_files(files, ns)
+  local dir = helpers.tmpdir()
+  for name, body in pairs(files) do
+    local sub = name:match("^(.*)/[^/]+$")
+    if sub then helpers.run("mkdir -p '" .. dir .. "/" .. sub .. "'") end
+    helpers.write_file(dir .. "/" .. name, ns and (body:gsub("@NS@", ns)) or body)
+  end
+  return dir
+end
+
+function support.run(srv, files, args)
+  local dir = write_files(files, srv.ns)
+  local argv = { helpers.luna, "run", "--kubeconfig", support.kubeconfig(srv),
+                 "--log-level", "debug", "--metrics-bind-address=0", "--health-probe-bind-address=0" }
+  for _, a in ipairs(args or {}) do argv[#argv + 1] = a end
+  argv[#argv + 1] = dir
+  local p = helpers.spawn(argv)
+  p.dir = dir
+  return p
+end
+
+local function has_all(line, parts)
+  for _, part in ipairs(parts) do
+    if not line:find(part, 1, true) then return false end
+  end
+  return true
+end
+
+function support.wait_line(p, parts, secs)
+  for _, line in ipairs(p.out) do
+    if has_all(line, parts) then return line end
+  end
+  local deadline = helpers.now() + (secs or 10)
+  while true do
+    local line = p:read_line(math.max(0, deadline - helpers.now()))
+    if not line then
+      error(string.format("no line with %s within %ss; output:\n%s",
+        table.concat(parts, " + "), secs or 10, table.concat(p.out, "\n")), 2)
+    end
+    if has_all(line, parts) then return line end
+  end
+end
+
+function support.lines(p, parts)
+  local out = {}
+  for _, line in ipairs(p.out) do
+    if has_all(line, parts) then out[#out + 1] = line end
+  end
+  return out
+end
+
+-- Loads the files with no reachable cluster: the output of the load.
+function support.load_only(files, args)
+  local dir = write_files(files)
+  -- timeout: a host that hangs on a file fails the spec instead of hanging it
+  local cmd = { "timeout", "30", "env", "KUBECONFIG=" .. dir .. "/no-such-kubeconfig",
+                helpers.luna, "run", "--metrics-bind-address=0", "--health-probe-bind-address=0" }
+  for _, a in ipairs(args or {}) do cmd[#cmd + 1] = a end
+  cmd[#cmd + 1] = dir
+  local out, rc = helpers.run(table.concat(cmd, " "))
+  return out, rc, dir
+end
+
+return support

@@ -1,0 +1,307 @@
+-- What `kubectl apply -k deploy/` would create, read from `kubectl kustomize`
+-- (offline: `kubectl apply --dry-run=client` needs an API server for
+-- discovery). The tree is a copy of deploy/ with the controllers ConfigMap
+-- generated from controllers/*.lua (see support.tree_with_controllers).
+local support = require("16-deploy.support")
+
+local dir = support.tree_with_controllers()
+local objects = support.kustomize(dir .. "/deploy")
+
+local NAMESPACE = "luna"
+local AGGREGATE = "rbac.luna.dev/aggregate-to-luna"
+
+local function deployment() return support.one(objects, "Deployment", "luna") end
+local function container()
+  local c = deployment().spec.template.spec.containers
+  assert.equal(1, #c)
+  return c[1]
+end
+
+local function arg_value(args, flag)
+  for _, a in ipairs(args) do
+    local v = a:match("^" .. flag:gsub("%-", "%%-") .. "=(.*)$")
+    if v then return v end
+  end
+end
+
+-- A container's effective security setting: the container's own, else the pod's.
+local function effective(field)
+  local csc = container().securityContext or {}
+  if csc[field] ~= nil then return csc[field] end
+  return (deployment().spec.template.spec.securityContext or {})[field]
+end
+
+-- The port number a probe's port refers to (a number or a port name).
+local function port_number(port)
+  if type(port) == "number" then return port end
+  for _, p in ipairs(container().ports or {}) do
+    if p.name == port then return p.containerPort end
+  end
+end
+
+-- rules as { ["group/resource"] = set of verbs }
+local function collect(rules, into)
+  into = into or {}
+  for _, r in ipairs(rules or {}) do
+    for _, g in ipairs(r.apiGroups or {}) do
+      for _, res in ipairs(r.resources or {}) do
+        local key = (g == "" and "core" or g) .. "/" .. res
+        into[key] = into[key] or {}
+        for _, v in ipairs(r.verbs) do into[key][v] = true end
+      end
+    end
+  end
+  return into
+end
+
+local function verbs(into)
+  local out = {}
+  for key, set in pairs(into) do out[key] = support.sorted_keys(set) end
+  return out
+end
+
+describe("kubectl kustomize deploy/", function()
+  it("produces the namespace, service account, RBAC, CRD, Deployment and ConfigMap", function()
+    local kinds = {}
+    for _, o in ipairs(objects) do kinds[o.kind] = (kinds[o.kind] or 0) + 1 end
+    assert.same({
+      Namespace = 1, ServiceAccount = 1, ClusterRole = 5, ClusterRoleBinding = 1,
+      Role = 1, RoleBinding = 1, CustomResourceDefinition = 1, Deployment = 1, ConfigMap = 1,
+    }, kinds)
+  end)
+
+  it("puts every namespaced object in the luna namespace", function()
+    local ns = support.one(objects, "Namespace", NAMESPACE)
+    assert.equal("restricted", ns.metadata.labels["pod-security.kubernetes.io/enforce"])
+    local cluster = { Namespace = true, ClusterRole = true, ClusterRoleBinding = true,
+                      CustomResourceDefinition = true }
+    for _, o in ipairs(objects) do
+      if cluster[o.kind] then
+        assert.is_nil(o.metadata.namespace, o.kind .. " " .. o.metadata.name)
+      else
+        assert.equal(NAMESPACE, o.metadata.namespace, o.kind .. " " .. o.metadata.name)
+      end
+    end
+  end)
+end)
+
+describe("the Deployment", function()
+  it("runs two replicas of the luna image tagged with the Makefile's VERSION", function()
+    local d = deployment()
+    assert.equal(2, d.spec.replicas)
+    assert.equal("luna", d.spec.template.spec.serviceAccountName)
+    local image = container().image
+    assert.equal("luna:" .. support.make_var("VERSION"), image)
+    assert.is_nil(image:match(":latest$"))
+    -- the selector selects the pod template
+    for k, v in pairs(d.spec.selector.matchLabels) do
+      assert.equal(v, d.spec.template.metadata.labels[k])
+    end
+  end)
+
+  it("passes the controller-runtime style flags and the downward-API environment", function()
+    assert.same({
+      "--leader-elect",
+      "--leader-election-id=luna",
+      "--leader-election-namespace=$(POD_NAMESPACE)",
+      "--metrics-bind-address=:8080",
+      "--health-probe-bind-address=:8081",
+      "--watch",
+      "--log-format=json",
+      "/etc/luna/controllers",
+    }, container().args)
+    assert.is_nil(container().command, "command would replace the image's ENTRYPOINT")
+    local env = {}
+    for _, e in ipairs(container().env) do env[e.name] = e.valueFrom.fieldRef.fieldPath end
+    assert.same({ POD_NAME = "metadata.name", POD_NAMESPACE = "metadata.namespace" }, env)
+  end)
+
+  it("exposes metrics on 8080 and probes /healthz and /readyz on 8081", function()
+    local ports = {}
+    for _, p in ipairs(container().ports) do ports[p.name] = p.containerPort end
+    assert.equal(8080, ports.metrics)
+    local live, ready = container().livenessProbe, container().readinessProbe
+    assert.equal("/healthz", live.httpGet.path)
+    assert.equal(8081, port_number(live.httpGet.port))
+    assert.equal("/readyz", ready.httpGet.path)
+    assert.equal(8081, port_number(ready.httpGet.port))
+  end)
+
+  it("sets resource requests and a memory limit", function()
+    local r = container().resources
+    assert.truthy(r.requests.cpu)
+    assert.truthy(r.requests.memory)
+    assert.truthy(r.limits.memory)
+  end)
+
+  it("runs non-root with a read-only root filesystem, no privilege escalation, no capabilities", function()
+    assert.is_true(effective("runAsNonRoot"))
+    assert.equal(65532, effective("runAsUser"))
+    assert.is_true(container().securityContext.readOnlyRootFilesystem)
+    assert.is_false(container().securityContext.allowPrivilegeEscalation)
+    assert.same({ "ALL" }, container().securityContext.capabilities.drop)
+    assert.is_nil(container().securityContext.capabilities.add)
+    assert.equal("RuntimeDefault", effective("seccompProfile").type)
+    assert.is_nil(effective("privileged"))
+  end)
+
+  it("mounts the generated controllers ConfigMap at /etc/luna/controllers and an emptyDir at /tmp", function()
+    local cm = support.one(objects, "ConfigMap")
+    local volumes = {}
+    for _, v in ipairs(deployment().spec.template.spec.volumes) do volumes[v.name] = v end
+    local mounts = {}
+    for _, m in ipairs(container().volumeMounts) do mounts[m.mountPath] = m end
+    local m = assert(mounts["/etc/luna/controllers"], "nothing mounted at /etc/luna/controllers")
+    assert.equal(cm.metadata.name, volumes[m.name].configMap.name)
+    assert.is_true(m.readOnly)
+    assert.is_nil(m.subPath, "a subPath mount never sees ConfigMap updates")
+    local tmp = assert(mounts["/tmp"], "nothing mounted at /tmp")
+    assert.truthy(volumes[tmp.name].emptyDir)
+    assert.equal(2, #container().volumeMounts)
+  end)
+end)
+
+describe("RBAC", function()
+  local roles = {}
+  for _, o in ipairs(objects) do
+    if o.kind == "ClusterRole" or o.kind == "Role" then roles[#roles + 1] = o end
+  end
+
+  it("binds luna's service account to the aggregated ClusterRole and the leader-election Role", function()
+    local crb = support.one(objects, "ClusterRoleBinding")
+    assert.same({ apiGroup = "rbac.authorization.k8s.io", kind = "ClusterRole", name = "luna" }, crb.roleRef)
+    assert.same({ { kind = "ServiceAccount", name = "luna", namespace = NAMESPACE } }, crb.subjects)
+    local rb = support.one(objects, "RoleBinding")
+    assert.same({ apiGroup = "rbac.authorization.k8s.io", kind = "Role",
+                  name = support.one(objects, "Role").metadata.name }, rb.roleRef)
+    assert.same({ { kind = "ServiceAccount", name = "luna", namespace = NAMESPACE } }, rb.subjects)
+    local luna = support.one(objects, "ClusterRole", "luna")
+    assert.is_nil(luna.rules, "the aggregated ClusterRole's rules are filled in by the cluster")
+    assert.same({ { matchLabels = { [AGGREGATE] = "true" } } }, luna.aggregationRule.clusterRoleSelectors)
+  end)
+
+  it("grants the example controllers exactly the verbs they use", function()
+    local got = {}
+    for _, r in ipairs(support.find(objects, "ClusterRole")) do
+      if (r.metadata.labels or {})[AGGREGATE] == "true" then
+        for _, rule in ipairs(r.rules) do
+          assert.is_nil(rule.resourceNames, r.metadata.name)
+          assert.is_nil(rule.nonResourceURLs, r.metadata.name)
+        end
+        collect(r.rules, got)
+      end
+    end
+    assert.same({
+      ["core/configmaps"] = { "create", "delete", "get", "list", "patch", "update", "watch" },
+      ["core/namespaces"] = { "list", "watch" },
+      ["example.com/widgets"] = { "get", "list", "watch" },
+      ["example.com/widgets/status"] = { "patch", "update" },
+      ["example.com/widgets/finalizers"] = { "update" },
+      ["apps/deployments"] = { "create", "delete", "get", "list", "patch", "update", "watch" },
+      ["core/secrets"] = { "get", "list", "watch" },
+      ["events.k8s.io/events"] = { "create", "patch" },
+      ["core/events"] = { "create", "patch" },
+    }, verbs(got))
+  end)
+
+  it("has no wildcard anywhere", function()
+    for _, r in ipairs(roles) do
+      for _, rule in ipairs(r.rules or {}) do
+        for _, field in ipairs({ "apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs" }) do
+          for _, v in ipairs(rule[field] or {}) do
+            assert.is_nil(v:find("*", 1, true), ("%s %s: %s has %q"):format(r.kind, r.metadata.name, field, v))
+          end
+        end
+      end
+    end
+  end)
+
+  it("allows leader election on its own Lease only, with a Role in the luna namespace", function()
+    local role = support.one(objects, "Role")
+    assert.equal(NAMESPACE, role.metadata.namespace)
+    assert.same({ ["coordination.k8s.io/leases"] = { "create", "get", "update" } }, verbs(collect(role.rules)))
+    local id = arg_value(container().args, "--leader-election-id")
+    for _, rule in ipairs(role.rules) do
+      local named = support.set(rule.verbs)
+      if named.get or named.update then assert.same({ id }, rule.resourceNames) end
+    end
+    -- and no ClusterRole touches Leases
+    for _, r in ipairs(support.find(objects, "ClusterRole")) do
+      assert.is_nil(collect(r.rules)["coordination.k8s.io/leases"], r.metadata.name)
+    end
+  end)
+
+  it("names the CRD's group and plural that the widget rules use", function()
+    local crd = support.one(objects, "CustomResourceDefinition")
+    local got = {}
+    for _, r in ipairs(support.find(objects, "ClusterRole")) do collect(r.rules, got) end
+    assert.truthy(got[crd.spec.group .. "/" .. crd.spec.names.plural])
+  end)
+end)
+
+describe("the Widget CRD", function()
+  local crd = support.one(objects, "CustomResourceDefinition", "widgets.example.com")
+  local version = crd.spec.versions[1]
+  local schema = version.schema.openAPIV3Schema
+
+  -- The apiserver's structural-schema rules, the parts this CRD can break:
+  -- every node has a type, properties only on objects, items only on arrays.
+  local function structural(node, path, problems)
+    if not node.type and not node["x-kubernetes-int-or-string"]
+      and not node["x-kubernetes-preserve-unknown-fields"] then
+      problems[#problems + 1] = path .. ": no type"
+    end
+    if node.properties then
+      if node.type ~= "object" then problems[#problems + 1] = path .. ": properties on a non-object" end
+      for name, child in pairs(node.properties) do structural(child, path .. "." .. name, problems) end
+    end
+    if node.items then
+      if node.type ~= "array" then problems[#problems + 1] = path .. ": items on a non-array" end
+      structural(node.items, path .. "[]", problems)
+    end
+    for _, key in ipairs(node.required or {}) do
+      if not (node.properties or {})[key] then problems[#problems + 1] = path .. ": requires unknown " .. key end
+    end
+    return problems
+  end
+
+  it("defines a namespaced example.com/v1 Widget with a status subresource", function()
+    assert.equal("example.com", crd.spec.group)
+    assert.equal("Namespaced", crd.spec.scope)
+    assert.same({ kind = "Widget", listKind = "WidgetList", plural = "widgets", singular = "widget" },
+      crd.spec.names)
+    assert.equal(crd.spec.names.plural .. "." .. crd.spec.group, crd.metadata.name)
+    assert.equal(1, #crd.spec.versions)
+    assert.equal("v1", version.name)
+    assert.is_true(version.served and version.storage)
+    assert.same({}, version.subresources.status)
+  end)
+
+  it("has a structural openAPIV3Schema", function()
+    assert.equal("object", schema.type)
+    assert.same({}, structural(schema, "", {}))
+  end)
+
+  it("types spec.image, spec.replicas and the status fields", function()
+    local spec = schema.properties.spec
+    assert.equal("string", spec.properties.image.type)
+    assert.same({ "image" }, spec.required)
+    assert.equal("integer", spec.properties.replicas.type)
+    assert.equal(0, spec.properties.replicas.minimum)
+    local status = schema.properties.status.properties
+    assert.equal("integer", status.readyReplicas.type)
+    assert.equal("integer", status.observedGeneration.type)
+  end)
+
+  it("shapes status.conditions like metav1.Condition, one per type", function()
+    local conditions = schema.properties.status.properties.conditions
+    assert.equal("array", conditions.type)
+    assert.equal("map", conditions["x-kubernetes-list-type"])
+    assert.same({ "type" }, conditions["x-kubernetes-list-map-keys"])
+    local item = conditions.items
+    assert.same({ "type", "status", "lastTransitionTime", "reason", "message" }, item.required)
+    assert.same({ "True", "False", "Unknown" }, item.properties.status.enum)
+    assert.equal("date-time", item.properties.lastTransitionTime.format)
+    assert.equal("integer", item.properties.observedGeneration.type)
+  end)
+end)
