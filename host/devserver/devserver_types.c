@@ -135,7 +135,20 @@ void luna_ds_types_init(void)
     t = builtin("apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, "sts", "all");
     t->has_status = true;
     t->has_generation = true;
+    t = builtin("batch", "v1", "cronjobs", "cronjob", "CronJob", true, "cj", "all");
+    t->has_status = true;
+    t->has_generation = true;
+    t = builtin("batch", "v1", "jobs", "job", "Job", true, NULL, "all");
+    t->has_status = true;
+    t->has_generation = true;
     t = builtin("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, NULL, NULL);
+    t = builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding",
+                "ClusterRoleBinding", false, NULL, NULL);
+    t = builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole",
+                false, NULL, NULL);
+    t = builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding",
+                true, NULL, NULL);
+    t = builtin("rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true, NULL, NULL);
     /* events.k8s.io/v1 Events are the core Events, seen through another version. */
     t = new_type("events.k8s.io", "v1", "events", "event", "Event", true);
     t->short_names = strings("ev");
