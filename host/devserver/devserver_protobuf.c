@@ -10,8 +10,6 @@
 #include <strings.h>
 #include <time.h>
 
-#define MAX_DEPTH 64
-
 enum { WIRE_VARINT = 0, WIRE_FIXED64 = 1, WIRE_LEN = 2, WIRE_FIXED32 = 5 };
 
 /* The first error of one decode: 400 unless set otherwise. */
@@ -120,11 +118,68 @@ static bool is_varint_type(int t)
     return t == LUNA_PB_BOOL || t == LUNA_PB_INT32 || t == LUNA_PB_INT64;
 }
 
-static json_t *string_value(const uint8_t *p, size_t n, struct ctx *c, const char *where)
+/* The length of the valid UTF-8 sequence at p (at most n bytes), or 0. */
+static size_t utf8_len(const uint8_t *p, size_t n)
 {
-    json_t *s = json_stringn((const char *)p, n);
-    if (!s)
-        fail(c, "proto: %s: string is not valid UTF-8", where);
+    uint8_t b = p[0];
+    if (b < 0x80)
+        return 1;
+    size_t len;
+    uint8_t lo = 0x80, hi = 0xbf; /* the range of the second byte */
+    if (b >= 0xc2 && b <= 0xdf)
+        len = 2;
+    else if (b >= 0xe0 && b <= 0xef) {
+        len = 3;
+        if (b == 0xe0)
+            lo = 0xa0; /* no overlong forms */
+        else if (b == 0xed)
+            hi = 0x9f; /* no surrogates */
+    } else if (b >= 0xf0 && b <= 0xf4) {
+        len = 4;
+        if (b == 0xf0)
+            lo = 0x90;
+        else if (b == 0xf4)
+            hi = 0x8f; /* nothing past U+10FFFF */
+    } else
+        return 0;
+    if (n < len || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return len;
+}
+
+/* A protobuf string as JSON.  Protobuf does not check UTF-8; Go's JSON
+ * encoder writes each byte that does not start a valid sequence as U+FFFD,
+ * and so does this. */
+static json_t *string_value(const uint8_t *p, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_len(p + i, n - i);
+        bad += l == 0;
+        i += l ? l : 1;
+    }
+    if (bad == 0)
+        return json_stringn((const char *)p, n);
+    char *out = malloc(n + 2 * bad + 1), *w = out;
+    if (!out)
+        abort();
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_len(p + i, n - i);
+        if (l) {
+            memcpy(w, p + i, l);
+            w += l;
+            i += l;
+        } else {
+            memcpy(w, "\xef\xbf\xbd", 3);
+            w += 3;
+            i++;
+        }
+    }
+    json_t *s = json_stringn(out, (size_t)(w - out));
+    free(out);
     return s;
 }
 
@@ -209,7 +264,7 @@ static json_t *int_or_string_value(const uint8_t *p, size_t len, bool *zero, str
     if (vals[1] == 0)
         return json_integer((int32_t)(uint32_t)vals[2]);
     if (vals[1] == 1)
-        return strs[3] ? string_value((const uint8_t *)strs[3], lens[3], c, where)
+        return strs[3] ? string_value((const uint8_t *)strs[3], lens[3])
                        : json_string("");
     fail(c, "proto: %s: impossible IntOrString type %llu", where, (unsigned long long)vals[1]);
     return NULL;
@@ -225,7 +280,7 @@ static json_t *quantity_value(const uint8_t *p, size_t len, bool *zero, struct c
     *zero = lens[1] == 0;
     if (lens[1] == 0)
         return json_string("0");
-    return string_value((const uint8_t *)strs[1], lens[1], c, where);
+    return string_value((const uint8_t *)strs[1], lens[1]);
 }
 
 static json_t *raw_json_value(const uint8_t *p, size_t len, bool *zero, struct ctx *c,
@@ -245,18 +300,18 @@ static json_t *raw_json_value(const uint8_t *p, size_t len, bool *zero, struct c
     return doc;
 }
 
-static bool emit_message(int msg, const uint8_t *p, size_t len, int depth, json_t *out,
+static bool emit_message(int msg, const uint8_t *p, size_t len, json_t *out,
                          bool *zero, struct ctx *c);
 
 /* The JSON for one value of field f from occurrence bytes (message kinds)
  * or a varint; *zero tells whether Go would consider it the zero value. */
-static json_t *value(const luna_ds_pb_field *f, const struct occ *o, int depth, bool *zero,
+static json_t *value(const luna_ds_pb_field *f, const struct occ *o, bool *zero,
                      struct ctx *c, const char *where)
 {
     switch (f->type) {
     case LUNA_PB_STRING:
         *zero = o->len == 0;
-        return string_value(o->p, o->len, c, where);
+        return string_value(o->p, o->len);
     case LUNA_PB_BYTES:
         *zero = o->len == 0;
         return base64_value(o->p, o->len);
@@ -271,7 +326,7 @@ static json_t *value(const luna_ds_pb_field *f, const struct occ *o, int depth, 
         return json_integer((json_int_t)(int64_t)o->v);
     case LUNA_PB_MESSAGE: {
         json_t *obj = json_object();
-        if (!emit_message(f->msg, o->p, o->len, depth + 1, obj, zero, c)) {
+        if (!emit_message(f->msg, o->p, o->len, obj, zero, c)) {
             json_decref(obj);
             return NULL;
         }
@@ -291,11 +346,11 @@ static json_t *value(const luna_ds_pb_field *f, const struct occ *o, int depth, 
 }
 
 /* The zero value of a non-pointer field, as Go's encoder writes it. */
-static json_t *zero_value(const luna_ds_pb_field *f, int depth, struct ctx *c)
+static json_t *zero_value(const luna_ds_pb_field *f, struct ctx *c)
 {
     struct occ none = { .wire = WIRE_LEN, .v = 0, .p = (const uint8_t *)"", .len = 0 };
     bool z;
-    return value(f, &none, depth, &z, c, "zero value");
+    return value(f, &none, &z, c, "zero value");
 }
 
 /* The occurrences of one field in one message. */
@@ -362,7 +417,7 @@ static int cmp_entry(const void *a, const void *b)
 
 /* A map field: entries {1: key, 2: value}, written with sorted keys as Go
  * does; a repeated key keeps its last value. */
-static json_t *map_value(const luna_ds_pb_field *f, const struct slot *s, int depth,
+static json_t *map_value(const luna_ds_pb_field *f, const struct slot *s,
                          struct ctx *c, const char *where)
 {
     struct entry *es = calloc(s->n, sizeof *es);
@@ -390,12 +445,8 @@ static json_t *map_value(const luna_ds_pb_field *f, const struct slot *s, int de
                 goto out;
             }
         }
-        json_t *k = string_value(key.p, key.len, c, where);
-        if (!k)
-            goto out;
-        json_decref(k);
         bool z;
-        json_t *v = value(f, &val, depth, &z, c, where);
+        json_t *v = value(f, &val, &z, c, where);
         if (!v)
             goto out;
         es[n++] = (struct entry){ (const char *)key.p, key.len, v, i };
@@ -406,7 +457,9 @@ static json_t *map_value(const luna_ds_pb_field *f, const struct slot *s, int de
         if (i + 1 < n && es[i].key_len == es[i + 1].key_len &&
             memcmp(es[i].key, es[i + 1].key, es[i].key_len) == 0)
             continue; /* a later value for the same key wins */
-        json_object_setn(obj, es[i].key, es[i].key_len, es[i].val);
+        json_t *k = string_value((const uint8_t *)es[i].key, es[i].key_len);
+        json_object_setn(obj, json_string_value(k), json_string_length(k), es[i].val);
+        json_decref(k);
     }
 out:
     for (size_t i = 0; i < n; i++)
@@ -416,7 +469,7 @@ out:
 }
 
 /* A repeated field: every occurrence in order; numbers may be packed. */
-static json_t *list_value(const luna_ds_pb_field *f, const struct slot *s, int depth,
+static json_t *list_value(const luna_ds_pb_field *f, const struct slot *s,
                           struct ctx *c, const char *where)
 {
     json_t *arr = json_array();
@@ -432,12 +485,12 @@ static json_t *list_value(const luna_ds_pb_field *f, const struct slot *s, int d
                     return NULL;
                 }
                 bool z;
-                json_array_append_new(arr, value(f, &e, depth, &z, c, where));
+                json_array_append_new(arr, value(f, &e, &z, c, where));
             }
             continue;
         }
         bool z;
-        json_t *v = value(f, o, depth, &z, c, where);
+        json_t *v = value(f, o, &z, c, where);
         if (!v) {
             json_decref(arr);
             return NULL;
@@ -458,12 +511,10 @@ static bool wire_fits(const luna_ds_pb_field *f, int wire)
 
 /* Appends message msg's fields, decoded from p, to out in Go field order;
  * *zero is set when every field holds its zero value. */
-static bool emit_message(int msg, const uint8_t *p, size_t len, int depth, json_t *out,
+static bool emit_message(int msg, const uint8_t *p, size_t len, json_t *out,
                          bool *zero, struct ctx *c)
 {
     const luna_ds_pb_message *m = &luna_ds_pb_messages[msg];
-    if (depth > MAX_DEPTH)
-        return fail(c, "proto: %s: messages nested deeper than %d", m->name, MAX_DEPTH);
     struct slot *slots = calloc(m->n_fields ? m->n_fields : 1, sizeof *slots);
     if (!slots)
         abort();
@@ -496,8 +547,8 @@ static bool emit_message(int msg, const uint8_t *p, size_t len, int depth, json_
         bool empty = true; /* what omitempty tests */
         if (f->flags & (LUNA_PB_F_MAP | LUNA_PB_F_REPEATED)) {
             if (s->n > 0) {
-                v = (f->flags & LUNA_PB_F_MAP) ? map_value(f, s, depth, c, where)
-                                               : list_value(f, s, depth, c, where);
+                v = (f->flags & LUNA_PB_F_MAP) ? map_value(f, s, c, where)
+                                               : list_value(f, s, c, where);
                 if (!v)
                     goto out;
                 fz = false;
@@ -509,7 +560,7 @@ static bool emit_message(int msg, const uint8_t *p, size_t len, int depth, json_
         } else if (s->n > 0) {
             uint8_t *buf;
             struct occ o = merged(f, s, &buf);
-            v = value(f, &o, depth, &fz, c, where);
+            v = value(f, &o, &fz, c, where);
             free(buf);
             if (!v)
                 goto out;
@@ -524,7 +575,7 @@ static bool emit_message(int msg, const uint8_t *p, size_t len, int depth, json_
         } else if (f->flags & LUNA_PB_F_POINTER) {
             v = json_null();
         } else {
-            v = zero_value(f, depth, c);
+            v = zero_value(f, c);
             if (!v)
                 goto out;
             bool scalar = f->type == LUNA_PB_STRING || f->type == LUNA_PB_BYTES ||
@@ -633,7 +684,7 @@ char *luna_ds_protobuf_to_json(const char *body, size_t len, size_t *out_len,
     json_object_set_new(doc, "kind", json_string(kind));
     json_object_set_new(doc, "apiVersion", json_string(api_version));
     bool zero;
-    if (!emit_message(msg, raw ? raw : (const uint8_t *)"", raw_len, 0, doc, &zero, &c)) {
+    if (!emit_message(msg, raw ? raw : (const uint8_t *)"", raw_len, doc, &zero, &c)) {
         json_decref(doc);
         goto bad;
     }

@@ -21,10 +21,13 @@
  * pinned k8s.io/api Go types; numbers and names only) lists, per message,
  * its fields in Go order.  A field number the table does not know is
  * skipped, as Go's decoder skips it; a wire type that does not fit the
- * field, a truncated or overlong value, invalid UTF-8 in a string, nesting
- * deeper than 64 messages or raw JSON that does not parse is a 400
- * BadRequest; a kind outside the tables is a 415 naming the kinds there
- * are.  Nothing is kept between calls.  Runs on the loop thread.
+ * field, a truncated or overlong value or raw JSON that does not parse is
+ * a 400 BadRequest (invalid UTF-8 in a string becomes U+FFFD, as Go's JSON
+ * encoder writes it); a kind outside the tables
+ * is a 415 naming the kinds there are.  Decoding recurses once per nested
+ * message; the schema has no message that contains itself (the generator
+ * refuses one), so the depth is the schema's, whatever the input.  Nothing
+ * is kept between calls.  Runs on the loop thread.
  */
 #ifndef LUNA_DEVSERVER_PROTOBUF_H
 #define LUNA_DEVSERVER_PROTOBUF_H
@@ -37,7 +40,7 @@
 
 /* How a field's value travels and how Go's JSON encoder writes it. */
 typedef enum luna_ds_pb_type {
-    LUNA_PB_STRING,      /* wire 2; JSON string (valid UTF-8) */
+    LUNA_PB_STRING,      /* wire 2; JSON string (invalid UTF-8 bytes as U+FFFD) */
     LUNA_PB_BYTES,       /* wire 2; JSON base64 string */
     LUNA_PB_BOOL,        /* wire 0 */
     LUNA_PB_INT32,       /* wire 0, low 32 bits signed */

@@ -104,7 +104,7 @@ describe("luna run /metrics", function()
   end)
 
   it("counts relists and watch restarts by reason", function()
-    if srv.real then return pending("faults exist only on the dev server") end
+    if srv.real then return pending(client.DEV_ONLY .. "needs fault injection") end
     run()
     -- the next watch event ends the stream; the watch after it gets 410 Gone
     faults("watch-close-after=1,gone=1")

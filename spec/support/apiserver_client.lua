@@ -25,10 +25,25 @@ function client.real()
   return kc ~= nil and kc ~= ""
 end
 
--- opts.args: extra dev-server flags; opts.scheme: "https" (with opts.cacert).
+-- Dev-server-only specs say so, with the reason, in busted's output (as
+-- pending "dev server only: REASON"), never silently.  In a describe block:
+--   if client.dev_only("--history cannot be set on kube-apiserver") then return end
+-- Inside an it block (where pending() ends the test):
+--   if srv.real then return pending(client.DEV_ONLY .. "reason") end
+client.DEV_ONLY = "dev server only: "
+function client.dev_only(reason)
+  if not client.real() then return false end
+  require("busted").pending(client.DEV_ONLY .. reason)
+  return true
+end
+
+-- opts.args: extra dev-server flags; opts.scheme: "https" (with opts.cacert);
+-- opts.dev: a dev server even when KUBECONFIG is set (specs comparing the
+-- two); opts.ns: the throwaway namespace's name (default: a random one).
 function client.start(opts)
   opts = opts or {}
-  local srv = setmetatable({ real = client.real(), tmp = helpers.tmpdir(), opts = opts }, Server)
+  local srv = setmetatable({ real = not opts.dev and client.real(), tmp = helpers.tmpdir(),
+                             opts = opts }, Server)
   if srv.real then
     srv.proc = helpers.spawn({ "kubectl", "proxy", "--port=0" })
     local _, port = srv.proc:expect("Starting to serve on 127%.0%.0%.1:(%d+)", 20)
@@ -40,7 +55,7 @@ function client.start(opts)
     local _, url = srv.proc:expect("listening on (https?://%S+)", 10)
     srv.url = url
   end
-  srv.ns = "luna-spec-" .. tostring(math.random(100000, 999999))
+  srv.ns = opts.ns or ("luna-spec-" .. tostring(math.random(100000, 999999)))
   if not opts.no_namespace then
     local code = srv:request("POST", "/api/v1/namespaces",
       { apiVersion = "v1", kind = "Namespace", metadata = { name = srv.ns } })

@@ -73,6 +73,7 @@ type message struct {
 
 var (
 	messages = map[string]*message{}
+	visiting = map[string]bool{}
 	order    []string
 )
 
@@ -122,10 +123,17 @@ func visit(t reflect.Type) string {
 		return name
 	}
 	if _, ok := messages[name]; ok {
+		if visiting[name] {
+			// The decoder recurses once per nesting level: a schema
+			// without cycles bounds its depth, whatever the input.
+			fail("%s: the type contains itself", name)
+		}
 		return name
 	}
 	m := &message{name: name}
 	messages[name] = m
+	visiting[name] = true
+	defer delete(visiting, name)
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
 		where := name + "." + sf.Name
