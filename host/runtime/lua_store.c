@@ -535,7 +535,7 @@ static int fifo_pending(lua_State *L)
     return 1;
 }
 
-void luna_lua_store_register(lua_State *L)
+void luna_lua_store_register_object(lua_State *L)
 {
     static const luaL_Reg object_methods[] = {
         { "key", object_key }, { "name", object_name }, { "namespace", object_namespace },
@@ -543,6 +543,15 @@ void luna_lua_store_register(lua_State *L)
         { "labels", object_labels }, { "json", object_json }, { "size", object_size },
         { "refs", object_refs }, { NULL, NULL },
     };
+    luna_lua_new_class(L, OBJECT_MT, object_methods, object_gc);
+    luaL_getmetatable(L, OBJECT_MT);
+    lua_pushcfunction(L, object_eq);
+    lua_setfield(L, -2, "__eq");
+    lua_pop(L, 1);
+}
+
+void luna_lua_store_register(lua_State *L)
+{
     static const luaL_Reg indexer_methods[] = {
         { "put", indexer_put }, { "delete", indexer_delete }, { "get", indexer_get },
         { "len", indexer_len }, { "keys", indexer_keys }, { "by_index", indexer_by_index },
@@ -555,11 +564,7 @@ void luna_lua_store_register(lua_State *L)
         { "len", fifo_len }, { "has_synced", fifo_has_synced }, { "pending", fifo_pending },
         { NULL, NULL },
     };
-    luna_lua_new_class(L, OBJECT_MT, object_methods, object_gc);
-    luaL_getmetatable(L, OBJECT_MT);
-    lua_pushcfunction(L, object_eq);
-    lua_setfield(L, -2, "__eq");
-    lua_pop(L, 1);
+    luna_lua_store_register_object(L);
     luna_lua_new_class(L, INDEXER_MT, indexer_methods, indexer_gc);
     luna_lua_new_class(L, FIFO_MT, fifo_methods, fifo_gc);
 

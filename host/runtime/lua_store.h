@@ -28,7 +28,12 @@
 
 #include "cache/object.h"
 
+/* Registers the classes and adds core.store to the table on top of the
+ * stack (the spec-facing module). */
 void luna_lua_store_register(lua_State *L);
+/* Registers the Object class only (the runtime's states: index functions
+ * receive Objects; nothing there constructs indexers or FIFOs). */
+void luna_lua_store_register_object(lua_State *L);
 
 /* Pushes a Lua Object for obj, taking a new reference. */
 void luna_lua_store_push_object(lua_State *L, struct luna_object *obj);
