@@ -14,7 +14,6 @@
 #include "base/log.h"
 #include "lua/lua_core.h"
 #include "runtime/lua_sandbox.h"
-#include "runtime/lua_store.h"
 #include "lua/lua_util.h"
 #include "runtime/watchdog.h"
 
@@ -66,13 +65,11 @@ int luna_lua_host_find_lib(const char *argv0, const char **dir, luna_error *err)
                           exe);
 }
 
-/* luna.core in a runtime state: the script-facing table, and the cache's
- * Object class that index functions receive.  The runtime adds
- * core.runtime when it installs the script API (lua_runtime.h). */
+/* luna.core in a runtime state: the script-facing table.  The runtime
+ * adds core.runtime when it installs the script API (lua_runtime.h). */
 static int open_core(lua_State *L)
 {
     luna_lua_core_push(L);
-    luna_lua_store_register_object(L);
     return 1;
 }
 

@@ -1,8 +1,8 @@
 /*
  * lua_host.h — a LuaJIT state that hosts controller scripts.
  *
- * Uses: LuaJIT, lua/lua_core (the script-facing `luna.core`, preloaded
- * with the cache's Object class).  Runs on the loop thread.
+ * Uses: LuaJIT, lua/lua_core (the script-facing `luna.core`, preloaded).
+ * Runs on the loop thread.
  *
  * A state has the standard libraries, package.path pointing at luna's Lua
  * library (so `require "luna"` finds lua/luna/init.lua), `luna.core`

@@ -6,7 +6,6 @@
 
 #include "lua/lua_core.h"
 #include "lua/lua_selector.h"
-#include "runtime/lua_store.h"
 #include "testing/lua_backoff.h"
 #include "testing/lua_health.h"
 #include "testing/lua_http.h"
@@ -17,6 +16,7 @@
 #include "testing/lua_metrics.h"
 #include "testing/lua_object_stream.h"
 #include "testing/lua_ratelimit.h"
+#include "testing/lua_store.h"
 #include "testing/lua_workqueue.h"
 
 /* luajit dlcloses C modules when its state closes, but libcurl and libev
