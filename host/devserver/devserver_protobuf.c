@@ -12,10 +12,12 @@
 
 enum { WIRE_VARINT = 0, WIRE_FIXED64 = 1, WIRE_LEN = 2, WIRE_FIXED32 = 5 };
 
-/* The first error of one decode: 400 unless set otherwise. */
+/* The first error of one decode: a 400 with msg, or a 500 when memory ran
+ * out (oom). */
 struct ctx {
     char msg[512];
     bool failed;
+    bool oom;
 };
 
 static bool fail(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -29,6 +31,22 @@ static bool fail(struct ctx *c, const char *fmt, ...)
         c->failed = true;
     }
     return false;
+}
+
+static bool oom(struct ctx *c)
+{
+    if (!c->failed)
+        c->failed = c->oom = true;
+    return false;
+}
+
+/* v, or NULL with the decode marked out of memory when an allocation
+ * (jansson's or ours) gave NULL without a decode error. */
+static json_t *need(json_t *v, struct ctx *c)
+{
+    if (!v)
+        oom(c);
+    return v;
 }
 
 /* ---- the wire ---- */
@@ -165,7 +183,7 @@ static json_t *string_value(const uint8_t *p, size_t n)
         return json_stringn((const char *)p, n);
     char *out = malloc(n + 2 * bad + 1), *w = out;
     if (!out)
-        abort();
+        return NULL;
     for (size_t i = 0; i < n;) {
         size_t l = utf8_len(p + i, n - i);
         if (l) {
@@ -187,7 +205,7 @@ static json_t *base64_value(const uint8_t *p, size_t n)
 {
     char *out = malloc(4 * ((n + 2) / 3) + 1);
     if (!out)
-        abort();
+        return NULL;
     int w = EVP_EncodeBlock((unsigned char *)out, p, (int)n);
     json_t *s = json_stringn(out, (size_t)w);
     free(out);
@@ -305,8 +323,8 @@ static bool emit_message(int msg, const uint8_t *p, size_t len, json_t *out,
 
 /* The JSON for one value of field f from occurrence bytes (message kinds)
  * or a varint; *zero tells whether Go would consider it the zero value. */
-static json_t *value(const luna_ds_pb_field *f, const struct occ *o, bool *zero,
-                     struct ctx *c, const char *where)
+static json_t *value_of(const luna_ds_pb_field *f, const struct occ *o, bool *zero,
+                        struct ctx *c, const char *where)
 {
     switch (f->type) {
     case LUNA_PB_STRING:
@@ -326,7 +344,7 @@ static json_t *value(const luna_ds_pb_field *f, const struct occ *o, bool *zero,
         return json_integer((json_int_t)(int64_t)o->v);
     case LUNA_PB_MESSAGE: {
         json_t *obj = json_object();
-        if (!emit_message(f->msg, o->p, o->len, obj, zero, c)) {
+        if (!obj || !emit_message(f->msg, o->p, o->len, obj, zero, c)) {
             json_decref(obj);
             return NULL;
         }
@@ -345,6 +363,12 @@ static json_t *value(const luna_ds_pb_field *f, const struct occ *o, bool *zero,
     return NULL;
 }
 
+static json_t *value(const luna_ds_pb_field *f, const struct occ *o, bool *zero,
+                     struct ctx *c, const char *where)
+{
+    return need(value_of(f, o, zero, c, where), c);
+}
+
 /* The zero value of a non-pointer field, as Go's encoder writes it. */
 static json_t *zero_value(const luna_ds_pb_field *f, struct ctx *c)
 {
@@ -359,41 +383,49 @@ struct slot {
     size_t n, cap;
 };
 
-static void slot_add(struct slot *s, const struct occ *o)
+static bool slot_add(struct slot *s, const struct occ *o)
 {
     if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 4;
-        s->occ = realloc(s->occ, s->cap * sizeof *s->occ);
-        if (!s->occ)
-            abort();
+        size_t cap = s->cap ? 2 * s->cap : 4;
+        struct occ *occ = realloc(s->occ, cap * sizeof *occ);
+        if (!occ)
+            return false;
+        s->occ = occ;
+        s->cap = cap;
     }
     s->occ[s->n++] = *o;
+    return true;
 }
 
 /* The value of a non-repeated field that arrived s->n times: the last one,
  * except for a message, which protobuf merges: decoding the concatenation
- * is that merge.  *buf is set when a copy was made (caller frees). */
-static struct occ merged(const luna_ds_pb_field *f, const struct slot *s, uint8_t **buf)
+ * is that merge.  *buf is set when a copy was made (caller frees); false
+ * when memory ran out. */
+static bool merged(const luna_ds_pb_field *f, const struct slot *s, struct occ *out,
+                   uint8_t **buf)
 {
     *buf = NULL;
     bool message = f->type == LUNA_PB_MESSAGE || f->type == LUNA_PB_TIME ||
                    f->type == LUNA_PB_INTORSTRING || f->type == LUNA_PB_QUANTITY ||
                    f->type == LUNA_PB_RAWJSON;
-    if (s->n == 1 || !message)
-        return s->occ[s->n - 1];
+    if (s->n == 1 || !message) {
+        *out = s->occ[s->n - 1];
+        return true;
+    }
     size_t total = 0;
     for (size_t i = 0; i < s->n; i++)
         total += s->occ[i].len;
     uint8_t *b = malloc(total ? total : 1);
     if (!b)
-        abort();
+        return false;
     size_t at = 0;
     for (size_t i = 0; i < s->n; i++) {
         memcpy(b + at, s->occ[i].p, s->occ[i].len);
         at += s->occ[i].len;
     }
     *buf = b;
-    return (struct occ){ .wire = WIRE_LEN, .p = b, .len = total };
+    *out = (struct occ){ .wire = WIRE_LEN, .p = b, .len = total };
+    return true;
 }
 
 struct entry {
@@ -421,8 +453,10 @@ static json_t *map_value(const luna_ds_pb_field *f, const struct slot *s,
                          struct ctx *c, const char *where)
 {
     struct entry *es = calloc(s->n, sizeof *es);
-    if (!es)
-        abort();
+    if (!es) {
+        oom(c);
+        return NULL;
+    }
     size_t n = 0;
     json_t *obj = NULL;
     for (size_t i = 0; i < s->n; i++) {
@@ -452,13 +486,18 @@ static json_t *map_value(const luna_ds_pb_field *f, const struct slot *s,
         es[n++] = (struct entry){ (const char *)key.p, key.len, v, i };
     }
     qsort(es, n, sizeof *es, cmp_entry);
-    obj = json_object();
-    for (size_t i = 0; i < n; i++) {
+    obj = need(json_object(), c);
+    for (size_t i = 0; obj && i < n; i++) {
         if (i + 1 < n && es[i].key_len == es[i + 1].key_len &&
             memcmp(es[i].key, es[i + 1].key, es[i].key_len) == 0)
             continue; /* a later value for the same key wins */
-        json_t *k = string_value((const uint8_t *)es[i].key, es[i].key_len);
-        json_object_setn(obj, json_string_value(k), json_string_length(k), es[i].val);
+        json_t *k = need(string_value((const uint8_t *)es[i].key, es[i].key_len), c);
+        if (!k || json_object_setn(obj, json_string_value(k), json_string_length(k),
+                                   es[i].val) < 0) {
+            oom(c);
+            json_decref(obj);
+            obj = NULL;
+        }
         json_decref(k);
     }
 out:
@@ -472,7 +511,9 @@ out:
 static json_t *list_value(const luna_ds_pb_field *f, const struct slot *s,
                           struct ctx *c, const char *where)
 {
-    json_t *arr = json_array();
+    json_t *arr = need(json_array(), c);
+    if (!arr)
+        return NULL;
     for (size_t i = 0; i < s->n; i++) {
         const struct occ *o = &s->occ[i];
         if (is_varint_type(f->type) && o->wire == WIRE_LEN) {
@@ -485,17 +526,21 @@ static json_t *list_value(const luna_ds_pb_field *f, const struct slot *s,
                     return NULL;
                 }
                 bool z;
-                json_array_append_new(arr, value(f, &e, &z, c, where));
+                if (json_array_append_new(arr, value(f, &e, &z, c, where)) < 0) {
+                    oom(c);
+                    json_decref(arr);
+                    return NULL;
+                }
             }
             continue;
         }
         bool z;
         json_t *v = value(f, o, &z, c, where);
-        if (!v) {
+        if (!v || json_array_append_new(arr, v) < 0) {
+            oom(c);
             json_decref(arr);
             return NULL;
         }
-        json_array_append_new(arr, v);
     }
     return arr;
 }
@@ -517,7 +562,7 @@ static bool emit_message(int msg, const uint8_t *p, size_t len, json_t *out,
     const luna_ds_pb_message *m = &luna_ds_pb_messages[msg];
     struct slot *slots = calloc(m->n_fields ? m->n_fields : 1, sizeof *slots);
     if (!slots)
-        abort();
+        return oom(c);
     bool ok = false;
     *zero = true;
     struct rd r = { p, p + len };
@@ -535,7 +580,10 @@ static bool emit_message(int msg, const uint8_t *p, size_t len, json_t *out,
                  f->json ? f->json : "(inline)");
             goto out;
         }
-        slot_add(&slots[i], &o);
+        if (!slot_add(&slots[i], &o)) {
+            oom(c);
+            goto out;
+        }
     }
     for (size_t i = 0; i < m->n_fields; i++) {
         const luna_ds_pb_field *f = &m->fields[i];
@@ -559,7 +607,11 @@ static bool emit_message(int msg, const uint8_t *p, size_t len, json_t *out,
             }
         } else if (s->n > 0) {
             uint8_t *buf;
-            struct occ o = merged(f, s, &buf);
+            struct occ o;
+            if (!merged(f, s, &o, &buf)) {
+                oom(c);
+                goto out;
+            }
             v = value(f, &o, &fz, c, where);
             free(buf);
             if (!v)
@@ -587,11 +639,16 @@ static bool emit_message(int msg, const uint8_t *p, size_t len, json_t *out,
         bool omit = (f->flags & LUNA_PB_F_NOJSON) ||
                     ((f->flags & LUNA_PB_F_OMITEMPTY) && empty) ||
                     ((f->flags & LUNA_PB_F_OMITZERO) && fz);
+        int rc = 0;
         if (!omit && (f->flags & LUNA_PB_F_INLINE) && json_is_object(v))
-            json_object_update(out, v);
+            rc = json_object_update(out, v);
         else if (!omit && f->json)
-            json_object_set(out, f->json, v);
+            rc = json_object_set(out, f->json, v);
         json_decref(v);
+        if (rc < 0) {
+            oom(c);
+            goto out;
+        }
     }
     ok = true;
 out:
@@ -610,6 +667,18 @@ int luna_ds_protobuf_is(const char *content_type)
         return 0;
     char next = content_type[sizeof mt - 1];
     return next == '\0' || next == ';' || next == ' ';
+}
+
+/* A client's bytes, fit to quote in an error message: printable ASCII
+ * kept, anything else '?', at most out_size - 1 bytes. */
+static void quotable(char *out, size_t out_size, const char *p, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n && w + 1 < out_size; i++) {
+        unsigned char b = (unsigned char)p[i];
+        out[w++] = b >= 0x20 && b < 0x7f && b != '"' && b != '\\' ? (char)b : '?';
+    }
+    out[w] = '\0';
 }
 
 static void kinds_list(char *buf, size_t n)
@@ -653,48 +722,60 @@ char *luna_ds_protobuf_to_json(const char *body, size_t len, size_t *out_len,
             raw = o.p;
             raw_len = o.len;
         } else if (num == 3 && o.len > 0) {
-            fail(&c, "unsupported contentEncoding \"%.*s\" in the protobuf envelope",
-                 (int)(o.len > 64 ? 64 : o.len), (const char *)o.p);
+            char q[65];
+            quotable(q, sizeof q, (const char *)o.p, o.len);
+            fail(&c, "unsupported contentEncoding \"%s\" in the protobuf envelope", q);
             goto bad;
         } else if (num == 4 && o.len > 0 &&
                    !(o.len >= 35 && memcmp(o.p, "application/vnd.kubernetes.protobuf", 35) == 0)) {
-            fail(&c, "unsupported contentType \"%.*s\" in the protobuf envelope",
-                 (int)(o.len > 64 ? 64 : o.len), (const char *)o.p);
+            char q[65];
+            quotable(q, sizeof q, (const char *)o.p, o.len);
+            fail(&c, "unsupported contentType \"%s\" in the protobuf envelope", q);
             goto bad;
         }
     }
-    char api_version[256], kind[256];
-    snprintf(api_version, sizeof api_version, "%.*s", (int)tm_lens[1],
-             tm_strs[1] ? tm_strs[1] : "");
-    snprintf(kind, sizeof kind, "%.*s", (int)tm_lens[2], tm_strs[2] ? tm_strs[2] : "");
     int msg = -1;
-    for (size_t i = 0; i < luna_ds_pb_n_kinds; i++)
-        if (strcmp(luna_ds_pb_kinds[i].api_version, api_version) == 0 &&
-            strcmp(luna_ds_pb_kinds[i].kind, kind) == 0)
-            msg = luna_ds_pb_kinds[i].msg;
+    const char *api_version = NULL, *kind = NULL;
+    for (size_t i = 0; i < luna_ds_pb_n_kinds; i++) {
+        const luna_ds_pb_kind *k = &luna_ds_pb_kinds[i];
+        if (tm_lens[1] == strlen(k->api_version) && tm_lens[2] == strlen(k->kind) &&
+            memcmp(tm_strs[1], k->api_version, tm_lens[1]) == 0 &&
+            memcmp(tm_strs[2], k->kind, tm_lens[2]) == 0) {
+            msg = k->msg;
+            api_version = k->api_version;
+            kind = k->kind;
+        }
+    }
     if (msg < 0) {
-        char kinds[1024];
+        char kinds[1024], av[128], kd[128];
         kinds_list(kinds, sizeof kinds);
+        quotable(av, sizeof av, tm_strs[1] ? tm_strs[1] : "", tm_lens[1]);
+        quotable(kd, sizeof kd, tm_strs[2] ? tm_strs[2] : "", tm_lens[2]);
         luna_ds_status_set(st, 415, "UnsupportedMediaType",
                            "the dev server reads protobuf bodies only for %s (got apiVersion "
-                           "\"%s\" kind \"%s\"): send application/json", kinds, api_version, kind);
+                           "\"%s\" kind \"%s\"): send application/json", kinds, av, kd);
         return NULL;
     }
     json_t *doc = json_object();
-    json_object_set_new(doc, "kind", json_string(kind));
-    json_object_set_new(doc, "apiVersion", json_string(api_version));
     bool zero;
-    if (!emit_message(msg, raw ? raw : (const uint8_t *)"", raw_len, doc, &zero, &c)) {
+    if (!doc || json_object_set_new(doc, "kind", json_string(kind)) < 0 ||
+        json_object_set_new(doc, "apiVersion", json_string(api_version)) < 0) {
+        oom(&c);
+    } else if (emit_message(msg, raw ? raw : (const uint8_t *)"", raw_len, doc, &zero, &c)) {
+        char *text = json_dumps(doc, JSON_COMPACT);
         json_decref(doc);
-        goto bad;
+        if (text) {
+            *out_len = strlen(text);
+            return text;
+        }
+        doc = NULL;
+        oom(&c);
     }
-    char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
-    if (!text)
-        abort();
-    *out_len = strlen(text);
-    return text;
 bad:
-    luna_ds_status_bad_request(st, "%s", c.msg);
+    if (c.oom)
+        luna_ds_status_oom(st);
+    else
+        luna_ds_status_bad_request(st, "%s", c.msg);
     return NULL;
 }

@@ -24,7 +24,7 @@
  * field, a truncated or overlong value or raw JSON that does not parse is
  * a 400 BadRequest (invalid UTF-8 in a string becomes U+FFFD, as Go's JSON
  * encoder writes it); a kind outside the tables
- * is a 415 naming the kinds there are.  Decoding recurses once per nested
+ * is a 415 naming the kinds there are; running out of memory is a 500.  Decoding recurses once per nested
  * message; the schema has no message that contains itself (the generator
  * refuses one), so the depth is the schema's, whatever the input.  Nothing
  * is kept between calls.  Runs on the loop thread.
@@ -91,8 +91,8 @@ extern const size_t luna_ds_pb_n_kinds;
 int luna_ds_protobuf_is(const char *content_type);
 
 /* The JSON text (NUL-terminated, caller frees) for a protobuf body
- * (borrowed), with its length in *out_len; NULL with st set (400 or 415)
- * when it cannot be read. */
+ * (borrowed), with its length in *out_len; NULL with st set (400, 415 or
+ * 500) when it cannot be read. */
 char *luna_ds_protobuf_to_json(const char *body, size_t len, size_t *out_len,
                                luna_ds_status *st);
 
