@@ -282,15 +282,19 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
         return mr;
     }
     struct MHD_Response *mr;
-    if (resp.body && strcmp(url, "/healthz") != 0 && strcmp(url, "/livez") != 0 &&
-        strcmp(url, "/readyz") != 0) {
+    if (!resp.content_type && (strcmp(url, "/healthz") == 0 || strcmp(url, "/livez") == 0 ||
+                               strcmp(url, "/readyz") == 0))
+        resp.content_type = "text/plain; charset=utf-8";
+    if (resp.body && !resp.content_type) {
         mr = json_response(resp.body, resp.len);
     } else {
         mr = MHD_create_response_from_buffer(resp.len, resp.body, MHD_RESPMEM_MUST_FREE);
-        if (!mr)
+        if (!mr) {
             free(resp.body);
-        else
-            MHD_add_response_header(mr, "Content-Type", "text/plain; charset=utf-8");
+        } else if (resp.content_type && *resp.content_type) {
+            MHD_add_response_header(mr, "Content-Type", resp.content_type);
+            MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
+        }
     }
     if (mr && resp.retry_after > 0) {
         char ra[16];

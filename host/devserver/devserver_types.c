@@ -25,6 +25,8 @@ static const char *const event_v1_fields[] = { "regarding.kind",
     "reason", "reportingController", "type", NULL };
 static const char *const secret_fields[] = { "type", NULL };
 static const char *const namespace_fields[] = { "status.phase", NULL };
+static const char *const service_fields[] = { "spec.clusterIP", "spec.type", NULL };
+static const char *const job_fields[] = { "status.successful", NULL };
 
 static json_t *strings(const char *csv)
 {
@@ -162,6 +164,7 @@ static int register_builtins(luna_ds_types *reg)
     t = builtin(reg, "", "v1", "services", "service", "Service", true, "svc", "all");
     if (!t)
         return LUNA_ENOMEM;
+    t->fields = service_fields;
     t->has_status = true;
     t->return_deleted = true;
     t = builtin(reg, "apiextensions.k8s.io", "v1", "customresourcedefinitions",
@@ -195,6 +198,7 @@ static int register_builtins(luna_ds_types *reg)
     t = builtin(reg, "batch", "v1", "jobs", "job", "Job", true, NULL, "all");
     if (!t)
         return LUNA_ENOMEM;
+    t->fields = job_fields;
     t->has_status = true;
     t->has_generation = true;
     t = builtin(reg, "coordination.k8s.io", "v1", "leases", "lease", "Lease", true, NULL, NULL);

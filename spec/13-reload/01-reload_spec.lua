@@ -6,13 +6,15 @@ local luna_env = require("support.luna_env")
 local SIGHUP = 1
 
 -- A controller that stamps `version` into an annotation of every
--- ConfigMap in the spec namespace; `extra` is spliced into the reconcile.
+-- ConfigMap of the spec's (labelled luna-spec=stamp) in the spec namespace;
+-- `extra` is spliced into the reconcile.  The label keeps other writers'
+-- ConfigMaps (a cluster's kube-root-ca.crt) out of the counts.
 local function stamper(version, ns, extra)
   return ([[
 local luna = require "luna"
 return luna.controller {
   name = "stamper",
-  watch = { "v1/ConfigMap", namespace = %q },
+  watch = { "v1/ConfigMap", namespace = %q, labels = { ["luna-spec"] = "stamp" } },
   workers = 4,
   reconcile = function(req)
     %s
@@ -27,8 +29,10 @@ return luna.controller {
 ]]):format(ns, extra or "", version, version)
 end
 
+local STAMPED = { ["luna-spec"] = "stamp" }
+
 local function stamps(env)
-  local _, list = env.srv:request("GET", env.srv:ns_path("configmaps"))
+  local _, list = env.srv:request("GET", env.srv:ns_path("configmaps") .. "?labelSelector=luna-spec%3Dstamp")
   local out = {}
   for _, cm in ipairs(list.items) do
     out[cm.metadata.name] = cm.metadata.annotations and cm.metadata.annotations.stamp or false
@@ -61,7 +65,7 @@ describe("hot reload", function()
     local ns
     env = luna_env.start{ sources = { ["a.lua"] = stamper("v1", "none") } }
     ns = env.srv.ns
-    for i = 1, 5 do env.srv:create_cm("cm-" .. i) end
+    for i = 1, 5 do env.srv:create_cm("cm-" .. i, nil, STAMPED) end
     helpers.write_file(env.dir .. "/a.lua", stamper("v1", ns))
     env.luna:kill(SIGHUP)
     env.luna:expect("reload done", 20)
@@ -84,28 +88,28 @@ describe("hot reload", function()
     helpers.write_file(env.dir .. "/a.lua", stamper("v1", ns))
     env.luna:kill(SIGHUP)
     env.luna:expect("reload done", 20)
-    env.srv:create_cm("one")
+    env.srv:create_cm("one", nil, STAMPED)
     env:wait(function() return all_stamped(env, "v1", 1) end, 20, "v1")
 
     helpers.write_file(env.dir .. "/a.lua", "return luna.controller {\n  name = 'broken',\n")
     env.luna:kill(SIGHUP)
     local line = env.luna:expect("reload failed", 20)
     assert.matches("a%.lua:3:", line)
-    env.srv:create_cm("two")
+    env.srv:create_cm("two", nil, STAMPED)
     env:wait(function() return all_stamped(env, "v1", 2) end, 20, "old code still running")
 
     helpers.write_file(env.dir .. "/a.lua", "error('boom at load')\n")
     env.luna:kill(SIGHUP)
     line = env.luna:expect("reload failed", 20)
     assert.matches("a%.lua:1: boom at load", line)
-    env.srv:create_cm("three")
+    env.srv:create_cm("three", nil, STAMPED)
     env:wait(function() return all_stamped(env, "v1", 3) end, 20, "old code still running")
   end)
 
   it("adds and removes controllers and the informers they need", function()
     env = luna_env.start{ sources = { ["a.lua"] = stamper("v1", "x") } }
     local ns = env.srv.ns
-    env.srv:create_cm("c1")
+    env.srv:create_cm("c1", nil, STAMPED)
     helpers.write_file(env.dir .. "/a.lua", stamper("v1", ns))
     env.luna:kill(SIGHUP)
     env.luna:expect("reload done", 20)
@@ -126,7 +130,7 @@ return luna.controller { name = "secrets", watch = { "v1/Secret", namespace = %q
       metadata = { name = "s1" }, data = { k = "dg==" } })
     env.luna:expect("saw secret[^\n]*name=s1", 20)
     -- the ConfigMap informer is gone: a new ConfigMap is not stamped
-    env.srv:create_cm("c2")
+    env.srv:create_cm("c2", nil, STAMPED)
     os.execute("sleep 0.5")
     assert.is_false(stamps(env).c2)
   end)
@@ -135,7 +139,7 @@ return luna.controller { name = "secrets", watch = { "v1/Secret", namespace = %q
     -- every reconcile waits on an API call the server delays
     env = luna_env.start{ sources = { ["a.lua"] = stamper("v1", "x") }, server_args = { "--admin" } }
     local ns = env.srv.ns
-    for i = 1, 20 do env.srv:create_cm("cm-" .. i) end
+    for i = 1, 20 do env.srv:create_cm("cm-" .. i, nil, STAMPED) end
     helpers.write_file(env.dir .. "/a.lua", stamper("v1", ns))
     env.luna:kill(SIGHUP)
     env.luna:expect("reload done", 20)
@@ -171,7 +175,7 @@ return luna.controller { name = "secrets", watch = { "v1/Secret", namespace = %q
     env = luna_env.start{ sources = { ["a.lua"] = stamper("v0", "x") },
       env = { ASAN_OPTIONS = "detect_leaks=1:quarantine_size_mb=1:malloc_context_size=4" } }
     local ns = env.srv.ns
-    for i = 1, 10 do env.srv:create_cm("cm-" .. i) end
+    for i = 1, 10 do env.srv:create_cm("cm-" .. i, nil, STAMPED) end
     local function rss()
       local st = helpers.read_file("/proc/" .. env.luna.pid .. "/status") or ""
       return tonumber(st:match("VmRSS:%s*(%d+)")) / 1024
@@ -183,8 +187,8 @@ return luna.controller { name = "secrets", watch = { "v1/Secret", namespace = %q
       env.luna:expect("reload done", 20)
       if round % 10 == 0 then
         env.srv:request("PUT", env.srv:ns_path("configmaps", "cm-" .. math.floor(round / 10)),
-          { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "cm-" .. math.floor(round / 10) },
-            data = { round = tostring(round) } })
+          { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "cm-" .. math.floor(round / 10),
+            labels = STAMPED }, data = { round = tostring(round) } })
       end
       if round == 10 then
         env:wait(function() return all_stamped(env, "v10", 10) end, 30, "v10")
@@ -214,7 +218,7 @@ return luna.controller { name = "secrets", watch = { "v1/Secret", namespace = %q
     publish("v1", "none")
     env = luna_env.start{ dir = base, args = { "--watch" } }
     local ns = env.srv.ns
-    for i = 1, 3 do env.srv:create_cm("cm-" .. i) end
+    for i = 1, 3 do env.srv:create_cm("cm-" .. i, nil, STAMPED) end
     local old = publish("v1", ns)
     env:wait(function() return all_stamped(env, "v1", 3) end, 20, "v1 after the first swap")
     publish("v2", ns)

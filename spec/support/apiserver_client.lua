@@ -60,8 +60,23 @@ function client.start(opts)
     local code = srv:request("POST", "/api/v1/namespaces",
       { apiVersion = "v1", kind = "Namespace", metadata = { name = srv.ns } })
     assert(code == 201, "cannot create namespace " .. srv.ns .. ": " .. tostring(code))
+    if srv.real then srv:await_namespace() end
   end
   return srv
+end
+
+-- In a cluster a new namespace is usable once the controller-manager has
+-- made its `default` ServiceAccount (Pods are refused until then) and its
+-- kube-root-ca.crt ConfigMap, as Kubernetes' own e2e framework waits for.
+function Server:await_namespace()
+  local deadline = helpers.now() + 60
+  for _, path in ipairs({ "/serviceaccounts/default", "/configmaps/kube-root-ca.crt" }) do
+    while self:request("GET", "/api/v1/namespaces/" .. self.ns .. path) ~= 200 do
+      assert(helpers.now() < deadline, "namespace " .. self.ns .. " has no " .. path ..
+        " after 60 s: is kube-controller-manager running?")
+      helpers.run("sleep 0.1")
+    end
+  end
 end
 
 -- body: a table (sent as JSON) or a string; opts.content_type, opts.headers
