@@ -78,10 +78,10 @@ static void handle_resource(luna_ds *ds, const luna_ds_request *req, luna_ds_typ
 static void handle_version(luna_ds_response *resp)
 {
     json_t *v = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}",
-                          "major", "1", "minor", "32", "gitVersion", "v1.32.0-luna." LUNA_VERSION,
+                          "major", "1", "minor", "37", "gitVersion", "v1.37.2-luna." LUNA_VERSION,
                           "gitCommit", "0000000000000000000000000000000000000000",
                           "gitTreeState", "clean", "buildDate", "2025-01-01T00:00:00Z",
-                          "goVersion", "go1.23.0", "compiler", "gc", "platform", "linux/amd64");
+                          "goVersion", "go1.26.0", "compiler", "gc", "platform", "linux/amd64");
     luna_ds_reply_json(resp, 200, v);
 }
 

@@ -520,7 +520,7 @@ json_t *luna_ds_types_openapi_gv(const luna_ds_types *reg, const char *gvpath)
         return NULL;
     }
     return json_pack("{s:s,s:{s:s,s:s},s:o,s:{s:{}}}", "openapi", "3.0.0", "info", "title",
-                     "Kubernetes", "version", "v1.32.0", "paths", paths, "components", "schemas");
+                     "Kubernetes", "version", "v1.37.2", "paths", paths, "components", "schemas");
 }
 
 /* ---- CRDs ---- */

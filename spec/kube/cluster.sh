@@ -263,6 +263,10 @@ cmd_start() {
   return 1
 }
 
+# The directory `run` stops on exit (global: the EXIT trap runs after
+# cmd_run has returned).
+run_dir=""
+
 cmd_run() {
   local dir="" opts=()
   while [ $# -gt 0 ]; do
@@ -281,7 +285,8 @@ cmd_run() {
   fi
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
-  trap 'cmd_stop "$dir"' EXIT
+  run_dir=$dir
+  trap 'cmd_stop "$run_dir"' EXIT
   trap 'exit 130' INT TERM
   cmd_start "$dir" "${opts[@]}" >/dev/null || return 1
   echo "cluster.sh: control plane up: KUBECONFIG=$dir/kubeconfig ($("$bin/kube-apiserver" --version))"
