@@ -1,6 +1,7 @@
 -- Hot reload: SIGHUP (and --watch) load the controllers anew without a
 -- restart, without a relist, and without a broken script taking over.
 local helpers = require("helpers")
+local client = require("support.apiserver_client")
 local luna_env = require("support.luna_env")
 
 local SIGHUP = 1
@@ -200,6 +201,42 @@ return luna.controller { name = "secrets", watch = { "v1/Secret", namespace = %q
     -- 90 more reloads (90 Lua states made and closed) may not cost more
     -- than a few MB; a leaked state per reload would be several times that.
     assert.is_true(growth < 8, ("RSS grew %.1f MB over 90 reloads"):format(growth))
+  end)
+
+  it("lets a removed controller's reconcile in flight finish after its metrics are gone", function()
+    -- the reconcile waits on an API answer the server delays; the reload
+    -- removes its controller (and the controller's metric series) meanwhile
+    if client.real() then
+      return pending(client.DEV_ONLY .. "needs the delay fault to hold a reconcile across the reload")
+    end
+    env = luna_env.start{ sources = { ["a.lua"] = stamper("v1", "x") }, server_args = { "--admin" } }
+    local ns = env.srv.ns
+    assert.equal(200, (env.srv:request("PUT", "/luna/v1/faults", "delay=1.5,delay-path=slow-answer",
+      { content_type = "text/plain" })))
+    helpers.write_file(env.dir .. "/a.lua", ([[
+local luna = require "luna"
+return luna.controller {
+  name = "leaving",
+  watch = { "v1/ConfigMap", namespace = %q, labels = { ["luna-spec"] = "stamp" } },
+  reconcile = function(req)
+    luna.log.info("asking slowly", { name = req.name })
+    luna.get("v1/ConfigMap", req.namespace, "slow-answer")
+    error("the answer came")  -- a failed reconcile reports a panic to the metrics too
+  end,
+}
+]]):format(ns))
+    env.luna:kill(SIGHUP)
+    env.luna:expect("reload done", 20)
+    env.srv:create_cm("cm-1", nil, STAMPED)
+    env.luna:expect("asking slowly", 20)
+    -- replace the controller while its reconcile waits
+    os.remove(env.dir .. "/a.lua")
+    helpers.write_file(env.dir .. "/b.lua", stamper("v2", ns):gsub('name = "stamper"', 'name = "staying"'))
+    env.luna:kill(SIGHUP)
+    env.luna:expect("controller removed controller=leaving", 20)
+    env.luna:expect("reconcile failed controller=leaving[^\n]*the answer came", 20)
+    env:wait(function() return all_stamped(env, "v2", 1) end, 20, "the new controller at work")
+    -- env:stop() (after_each) asserts a clean exit: no sanitizer report
   end)
 
   it("reloads when the kubelet swaps a ConfigMap volume's ..data symlink (--watch)", function()
