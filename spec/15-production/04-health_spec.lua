@@ -35,7 +35,7 @@ describe("luna run probes", function()
     -- the controller watches a kind the server does not serve yet
     local group = srv.ns .. ".example.com"
     luna = S.start(srv, S.controllers({ ["g.lua"] = GADGETS:format(group) }))
-    luna:await("informer kind not resolved", 10)
+    luna:await("informer kind not served", 10)
     local code, body = S.get(luna.health .. "/healthz")
     assert.same({ 200, "ok" }, { code, body })
     code, body = S.get(luna.health .. "/readyz")
