@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "runtime/controller.h"
 #include "runtime/dir_watch.h"
+#include "runtime/event_memory.h"
 #include "runtime/reload.h"
 #include "client/discovery.h"
 #include "cache/event_latency.h"
@@ -25,6 +26,7 @@
 #include "runtime/leader.h"
 #include "base/log.h"
 #include "base/loop.h"
+#include "runtime/lua_events.h"
 #include "runtime/lua_host.h"
 #include "runtime/lua_runtime.h"
 #include "runtime/metrics.h"
@@ -86,6 +88,7 @@ struct runtime {
     struct luna_kube_client *kc;
     struct luna_discovery *disc;
     struct luna_informer_factory *factory;
+    struct luna_event_memories *events;   /* Event recorders' memory, across reloads */
     bool stopping;
     size_t draining;
     int exit_code;
@@ -684,6 +687,9 @@ static void teardown(struct runtime *rt)
     rt->pending = NULL;
     luna_reload_free(rt->gen);
     rt->gen = NULL;
+    luna_lua_events_set_memories(NULL);
+    luna_event_memories_free(rt->events);
+    rt->events = NULL;
     struct ctl_metrics *m, *tmp;
     HASH_ITER(hh, rt->cms, m, tmp) {
         HASH_DEL(rt->cms, m);
@@ -765,6 +771,11 @@ static void reload(struct runtime *rt, const char *trigger)
     schedule_check(rt);
 }
 
+static bool keep_events_of(void *ud, const char *controller)
+{
+    return luna_reload_find(ud, controller) != NULL;
+}
+
 /* The pending reload takes over: queues move to it, the old controllers
  * retire, and the result is logged ("reload done", result=success, or at
  * error result=unresolved naming each controller whose kind is not served
@@ -818,6 +829,8 @@ static void finish_reload(struct runtime *rt)
         len += luna_controller_describe_waiting(c, true, unresolved + len,
                                                 sizeof unresolved - len);
     }
+    /* Controllers that are gone take their Event memory with them. */
+    luna_event_memories_retain(rt->events, keep_events_of, next);
     enum luna_reload_result result = len ? LUNA_RELOAD_UNRESOLVED : LUNA_RELOAD_SUCCESS;
     luna_log(len ? LUNA_LOG_ERROR : LUNA_LOG_INFO, "reload done", "controllers", n,
              "changed", ch, "generation", gen, "result", luna_reload_result_name(result),
@@ -838,10 +851,12 @@ int luna_runtime_run(const struct luna_run_config *cfg)
     struct ev_loop *loop = luna_loop();
     luna_error err = { 0 };
     luna_event_latency_init();
-    if (luna_lua_host_find_lib(cfg->argv0, &rt.lib, &err) < 0) {
+    if (luna_lua_host_find_lib(cfg->argv0, &rt.lib, &err) < 0 ||
+        luna_event_memories_new(&rt.events, &err) < 0) {
         luna_error("startup failed", "error", err.msg);
         return 1;
     }
+    luna_lua_events_set_memories(rt.events);
     if (luna_reload_load(rt.lib, cfg->dir, cfg->limits, NULL, NULL, &rt.gen, &err) < 0) {
         luna_error("controllers failed to load", "dir", cfg->dir, "error", err.msg);
         teardown(&rt);
