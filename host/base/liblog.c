@@ -58,27 +58,20 @@ void luna_liblog_mhd(void *cls, const char *fmt, va_list ap)
 
 /* ---- streams ------------------------------------------------------------- */
 
-struct stream {
-    const struct luna_liblog_source *src;
-    char line[LUNA_LIBLOG_LINE_MAX];
-    size_t len;
-    bool cut;            /* the line outgrew the buffer: drop the rest of it */
-};
-
 static ssize_t stream_write(void *cookie, const char *buf, size_t size)
 {
-    struct stream *s = cookie;
+    struct luna_liblog_stream *s = cookie;
     for (size_t i = 0; i < size; i++) {
         if (buf[i] == '\n') {
             if (!s->cut)
                 log_line(s->src, s->line, s->len);
             s->len = 0;
-            s->cut = false;
+            s->cut = 0;
         } else if (s->len < sizeof s->line) {
             s->line[s->len++] = buf[i];
         } else if (!s->cut) {
             log_line(s->src, s->line, s->len);
-            s->cut = true;
+            s->cut = 1;
         }
     }
     return (ssize_t)size;
@@ -86,28 +79,33 @@ static ssize_t stream_write(void *cookie, const char *buf, size_t size)
 
 static int stream_close(void *cookie)
 {
-    struct stream *s = cookie;
+    struct luna_liblog_stream *s = cookie;
     if (s->len > 0 && !s->cut)
         log_line(s->src, s->line, s->len);
-    free(s);
+    s->len = 0;
+    s->cut = 0;
     return 0;
 }
 
-FILE *luna_liblog_stream_new(const struct luna_liblog_source *src)
+int luna_liblog_stream_open(struct luna_liblog_stream *s, const struct luna_liblog_source *src)
 {
-    struct stream *s = calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
     s->src = src;
+    s->len = 0;
+    s->cut = 0;
     cookie_io_functions_t io = { .write = stream_write, .close = stream_close };
-    FILE *f = fopencookie(s, "w", io);
-    if (!f) {
-        free(s);
-        return NULL;
-    }
+    s->file = fopencookie(s, "w", io);
+    if (!s->file)
+        return LUNA_ENOMEM;
     /* Line buffered: a library's line is logged when it ends, not later. */
-    setvbuf(f, NULL, _IOLBF, 0);
-    return f;
+    setvbuf(s->file, NULL, _IOLBF, 0);
+    return 0;
+}
+
+void luna_liblog_stream_close(struct luna_liblog_stream *s)
+{
+    if (s->file)
+        fclose(s->file);
+    s->file = NULL;
 }
 
 /* ---- fatal hooks ------------------------------------------------------------ */

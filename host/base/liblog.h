@@ -11,7 +11,7 @@
  *                  its panic function (luna_liblog_install): logged, abort
  *   libev          syserr callback and allocator (luna_liblog_install):
  *                  a fatal failure is logged at error, then abort
- *   libcurl        luna_liblog_stream_new, set as CURLOPT_STDERR on every
+ *   libcurl        a luna_liblog_stream, set as CURLOPT_STDERR on every
  *                  transfer: whatever libcurl writes there (verbose output,
  *                  warnings) becomes log lines
  *   LuaJIT         luna_lua_panic (lua/lua_util.h) as every state's panic
@@ -33,7 +33,7 @@
  *
  * Ownership: struct luna_liblog_source values are caller storage that must
  * outlive the daemon or stream using them (static const in practice).  A
- * stream is owned by its creator and closed with fclose().
+ * stream is caller storage too, closed with luna_liblog_stream_close.
  */
 #ifndef LUNA_LIBLOG_H
 #define LUNA_LIBLOG_H
@@ -41,6 +41,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "base/error.h"
 #include "base/log.h"
 
 #define LUNA_LIBLOG_LINE_MAX 4096
@@ -66,9 +67,21 @@ void luna_liblog_vmessage(const struct luna_liblog_source *src, const char *fmt,
 /* MHD_OPTION_EXTERNAL_LOGGER: cls is a const struct luna_liblog_source *. */
 void luna_liblog_mhd(void *cls, const char *fmt, va_list ap);
 
-/* A write-only stream whose lines are logged as src's messages (an
- * unfinished line at fclose is logged too).  NULL when out of memory. */
-FILE *luna_liblog_stream_new(const struct luna_liblog_source *src);
+/* A write-only stdio stream whose lines are logged as src's messages.
+ * Caller storage (embed it in its owner): open makes s->file, close logs
+ * an unfinished line and closes it.  The struct must stay in place while
+ * the file is open; src is borrowed as long. */
+struct luna_liblog_stream {
+    FILE *file;                        /* NULL until opened, and after close */
+    const struct luna_liblog_source *src;
+    char line[LUNA_LIBLOG_LINE_MAX];
+    size_t len;
+    int cut;                           /* the line outgrew the buffer: drop its rest */
+};
+/* 0, or LUNA_ENOMEM (s->file stays NULL). */
+int luna_liblog_stream_open(struct luna_liblog_stream *s, const struct luna_liblog_source *src);
+/* Safe on a stream never opened, and twice. */
+void luna_liblog_stream_close(struct luna_liblog_stream *s);
 
 /* Logs "library failure" at error and aborts: for libraries whose failure
  * hooks must not return. */

@@ -333,7 +333,7 @@ static void kill_and_reap(pid_t pid)
  * per run (the rest is read and dropped). */
 struct err_relay {
     int fd;              /* read end; -1 once closed */
-    FILE *log;           /* NULL when out of memory: read and dropped */
+    struct luna_liblog_stream log; /* log.file NULL when out of memory: read, dropped */
     size_t total;
 };
 
@@ -354,8 +354,8 @@ static void relay_stderr(struct err_relay *er)
         }
         size_t room = er->total < LUNA_EXEC_MAX_STDERR ? LUNA_EXEC_MAX_STDERR - er->total : 0;
         size_t keep = (size_t)got < room ? (size_t)got : room;
-        if (keep && er->log)
-            fwrite(chunk, 1, keep, er->log);
+        if (keep && er->log.file)
+            fwrite(chunk, 1, keep, er->log.file);
         er->total += (size_t)got;
     }
 }
@@ -522,13 +522,13 @@ static int run_child(struct luna_exec_plugin *p, char **out, luna_error *err)
     const struct luna_liblog_source src = {
         .msg = "exec plugin stderr", .source = p->command, .level = LUNA_LOG_WARN,
     };
-    struct err_relay er = { .fd = efds[0], .log = luna_liblog_stream_new(&src) };
+    struct err_relay er = { .fd = efds[0] };
+    luna_liblog_stream_open(&er.log, &src);
     int rc = run_child_io(p, out, efds[1], &er, err);
     relay_stderr(&er); /* what it wrote last, if the pipe has it */
     if (er.fd >= 0)
         close(er.fd);
-    if (er.log)
-        fclose(er.log);
+    luna_liblog_stream_close(&er.log);
     return rc;
 }
 

@@ -46,7 +46,7 @@ struct luna_http_client {
     luna_http_request *pending; /* requests with something to deliver */
     struct http_socket *sockets;
     size_t active;
-    FILE *log;                  /* libcurl's stderr: into luna's log (liblog.h) */
+    struct luna_liblog_stream log; /* libcurl's stderr: into luna's log (liblog.h) */
 };
 
 /* Whatever libcurl writes to its stderr (verbose output, warnings) goes
@@ -704,8 +704,7 @@ luna_http_client *luna_http_client_new(struct ev_loop *loop, luna_error *err)
         luna_error_set(err, LUNA_ENOMEM, "cannot create a curl multi handle");
         return NULL;
     }
-    c->log = luna_liblog_stream_new(&curl_log);
-    if (!c->log) {
+    if (luna_liblog_stream_open(&c->log, &curl_log) < 0) {
         curl_multi_cleanup(c->multi);
         free(c);
         luna_error_set(err, LUNA_ENOMEM, "out of memory creating the HTTP client");
@@ -737,7 +736,7 @@ void luna_http_client_free(luna_http_client *c)
         free(s);
     }
     ev_timer_stop(c->loop, &c->timer);
-    fclose(c->log);
+    luna_liblog_stream_close(&c->log);
     free(c);
 }
 
@@ -931,7 +930,7 @@ static bool setup_easy(luna_http_request *r, const luna_http_options *o, const c
     SET(CURLOPT_PRIVATE, (char *)r);
     SET(CURLOPT_NOSIGNAL, 1L);
     SET(CURLOPT_ERRORBUFFER, r->errbuf);
-    SET(CURLOPT_STDERR, r->client->log);
+    SET(CURLOPT_STDERR, r->client->log.file);
     SET(CURLOPT_WRITEFUNCTION, write_cb);
     SET(CURLOPT_WRITEDATA, r);
     SET(CURLOPT_HEADERFUNCTION, header_cb);
