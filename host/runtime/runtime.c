@@ -536,10 +536,19 @@ static void wire_metrics(struct runtime *rt, struct luna_reload *gen,
                 luna_warn("workqueue metrics unavailable", "controller", name, "error", e.msg);
         }
     }
-    /* Controllers that are gone take their series with them. */
+    /* Controllers that are gone take their series with them.  The old
+     * controllers of that name (the reload retiring now, and older ones
+     * still finishing reconciles) stop reporting first: a reconcile that
+     * ends after this must not touch freed series. */
     struct ctl_metrics *m, *tmp;
     HASH_ITER(hh, rt->cms, m, tmp) {
         if (!luna_reload_find(gen, m->name)) {
+            struct luna_controller *c = old ? luna_reload_find(old, m->name) : NULL;
+            if (c)
+                luna_controller_set_metrics(c, NULL);
+            for (struct retiring *r = rt->retiring; r; r = r->next)
+                if ((c = luna_reload_find(r->gen, m->name)))
+                    luna_controller_set_metrics(c, NULL);
             HASH_DEL(rt->cms, m);
             luna_runtime_metrics_controller_free(m->cm);
             free(m->name);

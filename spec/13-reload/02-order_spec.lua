@@ -76,4 +76,38 @@ describe("the documented order of startup and reload #integration", function()
       metadata = { name = "s1", labels = { [rt.LABEL] = token } }, data = { k = "dg==" } })
     rt.wait(env, rt.msg("second reconciled", { name = "s1" }), 20, "second reconciles")
   end)
+
+  it("removes a controller whose reconcile is still in flight: it finishes, nothing breaks", function()
+    -- the dev server holds the reconcile's GET for a second; a real cluster
+    -- answers at once, and the reconcile simply ends sooner
+    local token = rt.token()
+    local held = rt.source([[
+local luna = require "luna"
+return luna.controller {
+  name = "doomed",
+  watch = { "v1/ConfigMap", labels = { ["luna.dev/spec"] = "@TOKEN@" } },
+  reconcile = function(req)
+    luna.get("v1/ConfigMap", req.namespace, "held-" .. req.name)
+    luna.log.info("doomed finished", { name = req.name })
+  end,
+}
+]], { TOKEN = token })
+    env = rt.start{ args = { "--metrics-bind-address=127.0.0.1:0" }, sources = {
+      ["a.lua"] = held, ["b.lua"] = controller("survivor", "v1/ConfigMap", token) },
+      server_args = { "--faults", "delay=1,delay-path=/configmaps/held-" } }
+    rt.cm(env, "one", {}, { [rt.LABEL] = token })
+    rt.wait(env, rt.msg("reconcile start", { controller = "doomed" }), 20, "the held reconcile")
+    os.remove(env.dir .. "/a.lua")
+    env.luna:kill(SIGHUP)
+    rt.wait(env, rt.msg("reload done", { result = "success" }), 20, "the reload")
+    assert.is_table(rt.find(env, rt.msg("controller removed", { controller = "doomed" })))
+    -- the old code's reconcile ends after its controller's series are gone
+    rt.wait(env, rt.msg("doomed finished", { name = "one" }), 20, "the in-flight reconcile ends")
+    rt.cm(env, "two", {}, { [rt.LABEL] = token })
+    rt.wait(env, rt.msg("survivor reconciled", { name = "two" }), 20, "the other controller goes on")
+    local url = "http://" .. rt.wait(env, rt.msg("metrics server listening"), 5, "metrics").address
+    local out = helpers.run("env -u LD_PRELOAD curl -s -o /dev/null -w '%{http_code}' " .. url .. "/metrics")
+    assert.equal("200", out)
+    -- env:stop() asserts a clean exit: a use after free would abort first
+  end)
 end)
