@@ -106,15 +106,16 @@ current-context: c
     luna = helpers.spawn({ helpers.luna, "run", "--kubeconfig", kubeconfig, "--log-format", "json",
       "--metrics-bind-address=0", "--health-probe-bind-address=0", controllers() },
       { env = { KUBECONFIG = false } })
-    luna:expect('"msg":"exec plugin stderr"', 20)
-    luna:expect('"msg":"caches synced"', 20)
+    -- the plugin's last line logged; whether the server takes its token
+    -- (a cluster behind kubectl proxy may not) does not matter here
+    luna:expect('"msg":"exec plugin stderr".*"message":"last"', 20)
     luna:kill()
     assert.equal(0, luna:wait(20))
     local list = records(luna:drain(1))
     srv:stop()
     local got = {}
     for _, r in ipairs(list) do
-      if r.msg == "exec plugin stderr" then
+      if r.msg == "exec plugin stderr" and #got < 3 then
         assert.equal("warn", r.level)
         assert.equal(dir .. "/plugin.sh", r.source)
         got[#got + 1] = r.message
