@@ -16,6 +16,7 @@
 #include "devserver/devserver_state.h"
 #include "devserver/devserver_status.h"
 #include "devserver/devserver_watch.h"
+#include "base/liblog.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/mhd_loop.h"
@@ -418,6 +419,13 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
     return (size_t)(w - s);
 }
 
+/* libmicrohttpd's own messages (a client that went away mid-response, a
+ * refused connection) go through luna's logger, at debug: they are about
+ * clients, and what matters to them shows in their own logs. */
+static const struct luna_liblog_source mhd_log = {
+    .source = "libmicrohttpd", .server = "dev-server", .level = LUNA_LOG_DEBUG,
+};
+
 luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
 {
     luna_ds_http *srv = calloc(1, sizeof *srv);
@@ -453,6 +461,7 @@ luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
         }
         flags |= MHD_USE_TLS;
         daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+                                       MHD_OPTION_EXTERNAL_LOGGER, luna_liblog_mhd, &mhd_log,
                                        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                                        MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv,
@@ -462,6 +471,7 @@ luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
                                        MHD_OPTION_END);
     } else {
         daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+                                       MHD_OPTION_EXTERNAL_LOGGER, luna_liblog_mhd, &mhd_log,
                                        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                                        MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv,

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "base/liblog.h"
 #include "base/mhd_loop.h"
 #include "base/textbuf.h"
 
@@ -216,10 +217,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 /* ---- binding -------------------------------------------------------------- */
 
+/* libmicrohttpd's own messages go through luna's logger, at debug: a
+ * scraper that hung up, a bind that falls back from IPv6 to IPv4.  What
+ * matters (cannot listen) is luna's own error. */
+static const struct luna_liblog_source mhd_log = {
+    .source = "libmicrohttpd", .server = "metrics-and-probes", .level = LUNA_LOG_DEBUG,
+};
+
 static struct MHD_Daemon *listen_on(struct luna_httpd *s, const struct sockaddr *sa,
                                     unsigned flags)
 {
-    return MHD_start_daemon(MHD_USE_EPOLL | flags, 0, NULL, NULL, on_request, s,
+    return MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG | flags, 0, NULL, NULL,
+                            on_request, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, luna_liblog_mhd, &mhd_log,
                             MHD_OPTION_SOCK_ADDR, sa,
                             MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
                             MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
