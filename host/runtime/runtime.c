@@ -869,6 +869,20 @@ int luna_runtime_run(const struct luna_run_config *cfg)
     struct ev_loop *loop = luna_loop();
     luna_error err = { 0 };
     luna_event_latency_init();
+    /* Signals are caught from the start: a SIGTERM, SIGINT or SIGHUP that
+     * arrives while the controllers load or an exec plugin runs waits for
+     * the loop instead of killing the process with the default action. */
+    ev_timer_init(&rt.grace, grace_cb, 0., 0.);
+    rt.grace.data = &rt;
+    ev_signal_init(&rt.sigterm, signal_cb, SIGTERM);
+    rt.sigterm.data = &rt;
+    ev_signal_init(&rt.sigint, signal_cb, SIGINT);
+    rt.sigint.data = &rt;
+    ev_signal_init(&rt.sighup, sighup_cb, SIGHUP);
+    rt.sighup.data = &rt;
+    ev_signal_start(loop, &rt.sigterm);
+    ev_signal_start(loop, &rt.sigint);
+    ev_signal_start(loop, &rt.sighup);
     if (luna_lua_host_find_lib(cfg->argv0, &rt.lib, &err) < 0 ||
         luna_event_memories_new(&rt.events, &err) < 0) {
         luna_error("startup failed", "error", err.msg);
@@ -906,16 +920,6 @@ int luna_runtime_run(const struct luna_run_config *cfg)
     ev_timer_init(&rt.sync_check, check_cb, SYNC_CHECK_S, SYNC_CHECK_S);
     rt.sync_check.data = &rt;
     ev_timer_start(loop, &rt.sync_check);
-    ev_timer_init(&rt.grace, grace_cb, 0., 0.);
-    ev_signal_init(&rt.sigterm, signal_cb, SIGTERM);
-    rt.sigterm.data = &rt;
-    ev_signal_init(&rt.sigint, signal_cb, SIGINT);
-    rt.sigint.data = &rt;
-    ev_signal_start(loop, &rt.sigterm);
-    ev_signal_start(loop, &rt.sigint);
-    ev_signal_init(&rt.sighup, sighup_cb, SIGHUP);
-    rt.sighup.data = &rt;
-    ev_signal_start(loop, &rt.sighup);
     ev_signal_init(&rt.sigusr1, latency_signal_cb, SIGUSR1);
     if (luna_event_latency_on)
         ev_signal_start(loop, &rt.sigusr1);
@@ -924,7 +928,6 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         teardown(&rt);
         return 1;
     }
-    rt.grace.data = &rt;
     if (rt.leader)
         luna_leader_start(rt.leader);
 
