@@ -221,9 +221,18 @@ luna_ds_types *luna_ds_types_new(luna_ds_store *store)
     return reg;
 }
 
+/* The storage-version type of a collection. */
+static luna_ds_type *storage_type(const luna_ds_types *reg, const struct luna_ds_coll *coll)
+{
+    for (luna_ds_type *t = reg->head; t; t = t->next)
+        if (t->coll == coll && t->storage)
+            return t;
+    return NULL;
+}
+
 luna_ds_type *luna_ds_types_storage_of(const luna_ds_types *reg, luna_ds_type *t)
 {
-    luna_ds_type *s = luna_ds_types_storage(reg, t->coll);
+    luna_ds_type *s = storage_type(reg, t->coll);
     return s ? s : t;
 }
 
@@ -256,14 +265,6 @@ luna_ds_type *luna_ds_types_find_kind(const luna_ds_types *reg, const char *api_
 {
     for (luna_ds_type *t = reg->head; t; t = t->next)
         if (t->served && strcmp(t->api_version, api_version) == 0 && strcmp(t->kind, kind) == 0)
-            return t;
-    return NULL;
-}
-
-luna_ds_type *luna_ds_types_storage(const luna_ds_types *reg, const struct luna_ds_coll *coll)
-{
-    for (luna_ds_type *t = reg->head; t; t = t->next)
-        if (t->coll == coll && t->storage)
             return t;
     return NULL;
 }

@@ -32,9 +32,9 @@ static void on_resolved(void *ud, const struct luna_resource *res, const luna_er
         luna_lua_push_resource(co, res);
         luna_reconcile_resume(r, 1);
     } else {
-        luna_lua_push_error(co, err && err->code == LUNA_ENOTFOUND ? 404 : 0,
-                            err && err->code == LUNA_ENOTFOUND ? "NotFound" : "DiscoveryFailed",
-                            err ? err->msg : "discovery failed");
+        bool missing = err && err->code == LUNA_ENOTFOUND;
+        luna_lua_push_error(co, missing ? "NotFound" : "DiscoveryFailed",
+                            err ? err->msg : "discovery failed", missing ? 404 : 0);
         luna_reconcile_resume(r, 2);
     }
 }
@@ -47,8 +47,8 @@ static int luna_lua_client_resolve(lua_State *L)
     struct luna_reconcile *r = need_reconcile(L, "luna API calls");
     char group[256], version[64], kind[128];
     luna_error err = { 0 };
-    if (luna_parse_kind(text, group, sizeof group, version, sizeof version, kind, sizeof kind,
-                        &err) < 0)
+    if (luna_resource_parse_kind(text, group, sizeof group, version, sizeof version, kind,
+                                 sizeof kind, &err) < 0)
         return luaL_error(L, "%s", err.msg);
     const struct luna_resource *hit = luna_discovery_lookup(the_disc, group, version, kind);
     if (hit) {
@@ -59,7 +59,7 @@ static int luna_lua_client_resolve(lua_State *L)
                                                            on_resolved, r, &err);
     if (!w) {
         /* Either answered at once (impossible after the miss above) or failed to start. */
-        return luna_lua_push_error(L, 0, "DiscoveryFailed", err.msg);
+        return luna_lua_push_error(L, "DiscoveryFailed", err.msg, 0);
     }
     luna_reconcile_wait(r, cancel_resolve, w);
     return lua_yield(L, 0);
@@ -88,7 +88,7 @@ static void on_request_done(void *ud, const luna_http_response *resp,
     struct luna_reconcile *r = p->r;
     lua_State *co = luna_reconcile_thread(r);
     if (fail) {
-        luna_lua_push_error(co, 0, luna_http_reason_name(fail->reason), fail->err.msg);
+        luna_lua_push_error(co, luna_http_reason_name(fail->reason), fail->err.msg, 0);
     } else {
         lua_pushinteger(co, resp->status);
         lua_pushlstring(co, resp->body ? resp->body : "", resp->body ? resp->body_len : 0);
@@ -123,7 +123,7 @@ static int luna_lua_client_request(lua_State *L)
     p->req = luna_kube_request_start(the_kc, &o, &err);
     if (!p->req) {
         free(p);
-        return luna_lua_push_error(L, 0, "InvalidRequest", err.msg);
+        return luna_lua_push_error(L, "InvalidRequest", err.msg, 0);
     }
     luna_reconcile_wait(r, cancel_request, p);
     return lua_yield(L, 0);

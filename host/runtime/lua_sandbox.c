@@ -61,7 +61,7 @@ static const struct lib_allow libs[] = {
 /* Public luna modules scripts may require (read-only views). */
 static const char *const luna_modules[] = {
     "luna", "luna.meta", "luna.finalizers", "luna.conditions", "luna.events", "luna.errors",
-    "luna.time", NULL,
+    "luna.time", "luna.predicates", NULL,
 };
 /* What scripts get of luna.core.json. */
 static const char *const core_json_fields[] = {
@@ -523,8 +523,8 @@ static int sb_require(lua_State *L)
         strncmp(name, "jit.", 4) == 0)
         return luaL_error(L, "module '%s' is not available to luna scripts (they may require "
                              "luna, luna.meta, luna.finalizers, luna.conditions, luna.events, "
-                             "luna.errors, luna.time, luna.core and modules under the "
-                             "controllers directory)", name);
+                             "luna.errors, luna.time, luna.predicates, luna.core and modules "
+                             "under the controllers directory)", name);
     if (!valid_module_name(name))
         return luaL_error(L, "invalid module name '%s': use dotted names of letters, digits "
                              "and underscores", name);

@@ -27,10 +27,10 @@
  *     an empty table;
  *   - require(name): "luna" and the public helpers (luna.meta,
  *     luna.finalizers, luna.conditions, luna.events, luna.errors,
- *     luna.time) as read-only views; "luna.core" as a view of
- *     { version, json = { encode, decode, array, object, is_array,
- *     is_object, null } }; the libraries above by name; any other
- *     `a.b.c` name loads DIR/a/b/c.lua (DIR: the directory given when the
+ *     luna.time, luna.predicates) as read-only views; "luna.core" as a
+ *     view of { version, json = { encode, decode, array, object,
+ *     is_array, is_object, null }, crypto }; the libraries above by name;
+ *     any other `a.b.c` name loads DIR/a/b/c.lua (DIR: the directory given when the
  *     controller file was loaded, for the modules it requires too), once
  *     per state, in its own environment;
  *   - load/loadstring take text chunks only (strings, no binary bytecode);

@@ -91,7 +91,7 @@ static int luna_lua_informer_env(lua_State *L)
         luna_discovery_new(e->kc, &e->disc, &err) < 0 ||
         luna_informer_factory_new(e->kc, e->disc, &e->factory, &err) < 0) {
         env_close(e, L);
-        return luna_lua_push_error(L, 0, "InvalidConfig", err.msg);
+        return luna_lua_push_error(L, "InvalidConfig", err.msg, 0);
     }
     e->T = lua_newthread(L);
     e->thread_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -205,7 +205,7 @@ static int env_informer(lua_State *L)
         return luaL_error(L, "informer needs a kind (\"v1/ConfigMap\")");
     char group[256], version[64], kind[128];
     luna_error err = { 0 };
-    if (luna_parse_kind(kind_text, group, sizeof group, version, sizeof version, kind,
+    if (luna_resource_parse_kind(kind_text, group, sizeof group, version, sizeof version, kind,
                         sizeof kind, &err) < 0)
         return luaL_error(L, "%s", err.msg);
     struct luna_informer_spec spec = {

@@ -174,7 +174,7 @@ static int luna_lua_leader_new(lua_State *L)
         luna_kube_client_new(u->cfg, u->http, &u->kc, &err) < 0 ||
         luna_leader_new(u->kc, &lo, &u->le, &err) < 0) {
         close_leader(L, u);
-        return luna_lua_push_error(L, err.code, "InvalidConfig", err.msg);
+        return luna_lua_push_error(L, "InvalidConfig", err.msg, err.code);
     }
     u->T = lua_newthread(L);
     u->thread_ref = luaL_ref(L, LUA_REGISTRYINDEX);

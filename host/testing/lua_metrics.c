@@ -161,7 +161,7 @@ int luna_lua_metrics_fail(lua_State *L, int rc, const luna_error *err)
 {
     if (rc == LUNA_EINVAL)
         return luaL_error(L, "%s", err->msg);
-    return luna_lua_push_error(L, rc, luna_errcode_name(rc), err->msg);
+    return luna_lua_push_error(L, luna_errcode_name(rc), err->msg, rc);
 }
 
 /* Pushes a new userdata of size with metatable mt sharing the environment
@@ -426,7 +426,7 @@ static int luna_lua_metrics_func(lua_State *L)
     struct lua_child *u = luna_lua_metrics_push_object(L, sizeof *u, CHILD_MT, 1, 1);
     struct luna_lua_metrics_fn *fn = luna_lua_metrics_fn_new(L, 2);
     if (!fn)
-        return luna_lua_push_error(L, LUNA_ENOMEM, "ENOMEM", "metrics: out of memory");
+        return luna_lua_push_error(L, "ENOMEM", "metrics: out of memory", LUNA_ENOMEM);
     luna_error err;
     struct luna_metric_child *c;
     int rc = luna_metric_func(f, values, luna_lua_metrics_fn_call, fn,
