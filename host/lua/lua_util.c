@@ -54,7 +54,8 @@ static int error_tostring(lua_State *L)
     return 1;
 }
 
-void luna_lua_new_error(lua_State *L, const char *reason, const char *message, int code)
+/* [-0, +1] Pushes a new error. */
+static void new_error(lua_State *L, const char *reason, const char *message, int code)
 {
     lua_createtable(L, 0, 3);
     lua_pushinteger(L, code);
@@ -73,7 +74,7 @@ void luna_lua_new_error(lua_State *L, const char *reason, const char *message, i
 int luna_lua_push_error(lua_State *L, const char *reason, const char *message, int code)
 {
     lua_pushnil(L);
-    luna_lua_new_error(L, reason, message, code);
+    new_error(L, reason, message, code);
     return 2;
 }
 
@@ -82,7 +83,7 @@ int luna_lua_error_new(lua_State *L)
     const char *reason = luaL_checkstring(L, 1);
     const char *message = luaL_optstring(L, 2, "");
     lua_Number code = luaL_optnumber(L, 3, 0);
-    luna_lua_new_error(L, reason, message, 0);
+    new_error(L, reason, message, 0);
     lua_pushnumber(L, code); /* as given: a Lua number */
     lua_setfield(L, -2, "code");
     return 1;

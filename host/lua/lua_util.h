@@ -28,9 +28,8 @@ int luna_lua_pcall(lua_State *L, int nargs, int nresults, const char *what);
  * constructor with its arguments checked.  code is the HTTP status, 0 when
  * there was no response, or the LUNA_E* code of a local failure. */
 
-/* [-0, +1] Pushes a new error (reason and message copied; NULL message: ""). */
-void luna_lua_new_error(lua_State *L, const char *reason, const char *message, int code);
-/* Pushes nil and a new error; returns 2 (for `return luna_lua_push_error(...)`). */
+/* Pushes nil and a new error (reason and message copied; NULL message:
+ * ""); returns 2 (for `return luna_lua_push_error(...)`). */
 int luna_lua_push_error(lua_State *L, const char *reason, const char *message, int code);
 /* core.error(reason [, message [, code]]) → error: the constructor for Lua
  * (luna.errors.new checks the arguments, then calls it). */
