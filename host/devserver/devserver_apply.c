@@ -154,14 +154,7 @@ static void diff(json_t *set, struct walk *w, const json_t *a, const json_t *b, 
                 size_t i;
                 json_t *item;
                 json_array_foreach(v, i, item) {
-                    bool had = false;
-                    size_t j;
-                    json_t *o;
-                    if (json_is_array(old))
-                        json_array_foreach(old, j, o)
-                            if (json_equal(o, item))
-                                had = true;
-                    if (!had) {
+                    if (!luna_ds_patch_set_has(old, item)) {
                         char *m = set_member(w, item);
                         if (m)
                             add(set, w, m);
@@ -474,18 +467,7 @@ static void merge_applied(struct walk *w, json_t *cur, const json_t *applied, in
                         json_array_append_new(c, json_deep_copy(item));
                 }
             } else if (kind == LUNA_DS_LIST_SET) {
-                size_t i;
-                json_t *item;
-                json_array_foreach(v, i, item) {
-                    bool have = false;
-                    size_t j;
-                    json_t *o;
-                    json_array_foreach(c, j, o)
-                        if (json_equal(o, item))
-                            have = true;
-                    if (!have)
-                        json_array_append(c, item);
-                }
+                luna_ds_patch_set_union(c, v);
             } else {
                 json_object_set_new(cur, k, json_deep_copy(v));
             }
