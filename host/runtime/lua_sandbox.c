@@ -22,7 +22,7 @@ static char k_modules;     /* path -> value of a module from the controllers dir
 static char k_loading;     /* value of k_modules entries being loaded */
 static char k_core_view;   /* the view scripts get for require "luna.core" */
 
-/* The allow lists (README.md, "Script sandbox", lists the same). */
+/* The allow lists (docs/isolation.md lists the same). */
 static const char *const base_names[] = {
     "assert", "error", "next", "pcall", "rawequal", "rawget", "select",
     "tonumber", "tostring", "type", "unpack", "_VERSION", NULL,

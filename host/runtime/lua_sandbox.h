@@ -7,7 +7,7 @@
  * Every controller file (and every module it requires from the controllers
  * directory) runs with its own environment, set with setfenv on its chunk,
  * so files cannot see or clobber each other's globals.  An environment
- * holds exactly the globals listed in README.md ("Script sandbox"):
+ * holds exactly the globals listed in docs/isolation.md:
  *   - base: assert error next pcall xpcall rawequal rawget select tonumber
  *     tostring type unpack _VERSION, and sandboxed getmetatable
  *     setmetatable rawset pairs ipairs print load loadstring require _G;

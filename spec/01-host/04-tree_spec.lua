@@ -4,7 +4,8 @@
 -- includes the dev server.  The luna executable's Lua states get the
 -- script-facing luna.core only: the spec-only bindings are not even linked
 -- into it.  spec/ areas, and the specs in each, are numbered without
--- collisions.
+-- collisions.  Every relative link in README.md and docs/ leads to a file
+-- in the tree.
 local helpers = require("helpers")
 
 -- Lower rank = lower layer.  A file may include its own folder and any
@@ -131,5 +132,26 @@ describe("spec/ numbering", function()
       for _, x in ipairs(d) do dups[#dups + 1] = x end
     end
     assert(#dups == 0, "numbers used twice:\n" .. table.concat(dups, "\n"))
+  end)
+end)
+
+describe("the documentation", function()
+  it("links only to files a clone has", function()
+    local out = sh("ls -1 README.md docs/*.md lua/luna/*.md")
+    local bad, checked = {}, 0
+    for page in out:gmatch("[^\n]+") do
+      local dir = page:match("^(.*)/[^/]+$") or "."
+      local text = assert(helpers.read_file(page))
+      for target in text:gmatch("%]%(([^)%s]+)%)") do
+        local path = target:gsub("#.*$", "")
+        if path ~= "" and not path:match("^%a+://") and not path:match("^mailto:") then
+          checked = checked + 1
+          local f = io.open(dir .. "/" .. path, "r")
+          if f then f:close() else bad[#bad + 1] = page .. ": " .. target end
+        end
+      end
+    end
+    assert(checked > 20, "too few links found: " .. checked)
+    assert(#bad == 0, "links to files a clone does not have:\n" .. table.concat(bad, "\n"))
   end)
 end)

@@ -1,4 +1,4 @@
--- The script sandbox: exactly the globals and library functions README.md
+-- The script sandbox: exactly the globals and library functions docs/isolation.md
 -- lists, strict globals, read-only API tables, text-only load, a require
 -- limited to luna's modules and the controllers directory, print to the
 -- log.  Most checks run while a controller file loads (no cluster needed);
@@ -90,7 +90,7 @@ local ALLOWED = {
     { ok = "e!" } },
 }
 
--- The exact globals, and the exact fields of each library (README.md).
+-- The exact globals, and the exact fields of each library (docs/isolation.md).
 local GLOBALS = "_G _VERSION assert bit coroutine debug error getmetatable ipairs load " ..
   "loadstring math next os pairs pcall print rawequal rawget rawset require select " ..
   "setmetatable string table tonumber tostring type unpack xpcall"
