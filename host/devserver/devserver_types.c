@@ -25,6 +25,8 @@ static const char *const event_v1_fields[] = { "regarding.kind",
     "reason", "reportingController", "type", NULL };
 static const char *const secret_fields[] = { "type", NULL };
 static const char *const namespace_fields[] = { "status.phase", NULL };
+static const char *const service_fields[] = { "spec.clusterIP", "spec.type", NULL };
+static const char *const job_fields[] = { "status.successful", NULL };
 
 static json_t *strings(const char *csv)
 {
@@ -144,7 +146,8 @@ static const struct builtin_def {
     { "", "pods", "pod", "Pod", true, "po", "all", STATUS | RETURN_DELETED, pod_fields },
     { "", "secrets", "secret", "Secret", true, NULL, NULL, 0, secret_fields },
     { "", "serviceaccounts", "serviceaccount", "ServiceAccount", true, "sa", NULL, 0, NULL },
-    { "", "services", "service", "Service", true, "svc", "all", STATUS | RETURN_DELETED, NULL },
+    { "", "services", "service", "Service", true, "svc", "all", STATUS | RETURN_DELETED,
+      service_fields },
     { "apiextensions.k8s.io", "customresourcedefinitions", "customresourcedefinition",
       "CustomResourceDefinition", false, "crd,crds", "api-extensions",
       STATUS | GENERATION | RETURN_DELETED, NULL },
@@ -154,7 +157,16 @@ static const struct builtin_def {
       STATUS | GENERATION, NULL },
     { "apps", "statefulsets", "statefulset", "StatefulSet", true, "sts", "all",
       STATUS | GENERATION, NULL },
+    { "batch", "cronjobs", "cronjob", "CronJob", true, "cj", "all", STATUS | GENERATION, NULL },
+    { "batch", "jobs", "job", "Job", true, NULL, "all", STATUS | GENERATION, job_fields },
     { "coordination.k8s.io", "leases", "lease", "Lease", true, NULL, NULL, 0, NULL },
+    { "rbac.authorization.k8s.io", "clusterrolebindings", "clusterrolebinding",
+      "ClusterRoleBinding", false, NULL, NULL, 0, NULL },
+    { "rbac.authorization.k8s.io", "clusterroles", "clusterrole", "ClusterRole", false, NULL,
+      NULL, 0, NULL },
+    { "rbac.authorization.k8s.io", "rolebindings", "rolebinding", "RoleBinding", true, NULL,
+      NULL, 0, NULL },
+    { "rbac.authorization.k8s.io", "roles", "role", "Role", true, NULL, NULL, 0, NULL },
 };
 
 /* Registers the built-in types, then events.k8s.io/v1 Events (the core
@@ -475,7 +487,7 @@ json_t *luna_ds_types_openapi_gv(const luna_ds_types *reg, const char *gvpath)
         return NULL;
     }
     return json_pack("{s:s,s:{s:s,s:s},s:o,s:{s:{}}}", "openapi", "3.0.0", "info", "title",
-                     "Kubernetes", "version", "v1.32.0", "paths", paths, "components", "schemas");
+                     "Kubernetes", "version", "v1.37.2", "paths", paths, "components", "schemas");
 }
 
 /* ---- CRDs ---- */

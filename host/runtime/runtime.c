@@ -422,6 +422,19 @@ static void prepare_endpoint(void *ud, enum luna_httpd_endpoint endpoint)
 /* Gives every controller of gen its metric series (kept by name across
  * reloads) and exports the workqueues that are new (an adopted queue is
  * exported already). */
+/* Controllers named `name` in the reloads being replaced (old) or still
+ * retiring stop reporting to its series, which are about to be freed: their
+ * in-flight reconciles still finish, unmetered. */
+static void detach_metrics(struct runtime *rt, struct luna_reload *old, const char *name)
+{
+    struct luna_controller *c;
+    if (old && (c = luna_reload_find(old, name)))
+        luna_controller_set_metrics(c, NULL);
+    for (struct retiring *r = rt->retiring; r; r = r->next)
+        if ((c = luna_reload_find(r->gen, name)))
+            luna_controller_set_metrics(c, NULL);
+}
+
 static void wire_metrics(struct runtime *rt, struct luna_reload *gen,
                          struct luna_reload *old)
 {
@@ -454,11 +467,13 @@ static void wire_metrics(struct runtime *rt, struct luna_reload *gen,
                 luna_warn("workqueue metrics unavailable", "controller", name, "error", e.msg);
         }
     }
-    /* Controllers that are gone take their series with them. */
+    /* Controllers that are gone take their series with them (a reconcile
+     * of theirs still in flight must not report to the freed series). */
     struct ctl_metrics *m, *tmp;
     HASH_ITER(hh, rt->cms, m, tmp) {
         if (!luna_reload_find(gen, m->name)) {
             HASH_DEL(rt->cms, m);
+            detach_metrics(rt, old, m->name);
             luna_runtime_metrics_controller_free(m->cm);
             free(m->name);
             free(m);
