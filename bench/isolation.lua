@@ -15,9 +15,8 @@
 --
 -- Run: LUNA_BUILD=build luajit bench/isolation.lua
 -- Prints `bench <name> key=value ...` lines.
-local build = os.getenv("LUNA_BUILD") or "build"
-package.path = "spec/?.lua;lua/?.lua;lua/?/init.lua;" .. package.path
-package.cpath = build .. "/lua/?.so;" .. package.cpath
+package.path = "spec/?.lua;" .. package.path
+local build = require("support.bootstrap")
 
 local core = require("luna.core")
 local meta = require("luna.meta")
@@ -91,15 +90,7 @@ local helpers = require("helpers")
 helpers.luna = build .. "/luna"
 local client = require("support.apiserver_client")
 local srv = client.start()
-local kc = helpers.tmpdir() .. "/kubeconfig"
-helpers.write_file(kc, ([[
-apiVersion: v1
-kind: Config
-clusters: [{name: dev, cluster: {server: "%s"}}]
-users: [{name: dev, user: {}}]
-contexts: [{name: dev, context: {cluster: dev, user: dev}}]
-current-context: dev
-]]):format(srv.url))
+local kc = require("support.luna_env").kubeconfig_file(srv.url)
 srv:create_cm("spin")
 
 local CASES = {

@@ -10,8 +10,8 @@
 -- hands to scripts (managedFields dropped).  Prints `bench <name> key=value`.
 --
 -- Run: LUNA_BUILD=build luajit bench/json_lua.lua [objects]
-local build = os.getenv("LUNA_BUILD") or "build"
-package.cpath = build .. "/lua/?.so;" .. package.cpath
+package.path = "spec/?.lua;" .. package.path
+local build = require("support.bootstrap")
 
 local core = require("luna.core")
 local cjson = require("cjson")

@@ -1,8 +1,8 @@
 -- Benchmarks for core.kubeconfig: loading, token-file credentials (one stat
 -- per call), exec plugin runs and cached exec credentials.
 -- Run: make bench, or LUNA_BUILD=build luajit bench/kubeconfig.lua
-local build = os.getenv("LUNA_BUILD") or "build"
-package.cpath = build .. "/lua/?.so;" .. package.cpath
+package.path = "spec/?.lua;" .. package.path
+require("support.bootstrap")
 local core = require("luna.core")
 local ffi = require("ffi")
 pcall(ffi.cdef, "char *mkdtemp(char *template);")

@@ -32,8 +32,8 @@
  * included; the objects are realistic ConfigMaps and Deployments as the
  * API server sends them, managedFields dropped as luna's cache does.
  *
- * The proxies live here, not in host/: the measurements (README "Event
- * latency and cached objects") decided for the copy.
+ * The proxies live here, not in host/: the measurements (docs/informers.md,
+ * "Cached objects") decided for the copy.
  */
 #include <lauxlib.h>
 #include <lua.h>

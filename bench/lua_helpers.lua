@@ -11,9 +11,8 @@
 -- Prints `bench <name> calls=N us_per_call=X` (CPU time).
 --
 -- Run: LUNA_BUILD=build luajit bench/lua_helpers.lua [calls]
-local build = os.getenv("LUNA_BUILD") or "build"
-package.cpath = build .. "/lua/?.so;" .. package.cpath
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+package.path = "spec/?.lua;" .. package.path
+require("support.bootstrap")
 
 local core = require("luna.core")
 local luna = require("luna")

@@ -84,15 +84,7 @@ return luna.controller {
   local srv = helpers.spawn({ helpers.luna, "dev-server", "--listen", "127.0.0.1:0",
     "--seed", seed(dir, opts.parked, "park"), "--admin" })
   local _, url = srv:expect("listening on (http%S+)", 120)
-  local kc = dir .. "/kubeconfig"
-  helpers.write_file(kc, ([[
-apiVersion: v1
-kind: Config
-clusters: [{name: d, cluster: {server: "%s"}}]
-users: [{name: d, user: {}}]
-contexts: [{name: d, context: {cluster: d, user: d}}]
-current-context: d
-]]):format(url))
+  local kc = require("support.luna_env").kubeconfig_file(url)
   local p = helpers.spawn({ helpers.luna, "run", "--kubeconfig", kc, ctl })
   p:expect("caches synced", 60)
   os.execute("sleep 0.5")

@@ -3,7 +3,7 @@
  *
  * Every JSON byte luna reads or writes goes through this unit.  The parser
  * is a thin layer over yajl 2 (libyajl, chosen by measurement: see
- * bench/json.c and README "JSON"): chunks of any size are fed as they arrive
+ * bench/json.c and docs/json.md): chunks of any size are fed as they arrive
  * from the network, and a handler gets one event per token; no tree is ever
  * built here.  On top of yajl the wrapper adds what yajl leaves out or gets
  * wrong: strict UTF-8 (no overlong forms, no encoded surrogates, nothing

@@ -10,14 +10,12 @@
 
 static enum luna_log_level log_level = LUNA_LOG_INFO;
 static enum luna_log_format log_format = LUNA_LOG_TEXT;
-static FILE *log_sink;
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
 static const char *const level_upper[] = { "DEBUG", "INFO", "WARN", "ERROR" };
 
 void luna_log_set_level(enum luna_log_level level) { log_level = level; }
 void luna_log_set_format(enum luna_log_format format) { log_format = format; }
-void luna_log_set_sink(FILE *sink) { log_sink = sink; }
 bool luna_log_enabled(enum luna_log_level level) { return level >= log_level; }
 
 int luna_log_level_parse(const char *name)
@@ -75,7 +73,7 @@ void luna_log_pairs(enum luna_log_level level, const char *msg,
 {
     if (!luna_log_enabled(level))
         return;
-    FILE *out = log_sink ? log_sink : stderr;
+    FILE *out = stderr;
     flockfile(out);
     if (log_format == LUNA_LOG_JSON) {
         fputs("{\"ts\":\"", out);

@@ -19,8 +19,6 @@ enum luna_log_format { LUNA_LOG_TEXT, LUNA_LOG_JSON };
 
 void luna_log_set_level(enum luna_log_level level);
 void luna_log_set_format(enum luna_log_format format);
-/* Borrowed: the caller keeps the stream open while it is the sink. */
-void luna_log_set_sink(FILE *sink);
 bool luna_log_enabled(enum luna_log_level level);
 /* Parses "debug|info|warn|error"; returns -1 if unknown. */
 int luna_log_level_parse(const char *name);

@@ -358,14 +358,6 @@ int luna_indexer_each_indexed(const struct luna_indexer *idx, const char *index,
     return visit_set(&b->members, visit, ud);
 }
 
-size_t luna_indexer_count_indexed(const struct luna_indexer *idx, const char *index,
-                                  const char *value)
-{
-    int rc;
-    struct bucket *b = find_bucket(idx, index, value, &rc);
-    return b ? b->members.count : 0;
-}
-
 int luna_indexer_each_value(const struct luna_indexer *idx, const char *index,
                             int (*visit)(const char *value, size_t count, void *ud), void *ud)
 {

@@ -77,9 +77,6 @@ int luna_indexer_each(const struct luna_indexer *idx, luna_object_visit visit, v
 /* Visits the objects in index[value]; LUNA_ENOTFOUND for an unknown index. */
 int luna_indexer_each_indexed(const struct luna_indexer *idx, const char *index,
                               const char *value, luna_object_visit visit, void *ud);
-/* Number of objects in index[value] (0 for unknown index or value). */
-size_t luna_indexer_count_indexed(const struct luna_indexer *idx, const char *index,
-                                  const char *value);
 /* Visits each distinct value of an index (borrowed strings). */
 int luna_indexer_each_value(const struct luna_indexer *idx, const char *index,
                             int (*visit)(const char *value, size_t count, void *ud), void *ud);

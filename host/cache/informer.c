@@ -74,8 +74,6 @@ const char *luna_informer_name(const struct luna_informer *inf) { return inf->na
 struct luna_indexer *luna_informer_indexer(struct luna_informer *inf) { return inf->indexer; }
 struct luna_delta_fifo *luna_informer_fifo(struct luna_informer *inf) { return inf->fifo; }
 bool luna_informer_has_synced(const struct luna_informer *inf) { return inf->synced; }
-size_t luna_informer_handler_count(const struct luna_informer *inf) { return inf->nhandlers; }
-
 void luna_informer_wake(struct luna_informer *inf)
 {
     if (luna_delta_fifo_len(inf->fifo) == 0) {

@@ -84,7 +84,6 @@ size_t luna_informer_drain(struct luna_informer *inf, size_t max);
 int luna_informer_add_handler(struct luna_informer *inf,
                               const struct luna_informer_handler *h);
 void luna_informer_remove_handler(struct luna_informer *inf, int id);
-size_t luna_informer_handler_count(const struct luna_informer *inf);
 
 bool luna_informer_has_synced(const struct luna_informer *inf);
 

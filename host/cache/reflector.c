@@ -105,12 +105,12 @@ static int append_query(char *buf, size_t size, size_t *len, const char *name, c
 {
     if (!value || !*value)
         return 0;
-    size_t need = luna_url_escape(value, NULL, 0);
+    size_t need = luna_resource_url_escape(value, NULL, 0);
     int n = snprintf(buf + *len, size - *len, "%c%s=", strchr(buf, '?') ? '&' : '?', name);
     if (n < 0 || (size_t)n + need >= size - *len)
         return LUNA_ETOOBIG;
     *len += (size_t)n;
-    *len += luna_url_escape(value, buf + *len, size - *len);
+    *len += luna_resource_url_escape(value, buf + *len, size - *len);
     return 0;
 }
 

@@ -138,7 +138,10 @@ static int parse_event(void *ud, const luna_json_event *ev, luna_error *err)
     return 0;
 }
 
-int luna_discovery_parse(const char *json, size_t len, const char *group, const char *version,
+/* Parses an APIResourceList body into resources.  *out is a malloc'd
+ * array of n resources, each cleared with luna_resource_clear, then the
+ * array freed. */
+static int luna_discovery_parse(const char *json, size_t len, const char *group, const char *version,
                          struct luna_resource **out, size_t *n, luna_error *err)
 {
     struct parse_ctx c = { .group = group, .version = version };

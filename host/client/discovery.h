@@ -60,10 +60,5 @@ struct luna_discovery_wait *luna_discovery_resolve(struct luna_discovery *d, con
                                                    luna_error *err);
 void luna_discovery_cancel(struct luna_discovery_wait *w);
 
-/* Parses an APIResourceList body into resources (for specs and callers
- * that already hold one).  *out is a malloc'd array of n resources, each
- * cleared with luna_resource_clear, then the array freed. */
-int luna_discovery_parse(const char *json, size_t len, const char *group, const char *version,
-                         struct luna_resource **out, size_t *n, luna_error *err);
 
 #endif

@@ -12,7 +12,6 @@ struct luna_kube_client {
     struct luna_kubeconfig *cfg;
     luna_http_client *http;
     struct luna_kube_request *live;  /* doubly linked list of live requests */
-    struct luna_kube_client_stats stats;
     luna_kube_observer_fn observer;
     void *observer_ud;
 };
@@ -73,15 +72,6 @@ void luna_kube_client_free(struct luna_kube_client *kc)
     free(kc);
 }
 
-const struct luna_kubeconfig *luna_kube_client_config(const struct luna_kube_client *kc)
-{
-    return kc->cfg;
-}
-
-struct luna_kube_client_stats luna_kube_client_stats(const struct luna_kube_client *kc)
-{
-    return kc->stats;
-}
 
 void luna_kube_client_set_observer(struct luna_kube_client *kc, luna_kube_observer_fn fn,
                                    void *ud)
@@ -132,7 +122,6 @@ static void on_done(luna_http_request *req, const luna_http_response *resp,
     if (r->retry_auth) {
         r->retry_auth = false;
         r->attempt++;
-        r->kc->stats.auth_retries++;
         luna_kubeconfig_invalidate(r->kc->cfg, r->generation);
         luna_error err;
         if (send_attempt(r, &err) == 0)
@@ -240,7 +229,6 @@ static int send_attempt(struct luna_kube_request *r, luna_error *err)
     free(url);
     if (!r->http)
         return err ? err->code : LUNA_EINVAL;
-    kc->stats.requests++;
     return 0;
 }
 

@@ -61,11 +61,6 @@ struct luna_kube_request_options {
     void *ud;
 };
 
-struct luna_kube_client_stats {
-    unsigned long requests;         /* attempts sent */
-    unsigned long auth_retries;     /* 401s retried with fresh credentials */
-};
-
 int luna_kube_client_new(struct luna_kubeconfig *cfg, luna_http_client *http,
                          struct luna_kube_client **out, luna_error *err);
 void luna_kube_client_free(struct luna_kube_client *kc);
@@ -83,8 +78,5 @@ void luna_kube_request_cancel(struct luna_kube_request *r);
 typedef void (*luna_kube_observer_fn)(void *ud, int status, const char *method);
 void luna_kube_client_set_observer(struct luna_kube_client *kc, luna_kube_observer_fn fn,
                                    void *ud);
-
-const struct luna_kubeconfig *luna_kube_client_config(const struct luna_kube_client *kc);
-struct luna_kube_client_stats luna_kube_client_stats(const struct luna_kube_client *kc);
 
 #endif

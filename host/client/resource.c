@@ -31,14 +31,7 @@ void luna_resource_clear(struct luna_resource *r)
     memset(r, 0, sizeof *r);
 }
 
-size_t luna_resource_api_version(const struct luna_resource *r, char *buf, size_t size)
-{
-    int n = (r->group && *r->group) ? snprintf(buf, size, "%s/%s", r->group, r->version)
-                                    : snprintf(buf, size, "%s", r->version);
-    return n < 0 ? 0 : (size_t)n;
-}
-
-size_t luna_url_escape(const char *s, char *buf, size_t size)
+size_t luna_resource_url_escape(const char *s, char *buf, size_t size)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t n = 0;
@@ -78,7 +71,7 @@ static void put_raw(struct path_out *o, const char *s)
 static void put_escaped(struct path_out *o, const char *s)
 {
     size_t room = o->len < o->size ? o->size - o->len : 0;
-    o->len += luna_url_escape(s, o->buf + (o->len < o->size ? o->len : 0), room);
+    o->len += luna_resource_url_escape(s, o->buf + (o->len < o->size ? o->len : 0), room);
 }
 
 int luna_resource_path(const struct luna_resource *r, const char *namespace_,
@@ -123,7 +116,7 @@ static int copy_part(char *dst, size_t size, const char *src, size_t len)
     return 0;
 }
 
-int luna_parse_kind(const char *text, char *group, size_t gsize, char *version, size_t vsize,
+int luna_resource_parse_kind(const char *text, char *group, size_t gsize, char *version, size_t vsize,
                     char *kind, size_t ksize, luna_error *err)
 {
     const char *last = strrchr(text, '/');

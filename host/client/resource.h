@@ -29,8 +29,6 @@ struct luna_resource {
 int luna_resource_copy(struct luna_resource *dst, const struct luna_resource *src);
 void luna_resource_clear(struct luna_resource *r);
 
-/* "apps/v1" or "v1". */
-size_t luna_resource_api_version(const struct luna_resource *r, char *buf, size_t size);
 
 /* Writes the path for (namespace, name, subresource), any of which may be
  * NULL or "".  A namespace given for a cluster-scoped resource is ignored.
@@ -41,11 +39,11 @@ int luna_resource_path(const struct luna_resource *r, const char *namespace_,
 
 /* Splits "v1/ConfigMap" or "apps/v1/Deployment" or "example.com/v1/Widget"
  * into group, version and kind (copied into the three buffers). */
-int luna_parse_kind(const char *text, char *group, size_t gsize, char *version, size_t vsize,
+int luna_resource_parse_kind(const char *text, char *group, size_t gsize, char *version, size_t vsize,
                     char *kind, size_t ksize, luna_error *err);
 
 /* Percent-encodes s for a URL path segment or query value into buf.
  * Returns the length needed (like snprintf). */
-size_t luna_url_escape(const char *s, char *buf, size_t size);
+size_t luna_resource_url_escape(const char *s, char *buf, size_t size);
 
 #endif

@@ -95,66 +95,12 @@ static char *set_member(struct walk *w, const json_t *v)
     return element(w, 'v', v);
 }
 
-/* Adds every field of obj (at w's path) to set.  dots: mark maps and list
- * items with "." (Update sets mark new maps; Apply sets only list items). */
-static void collect(json_t *set, struct walk *w, const json_t *obj, bool dots, int depth)
-{
-    if (depth >= MAX_DEPTH)
-        return;
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)obj, k, v) {
-        if (skipped(depth, w->nnames ? w->names[w->nnames - 1] : "", k))
-            continue;
-        char elem[1024];
-        snprintf(elem, sizeof elem, "f:%s", k);
-        size_t saved = push(w, elem);
-        w->names[w->nnames++] = k;
-        if (json_is_object(v) && json_object_size(v)) {
-            if (dots && depth > 0)
-                add(set, w, ".");
-            collect(set, w, v, dots, depth + 1);
-        } else if (json_is_array(v)) {
-            const char *key;
-            enum luna_ds_list_kind kind = luna_ds_patch_list_key(w->type, w->names, w->nnames, &key);
-            if (kind == LUNA_DS_LIST_MAP) {
-                size_t i;
-                json_t *item;
-                json_array_foreach(v, i, item) {
-                    if (!json_is_object(item) || !json_object_get(item, key))
-                        continue;
-                    char *ik = item_key(w, item, key);
-                    if (!ik)
-                        continue;
-                    size_t s2 = push(w, ik);
-                    free(ik);
-                    add(set, w, ".");
-                    collect(set, w, item, dots, depth + 1);
-                    pop(w, s2);
-                }
-            } else if (kind == LUNA_DS_LIST_SET) {
-                size_t i;
-                json_t *item;
-                json_array_foreach(v, i, item) {
-                    char *m = set_member(w, item);
-                    if (m)
-                        add(set, w, m);
-                    free(m);
-                }
-            } else {
-                add(set, w, NULL);
-            }
-        } else {
-            add(set, w, NULL);
-        }
-        w->nnames--;
-        pop(w, saved);
-    }
-}
-
 /* Paths of fields whose value differs between a and b (either may be NULL):
- * leaves changed, added or removed; with "." for maps/items that appeared. */
-static void diff(json_t *set, struct walk *w, const json_t *a, const json_t *b, int depth)
+ * leaves changed, added or removed; with "." for list items that appeared,
+ * and (dots) for maps that appeared.  With a NULL: every field of b (an
+ * Update set marks new maps; an Apply set marks list items only). */
+static void diff(json_t *set, struct walk *w, const json_t *a, const json_t *b, bool dots,
+                 int depth)
 {
     if (depth >= MAX_DEPTH)
         return;
@@ -172,9 +118,9 @@ static void diff(json_t *set, struct walk *w, const json_t *a, const json_t *b, 
         size_t saved = push(w, elem);
         w->names[w->nnames++] = k;
         if (json_is_object(v) && json_object_size(v)) {
-            if (!json_is_object(old) && depth > 0)
+            if (dots && !json_is_object(old) && depth > 0)
                 add(set, w, ".");
-            diff(set, w, json_is_object(old) ? old : NULL, v, depth + 1);
+            diff(set, w, json_is_object(old) ? old : NULL, v, dots, depth + 1);
         } else if (json_is_array(v)) {
             const char *key;
             enum luna_ds_list_kind kind = luna_ds_patch_list_key(w->type, w->names, w->nnames, &key);
@@ -201,21 +147,14 @@ static void diff(json_t *set, struct walk *w, const json_t *a, const json_t *b, 
                     free(ik);
                     if (!olditem)
                         add(set, w, ".");
-                    diff(set, w, olditem, item, depth + 1);
+                    diff(set, w, olditem, item, dots, depth + 1);
                     pop(w, s2);
                 }
             } else if (kind == LUNA_DS_LIST_SET) {
                 size_t i;
                 json_t *item;
                 json_array_foreach(v, i, item) {
-                    bool had = false;
-                    size_t j;
-                    json_t *o;
-                    if (json_is_array(old))
-                        json_array_foreach(old, j, o)
-                            if (json_equal(o, item))
-                                had = true;
-                    if (!had) {
+                    if (!luna_ds_patch_set_has(old, item)) {
                         char *m = set_member(w, item);
                         if (m)
                             add(set, w, m);
@@ -375,12 +314,12 @@ int luna_ds_apply_track_update(json_t *newdoc, const json_t *olddoc, const luna_
     json_t *old_entries = oldmd ? json_object_get(oldmd, "managedFields") : NULL;
     struct walk w = { .type = t };
     json_t *changed = json_object();
-    diff(changed, &w, olddoc, newdoc, 0);
+    diff(changed, &w, olddoc, newdoc, true, 0);
     /* removed fields: leave every manager */
     json_t *removed = json_object();
     struct walk w2 = { .type = t };
     if (olddoc)
-        diff(removed, &w2, newdoc, olddoc, 0);
+        diff(removed, &w2, newdoc, olddoc, true, 0);
     json_t *taken = json_object();
     json_object_update(taken, changed);
     json_object_update(taken, removed);
@@ -528,18 +467,7 @@ static void merge_applied(struct walk *w, json_t *cur, const json_t *applied, in
                         json_array_append_new(c, json_deep_copy(item));
                 }
             } else if (kind == LUNA_DS_LIST_SET) {
-                size_t i;
-                json_t *item;
-                json_array_foreach(v, i, item) {
-                    bool have = false;
-                    size_t j;
-                    json_t *o;
-                    json_array_foreach(c, j, o)
-                        if (json_equal(o, item))
-                            have = true;
-                    if (!have)
-                        json_array_append(c, item);
-                }
+                luna_ds_patch_set_union(c, v);
             } else {
                 json_object_set_new(cur, k, json_deep_copy(v));
             }
@@ -596,7 +524,7 @@ json_t *luna_ds_apply(const json_t *cur, const json_t *applied, const luna_ds_ty
         entries = NULL;
     struct walk w = { .type = t };
     json_t *newset = json_object();
-    collect(newset, &w, applied, false, 0);
+    diff(newset, &w, NULL, applied, false, 0);
     if (w.oom || !newset) {
         json_decref(newset);
         luna_ds_status_oom(st);

@@ -118,6 +118,19 @@ static void delete_quietly(luna_ds *ds, luna_ds_type *t, luna_ds_obj *o, enum lu
     luna_ds_status_clear(&st);
 }
 
+/* The garbage collector's own update of o to doc (consumed): any
+ * resourceVersion, result and status dropped. */
+static void update_quietly(luna_ds *ds, luna_ds_type *t, luna_ds_obj *o, json_t *doc,
+                           const char *manager)
+{
+    json_t *out = NULL;
+    luna_ds_status st = { 0 };
+    json_object_del(luna_ds_doc_meta(doc), "resourceVersion");
+    luna_ds_write_update(ds, t, o, doc, NULL, manager, &out, &st);
+    json_decref(out);
+    luna_ds_status_clear(&st);
+}
+
 /* Drops the ownerReference to owner_uid from the object at key. */
 static void drop_owner_ref(luna_ds *ds, luna_ds_type *t, const char *key, const char *owner_uid)
 {
@@ -128,19 +141,14 @@ static void drop_owner_ref(luna_ds *ds, luna_ds_type *t, const char *key, const 
     if (!doc)
         return;
     json_t *refs = json_object_get(luna_ds_doc_meta(doc), "ownerReferences");
-    for (size_t i = json_array_size(refs); i-- > 0;)
-        if (strcmp(luna_ds_doc_str(json_array_get(refs, i), "uid") ? luna_ds_doc_str(json_array_get(refs, i), "uid") : "",
-                   owner_uid) == 0)
+    for (size_t i = json_array_size(refs); i-- > 0;) {
+        const char *uid = luna_ds_doc_str(json_array_get(refs, i), "uid");
+        if (strcmp(uid ? uid : "", owner_uid) == 0)
             json_array_remove(refs, i);
+    }
     if (json_array_size(refs) == 0)
         json_object_del(luna_ds_doc_meta(doc), "ownerReferences");
-    json_t *out = NULL;
-    luna_ds_status st = { 0 };
-    json_object_del(luna_ds_doc_meta(doc), "resourceVersion");
-    luna_ds_write_update(ds, t, o, doc, NULL, "garbage-collector", &out, &st);
-    if (out)
-        json_decref(out);
-    luna_ds_status_clear(&st);
+    update_quietly(ds, t, o, doc, "garbage-collector");
 }
 
 /* Removes finalizer `name` from the object (which may then go). */
@@ -164,13 +172,7 @@ static void drop_finalizer(luna_ds *ds, luna_ds_type *t, const char *key, const 
         json_decref(doc);
         return;
     }
-    json_t *out = NULL;
-    luna_ds_status st = { 0 };
-    json_object_del(luna_ds_doc_meta(doc), "resourceVersion");
-    luna_ds_write_update(ds, t, o, doc, NULL, NULL, &out, &st);
-    if (out)
-        json_decref(out);
-    luna_ds_status_clear(&st);
+    update_quietly(ds, t, o, doc, NULL);
 }
 
 static bool has_finalizer(const luna_ds_obj *o, const char *name)

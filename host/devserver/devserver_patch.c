@@ -93,6 +93,25 @@ json_t *luna_ds_patch_merge(json_t *target, const json_t *patch)
     return target;
 }
 
+bool luna_ds_patch_set_has(const json_t *arr, const json_t *v)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(arr, i, e)
+        if (json_equal(e, v))
+            return true;
+    return false;
+}
+
+void luna_ds_patch_set_union(json_t *target, const json_t *items)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(items, i, v)
+        if (!luna_ds_patch_set_has(target, v))
+            json_array_append(target, v);
+}
+
 /* ---- RFC 6902 ---- */
 
 /* Decodes one reference token (~1 → /, ~0 → ~) into out. */
@@ -387,18 +406,7 @@ static int smp_list(struct smp *s, json_t *parent, const char *field, json_t *ta
         return 0;
     }
     if (kind == LUNA_DS_LIST_SET) {
-        size_t i;
-        json_t *v;
-        json_array_foreach(patch, i, v) {
-            bool have = false;
-            size_t j;
-            json_t *t;
-            json_array_foreach(target, j, t)
-                if (json_equal(t, v))
-                    have = true;
-            if (!have)
-                json_array_append(target, v);
-        }
+        luna_ds_patch_set_union(target, patch);
         return 0;
     }
     /* A map list: {"$patch":"replace"} in the patch list replaces it. */

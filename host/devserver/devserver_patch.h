@@ -30,6 +30,12 @@ enum luna_ds_list_kind { LUNA_DS_LIST_ATOMIC, LUNA_DS_LIST_MAP, LUNA_DS_LIST_SET
 enum luna_ds_list_kind luna_ds_patch_list_key(const luna_ds_type *t, const char *const *path,
                                               int depth, const char **key);
 
+/* True if the array arr holds a value equal to v (a set-list member). */
+bool luna_ds_patch_set_has(const json_t *arr, const json_t *v);
+/* Appends to the set-list target each value of items it does not hold yet
+ * (new references). */
+void luna_ds_patch_set_union(json_t *target, const json_t *items);
+
 /* RFC 7386: returns the patched document (a new reference; target is
  * consumed). */
 json_t *luna_ds_patch_merge(json_t *target, const json_t *patch);

@@ -22,7 +22,8 @@ static void reset(luna_ds_status *st, int code, const char *reason)
     st->retry_after = 0;
 }
 
-int luna_ds_status_errcode(int http)
+/* The LUNA_E* code for an HTTP error status (see the header). */
+static int errcode(int http)
 {
     switch (http) {
     case 404: case 410: return LUNA_ENOTFOUND;
@@ -40,7 +41,7 @@ int luna_ds_status_set(luna_ds_status *st, int code, const char *reason,
     va_start(ap, fmt);
     set_message(st, fmt, ap);
     va_end(ap);
-    return luna_ds_status_errcode(code);
+    return errcode(code);
 }
 
 int luna_ds_status_oom(luna_ds_status *st)

@@ -11,8 +11,9 @@
  * free it with luna_ds_status_clear().  Runs on the loop thread.
  *
  * Functions that fill one in return, as the rest of luna does, 0 or a
- * negative LUNA_E* code (luna_ds_status_errcode() of the HTTP status); the
- * HTTP status itself travels in the value.
+ * negative LUNA_E* code (LUNA_ENOTFOUND for 404 and 410, LUNA_ETOOBIG for
+ * 413, LUNA_ETIMEOUT for 504, LUNA_ENOMEM for luna_ds_status_oom, else
+ * LUNA_EINVAL); the HTTP status itself travels in the value.
  */
 #ifndef LUNA_DEVSERVER_STATUS_H
 #define LUNA_DEVSERVER_STATUS_H
@@ -30,12 +31,8 @@ typedef struct luna_ds_status {
     int retry_after;      /* seconds; > 0 adds a Retry-After header */
 } luna_ds_status;
 
-/* The LUNA_E* code for an HTTP error status: LUNA_ENOTFOUND (404, 410),
- * LUNA_ETOOBIG (413), LUNA_ETIMEOUT (504), else LUNA_EINVAL. */
-int luna_ds_status_errcode(int http);
-
-/* Records an error in st (replacing what was there) and returns
- * luna_ds_status_errcode(code), so a caller can
+/* Records an error in st (replacing what was there) and returns the
+ * LUNA_E* code for it, so a caller can
  * `return luna_ds_status_set(st, 404, "NotFound", ...)`. */
 int luna_ds_status_set(luna_ds_status *st, int code, const char *reason,
                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));

@@ -195,7 +195,6 @@ luna_ds_obj *luna_ds_store_get(luna_ds_coll *c, const char *key)
     return e ? e->obj : NULL;
 }
 
-size_t luna_ds_store_count(const luna_ds_coll *c) { return HASH_COUNT(c->map); }
 uint64_t luna_ds_store_floor(const luna_ds_coll *c) { return c->floor; }
 
 static void record(luna_ds_coll *c, enum luna_ds_event_type type, luna_ds_obj *obj,

@@ -112,9 +112,6 @@ luna_ds_obj *luna_ds_store_get(luna_ds_coll *c, const char *key);
  * LUNA_ENOMEM with nothing changed (obj is released). */
 int luna_ds_store_put(luna_ds_coll *c, enum luna_ds_event_type type, luna_ds_obj *obj);
 
-/* Number of current objects. */
-size_t luna_ds_store_count(const luna_ds_coll *c);
-
 /* The largest RV from which the history is complete (see invariants). */
 uint64_t luna_ds_store_floor(const luna_ds_coll *c);
 

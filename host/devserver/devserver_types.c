@@ -130,97 +130,64 @@ static luna_ds_type *builtin(luna_ds_types *reg, const char *group, const char *
     return t;
 }
 
-/* The built-in types, in discovery order.  0, or LUNA_ENOMEM. */
+/* The built-in types, in discovery order. */
+enum { STATUS = 1, GENERATION = 2, RETURN_DELETED = 4 };
+static const struct builtin_def {
+    const char *group, *resource, *singular, *kind;
+    bool namespaced;
+    const char *shorts, *categories;   /* comma-separated, or NULL */
+    int flags;
+    const char *const *fields;
+} builtins[] = {
+    { "", "configmaps", "configmap", "ConfigMap", true, "cm", NULL, 0, NULL },
+    { "", "events", "event", "Event", true, "ev", NULL, 0, event_fields },
+    { "", "namespaces", "namespace", "Namespace", false, "ns", NULL, STATUS | RETURN_DELETED,
+      namespace_fields },
+    { "", "pods", "pod", "Pod", true, "po", "all", STATUS | RETURN_DELETED, pod_fields },
+    { "", "secrets", "secret", "Secret", true, NULL, NULL, 0, secret_fields },
+    { "", "serviceaccounts", "serviceaccount", "ServiceAccount", true, "sa", NULL, 0, NULL },
+    { "", "services", "service", "Service", true, "svc", "all", STATUS | RETURN_DELETED,
+      service_fields },
+    { "apiextensions.k8s.io", "customresourcedefinitions", "customresourcedefinition",
+      "CustomResourceDefinition", false, "crd,crds", "api-extensions",
+      STATUS | GENERATION | RETURN_DELETED, NULL },
+    { "apps", "deployments", "deployment", "Deployment", true, "deploy", "all",
+      STATUS | GENERATION, NULL },
+    { "apps", "replicasets", "replicaset", "ReplicaSet", true, "rs", "all",
+      STATUS | GENERATION, NULL },
+    { "apps", "statefulsets", "statefulset", "StatefulSet", true, "sts", "all",
+      STATUS | GENERATION, NULL },
+    { "batch", "cronjobs", "cronjob", "CronJob", true, "cj", "all", STATUS | GENERATION, NULL },
+    { "batch", "jobs", "job", "Job", true, NULL, "all", STATUS | GENERATION, job_fields },
+    { "coordination.k8s.io", "leases", "lease", "Lease", true, NULL, NULL, 0, NULL },
+    { "rbac.authorization.k8s.io", "clusterrolebindings", "clusterrolebinding",
+      "ClusterRoleBinding", false, NULL, NULL, 0, NULL },
+    { "rbac.authorization.k8s.io", "clusterroles", "clusterrole", "ClusterRole", false, NULL,
+      NULL, 0, NULL },
+    { "rbac.authorization.k8s.io", "rolebindings", "rolebinding", "RoleBinding", true, NULL,
+      NULL, 0, NULL },
+    { "rbac.authorization.k8s.io", "roles", "role", "Role", true, NULL, NULL, 0, NULL },
+};
+
+/* Registers the built-in types, then events.k8s.io/v1 Events (the core
+ * Events, seen through another version).  0, or LUNA_ENOMEM. */
 static int register_builtins(luna_ds_types *reg)
 {
-    luna_ds_type *t;
-    t = builtin(reg, "", "v1", "configmaps", "configmap", "ConfigMap", true, "cm", NULL);
-    if (!t)
-        return LUNA_ENOMEM;
-    t = builtin(reg, "", "v1", "events", "event", "Event", true, "ev", NULL);
-    if (!t)
-        return LUNA_ENOMEM;
-    t->fields = event_fields;
-    luna_ds_type *core_events = t;
-    t = builtin(reg, "", "v1", "namespaces", "namespace", "Namespace", false, "ns", NULL);
-    if (!t)
-        return LUNA_ENOMEM;
-    t->has_status = true;
-    t->return_deleted = true;
-    t->fields = namespace_fields;
-    t = builtin(reg, "", "v1", "pods", "pod", "Pod", true, "po", "all");
-    if (!t)
-        return LUNA_ENOMEM;
-    t->has_status = true;
-    t->return_deleted = true;
-    t->fields = pod_fields;
-    t = builtin(reg, "", "v1", "secrets", "secret", "Secret", true, NULL, NULL);
-    if (!t)
-        return LUNA_ENOMEM;
-    t->fields = secret_fields;
-    t = builtin(reg, "", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, "sa", NULL);
-    if (!t)
-        return LUNA_ENOMEM;
-    t = builtin(reg, "", "v1", "services", "service", "Service", true, "svc", "all");
-    if (!t)
-        return LUNA_ENOMEM;
-    t->fields = service_fields;
-    t->has_status = true;
-    t->return_deleted = true;
-    t = builtin(reg, "apiextensions.k8s.io", "v1", "customresourcedefinitions",
-                "customresourcedefinition", "CustomResourceDefinition", false, "crd,crds",
-                "api-extensions");
-    if (!t)
-        return LUNA_ENOMEM;
-    t->has_status = true;
-    t->has_generation = true;
-    t->return_deleted = true;
-    t = builtin(reg, "apps", "v1", "deployments", "deployment", "Deployment", true, "deploy", "all");
-    if (!t)
-        return LUNA_ENOMEM;
-    t->has_status = true;
-    t->has_generation = true;
-    t = builtin(reg, "apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, "rs", "all");
-    if (!t)
-        return LUNA_ENOMEM;
-    t->has_status = true;
-    t->has_generation = true;
-    t = builtin(reg, "apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, "sts", "all");
-    if (!t)
-        return LUNA_ENOMEM;
-    t->has_status = true;
-    t->has_generation = true;
-    t = builtin(reg, "batch", "v1", "cronjobs", "cronjob", "CronJob", true, "cj", "all");
-    if (!t)
-        return LUNA_ENOMEM;
-    t->has_status = true;
-    t->has_generation = true;
-    t = builtin(reg, "batch", "v1", "jobs", "job", "Job", true, NULL, "all");
-    if (!t)
-        return LUNA_ENOMEM;
-    t->fields = job_fields;
-    t->has_status = true;
-    t->has_generation = true;
-    t = builtin(reg, "coordination.k8s.io", "v1", "leases", "lease", "Lease", true, NULL, NULL);
-    if (!t)
-        return LUNA_ENOMEM;
-    t = builtin(reg, "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding",
-                "ClusterRoleBinding", false, NULL, NULL);
-    if (!t)
-        return LUNA_ENOMEM;
-    t = builtin(reg, "rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole",
-                false, NULL, NULL);
-    if (!t)
-        return LUNA_ENOMEM;
-    t = builtin(reg, "rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding",
-                true, NULL, NULL);
-    if (!t)
-        return LUNA_ENOMEM;
-    t = builtin(reg, "rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true, NULL, NULL);
-    if (!t)
-        return LUNA_ENOMEM;
-    /* events.k8s.io/v1 Events are the core Events, seen through another version. */
-    t = new_type("events.k8s.io", "v1", "events", "event", "Event", true);
+    luna_ds_type *core_events = NULL;
+    for (size_t i = 0; i < sizeof builtins / sizeof *builtins; i++) {
+        const struct builtin_def *d = &builtins[i];
+        luna_ds_type *t = builtin(reg, d->group, "v1", d->resource, d->singular, d->kind,
+                                  d->namespaced, d->shorts, d->categories);
+        if (!t)
+            return LUNA_ENOMEM;
+        t->has_status = d->flags & STATUS;
+        t->has_generation = d->flags & GENERATION;
+        t->return_deleted = d->flags & RETURN_DELETED;
+        t->fields = d->fields;
+        if (!*d->group && strcmp(d->resource, "events") == 0)
+            core_events = t;
+    }
+    luna_ds_type *t = new_type("events.k8s.io", "v1", "events", "event", "Event", true);
     if (!t)
         return LUNA_ENOMEM;
     t->short_names = strings("ev");
@@ -250,9 +217,18 @@ luna_ds_types *luna_ds_types_new(luna_ds_store *store)
     return reg;
 }
 
+/* The storage-version type of a collection. */
+static luna_ds_type *storage_type(const luna_ds_types *reg, const struct luna_ds_coll *coll)
+{
+    for (luna_ds_type *t = reg->head; t; t = t->next)
+        if (t->coll == coll && t->storage)
+            return t;
+    return NULL;
+}
+
 luna_ds_type *luna_ds_types_storage_of(const luna_ds_types *reg, luna_ds_type *t)
 {
-    luna_ds_type *s = luna_ds_types_storage(reg, t->coll);
+    luna_ds_type *s = storage_type(reg, t->coll);
     return s ? s : t;
 }
 
@@ -289,14 +265,6 @@ luna_ds_type *luna_ds_types_find_kind(const luna_ds_types *reg, const char *api_
     return NULL;
 }
 
-luna_ds_type *luna_ds_types_storage(const luna_ds_types *reg, const struct luna_ds_coll *coll)
-{
-    for (luna_ds_type *t = reg->head; t; t = t->next)
-        if (t->coll == coll && t->storage)
-            return t;
-    return NULL;
-}
-
 /* ---- discovery ---- */
 
 json_t *luna_ds_types_api_versions(const char *server_address)
@@ -325,6 +293,19 @@ static json_t *group_version(const char *group, const char *version)
     return gv;
 }
 
+/* The element of arr whose field is value, or NULL. */
+static json_t *listed(const json_t *arr, const char *field, const char *value)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(arr, i, e) {
+        const char *s = json_string_value(json_object_get(e, field));
+        if (s && strcmp(s, value) == 0)
+            return e;
+    }
+    return NULL;
+}
+
 /* Versions of `group` in registration order, each once; NULL if none. */
 static json_t *group_doc(const luna_ds_types *reg, const char *group)
 {
@@ -332,13 +313,7 @@ static json_t *group_doc(const luna_ds_types *reg, const char *group)
     for (luna_ds_type *t = reg->head; t; t = t->next) {
         if (!t->served || strcmp(t->group, group) != 0)
             continue;
-        bool seen = false;
-        size_t i;
-        json_t *v;
-        json_array_foreach(versions, i, v)
-            if (strcmp(json_string_value(json_object_get(v, "version")), t->version) == 0)
-                seen = true;
-        if (!seen)
+        if (!listed(versions, "version", t->version))
             json_array_append_new(versions, group_version(group, t->version));
     }
     if (json_array_size(versions) == 0) {
@@ -353,11 +328,9 @@ static json_t *group_doc(const luna_ds_types *reg, const char *group)
     json_t *pref = json_array_get(versions, 0);
     for (luna_ds_type *t = reg->head; t; t = t->next)
         if (t->served && t->storage && strcmp(t->group, group) == 0) {
-            size_t i;
-            json_t *v;
-            json_array_foreach(versions, i, v)
-                if (strcmp(json_string_value(json_object_get(v, "version")), t->version) == 0)
-                    pref = v;
+            json_t *v = listed(versions, "version", t->version);
+            if (v)
+                pref = v;
             break;
         }
     json_object_set(g, "preferredVersion", pref);
@@ -373,13 +346,7 @@ json_t *luna_ds_types_group_list(const luna_ds_types *reg)
     for (luna_ds_type *t = reg->head; t; t = t->next) {
         if (!t->served || !*t->group)
             continue;
-        bool seen = false;
-        size_t i;
-        json_t *g;
-        json_array_foreach(groups, i, g)
-            if (strcmp(json_string_value(json_object_get(g, "name")), t->group) == 0)
-                seen = true;
-        if (!seen) {
+        if (!listed(groups, "name", t->group)) {
             json_t *doc = group_doc(reg, t->group);
             if (doc)
                 json_array_append_new(groups, doc);

@@ -68,8 +68,6 @@ luna_ds_type *luna_ds_types_find(const luna_ds_types *reg, const char *group,
 /* The served type for apiVersion + kind, or NULL. */
 luna_ds_type *luna_ds_types_find_kind(const luna_ds_types *reg, const char *api_version,
                                       const char *kind);
-/* The storage-version type of a collection. */
-luna_ds_type *luna_ds_types_storage(const luna_ds_types *reg, const struct luna_ds_coll *coll);
 /* The storage-version type of t's collection (t itself when t is it). */
 luna_ds_type *luna_ds_types_storage_of(const luna_ds_types *reg, luna_ds_type *t);
 /* The storage type of core/v1 namespaces. */

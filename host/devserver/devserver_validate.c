@@ -233,3 +233,16 @@ int luna_ds_validate_namespace_usable(luna_ds *ds, luna_ds_type *t, const char *
     }
     return 0;
 }
+
+int luna_ds_validate_object(luna_ds_type *t, json_t *doc, const char *ns, const char *name,
+                            luna_ds_status *st)
+{
+    int rc = luna_ds_validate_kind(t, doc, st);
+    if (rc == 0)
+        rc = luna_ds_validate_namespace(t, doc, ns, st);
+    const char *bname = rc == 0 && name ? luna_ds_doc_str(luna_ds_doc_meta(doc), "name") : NULL;
+    if (bname && strcmp(bname, name) != 0)
+        rc = luna_ds_status_bad_request(st, "the name of the object (%s) does not match the name "
+                                        "on the URL (%s)", bname, name);
+    return rc;
+}

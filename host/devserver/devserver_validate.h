@@ -30,6 +30,10 @@ int luna_ds_validate_kind(luna_ds_type *t, json_t *doc, luna_ds_status *st);
 /* metadata.namespace of doc against the URL's ns (set for a namespaced
  * type, removed for a cluster-scoped one). */
 int luna_ds_validate_namespace(luna_ds_type *t, json_t *doc, const char *ns, luna_ds_status *st);
+/* kind, apiVersion and namespace as above, and when name is given (PUT,
+ * apply) a metadata.name in doc must equal it (400 otherwise). */
+int luna_ds_validate_object(luna_ds_type *t, json_t *doc, const char *ns, const char *name,
+                            luna_ds_status *st);
 /* 404 when ns does not exist; 403 when creating in a terminating one. */
 int luna_ds_validate_namespace_usable(luna_ds *ds, luna_ds_type *t, const char *ns, const char *name,
                                       bool creating, luna_ds_status *st);

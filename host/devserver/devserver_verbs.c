@@ -22,7 +22,7 @@ void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
 {
     luna_ds_status st = { 0 };
     json_t *doc = luna_ds_validate_body(req, &st);
-    if (!doc || luna_ds_validate_kind(t, doc, &st) < 0 || luna_ds_validate_namespace(t, doc, ns, &st) < 0) {
+    if (!doc || luna_ds_validate_object(t, doc, ns, NULL, &st) < 0) {
         json_decref(doc);
         luna_ds_reply_status(resp, &st);
         return;
@@ -73,48 +73,50 @@ void luna_ds_verbs_get(luna_ds *ds, luna_ds_type *t, const char *ns, const char 
     luna_ds_reply_json(resp, 200, luna_ds_doc_as(ds, t, o));
 }
 
+/* The reply to a write that removed the object (its last finalizer went):
+ * kube answers the final state, which here is its kind and name. */
+static json_t *final_state(const luna_ds_type *t, const char *name)
+{
+    return json_pack("{s:s,s:s,s:{s:s}}", "kind", t->kind, "apiVersion", t->api_version,
+                     "metadata", "name", name);
+}
+
+/* Answers a write: resp gets code and *out (final_state when the write
+ * removed the object), or the Status in st when rc < 0. */
+static void reply_write(luna_ds_response *resp, int rc, int code, json_t *out,
+                        const luna_ds_type *t, const char *name, luna_ds_status *st)
+{
+    if (rc < 0)
+        luna_ds_reply_status(resp, st);
+    else
+        luna_ds_reply_json(resp, code, out ? out : final_state(t, name));
+}
+
+static int update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                  const char *name, const char *sub, json_t **out, luna_ds_status *st)
+{
+    json_t *doc = luna_ds_validate_body(req, st);
+    if (!doc || luna_ds_validate_object(t, doc, ns, name, st) < 0) {
+        json_decref(doc);
+        return LUNA_EINVAL;
+    }
+    luna_ds_obj *cur = lookup(t, ns, name, st);
+    if (!cur) {
+        json_decref(doc);
+        return LUNA_ENOTFOUND;
+    }
+    char mb[128];
+    const char *manager = luna_ds_request_manager(req, mb, sizeof mb);
+    return luna_ds_write_update(ds, t, cur, doc, sub, manager, out, st);
+}
+
 void luna_ds_verbs_update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                           const char *name, const char *sub, luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
-    json_t *doc = luna_ds_validate_body(req, &st);
-    if (!doc || luna_ds_validate_kind(t, doc, &st) < 0 || luna_ds_validate_namespace(t, doc, ns, &st) < 0) {
-        json_decref(doc);
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    const char *bname = luna_ds_doc_str(luna_ds_doc_meta(doc), "name");
-    if (bname && strcmp(bname, name) != 0) {
-        luna_ds_status_bad_request(&st, "the name of the object (%s) does not match the name on "
-                                   "the URL (%s)", bname, name);
-        json_decref(doc);
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    luna_ds_obj *cur = lookup(t, ns, name, &st);
-    if (!cur) {
-        json_decref(doc);
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    char mb[128];
-    const char *manager = luna_ds_request_manager(req, mb, sizeof mb);
     json_t *out = NULL;
-    if (luna_ds_write_update(ds, t, cur, doc, sub, manager, &out, &st) < 0) {
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    if (!out) {
-        /* removed by the update (last finalizer dropped): kube answers the
-         * final state */
-        luna_ds_status_not_found(&st, t->group, t->resource, name);
-        luna_ds_status_clear(&st);
-        json_t *gone = json_pack("{s:s,s:s,s:{s:s}}", "kind", t->kind, "apiVersion",
-                                 t->api_version, "metadata", "name", name);
-        luna_ds_reply_json(resp, 200, gone);
-        return;
-    }
-    luna_ds_reply_json(resp, 200, out);
+    int rc = update(ds, req, t, ns, name, sub, &out, &st);
+    reply_write(resp, rc, 200, out, t, name, &st);
 }
 
 static json_t *body_or_null(const luna_ds_request *req)
@@ -274,191 +276,141 @@ static bool content_type_is(const luna_ds_request *req, const char *want)
     return strncmp(ct, want, n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
 }
 
-void luna_ds_verbs_patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
-                         const char *name, const char *sub, luna_ds_response *resp)
+enum patch_kind { MERGE, JSONPATCH, STRATEGIC, APPLY, UNSUPPORTED };
+
+static enum patch_kind patch_kind(const luna_ds_request *req, const luna_ds_type *t)
 {
-    luna_ds_status st = { 0 };
-    enum { MERGE, JSONPATCH, STRATEGIC, APPLY } kind;
     if (content_type_is(req, "application/merge-patch+json"))
-        kind = MERGE;
-    else if (content_type_is(req, "application/json-patch+json"))
-        kind = JSONPATCH;
-    else if (content_type_is(req, "application/strategic-merge-patch+json"))
-        kind = STRATEGIC;
-    else if (content_type_is(req, "application/apply-patch+yaml") ||
-             content_type_is(req, "application/apply-patch+json"))
-        kind = APPLY;
-    else {
-        luna_ds_status_set(&st, 415, "UnsupportedMediaType", "the body of the request was in an "
-                           "unknown format - accepted media types include: "
-                           "application/json-patch+json, application/merge-patch+json, "
-                           "application/apply-patch+yaml");
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    if (kind == STRATEGIC && t->custom) {
-        luna_ds_status_set(&st, 415, "UnsupportedMediaType", "the body of the request was in an "
-                           "unknown format - accepted media types include: "
-                           "application/json-patch+json, application/merge-patch+json, "
-                           "application/apply-patch+yaml");
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    if (!req->body || req->body_len == 0) {
-        luna_ds_status_bad_request(&st, "the body of the request was empty");
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    char mb[128];
-    const char *manager = luna_ds_request_manager(req, mb, sizeof mb);
-    if (kind == APPLY) {
-        const char *fm = luna_ds_request_arg(req, "fieldManager");
-        if (!fm || !*fm) {
-            luna_ds_status_set(&st, 422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: "
-                               "fieldManager: Required value: is required for apply patch");
-            luna_ds_reply_status(resp, &st);
-            return;
-        }
-        luna_error err = { 0 };
-        json_t *docs = luna_ds_yaml_load(req->body, req->body_len, &err);
-        json_t *applied = docs && json_array_size(docs) == 1 ? json_incref(json_array_get(docs, 0)) : NULL;
-        json_decref(docs);
-        if (!json_is_object(applied)) {
-            json_decref(applied);
-            luna_ds_status_bad_request(&st, "error decoding YAML: %s",
-                                       err.msg[0] ? err.msg : "expected one object");
-            luna_ds_reply_status(resp, &st);
-            return;
-        }
-        if (!luna_ds_doc_str(applied, "apiVersion") || !luna_ds_doc_str(applied, "kind")) {
-            luna_ds_status_bad_request(&st, "%s", !luna_ds_doc_str(applied, "kind") ? "Object 'Kind' is missing in the applied object"
-                                                                        : "Object 'apiVersion' is missing");
-            json_decref(applied);
-            luna_ds_reply_status(resp, &st);
-            return;
-        }
-        if (luna_ds_validate_kind(t, applied, &st) < 0 || luna_ds_validate_namespace(t, applied, ns, &st) < 0) {
-            json_decref(applied);
-            luna_ds_reply_status(resp, &st);
-            return;
-        }
-        const char *aname = luna_ds_doc_str(luna_ds_doc_meta(applied), "name");
-        if (aname && strcmp(aname, name) != 0) {
-            luna_ds_status_bad_request(&st, "the name of the object (%s) does not match the name "
-                                       "on the URL (%s)", aname, name);
-            json_decref(applied);
-            luna_ds_reply_status(resp, &st);
-            return;
-        }
-        json_object_set_new(luna_ds_doc_meta(applied), "name", json_string(name));
-        bool force = luna_ds_request_flag(req, "force");
-        char key[600];
-        luna_ds_doc_key(key, sizeof key, t, ns, name);
-        luna_ds_obj *cur = luna_ds_store_get(t->coll, key);
-        char now[32];
-        luna_ds_doc_now(now);
-        json_t *curdoc = cur ? luna_ds_doc_as(ds, t, cur) : NULL;
-        json_t *result = luna_ds_apply(curdoc, applied, t, fm, force, sub, now, &st);
+        return MERGE;
+    if (content_type_is(req, "application/json-patch+json"))
+        return JSONPATCH;
+    if (content_type_is(req, "application/strategic-merge-patch+json"))
+        return t->custom ? UNSUPPORTED : STRATEGIC;
+    if (content_type_is(req, "application/apply-patch+yaml") ||
+        content_type_is(req, "application/apply-patch+json"))
+        return APPLY;
+    return UNSUPPORTED;
+}
+
+/* Server-side apply: creates the object (201) or updates it (200). */
+static int apply(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                 const char *name, const char *sub, int *code, json_t **out, luna_ds_status *st)
+{
+    const char *fm = luna_ds_request_arg(req, "fieldManager");
+    if (!fm || !*fm)
+        return luna_ds_status_set(st, 422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: "
+                                  "fieldManager: Required value: is required for apply patch");
+    luna_error err = { 0 };
+    json_t *docs = luna_ds_yaml_load(req->body, req->body_len, &err);
+    json_t *applied = docs && json_array_size(docs) == 1 ? json_incref(json_array_get(docs, 0)) : NULL;
+    json_decref(docs);
+    int rc = 0;
+    if (!json_is_object(applied))
+        rc = luna_ds_status_bad_request(st, "error decoding YAML: %s",
+                                        err.msg[0] ? err.msg : "expected one object");
+    else if (!luna_ds_doc_str(applied, "kind"))
+        rc = luna_ds_status_bad_request(st, "Object 'Kind' is missing in the applied object");
+    else if (!luna_ds_doc_str(applied, "apiVersion"))
+        rc = luna_ds_status_bad_request(st, "Object 'apiVersion' is missing");
+    else
+        rc = luna_ds_validate_object(t, applied, ns, name, st);
+    if (rc < 0) {
         json_decref(applied);
-        if (!result) {
-            json_decref(curdoc);
-            luna_ds_reply_status(resp, &st);
-            return;
-        }
-        json_t *out = NULL;
-        int rc;
-        if (!cur) {
-            json_decref(curdoc);
-            if (sub) {
-                json_decref(result);
-                luna_ds_status_not_found(&st, t->group, t->resource, name);
-                luna_ds_reply_status(resp, &st);
-                return;
-            }
-            json_object_set_new(result, "kind", json_string(t->kind));
-            json_object_set_new(result, "apiVersion", json_string(t->api_version));
-            rc = luna_ds_write_create(ds, t, result, NULL, &out, &st);
-            if (rc < 0) {
-                luna_ds_reply_status(resp, &st);
-                return;
-            }
-            luna_ds_reply_json(resp, 201, out);
-            return;
-        }
-        /* the applied resourceVersion (if any) is a precondition */
-        json_t *arv = json_object_get(luna_ds_doc_meta(result), "resourceVersion");
-        (void)arv;
-        json_decref(curdoc);
-        rc = luna_ds_write_update(ds, t, cur, result, sub, NULL, &out, &st);
-        if (rc < 0) {
-            luna_ds_reply_status(resp, &st);
-            return;
-        }
-        if (!out)
-            out = json_pack("{s:s,s:s,s:{s:s}}", "kind", t->kind, "apiVersion", t->api_version,
-                            "metadata", "name", name);
-        luna_ds_reply_json(resp, 200, out);
-        return;
+        return rc;
     }
+    json_object_set_new(luna_ds_doc_meta(applied), "name", json_string(name));
+    char key[600];
+    luna_ds_doc_key(key, sizeof key, t, ns, name);
+    luna_ds_obj *cur = luna_ds_store_get(t->coll, key);
+    char now[32];
+    luna_ds_doc_now(now);
+    json_t *curdoc = cur ? luna_ds_doc_as(ds, t, cur) : NULL;
+    json_t *result = luna_ds_apply(curdoc, applied, t, fm, luna_ds_request_flag(req, "force"),
+                                   sub, now, st);
+    json_decref(applied);
+    json_decref(curdoc);
+    if (!result)
+        return LUNA_EINVAL;
+    if (cur) {
+        *code = 200;
+        return luna_ds_write_update(ds, t, cur, result, sub, NULL, out, st);
+    }
+    if (sub) {
+        json_decref(result);
+        return luna_ds_status_not_found(st, t->group, t->resource, name);
+    }
+    json_object_set_new(result, "kind", json_string(t->kind));
+    json_object_set_new(result, "apiVersion", json_string(t->api_version));
+    *code = 201;
+    return luna_ds_write_create(ds, t, result, NULL, out, st);
+}
+
+/* Merge, JSON and strategic merge patches of an existing object. */
+static int patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                 const char *name, const char *sub, enum patch_kind kind, json_t **out,
+                 luna_ds_status *st)
+{
     json_error_t je;
-    json_t *patch = json_loadb(req->body, req->body_len, JSON_DECODE_ANY, &je);
-    if (!patch) {
-        luna_ds_status_bad_request(&st, "error decoding patch: %s", je.text);
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    luna_ds_obj *cur = lookup(t, ns, name, &st);
+    json_t *ops = json_loadb(req->body, req->body_len, JSON_DECODE_ANY, &je);
+    if (!ops)
+        return luna_ds_status_bad_request(st, "error decoding patch: %s", je.text);
+    luna_ds_obj *cur = lookup(t, ns, name, st);
     if (!cur) {
-        json_decref(patch);
-        luna_ds_reply_status(resp, &st);
-        return;
+        json_decref(ops);
+        return LUNA_ENOTFOUND;
     }
     json_t *doc = luna_ds_doc_as(ds, t, cur);
     int rc = 0;
     if (!doc)
-        rc = luna_ds_status_oom(&st);
+        rc = luna_ds_status_oom(st);
     else if (kind == MERGE) {
-        if (!json_is_object(patch))
-            rc = luna_ds_status_bad_request(&st, "json: cannot unmarshal %s into Go value of "
+        if (!json_is_object(ops))
+            rc = luna_ds_status_bad_request(st, "json: cannot unmarshal %s into Go value of "
                                             "type map[string]interface {}",
-                                            json_is_array(patch) ? "array" : "value");
-        else if (!(doc = luna_ds_patch_merge(doc, patch)))
-            rc = luna_ds_status_oom(&st);
+                                            json_is_array(ops) ? "array" : "value");
+        else if (!(doc = luna_ds_patch_merge(doc, ops)))
+            rc = luna_ds_status_oom(st);
     } else if (kind == JSONPATCH) {
-        rc = luna_ds_patch_json(&doc, patch, &st);
+        rc = luna_ds_patch_json(&doc, ops, st);
     } else {
-        rc = luna_ds_patch_strategic(doc, patch, t, &st);
+        rc = luna_ds_patch_strategic(doc, ops, t, st);
     }
-    json_decref(patch);
+    json_decref(ops);
     if (rc == 0 && !json_is_object(doc))
-        rc = luna_ds_status_set(&st, 422, "Invalid", "the patched object is not a JSON object");
+        rc = luna_ds_status_set(st, 422, "Invalid", "the patched object is not a JSON object");
+    if (rc == 0)
+        rc = luna_ds_validate_kind(t, doc, st);
+    const char *pname = rc == 0 ? luna_ds_doc_str(luna_ds_doc_meta(doc), "name") : NULL;
+    if (rc == 0 && (!pname || strcmp(pname, name) != 0))
+        rc = luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid",
+                                    "metadata.name", "Invalid value: \"%s\": field is immutable",
+                                    pname ? pname : "");
     if (rc < 0) {
         json_decref(doc);
-        luna_ds_reply_status(resp, &st);
-        return;
+        return rc;
     }
-    if (luna_ds_validate_kind(t, doc, &st) < 0) {
-        json_decref(doc);
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    json_t *md = luna_ds_doc_meta(doc);
-    const char *pname = luna_ds_doc_str(md, "name");
-    if (!pname || strcmp(pname, name) != 0) {
-        luna_ds_status_invalid(&st, t->group, t->kind, name, "FieldValueInvalid", "metadata.name",
-                               "Invalid value: \"%s\": field is immutable", pname ? pname : "");
-        json_decref(doc);
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    json_t *out = NULL;
-    if (luna_ds_write_update(ds, t, cur, doc, sub, manager, &out, &st) < 0) {
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    if (!out)
-        out = json_pack("{s:s,s:s,s:{s:s}}", "kind", t->kind, "apiVersion", t->api_version,
-                        "metadata", "name", name);
-    luna_ds_reply_json(resp, 200, out);
+    char mb[128];
+    const char *manager = luna_ds_request_manager(req, mb, sizeof mb);
+    return luna_ds_write_update(ds, t, cur, doc, sub, manager, out, st);
 }
 
+void luna_ds_verbs_patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                         const char *name, const char *sub, luna_ds_response *resp)
+{
+    luna_ds_status st = { 0 };
+    enum patch_kind kind = patch_kind(req, t);
+    json_t *out = NULL;
+    int code = 200, rc;
+    if (kind == UNSUPPORTED)
+        rc = luna_ds_status_set(&st, 415, "UnsupportedMediaType", "the body of the request was "
+                                "in an unknown format - accepted media types include: "
+                                "application/json-patch+json, application/merge-patch+json, "
+                                "application/apply-patch+yaml");
+    else if (!req->body || req->body_len == 0)
+        rc = luna_ds_status_bad_request(&st, "the body of the request was empty");
+    else if (kind == APPLY)
+        rc = apply(ds, req, t, ns, name, sub, &code, &out, &st);
+    else
+        rc = patch(ds, req, t, ns, name, sub, kind, &out, &st);
+    reply_write(resp, rc, code, out, t, name, &st);
+}

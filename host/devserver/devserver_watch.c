@@ -33,8 +33,6 @@ struct luna_ds_watch {
     struct luna_ds_watch *prev_open, *next_open;
 };
 
-int luna_ds_watch_count(const luna_ds_watches *reg) { return reg->count; }
-
 static void end_stream(luna_ds_watch *w);
 
 /* Ends the stream and has the transport drop the connection. */
@@ -274,7 +272,6 @@ luna_ds_watch *luna_ds_watch_start(luna_ds_watch_opts *opts)
     if (w->reg->open)
         w->reg->open->prev_open = w;
     w->reg->open = w;
-    w->reg->count++;
 
     luna_ds_coll *c = opts->type->coll;
     luna_ds_faults *f = w->faults;
@@ -353,7 +350,6 @@ void luna_ds_watch_free(luna_ds_watch *w)
         w->reg->open = w->next_open;
     if (w->next_open)
         w->next_open->prev_open = w->prev_open;
-    w->reg->count--;
     luna_ds_filter_clear(&w->filter);
     free(w->buf);
     free(w);

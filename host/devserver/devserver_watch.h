@@ -40,7 +40,6 @@ typedef struct luna_ds_watch luna_ds_watch;
 /* The open watches of one server (zero-initialise; caller storage). */
 typedef struct luna_ds_watches {
     luna_ds_watch *open;
-    int count;
 } luna_ds_watches;
 
 enum luna_ds_watch_start {
@@ -84,9 +83,6 @@ enum {
  * at the end of the stream, LUNA_DS_WATCH_DROP when the connection must be
  * dropped. */
 ssize_t luna_ds_watch_read(luna_ds_watch *w, char *buf, size_t max);
-
-/* Number of watches open. */
-int luna_ds_watch_count(const luna_ds_watches *reg);
 
 /* Ends every open watch of reg cleanly (server shutdown). */
 void luna_ds_watch_end_all(luna_ds_watches *reg);

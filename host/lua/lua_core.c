@@ -3,12 +3,15 @@
 
 #include "lua/lua_crypto.h"
 #include "lua/lua_json.h"
+#include "lua/lua_util.h"
 
 void luna_lua_core_push(lua_State *L)
 {
     lua_newtable(L);
     lua_pushstring(L, LUNA_VERSION);
     lua_setfield(L, -2, "version");
+    lua_pushcfunction(L, luna_lua_error_new);
+    lua_setfield(L, -2, "error");
     luna_lua_crypto_register(L);
     luna_lua_json_register(L);
 }

@@ -3,6 +3,7 @@
  * luna's own Lua library (lua/luna/) and controller scripts use.
  *
  *   core.version   the luna version string
+ *   core.error     luna's error constructor (lua_util.h; luna.errors.new)
  *   core.json      JSON <-> Lua (lua_json.h)
  *   core.crypto    hashes and HMACs (lua_crypto.h)
  *

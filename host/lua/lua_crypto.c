@@ -1,9 +1,4 @@
-/*
- * lua_crypto.c — core.crypto: digests scripts need (content checksums to
- * roll workloads when their inputs change), from OpenSSL's libcrypto.
- *
- *   core.crypto.sha256(s) → 64 lowercase hex characters
- */
+/* lua_crypto.c — see lua_crypto.h. */
 #include "lua/lua_crypto.h"
 
 #include <lauxlib.h>

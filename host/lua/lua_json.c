@@ -309,7 +309,7 @@ static void read_options(lua_State *L, int idx, luna_json_options *o, bool strea
 
 static int push_decode_error(lua_State *L, const luna_error *err)
 {
-    return luna_lua_push_error(L, err->code, "InvalidJSON", err->msg);
+    return luna_lua_push_error(L, "InvalidJSON", err->msg, err->code);
 }
 
 /* The decoder of the calling state for one-shot decodes, created on first
@@ -402,13 +402,13 @@ static int decoder_step(lua_State *L, const char *s, size_t len, bool finishing)
     struct decoder *d = luaL_checkudata(L, 1, DECODER_MT);
     luna_error err = { 0 };
     if (d->busy)
-        return luna_lua_push_error(L, LUNA_EINVAL, "InvalidJSON",
-                                   "decoder unusable: an earlier call raised an error");
+        return luna_lua_push_error(L, "InvalidJSON",
+                                   "decoder unusable: an earlier call raised an error", LUNA_EINVAL);
     if (d->finished)
-        return luna_lua_push_error(L, LUNA_EINVAL, "InvalidJSON",
-                                   "decoder already finished: call reset()");
+        return luna_lua_push_error(L, "InvalidJSON", "decoder already finished: call reset()",
+                                   LUNA_EINVAL);
     if (!lua_checkstack(L, stack_budget(d->opts.max_depth) + 8))
-        return luna_lua_push_error(L, LUNA_ENOMEM, "InvalidJSON", "Lua stack exhausted");
+        return luna_lua_push_error(L, "InvalidJSON", "Lua stack exhausted", LUNA_ENOMEM);
     lua_settop(L, 2);
     lua_getfenv(L, 1);                     /* 3: saved slots */
     lua_pushlightuserdata(L, &key_array_mt);
@@ -778,13 +778,6 @@ static int encode_into(lua_State *L, int idx, luna_json_writer *w, int max_depth
     return rc;
 }
 
-int luna_lua_json_write(lua_State *L, int idx, luna_json_writer *w, luna_error *err)
-{
-    if (idx < 0 && idx > LUA_REGISTRYINDEX)
-        idx = lua_gettop(L) + idx + 1;
-    return encode_into(L, idx, w, HARD_MAX_DEPTH, err);
-}
-
 /* The writer of the calling state for core.json.encode, reused so that
  * most encodes do not allocate. */
 #define WRITER_MT "luna.json.writer"
@@ -810,7 +803,7 @@ static int luna_lua_json_encode(lua_State *L)
         rc = luna_json_writer_finish(w, &err);
     if (rc) {
         luna_json_writer_reset(w);
-        return luna_lua_push_error(L, rc, "InvalidValue", err.msg);
+        return luna_lua_push_error(L, "InvalidValue", err.msg, rc);
     }
     size_t len;
     const char *s = luna_json_writer_data(w, &len);

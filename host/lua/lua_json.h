@@ -64,12 +64,5 @@ void luna_lua_json_register(lua_State *L);
 int luna_lua_json_push(lua_State *L, const char *json, size_t len,
                        luna_error *err);
 
-/* Appends the JSON encoding of the value at idx to w; returns 0, or a
- * negative code with err filled (w then holds a partial document: reset or
- * free it).  May raise only when
- * Lua runs out of memory: w must then be owned by something that frees it
- * (a userdata with __gc), never by a C stack frame holding malloc'd memory. */
-int luna_lua_json_write(lua_State *L, int idx, luna_json_writer *w,
-                        luna_error *err);
 
 #endif

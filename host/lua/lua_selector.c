@@ -1,10 +1,4 @@
-/*
- * lua_selector.c — core.selector: Kubernetes label/field selectors from Lua.
- *
- *   core.selector.parse(text [, "labels"|"fields"]) → Selector | nil, err
- *   Selector:matches({key = value, ...}) → boolean
- *   tostring(Selector) → canonical form
- */
+/* lua_selector.c — see lua_selector.h. */
 #include "lua/lua_selector.h"
 
 #include <lauxlib.h>
@@ -33,7 +27,7 @@ static int luna_lua_selector_parse(lua_State *L)
     lua_setmetatable(L, -2);
     luna_error err;
     if (luna_selector_parse(text, k, ud, &err) < 0)
-        return luna_lua_push_error(L, 400, "BadRequest", err.msg);
+        return luna_lua_push_error(L, "BadRequest", err.msg, 400);
     return 1;
 }
 

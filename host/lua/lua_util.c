@@ -57,23 +57,39 @@ static int error_tostring(lua_State *L)
     return 1;
 }
 
-int luna_lua_push_error(lua_State *L, int code, const char *reason,
-                        const char *message)
+/* [-0, +1] Pushes a new error. */
+static void new_error(lua_State *L, const char *reason, const char *message, int code)
 {
-    lua_pushnil(L);
     lua_createtable(L, 0, 3);
     lua_pushinteger(L, code);
     lua_setfield(L, -2, "code");
     lua_pushstring(L, reason);
     lua_setfield(L, -2, "reason");
-    lua_pushstring(L, message);
+    lua_pushstring(L, message ? message : "");
     lua_setfield(L, -2, "message");
     if (luaL_newmetatable(L, "luna.error")) {
         lua_pushcfunction(L, error_tostring);
         lua_setfield(L, -2, "__tostring");
     }
     lua_setmetatable(L, -2);
+}
+
+int luna_lua_push_error(lua_State *L, const char *reason, const char *message, int code)
+{
+    lua_pushnil(L);
+    new_error(L, reason, message, code);
     return 2;
+}
+
+int luna_lua_error_new(lua_State *L)
+{
+    const char *reason = luaL_checkstring(L, 1);
+    const char *message = luaL_optstring(L, 2, "");
+    lua_Number code = luaL_optnumber(L, 3, 0);
+    new_error(L, reason, message, 0);
+    lua_pushnumber(L, code); /* as given: a Lua number */
+    lua_setfield(L, -2, "code");
+    return 1;
 }
 
 void luna_lua_register_table(lua_State *L, const char *name, const luaL_Reg *funcs)

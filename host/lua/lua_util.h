@@ -25,10 +25,20 @@ int luna_lua_traceback(lua_State *L);
  * and returns LUNA_ELUA; on success leaves nresults values. */
 int luna_lua_pcall(lua_State *L, int nargs, int nresults, const char *what);
 
-/* Pushes nil and an error table {code=, reason=, message=} whose tostring
- * is "<reason>: <message>"; returns 2 (for `return luna_lua_push_error(...)`). */
-int luna_lua_push_error(lua_State *L, int code, const char *reason,
-                        const char *message);
+/* luna's one error type, in C and Lua alike: a table
+ * { reason = <string>, message = <string>, code = <number> } with the
+ * metatable registered as "luna.error", whose __tostring is
+ * "<reason>: <message>".  Arguments always come in that order (reason,
+ * message, code); luna.errors.new (lua/luna/errors.lua) is the same
+ * constructor with its arguments checked.  code is the HTTP status, 0 when
+ * there was no response, or the LUNA_E* code of a local failure. */
+
+/* Pushes nil and a new error (reason and message copied; NULL message:
+ * ""); returns 2 (for `return luna_lua_push_error(...)`). */
+int luna_lua_push_error(lua_State *L, const char *reason, const char *message, int code);
+/* core.error(reason [, message [, code]]) → error: the constructor for Lua
+ * (luna.errors.new checks the arguments, then calls it). */
+int luna_lua_error_new(lua_State *L);
 
 /* Sets t[name] = a new table of the functions in funcs, where t is at the
  * top of the stack. */

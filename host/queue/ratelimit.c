@@ -7,7 +7,7 @@
 #include <string.h>
 #include <uthash.h>
 
-void luna_ratelimiter_free(struct luna_ratelimiter *rl)
+void luna_ratelimit_free(struct luna_ratelimit *rl)
 {
     if (rl)
         rl->ops->free(rl);
@@ -73,12 +73,12 @@ static void failures_clear(struct failure **head)
 /* ---- exponential ---------------------------------------------------------- */
 
 struct exponential {
-    struct luna_ratelimiter base;
+    struct luna_ratelimit base;
     double base_delay, max_delay;
     struct failure *failures;
 };
 
-static double exponential_when(struct luna_ratelimiter *rl, const char *key)
+static double exponential_when(struct luna_ratelimit *rl, const char *key)
 {
     struct exponential *e = (struct exponential *)rl;
     unsigned before = failures_incr(&e->failures, key);
@@ -90,31 +90,31 @@ static double exponential_when(struct luna_ratelimiter *rl, const char *key)
     return delay > e->max_delay ? e->max_delay : delay;
 }
 
-static void exponential_forget(struct luna_ratelimiter *rl, const char *key)
+static void exponential_forget(struct luna_ratelimit *rl, const char *key)
 {
     failures_forget(&((struct exponential *)rl)->failures, key);
 }
 
-static unsigned exponential_num_requeues(struct luna_ratelimiter *rl,
+static unsigned exponential_num_requeues(struct luna_ratelimit *rl,
                                          const char *key)
 {
     return failures_get(((struct exponential *)rl)->failures, key);
 }
 
-static void exponential_free(struct luna_ratelimiter *rl)
+static void exponential_free(struct luna_ratelimit *rl)
 {
     struct exponential *e = (struct exponential *)rl;
     failures_clear(&e->failures);
     free(e);
 }
 
-static const struct luna_ratelimiter_ops exponential_ops = {
+static const struct luna_ratelimit_ops exponential_ops = {
     exponential_when, exponential_forget, exponential_num_requeues,
     exponential_free,
 };
 
-int luna_ratelimiter_exponential_new(double base_delay, double max_delay,
-                                     struct luna_ratelimiter **out,
+int luna_ratelimit_exponential_new(double base_delay, double max_delay,
+                                     struct luna_ratelimit **out,
                                      luna_error *err)
 {
     struct exponential *e = calloc(1, sizeof *e);
@@ -130,7 +130,7 @@ int luna_ratelimiter_exponential_new(double base_delay, double max_delay,
 /* ---- token bucket --------------------------------------------------------- */
 
 struct bucket {
-    struct luna_ratelimiter base;
+    struct luna_ratelimit base;
     const struct luna_clock *clock;
     double qps;
     double burst;
@@ -139,7 +139,7 @@ struct bucket {
     int started;    /* the bucket starts full at the first when() */
 };
 
-static double bucket_when(struct luna_ratelimiter *rl, const char *key)
+static double bucket_when(struct luna_ratelimit *rl, const char *key)
 {
     struct bucket *b = (struct bucket *)rl;
     if (isinf(b->qps))
@@ -158,21 +158,21 @@ static double bucket_when(struct luna_ratelimiter *rl, const char *key)
     return b->tokens < 0 ? -b->tokens / b->qps : 0;
 }
 
-static void bucket_forget(struct luna_ratelimiter *rl, const char *key) {}
+static void bucket_forget(struct luna_ratelimit *rl, const char *key) {}
 
-static unsigned bucket_num_requeues(struct luna_ratelimiter *rl, const char *key)
+static unsigned bucket_num_requeues(struct luna_ratelimit *rl, const char *key)
 {
     return 0;
 }
 
-static void bucket_free(struct luna_ratelimiter *rl) { free(rl); }
+static void bucket_free(struct luna_ratelimit *rl) { free(rl); }
 
-static const struct luna_ratelimiter_ops bucket_ops = {
+static const struct luna_ratelimit_ops bucket_ops = {
     bucket_when, bucket_forget, bucket_num_requeues, bucket_free,
 };
 
-int luna_ratelimiter_bucket_new(const struct luna_clock *clock, double qps,
-                                unsigned burst, struct luna_ratelimiter **out,
+int luna_ratelimit_bucket_new(const struct luna_clock *clock, double qps,
+                                unsigned burst, struct luna_ratelimit **out,
                                 luna_error *err)
 {
     struct bucket *b = calloc(1, sizeof *b);
@@ -189,44 +189,44 @@ int luna_ratelimiter_bucket_new(const struct luna_clock *clock, double qps,
 /* ---- fast/slow ------------------------------------------------------------ */
 
 struct fast_slow {
-    struct luna_ratelimiter base;
+    struct luna_ratelimit base;
     double fast_delay, slow_delay;
     unsigned max_fast_attempts;
     struct failure *failures;
 };
 
-static double fast_slow_when(struct luna_ratelimiter *rl, const char *key)
+static double fast_slow_when(struct luna_ratelimit *rl, const char *key)
 {
     struct fast_slow *fs = (struct fast_slow *)rl;
     unsigned before = failures_incr(&fs->failures, key);
     return before < fs->max_fast_attempts ? fs->fast_delay : fs->slow_delay;
 }
 
-static void fast_slow_forget(struct luna_ratelimiter *rl, const char *key)
+static void fast_slow_forget(struct luna_ratelimit *rl, const char *key)
 {
     failures_forget(&((struct fast_slow *)rl)->failures, key);
 }
 
-static unsigned fast_slow_num_requeues(struct luna_ratelimiter *rl,
+static unsigned fast_slow_num_requeues(struct luna_ratelimit *rl,
                                        const char *key)
 {
     return failures_get(((struct fast_slow *)rl)->failures, key);
 }
 
-static void fast_slow_free(struct luna_ratelimiter *rl)
+static void fast_slow_free(struct luna_ratelimit *rl)
 {
     struct fast_slow *fs = (struct fast_slow *)rl;
     failures_clear(&fs->failures);
     free(fs);
 }
 
-static const struct luna_ratelimiter_ops fast_slow_ops = {
+static const struct luna_ratelimit_ops fast_slow_ops = {
     fast_slow_when, fast_slow_forget, fast_slow_num_requeues, fast_slow_free,
 };
 
-int luna_ratelimiter_fast_slow_new(double fast_delay, double slow_delay,
+int luna_ratelimit_fast_slow_new(double fast_delay, double slow_delay,
                                    unsigned max_fast_attempts,
-                                   struct luna_ratelimiter **out,
+                                   struct luna_ratelimit **out,
                                    luna_error *err)
 {
     struct fast_slow *fs = calloc(1, sizeof *fs);
@@ -243,56 +243,56 @@ int luna_ratelimiter_fast_slow_new(double fast_delay, double slow_delay,
 /* ---- max of --------------------------------------------------------------- */
 
 struct max_of {
-    struct luna_ratelimiter base;
+    struct luna_ratelimit base;
     size_t n;
-    struct luna_ratelimiter *children[]; /* owned */
+    struct luna_ratelimit *children[]; /* owned */
 };
 
-static double max_of_when(struct luna_ratelimiter *rl, const char *key)
+static double max_of_when(struct luna_ratelimit *rl, const char *key)
 {
     struct max_of *m = (struct max_of *)rl;
     double delay = 0;
     for (size_t i = 0; i < m->n; i++) {
-        double d = luna_ratelimiter_when(m->children[i], key);
+        double d = luna_ratelimit_when(m->children[i], key);
         if (d > delay)
             delay = d;
     }
     return delay;
 }
 
-static void max_of_forget(struct luna_ratelimiter *rl, const char *key)
+static void max_of_forget(struct luna_ratelimit *rl, const char *key)
 {
     struct max_of *m = (struct max_of *)rl;
     for (size_t i = 0; i < m->n; i++)
-        luna_ratelimiter_forget(m->children[i], key);
+        luna_ratelimit_forget(m->children[i], key);
 }
 
-static unsigned max_of_num_requeues(struct luna_ratelimiter *rl, const char *key)
+static unsigned max_of_num_requeues(struct luna_ratelimit *rl, const char *key)
 {
     struct max_of *m = (struct max_of *)rl;
     unsigned most = 0;
     for (size_t i = 0; i < m->n; i++) {
-        unsigned r = luna_ratelimiter_num_requeues(m->children[i], key);
+        unsigned r = luna_ratelimit_num_requeues(m->children[i], key);
         if (r > most)
             most = r;
     }
     return most;
 }
 
-static void max_of_free(struct luna_ratelimiter *rl)
+static void max_of_free(struct luna_ratelimit *rl)
 {
     struct max_of *m = (struct max_of *)rl;
     for (size_t i = 0; i < m->n; i++)
-        luna_ratelimiter_free(m->children[i]);
+        luna_ratelimit_free(m->children[i]);
     free(m);
 }
 
-static const struct luna_ratelimiter_ops max_of_ops = {
+static const struct luna_ratelimit_ops max_of_ops = {
     max_of_when, max_of_forget, max_of_num_requeues, max_of_free,
 };
 
-int luna_ratelimiter_max_of_new(struct luna_ratelimiter *const *children,
-                                size_t n, struct luna_ratelimiter **out,
+int luna_ratelimit_max_of_new(struct luna_ratelimit *const *children,
+                                size_t n, struct luna_ratelimit **out,
                                 luna_error *err)
 {
     struct max_of *m = NULL;
@@ -300,7 +300,7 @@ int luna_ratelimiter_max_of_new(struct luna_ratelimiter *const *children,
         m = malloc(sizeof *m + n * sizeof m->children[0]);
     if (!m) {
         for (size_t i = 0; i < n; i++)
-            luna_ratelimiter_free(children[i]);
+            luna_ratelimit_free(children[i]);
         if (n == 0)
             return luna_error_set(err, LUNA_EINVAL, "max_of rate limiter: needs at least one child");
         return luna_error_set(err, LUNA_ENOMEM, "max_of rate limiter: out of memory");
@@ -422,32 +422,32 @@ static int check_config(const struct luna_ratelimit_config *cfg, luna_error *err
 }
 
 static int build(const struct luna_ratelimit_config *cfg,
-                 const struct luna_clock *clock, struct luna_ratelimiter **out,
+                 const struct luna_clock *clock, struct luna_ratelimit **out,
                  luna_error *err)
 {
     switch (cfg->kind) {
     case LUNA_RATELIMIT_EXPONENTIAL:
-        return luna_ratelimiter_exponential_new(cfg->base_delay, cfg->max_delay, out, err);
+        return luna_ratelimit_exponential_new(cfg->base_delay, cfg->max_delay, out, err);
     case LUNA_RATELIMIT_BUCKET:
-        return luna_ratelimiter_bucket_new(clock, cfg->qps, (unsigned)cfg->burst, out, err);
+        return luna_ratelimit_bucket_new(clock, cfg->qps, (unsigned)cfg->burst, out, err);
     case LUNA_RATELIMIT_FAST_SLOW:
-        return luna_ratelimiter_fast_slow_new(cfg->fast_delay, cfg->slow_delay,
+        return luna_ratelimit_fast_slow_new(cfg->fast_delay, cfg->slow_delay,
                                               (unsigned)cfg->max_fast_attempts, out, err);
     case LUNA_RATELIMIT_DEFAULT: {
-        struct luna_ratelimiter *kids[2] = { NULL, NULL };
-        int rc = luna_ratelimiter_exponential_new(cfg->base_delay, cfg->max_delay,
+        struct luna_ratelimit *kids[2] = { NULL, NULL };
+        int rc = luna_ratelimit_exponential_new(cfg->base_delay, cfg->max_delay,
                                                   &kids[0], err);
         if (rc == 0)
-            rc = luna_ratelimiter_bucket_new(clock, cfg->qps, (unsigned)cfg->burst,
+            rc = luna_ratelimit_bucket_new(clock, cfg->qps, (unsigned)cfg->burst,
                                              &kids[1], err);
         if (rc) {
-            luna_ratelimiter_free(kids[0]);
+            luna_ratelimit_free(kids[0]);
             return rc;
         }
-        return luna_ratelimiter_max_of_new(kids, 2, out, err);
+        return luna_ratelimit_max_of_new(kids, 2, out, err);
     }
     case LUNA_RATELIMIT_MAX_OF: {
-        struct luna_ratelimiter **kids = calloc(cfg->n_children, sizeof *kids);
+        struct luna_ratelimit **kids = calloc(cfg->n_children, sizeof *kids);
         if (!kids)
             return luna_error_set(err, LUNA_ENOMEM, "max_of rate limiter: out of memory");
         int rc = 0;
@@ -455,9 +455,9 @@ static int build(const struct luna_ratelimit_config *cfg,
             rc = build(&cfg->children[i], clock, &kids[i], err);
         if (rc) {
             for (size_t i = 0; i < cfg->n_children; i++)
-                luna_ratelimiter_free(kids[i]);
+                luna_ratelimit_free(kids[i]);
         } else {
-            rc = luna_ratelimiter_max_of_new(kids, cfg->n_children, out, err);
+            rc = luna_ratelimit_max_of_new(kids, cfg->n_children, out, err);
         }
         free(kids);
         return rc;
@@ -466,9 +466,9 @@ static int build(const struct luna_ratelimit_config *cfg,
     return luna_error_set(err, LUNA_EINVAL, "rate limiter: unknown kind %d", (int)cfg->kind);
 }
 
-int luna_ratelimiter_new(const struct luna_ratelimit_config *cfg,
+int luna_ratelimit_new(const struct luna_ratelimit_config *cfg,
                          const struct luna_clock *clock,
-                         struct luna_ratelimiter **out, luna_error *err)
+                         struct luna_ratelimit **out, luna_error *err)
 {
     int rc = check_config(cfg, err);
     return rc ? rc : build(cfg, clock, out, err);

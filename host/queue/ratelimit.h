@@ -30,7 +30,7 @@
  * UINT_MAX).
  *
  * Ownership: constructors return a limiter owned by the caller, freed with
- * luna_ratelimiter_free().  Keys are borrowed for the call (per-key limiters
+ * luna_ratelimit_free().  Keys are borrowed for the call (per-key limiters
  * copy the keys they remember).  The clock is borrowed until the limiter is
  * freed.  max_of takes ownership of its children.
  */
@@ -47,38 +47,38 @@
 #define LUNA_RATELIMIT_DEFAULT_QPS        10.0
 #define LUNA_RATELIMIT_DEFAULT_BURST      100
 
-struct luna_ratelimiter;
+struct luna_ratelimit;
 
-/* The interface; implementations embed struct luna_ratelimiter first. */
-struct luna_ratelimiter_ops {
+/* The interface; implementations embed struct luna_ratelimit first. */
+struct luna_ratelimit_ops {
     /* Delay in seconds (finite, >= 0) before the key should be retried. */
-    double (*when)(struct luna_ratelimiter *rl, const char *key);
-    void (*forget)(struct luna_ratelimiter *rl, const char *key);
-    unsigned (*num_requeues)(struct luna_ratelimiter *rl, const char *key);
-    void (*free)(struct luna_ratelimiter *rl);
+    double (*when)(struct luna_ratelimit *rl, const char *key);
+    void (*forget)(struct luna_ratelimit *rl, const char *key);
+    unsigned (*num_requeues)(struct luna_ratelimit *rl, const char *key);
+    void (*free)(struct luna_ratelimit *rl);
 };
 
-struct luna_ratelimiter {
-    const struct luna_ratelimiter_ops *ops;
+struct luna_ratelimit {
+    const struct luna_ratelimit_ops *ops;
 };
 
-static inline double luna_ratelimiter_when(struct luna_ratelimiter *rl,
+static inline double luna_ratelimit_when(struct luna_ratelimit *rl,
                                            const char *key)
 {
     return rl->ops->when(rl, key);
 }
-static inline void luna_ratelimiter_forget(struct luna_ratelimiter *rl,
+static inline void luna_ratelimit_forget(struct luna_ratelimit *rl,
                                            const char *key)
 {
     rl->ops->forget(rl, key);
 }
-static inline unsigned luna_ratelimiter_num_requeues(struct luna_ratelimiter *rl,
+static inline unsigned luna_ratelimit_num_requeues(struct luna_ratelimit *rl,
                                                      const char *key)
 {
     return rl->ops->num_requeues(rl, key);
 }
 /* NULL is a no-op. */
-void luna_ratelimiter_free(struct luna_ratelimiter *rl);
+void luna_ratelimit_free(struct luna_ratelimit *rl);
 
 enum luna_ratelimit_kind {
     LUNA_RATELIMIT_DEFAULT,
@@ -113,25 +113,25 @@ const char *luna_ratelimit_kind_name(enum luna_ratelimit_kind kind);
 /* Checks every number (delays finite and >= 0, qps > 0, burst an integer
  * >= 1, ...), then builds the limiter into *out.  LUNA_EINVAL with the
  * offending field named in err, or LUNA_ENOMEM; *out is untouched then. */
-int luna_ratelimiter_new(const struct luna_ratelimit_config *cfg,
+int luna_ratelimit_new(const struct luna_ratelimit_config *cfg,
                          const struct luna_clock *clock,
-                         struct luna_ratelimiter **out, luna_error *err);
+                         struct luna_ratelimit **out, luna_error *err);
 
 /* The individual constructors (arguments already valid as above). */
-int luna_ratelimiter_exponential_new(double base_delay, double max_delay,
-                                     struct luna_ratelimiter **out,
+int luna_ratelimit_exponential_new(double base_delay, double max_delay,
+                                     struct luna_ratelimit **out,
                                      luna_error *err);
-int luna_ratelimiter_bucket_new(const struct luna_clock *clock, double qps,
-                                unsigned burst, struct luna_ratelimiter **out,
+int luna_ratelimit_bucket_new(const struct luna_clock *clock, double qps,
+                                unsigned burst, struct luna_ratelimit **out,
                                 luna_error *err);
-int luna_ratelimiter_fast_slow_new(double fast_delay, double slow_delay,
+int luna_ratelimit_fast_slow_new(double fast_delay, double slow_delay,
                                    unsigned max_fast_attempts,
-                                   struct luna_ratelimiter **out,
+                                   struct luna_ratelimit **out,
                                    luna_error *err);
 /* Takes ownership of children[0..n) (n >= 1) even when it fails; the array
  * itself is borrowed for the call. */
-int luna_ratelimiter_max_of_new(struct luna_ratelimiter *const *children,
-                                size_t n, struct luna_ratelimiter **out,
+int luna_ratelimit_max_of_new(struct luna_ratelimit *const *children,
+                                size_t n, struct luna_ratelimit **out,
                                 luna_error *err);
 
 #endif

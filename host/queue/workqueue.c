@@ -26,7 +26,7 @@ struct luna_workqueue {
     ev_timer timer;                      /* first: the callback casts back */
     struct ev_loop *loop;                /* NULL: no timer */
     const struct luna_clock *clock;      /* borrowed */
-    struct luna_ratelimiter *limiter;    /* owned */
+    struct luna_ratelimit *limiter;    /* owned */
     char *name;
 
     struct item *items;                  /* uthash: every key held */
@@ -199,9 +199,9 @@ static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 int luna_workqueue_new(const struct luna_workqueue_options *opts,
                        struct luna_workqueue **out, luna_error *err)
 {
-    struct luna_ratelimiter *limiter = opts->limiter;
+    struct luna_ratelimit *limiter = opts->limiter;
     if (!opts->clock) {
-        luna_ratelimiter_free(limiter);
+        luna_ratelimit_free(limiter);
         return luna_error_set(err, LUNA_EINVAL, "workqueue: a clock is required");
     }
     const char *name = opts->name ? opts->name : "";
@@ -210,13 +210,13 @@ int luna_workqueue_new(const struct luna_workqueue_options *opts,
     if (!q || !name_copy) {
         free(q);
         free(name_copy);
-        luna_ratelimiter_free(limiter);
+        luna_ratelimit_free(limiter);
         return luna_error_set(err, LUNA_ENOMEM, "workqueue %s: out of memory", name);
     }
     if (!limiter) {
         struct luna_ratelimit_config cfg;
         luna_ratelimit_config_init(&cfg, LUNA_RATELIMIT_DEFAULT);
-        int rc = luna_ratelimiter_new(&cfg, opts->clock, &limiter, err);
+        int rc = luna_ratelimit_new(&cfg, opts->clock, &limiter, err);
         if (rc) {
             free(q);
             free(name_copy);
@@ -246,7 +246,7 @@ void luna_workqueue_free(struct luna_workqueue *q)
         free(it);
     }
     free(q->heap);
-    luna_ratelimiter_free(q->limiter);
+    luna_ratelimit_free(q->limiter);
     free(q->name);
     free(q);
 }
@@ -326,17 +326,17 @@ int luna_workqueue_add_rate_limited(struct luna_workqueue *q, const char *key)
 {
     if (q->shutting_down)
         return LUNA_ECANCELED;
-    return luna_workqueue_add_after(q, key, luna_ratelimiter_when(q->limiter, key));
+    return luna_workqueue_add_after(q, key, luna_ratelimit_when(q->limiter, key));
 }
 
 void luna_workqueue_forget(struct luna_workqueue *q, const char *key)
 {
-    luna_ratelimiter_forget(q->limiter, key);
+    luna_ratelimit_forget(q->limiter, key);
 }
 
 unsigned luna_workqueue_num_requeues(struct luna_workqueue *q, const char *key)
 {
-    return luna_ratelimiter_num_requeues(q->limiter, key);
+    return luna_ratelimit_num_requeues(q->limiter, key);
 }
 
 enum luna_workqueue_status luna_workqueue_get(struct luna_workqueue *q,

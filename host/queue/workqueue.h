@@ -68,7 +68,7 @@ struct luna_workqueue_options {
     const char *name;                 /* for logs and metrics; copied; NULL = "" */
     const struct luna_clock *clock;   /* required; borrowed until free */
     struct ev_loop *loop;             /* NULL: no timer, the owner ticks */
-    struct luna_ratelimiter *limiter; /* taken (even on failure); NULL = default
+    struct luna_ratelimit *limiter; /* taken (even on failure); NULL = default
                                          limiter on `clock` */
 };
 

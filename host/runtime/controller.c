@@ -27,16 +27,6 @@ static struct luna_controller *in_handler;
 struct luna_controller *luna_controller_in_handler(void) { return in_handler; }
 
 const char *luna_controller_name(const struct luna_controller *c) { return c->name; }
-struct luna_controller_stats luna_controller_stats(const struct luna_controller *c)
-{
-    struct luna_controller_stats st = c->stats;
-    st.active = c->active;
-    return st;
-}
-struct luna_informer_factory *luna_controller_factory(struct luna_controller *c)
-{
-    return c->env.factory;
-}
 int luna_controller_workers(const struct luna_controller *c) { return c->workers; }
 struct luna_workqueue *luna_controller_queue(struct luna_controller *c) { return c->queue; }
 void luna_controller_set_metrics(struct luna_controller *c, struct luna_controller_metrics *cm)
@@ -427,10 +417,10 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
     ev_check_init(&c->dispatch_check, dispatch_cb);
     ev_idle_init(&c->dispatch_idle, idle_cb);
 
-    struct luna_ratelimiter *limiter = NULL;
+    struct luna_ratelimit *limiter = NULL;
     struct luna_workqueue_options qo = { .name = c->name, .clock = env->clock, .loop = luna_loop() };
     c->sources = calloc(c->spec.nsources, sizeof *c->sources);
-    if (!c->sources || luna_ratelimiter_new(&c->spec.rate_limit, env->clock, &limiter, err) < 0) {
+    if (!c->sources || luna_ratelimit_new(&c->spec.rate_limit, env->clock, &limiter, err) < 0) {
         luna_controller_free(c);
         return err && err->code ? err->code : luna_error_set(err, LUNA_ENOMEM, "out of memory");
     }

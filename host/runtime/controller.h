@@ -121,7 +121,6 @@ size_t luna_controller_describe_waiting(const struct luna_controller *c, bool un
 /* Stops taking keys; calls drained(ud) once no reconcile is in flight
  * (maybe before returning). */
 void luna_controller_shutdown(struct luna_controller *c, void (*drained)(void *ud), void *ud);
-struct luna_controller_stats luna_controller_stats(const struct luna_controller *c);
 int luna_controller_workers(const struct luna_controller *c);
 
 /* Reconcile metrics (runtime_metrics.h: active workers, reconcile_total by
@@ -154,6 +153,5 @@ struct luna_controller *luna_controller_in_handler(void);
 struct luna_informer *luna_controller_informer_for(struct luna_controller *c,
                                                    const char *group, const char *version,
                                                    const char *kind);
-struct luna_informer_factory *luna_controller_factory(struct luna_controller *c);
 
 #endif

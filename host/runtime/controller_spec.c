@@ -28,7 +28,7 @@ static void read_source(lua_State *L, int desc, enum luna_source_role role,
     spec->nsources++;
     lua_getfield(L, desc, "kind");
     const char *kind_text = lua_tostring(L, -1);
-    if (luna_parse_kind(kind_text ? kind_text : "", src->group, sizeof src->group, src->version,
+    if (luna_resource_parse_kind(kind_text ? kind_text : "", src->group, sizeof src->group, src->version,
                         sizeof src->version, src->kind, sizeof src->kind, err) < 0)
         luaL_error(L, "%s", err->msg);
     lua_pop(L, 1);

@@ -332,4 +332,3 @@ void luna_httpd_free(struct luna_httpd *s)
 }
 
 const char *luna_httpd_address(const struct luna_httpd *s) { return s->address; }
-int luna_httpd_port(const struct luna_httpd *s) { return s->port; }

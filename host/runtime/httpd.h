@@ -73,6 +73,5 @@ void luna_httpd_free(struct luna_httpd *s); /* NULL: no-op */
 /* The address actually bound, numeric with the real port:
  * "127.0.0.1:43127", "[::]:8080".  Borrowed until free. */
 const char *luna_httpd_address(const struct luna_httpd *s);
-int luna_httpd_port(const struct luna_httpd *s);
 
 #endif

@@ -817,5 +817,3 @@ bool luna_leader_healthy(const struct luna_leader *le, const char **reason)
 }
 bool luna_leader_busy(const struct luna_leader *le) { return le->req != NULL; }
 struct luna_leader_stats luna_leader_stats(const struct luna_leader *le) { return le->stats; }
-const char *luna_leader_identity(const struct luna_leader *le) { return le->identity; }
-const char *luna_leader_lease(const struct luna_leader *le) { return le->lease_id; }

@@ -141,8 +141,5 @@ bool luna_leader_healthy(const struct luna_leader *le, const char **reason);
 /* True while a request is in flight. */
 bool luna_leader_busy(const struct luna_leader *le);
 struct luna_leader_stats luna_leader_stats(const struct luna_leader *le);
-const char *luna_leader_identity(const struct luna_leader *le);
-/* "namespace/name". */
-const char *luna_leader_lease(const struct luna_leader *le);
 
 #endif

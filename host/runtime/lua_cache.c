@@ -23,7 +23,7 @@ static struct luna_informer *informer_arg(lua_State *L, const char *fn)
     const char *text = luaL_checkstring(L, 1);
     char group[256], version[64], kind[128];
     luna_error err;
-    if (luna_parse_kind(text, group, sizeof group, version, sizeof version, kind, sizeof kind,
+    if (luna_resource_parse_kind(text, group, sizeof group, version, sizeof version, kind, sizeof kind,
                         &err) < 0)
         luaL_error(L, "%s", err.msg);
     struct luna_informer *inf = luna_controller_informer_for(c, group, version, kind);

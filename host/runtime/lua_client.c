@@ -35,9 +35,8 @@ static void on_resolved(void *ud, const struct luna_resource *res, const luna_er
         /* A kind the server does not serve is not a missing object: no
          * HTTP status (client-go's NoKindMatchError is not an API status
          * either), so luna.is_not_found(err) is false for it. */
-        luna_lua_push_error(co, 0,
-                            err && err->code == LUNA_ENOMATCH ? "NoKindMatch" : "DiscoveryFailed",
-                            err ? err->msg : "discovery failed");
+        luna_lua_push_error(co, err && err->code == LUNA_ENOMATCH ? "NoKindMatch" : "DiscoveryFailed",
+                            err ? err->msg : "discovery failed", 0);
         luna_reconcile_resume(r, 2);
     }
 }
@@ -50,8 +49,8 @@ static int luna_lua_client_resolve(lua_State *L)
     struct luna_reconcile *r = need_reconcile(L, "luna API calls");
     char group[256], version[64], kind[128];
     luna_error err = { 0 };
-    if (luna_parse_kind(text, group, sizeof group, version, sizeof version, kind, sizeof kind,
-                        &err) < 0)
+    if (luna_resource_parse_kind(text, group, sizeof group, version, sizeof version, kind,
+                                 sizeof kind, &err) < 0)
         return luaL_error(L, "%s", err.msg);
     const struct luna_resource *hit = luna_discovery_lookup(the_disc, group, version, kind);
     if (hit) {
@@ -62,7 +61,7 @@ static int luna_lua_client_resolve(lua_State *L)
                                                            on_resolved, r, &err);
     if (!w) {
         /* Either answered at once (impossible after the miss above) or failed to start. */
-        return luna_lua_push_error(L, 0, "DiscoveryFailed", err.msg);
+        return luna_lua_push_error(L, "DiscoveryFailed", err.msg, 0);
     }
     luna_reconcile_wait(r, cancel_resolve, w);
     return lua_yield(L, 0);
@@ -91,7 +90,7 @@ static void on_request_done(void *ud, const luna_http_response *resp,
     struct luna_reconcile *r = p->r;
     lua_State *co = luna_reconcile_thread(r);
     if (fail) {
-        luna_lua_push_error(co, 0, luna_http_reason_name(fail->reason), fail->err.msg);
+        luna_lua_push_error(co, luna_http_reason_name(fail->reason), fail->err.msg, 0);
     } else {
         lua_pushinteger(co, resp->status);
         lua_pushlstring(co, resp->body ? resp->body : "", resp->body ? resp->body_len : 0);
@@ -126,7 +125,7 @@ static int luna_lua_client_request(lua_State *L)
     p->req = luna_kube_request_start(the_kc, &o, &err);
     if (!p->req) {
         free(p);
-        return luna_lua_push_error(L, 0, "InvalidRequest", err.msg);
+        return luna_lua_push_error(L, "InvalidRequest", err.msg, 0);
     }
     luna_reconcile_wait(r, cancel_request, p);
     return lua_yield(L, 0);

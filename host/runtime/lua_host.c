@@ -149,7 +149,10 @@ static int check_controller(lua_State *L)
     return 1;
 }
 
-int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
+/* Runs path (text only, sandboxed; `require` finds modules under path's
+ * directory); on success appends the returned controller to the registry
+ * list and returns 0.  On failure nothing is added. */
+static int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
 {
     int top = lua_gettop(L);
     char dir[PATH_MAX];

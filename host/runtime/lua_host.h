@@ -37,11 +37,6 @@ int luna_lua_host_find_lib(const char *argv0, const char **dir, luna_error *err)
  * watchdog and the sandbox.  NULL (and err set) only when out of memory. */
 lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err);
 
-/* Runs path (text only, sandboxed; `require` finds modules under path's
- * directory); on success appends the returned controller to the registry
- * list and returns 0.  On failure nothing is added. */
-int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err);
-
 /* Loads every *.lua file directly in dir, in name order.  Every file is
  * tried; each failure is logged ("controller load failed", file, error).
  * Returns the number of files loaded, or the first failure's code (with the

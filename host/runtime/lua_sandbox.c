@@ -22,7 +22,7 @@ static char k_modules;     /* path -> value of a module from the controllers dir
 static char k_loading;     /* value of k_modules entries being loaded */
 static char k_core_view;   /* the view scripts get for require "luna.core" */
 
-/* The allow lists (README.md, "Script sandbox", lists the same). */
+/* The allow lists (docs/isolation.md lists the same). */
 static const char *const base_names[] = {
     "assert", "error", "next", "pcall", "rawequal", "rawget", "select",
     "tonumber", "tostring", "type", "unpack", "_VERSION", NULL,
@@ -61,7 +61,7 @@ static const struct lib_allow libs[] = {
 /* Public luna modules scripts may require (read-only views). */
 static const char *const luna_modules[] = {
     "luna", "luna.meta", "luna.finalizers", "luna.conditions", "luna.events", "luna.errors",
-    "luna.time", NULL,
+    "luna.time", "luna.predicates", NULL,
 };
 /* What scripts get of luna.core.json. */
 static const char *const core_json_fields[] = {
@@ -523,8 +523,8 @@ static int sb_require(lua_State *L)
         strncmp(name, "jit.", 4) == 0)
         return luaL_error(L, "module '%s' is not available to luna scripts (they may require "
                              "luna, luna.meta, luna.finalizers, luna.conditions, luna.events, "
-                             "luna.errors, luna.time, luna.core and modules under the "
-                             "controllers directory)", name);
+                             "luna.errors, luna.time, luna.predicates, luna.core and modules "
+                             "under the controllers directory)", name);
     if (!valid_module_name(name))
         return luaL_error(L, "invalid module name '%s': use dotted names of letters, digits "
                              "and underscores", name);

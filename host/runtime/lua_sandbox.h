@@ -7,7 +7,7 @@
  * Every controller file (and every module it requires from the controllers
  * directory) runs with its own environment, set with setfenv on its chunk,
  * so files cannot see or clobber each other's globals.  An environment
- * holds exactly the globals listed in README.md ("Script sandbox"):
+ * holds exactly the globals listed in docs/isolation.md:
  *   - base: assert error next pcall xpcall rawequal rawget select tonumber
  *     tostring type unpack _VERSION, and sandboxed getmetatable
  *     setmetatable rawset pairs ipairs print load loadstring require _G;
@@ -27,10 +27,10 @@
  *     an empty table;
  *   - require(name): "luna" and the public helpers (luna.meta,
  *     luna.finalizers, luna.conditions, luna.events, luna.errors,
- *     luna.time) as read-only views; "luna.core" as a view of
- *     { version, json = { encode, decode, array, object, is_array,
- *     is_object, null } }; the libraries above by name; any other
- *     `a.b.c` name loads DIR/a/b/c.lua (DIR: the directory given when the
+ *     luna.time, luna.predicates) as read-only views; "luna.core" as a
+ *     view of { version, json = { encode, decode, array, object,
+ *     is_array, is_object, null }, crypto }; the libraries above by name;
+ *     any other `a.b.c` name loads DIR/a/b/c.lua (DIR: the directory given when the
  *     controller file was loaded, for the modules it requires too), once
  *     per state, in its own environment;
  *   - load/loadstring take text chunks only (strings, no binary bytecode);

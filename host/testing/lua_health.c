@@ -74,7 +74,7 @@ static int luna_lua_health_new(lua_State *L)
     if (rc == LUNA_EINVAL)
         return luaL_error(L, "health.new: %s", err.msg);
     if (rc)
-        return luna_lua_push_error(L, rc, luna_errcode_name(rc), err.msg);
+        return luna_lua_push_error(L, luna_errcode_name(rc), err.msg, rc);
     return 1;
 }
 
@@ -98,7 +98,7 @@ static int luna_lua_health_set(lua_State *L)
     if (rc == LUNA_EINVAL)
         return luaL_error(L, "%s", err.msg);
     if (rc)
-        return luna_lua_push_error(L, rc, luna_errcode_name(rc), err.msg);
+        return luna_lua_push_error(L, luna_errcode_name(rc), err.msg, rc);
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -206,8 +206,8 @@ static int luna_lua_health_render(lua_State *L)
     int status = luna_health_render(u->h, endpoint ? LUNA_HEALTH_READYZ : LUNA_HEALTH_HEALTHZ,
                                     verbose, exclude, &u->buf);
     if (status < 0)
-        return luna_lua_push_error(L, status, luna_errcode_name(status),
-                                   "health: out of memory");
+        return luna_lua_push_error(L, luna_errcode_name(status), "health: out of memory",
+                                   status);
     lua_pushlstring(L, u->buf.data ? u->buf.data : "", u->buf.len);
     lua_pushinteger(L, status);
     return 2;

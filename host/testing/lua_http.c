@@ -139,7 +139,7 @@ static void push_response(lua_State *L, const luna_http_response *resp, bool who
 /* Pushes the error table alone (luna_lua_push_error pushes nil first). */
 static void push_failure(lua_State *L, const char *reason, const char *message)
 {
-    luna_lua_push_error(L, 0, reason, message);
+    luna_lua_push_error(L, reason, message, 0);
     lua_remove(L, -2);
 }
 
@@ -431,7 +431,7 @@ static int luna_lua_http_request(lua_State *L)
     struct lua_req *lr = calloc(1, sizeof *lr);
     if (!lr) {
         luaL_unref(L, LUA_REGISTRYINDEX, cbs_ref);
-        return luna_lua_push_error(L, 0, "OutOfMemory", "out of memory starting a request");
+        return luna_lua_push_error(L, "OutOfMemory", "out of memory starting a request", 0);
     }
     lr->ctx = ctx;
     lr->cbs_ref = cbs_ref;
@@ -446,7 +446,7 @@ static int luna_lua_http_request(lua_State *L)
     if (!req) {
         free(lr);
         luaL_unref(L, LUA_REGISTRYINDEX, cbs_ref);
-        return luna_lua_push_error(L, 0, luna_http_reason_name(reason), err.msg);
+        return luna_lua_push_error(L, luna_http_reason_name(reason), err.msg, 0);
     }
     lr->req = req;
     lr->handle = handle;
@@ -555,7 +555,7 @@ static int luna_lua_http_ndjson_feed(lua_State *L)
     if (rc == LUNA_ELUA && fr->f.failed == LUNA_ELUA && lua_gettop(L) > fr->fn_idx)
         return lua_error(L); /* the callback's error, on top */
     if (rc)
-        return luna_lua_push_error(L, 0, framer_reason(rc), err.msg);
+        return luna_lua_push_error(L, framer_reason(rc), err.msg, 0);
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -566,7 +566,7 @@ static int luna_lua_http_ndjson_finish(lua_State *L)
     luna_error err = { 0, "" };
     int rc = luna_ndjson_finish(&fr->f, &err);
     if (rc)
-        return luna_lua_push_error(L, 0, framer_reason(rc), err.msg);
+        return luna_lua_push_error(L, framer_reason(rc), err.msg, 0);
     lua_pushboolean(L, 1);
     return 1;
 }

@@ -13,15 +13,14 @@
 #include "base/loop.h"
 #include "testing/lua_store.h"
 #include "lua/lua_util.h"
+#include "testing/lua_kube_stack.h"
 #include "client/resource.h"
 
 #define ENV_MT "luna.informer.Env"
 #define HANDLE_MT "luna.informer.Informer"
 
 struct lua_env {
-    struct luna_kubeconfig *cfg;
-    luna_http_client *http;
-    struct luna_kube_client *kc;
+    struct luna_lua_kube_stack stack;
     struct luna_discovery *disc;
     struct luna_informer_factory *factory;
     lua_State *T;      /* anchored thread for callbacks */
@@ -59,12 +58,7 @@ static void env_close(struct lua_env *e, lua_State *L)
     e->factory = NULL;
     luna_discovery_free(e->disc);
     e->disc = NULL;
-    luna_kube_client_free(e->kc);
-    e->kc = NULL;
-    luna_http_client_free(e->http);
-    e->http = NULL;
-    luna_kubeconfig_free(e->cfg);
-    e->cfg = NULL;
+    luna_lua_kube_stack_close(&e->stack);
     if (e->thread_ref != LUA_NOREF) {
         luaL_unref(L, LUA_REGISTRYINDEX, e->thread_ref);
         e->thread_ref = LUA_NOREF;
@@ -85,13 +79,11 @@ static int luna_lua_informer_env(lua_State *L)
     luaL_getmetatable(L, ENV_MT);
     lua_setmetatable(L, -2);
     luna_error err = { 0 };
-    if (luna_kubeconfig_load(&ko, &e->cfg, &err) < 0 ||
-        !(e->http = luna_http_client_new(luna_loop(), &err)) ||
-        luna_kube_client_new(e->cfg, e->http, &e->kc, &err) < 0 ||
-        luna_discovery_new(e->kc, &e->disc, &err) < 0 ||
-        luna_informer_factory_new(e->kc, e->disc, &e->factory, &err) < 0) {
+    if (luna_lua_kube_stack_open(&e->stack, &ko, &err) < 0 ||
+        luna_discovery_new(e->stack.kc, &e->disc, &err) < 0 ||
+        luna_informer_factory_new(e->stack.kc, e->disc, &e->factory, &err) < 0) {
         env_close(e, L);
-        return luna_lua_push_error(L, 0, "InvalidConfig", err.msg);
+        return luna_lua_push_error(L, "InvalidConfig", err.msg, 0);
     }
     e->T = lua_newthread(L);
     e->thread_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -205,7 +197,7 @@ static int env_informer(lua_State *L)
         return luaL_error(L, "informer needs a kind (\"v1/ConfigMap\")");
     char group[256], version[64], kind[128];
     luna_error err = { 0 };
-    if (luna_parse_kind(kind_text, group, sizeof group, version, sizeof version, kind,
+    if (luna_resource_parse_kind(kind_text, group, sizeof group, version, sizeof version, kind,
                         sizeof kind, &err) < 0)
         return luaL_error(L, "%s", err.msg);
     struct luna_informer_spec spec = {

@@ -78,7 +78,7 @@ static int luna_lua_kubeconfig_load(lua_State *L)
     luna_error err = { 0 };
     int rc = luna_kubeconfig_load(&o, &ud->cfg, &err);
     if (rc < 0)
-        return luna_lua_push_error(L, rc, luna_errcode_name(rc), err.msg);
+        return luna_lua_push_error(L, luna_errcode_name(rc), err.msg, rc);
     return 1;
 }
 
@@ -106,7 +106,7 @@ static int luna_lua_kubeconfig_credentials(lua_State *L)
     luna_error err = { 0 };
     int rc = luna_kubeconfig_credentials_at(cfg, now, &c, &err);
     if (rc < 0)
-        return luna_lua_push_error(L, rc, luna_errcode_name(rc), err.msg);
+        return luna_lua_push_error(L, luna_errcode_name(rc), err.msg, rc);
     lua_createtable(L, 0, 8);
     push_opt_string(L, c.token);
     lua_setfield(L, -2, "token");

@@ -11,15 +11,14 @@
 #include "runtime/leader.h"
 #include "base/loop.h"
 #include "lua/lua_util.h"
+#include "testing/lua_kube_stack.h"
 
 #define LEADER_MT "luna.leader"
 
 enum { RELEASE_NONE, RELEASE_PENDING, RELEASE_DONE, RELEASE_FAILED };
 
 struct lua_leader {
-    struct luna_kubeconfig *cfg;
-    luna_http_client *http;
-    struct luna_kube_client *kc;
+    struct luna_lua_kube_stack stack;
     struct luna_leader *le;          /* NULL once closed */
     struct luna_fake_clock fake;     /* the clock iff fake_clock */
     bool fake_clock;
@@ -41,12 +40,7 @@ static void close_leader(lua_State *L, struct lua_leader *u)
 {
     luna_leader_free(u->le);
     u->le = NULL;
-    luna_kube_client_free(u->kc);
-    u->kc = NULL;
-    luna_http_client_free(u->http);
-    u->http = NULL;
-    luna_kubeconfig_free(u->cfg);
-    u->cfg = NULL;
+    luna_lua_kube_stack_close(&u->stack);
     int *refs[] = { &u->thread_ref, &u->on_started, &u->on_stopped, &u->on_new };
     for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
         luaL_unref(L, LUA_REGISTRYINDEX, *refs[i]);
@@ -169,12 +163,10 @@ static int luna_lua_leader_new(lua_State *L)
         close_leader(L, u);
         return luaL_error(L, "core.leader.new: %s", err.msg);
     }
-    if (luna_kubeconfig_load(&ko, &u->cfg, &err) < 0 ||
-        !(u->http = luna_http_client_new(luna_loop(), &err)) ||
-        luna_kube_client_new(u->cfg, u->http, &u->kc, &err) < 0 ||
-        luna_leader_new(u->kc, &lo, &u->le, &err) < 0) {
+    if (luna_lua_kube_stack_open(&u->stack, &ko, &err) < 0 ||
+        luna_leader_new(u->stack.kc, &lo, &u->le, &err) < 0) {
         close_leader(L, u);
-        return luna_lua_push_error(L, err.code, "InvalidConfig", err.msg);
+        return luna_lua_push_error(L, "InvalidConfig", err.msg, err.code);
     }
     u->T = lua_newthread(L);
     u->thread_ref = luaL_ref(L, LUA_REGISTRYINDEX);

@@ -161,7 +161,7 @@ int luna_lua_metrics_fail(lua_State *L, int rc, const luna_error *err)
 {
     if (rc == LUNA_EINVAL)
         return luaL_error(L, "%s", err->msg);
-    return luna_lua_push_error(L, rc, luna_errcode_name(rc), err->msg);
+    return luna_lua_push_error(L, luna_errcode_name(rc), err->msg, rc);
 }
 
 /* Pushes a new userdata of size with metatable mt sharing the environment
@@ -182,6 +182,16 @@ void *luna_lua_metrics_push_object(lua_State *L, size_t size, const char *mt, in
     }
     lua_setfenv(L, -2);
     return p;
+}
+
+/* The result of an unregister or remove: raises if it was refused during
+ * a render (LUNA_EINVAL), else pushes whether something was removed. */
+static int push_removed(lua_State *L, int rc, const char *what)
+{
+    if (rc == LUNA_EINVAL)
+        return luaL_error(L, "metrics: cannot %s during a render", what);
+    lua_pushboolean(L, rc == 0);
+    return 1;
 }
 
 /* ---- registry --------------------------------------------------------------- */
@@ -328,10 +338,7 @@ static int luna_lua_metrics_unregister(lua_State *L)
     lua_State *outer = luna_lua_metrics_enter(L);
     int rc = f ? luna_metric_family_unregister(f) : LUNA_ENOTFOUND;
     luna_lua_metrics_leave(outer);
-    if (rc == LUNA_EINVAL)
-        return luaL_error(L, "metrics: cannot unregister during a render");
-    lua_pushboolean(L, rc == 0);
-    return 1;
+    return push_removed(L, rc, "unregister");
 }
 
 static int luna_lua_metrics_remove_matching(lua_State *L)
@@ -426,7 +433,7 @@ static int luna_lua_metrics_func(lua_State *L)
     struct lua_child *u = luna_lua_metrics_push_object(L, sizeof *u, CHILD_MT, 1, 1);
     struct luna_lua_metrics_fn *fn = luna_lua_metrics_fn_new(L, 2);
     if (!fn)
-        return luna_lua_push_error(L, LUNA_ENOMEM, "ENOMEM", "metrics: out of memory");
+        return luna_lua_push_error(L, "ENOMEM", "metrics: out of memory", LUNA_ENOMEM);
     luna_error err;
     struct luna_metric_child *c;
     int rc = luna_metric_func(f, values, luna_lua_metrics_fn_call, fn,
@@ -452,10 +459,7 @@ static int luna_lua_metrics_family_remove(lua_State *L)
     lua_State *outer = luna_lua_metrics_enter(L);
     int rc = luna_metric_remove(f, values);
     luna_lua_metrics_leave(outer);
-    if (rc == LUNA_EINVAL)
-        return luaL_error(L, "metrics: cannot remove series during a render");
-    lua_pushboolean(L, rc == 0);
-    return 1;
+    return push_removed(L, rc, "remove series");
 }
 
 static int luna_lua_metrics_family_remove_matching(lua_State *L)
@@ -489,10 +493,7 @@ static int luna_lua_metrics_family_unregister(lua_State *L)
     lua_State *outer = luna_lua_metrics_enter(L);
     int rc = luna_metric_family_unregister(f);
     luna_lua_metrics_leave(outer);
-    if (rc == LUNA_EINVAL)
-        return luaL_error(L, "metrics: cannot unregister during a render");
-    lua_pushboolean(L, rc == 0);
-    return 1;
+    return push_removed(L, rc, "unregister");
 }
 
 static int luna_lua_metrics_family_registered(lua_State *L)
@@ -688,10 +689,7 @@ static int luna_lua_metrics_child_remove(lua_State *L)
     lua_State *outer = luna_lua_metrics_enter(L);
     int rc = luna_metric_child_remove(c);
     luna_lua_metrics_leave(outer);
-    if (rc == LUNA_EINVAL)
-        return luaL_error(L, "metrics: cannot remove series during a render");
-    lua_pushboolean(L, rc == 0);
-    return 1;
+    return push_removed(L, rc, "remove series");
 }
 
 static int luna_lua_metrics_child_listed(lua_State *L)

@@ -112,7 +112,7 @@ static int stream_feed(lua_State *L)
     int events = lua_gettop(L);
     luna_error err = { 0 };
     if (luna_object_stream_feed(ls->s, data, len, &err) < 0) {
-        luna_lua_push_error(L, 0, "InvalidStream", err.msg);
+        luna_lua_push_error(L, "InvalidStream", err.msg, 0);
         lua_pushvalue(L, events); /* what was decoded before the error */
         return 3;
     }
@@ -124,7 +124,7 @@ static int stream_finish(lua_State *L)
     struct lua_stream *ls = check(L);
     luna_error err = { 0 };
     if (luna_object_stream_finish(ls->s, &err) < 0)
-        return luna_lua_push_error(L, 0, "InvalidStream", err.msg);
+        return luna_lua_push_error(L, "InvalidStream", err.msg, 0);
     lua_pushboolean(L, 1);
     return 1;
 }

@@ -147,7 +147,7 @@ const char *luna_lua_ratelimit_check_key(lua_State *L, int idx)
 /* ---- the limiter object ------------------------------------------------ */
 
 struct lua_ratelimiter {
-    struct luna_ratelimiter *rl;      /* owned; NULL once collected */
+    struct luna_ratelimit *rl;      /* owned; NULL once collected */
     struct luna_fake_clock fake;      /* the clock iff fake_clock */
     bool fake_clock;
 };
@@ -186,33 +186,33 @@ static int luna_lua_ratelimit_new(lua_State *L)
     luaL_getmetatable(L, RATELIMITER_MT);
     lua_setmetatable(L, -2);
     luna_error err = { 0 };
-    int rc = luna_ratelimiter_new(cfg, fake ? &u->fake.clock : luna_clock_monotonic(),
+    int rc = luna_ratelimit_new(cfg, fake ? &u->fake.clock : luna_clock_monotonic(),
                                   &u->rl, &err);
     if (rc == LUNA_EINVAL)
         return luaL_error(L, "%s", err.msg);
     if (rc)
-        return luna_lua_push_error(L, rc, luna_errcode_name(rc), err.msg);
+        return luna_lua_push_error(L, luna_errcode_name(rc), err.msg, rc);
     return 1;
 }
 
 static int luna_lua_ratelimit_when(lua_State *L)
 {
     struct lua_ratelimiter *u = check_limiter(L);
-    lua_pushnumber(L, luna_ratelimiter_when(u->rl, luna_lua_ratelimit_check_key(L, 2)));
+    lua_pushnumber(L, luna_ratelimit_when(u->rl, luna_lua_ratelimit_check_key(L, 2)));
     return 1;
 }
 
 static int luna_lua_ratelimit_forget(lua_State *L)
 {
     struct lua_ratelimiter *u = check_limiter(L);
-    luna_ratelimiter_forget(u->rl, luna_lua_ratelimit_check_key(L, 2));
+    luna_ratelimit_forget(u->rl, luna_lua_ratelimit_check_key(L, 2));
     return 0;
 }
 
 static int luna_lua_ratelimit_num_requeues(lua_State *L)
 {
     struct lua_ratelimiter *u = check_limiter(L);
-    lua_pushnumber(L, luna_ratelimiter_num_requeues(u->rl, luna_lua_ratelimit_check_key(L, 2)));
+    lua_pushnumber(L, luna_ratelimit_num_requeues(u->rl, luna_lua_ratelimit_check_key(L, 2)));
     return 1;
 }
 
@@ -241,7 +241,7 @@ static int luna_lua_ratelimit_now(lua_State *L)
 static int luna_lua_ratelimit_gc(lua_State *L)
 {
     struct lua_ratelimiter *u = luaL_checkudata(L, 1, RATELIMITER_MT);
-    luna_ratelimiter_free(u->rl);
+    luna_ratelimit_free(u->rl);
     u->rl = NULL;
     return 0;
 }

@@ -45,7 +45,7 @@ struct luna_lua_ratelimit_nodes {
  * `extra` lists further field names allowed at the top level (NULL-ended,
  * or NULL); they are not read.  May raise (misuse: unknown field, wrong
  * type, unknown kind, too many nodes); numbers are checked later by
- * luna_ratelimiter_new. */
+ * luna_ratelimit_new. */
 const struct luna_ratelimit_config *
 luna_lua_ratelimit_check_config(lua_State *L, int idx,
                                 struct luna_lua_ratelimit_nodes *nodes,

@@ -159,7 +159,8 @@ static int luna_lua_runtime_metrics_informer(lua_State *L)
     luaL_checktype(L, 3, LUA_TFUNCTION);
     struct luna_lua_metrics_fn *fn = luna_lua_metrics_fn_new(L, 3);
     if (!fn)
-        return luna_lua_push_error(L, LUNA_ENOMEM, "ENOMEM", "metrics: out of memory");
+        return luna_lua_push_error(L, "ENOMEM", "metrics: out of memory",
+                                   LUNA_ENOMEM);
     luna_error err;
     int rc = luna_runtime_metrics_informer_add(rm, resource, luna_lua_metrics_fn_call, fn,
                                                luna_lua_metrics_fn_release, &err);

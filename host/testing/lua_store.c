@@ -24,7 +24,8 @@ void luna_lua_store_push_object(lua_State *L, struct luna_object *obj)
     lua_setmetatable(L, -2);
 }
 
-struct luna_object *luna_lua_store_check_object(lua_State *L, int idx)
+/* The object of the Object at idx (borrowed; may raise). */
+static struct luna_object *luna_lua_store_check_object(lua_State *L, int idx)
 {
     struct luna_object **ud = luaL_checkudata(L, idx, OBJECT_MT);
     return *ud;

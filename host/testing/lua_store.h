@@ -33,8 +33,6 @@ void luna_lua_store_register(lua_State *L);
 
 /* Pushes a Lua Object for obj, taking a new reference. */
 void luna_lua_store_push_object(lua_State *L, struct luna_object *obj);
-/* The object of the Object at idx (borrowed; may raise). */
-struct luna_object *luna_lua_store_check_object(lua_State *L, int idx);
 
 /* luna_lua_cache_add_index with the object passed as an Object. */
 struct luna_indexer;

@@ -200,8 +200,8 @@ static int luna_lua_workqueue_new(lua_State *L)
      * limiter is not yet owned by the queue. */
     const struct luna_clock *clock = fake ? &w->fake.clock : luna_clock_monotonic();
     luna_error err = { 0 };
-    struct luna_ratelimiter *limiter = NULL;
-    int rc = luna_ratelimiter_new(cfg, clock, &limiter, &err);
+    struct luna_ratelimit *limiter = NULL;
+    int rc = luna_ratelimit_new(cfg, clock, &limiter, &err);
     if (rc == 0) {
         struct luna_workqueue_options opts = {
             .name = name,
@@ -214,7 +214,7 @@ static int luna_lua_workqueue_new(lua_State *L)
     if (rc == LUNA_EINVAL)
         return luaL_error(L, "workqueue.new: %s", err.msg);
     if (rc)
-        return luna_lua_push_error(L, rc, luna_errcode_name(rc), err.msg);
+        return luna_lua_push_error(L, luna_errcode_name(rc), err.msg, rc);
     return 1;
 }
 
@@ -236,7 +236,8 @@ static int push_add_result(lua_State *L, int rc)
         lua_pushboolean(L, rc == 0);
         return 1;
     }
-    return luna_lua_push_error(L, rc, luna_errcode_name(rc), "workqueue: out of memory");
+    return luna_lua_push_error(L, luna_errcode_name(rc), "workqueue: out of memory",
+                               rc);
 }
 
 static int luna_lua_workqueue_add(lua_State *L)

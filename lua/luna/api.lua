@@ -10,18 +10,11 @@
 -- tostring(err) is "Reason: message".
 
 local core = require("luna.core")
+local errors = require("luna.errors")
 local util = require("luna.util")
 local json = core.json
 
 local api = {}
-
-local Error = {}
-Error.__index = Error
-Error.__tostring = function(e) return (e.reason or "Unknown") .. ": " .. (e.message or "") end
-
-function api.error(code, reason, message)
-  return setmetatable({ code = code, reason = reason, message = message }, Error)
-end
 
 local REASONS = {
   [400] = "BadRequest", [401] = "Unauthorized", [403] = "Forbidden", [404] = "NotFound",
@@ -90,9 +83,9 @@ local function send(fn, method, kind, namespace, name, subresource, query, body,
     util.raise("%s can only be called inside reconcile (on its own coroutine, not one it created)", fn)
   end
   local res, err = rt.resolve(kind)
-  if not res then return nil, setmetatable(err, Error) end
+  if not res then return nil, err end
   if res.namespaced and name and (not namespace or namespace == "") then
-    return nil, api.error(400, "BadRequest", kind .. " is namespaced: a namespace is required")
+    return nil, errors.new("BadRequest", kind .. " is namespaced: a namespace is required", 400)
   end
   local encoded
   if body ~= nil then
@@ -101,24 +94,25 @@ local function send(fn, method, kind, namespace, name, subresource, query, body,
     else
       local e
       encoded, e = json.encode(body)
-      if not encoded then return nil, api.error(0, "InvalidObject", e.message) end
+      if not encoded then return nil, errors.new("InvalidObject", e.message, 0) end
     end
   end
   local status, text = rt.request(method, path(res, namespace, name, subresource, query),
     encoded, content_type)
-  if not status then return nil, setmetatable(text, Error) end
+  if not status then return nil, text end
   if status >= 200 and status < 300 then
     if text == "" then return true end
     local obj, derr = json.decode(text)
-    if obj == nil then return nil, api.error(status, "InvalidResponse", derr.message) end
+    if obj == nil then return nil, errors.new("InvalidResponse", derr.message, status) end
     return obj
   end
   local st = json.decode(text)
   if type(st) == "table" and st.kind == "Status" then
-    return nil, api.error(status, st.reason ~= "" and st.reason or REASONS[status] or "Unknown",
-      st.message or "")
+    local reason = type(st.reason) == "string" and st.reason ~= "" and st.reason
+    local message = type(st.message) == "string" and st.message or ""
+    return nil, errors.new(reason or REASONS[status] or "Unknown", message, status)
   end
-  return nil, api.error(status, REASONS[status] or "Unknown", text)
+  return nil, errors.new(REASONS[status] or "Unknown", text, status)
 end
 
 -- send, with err.where = "luna.get at file:line" naming the script line

@@ -1,10 +1,13 @@
 -- luna.errors: predicates over the errors luna's API calls return.
 --
--- An API call that fails returns nil, err where err is a table
--- { code = <HTTP status>, reason = <Kubernetes Status reason>, message = ... }
--- (code 0 for failures that never got an HTTP status: reason "Timeout",
--- "ConnectionFailed", ...).  A decoded Kubernetes Status object has the same
--- three fields, so the predicates work on it too.
+-- An API call that fails returns nil, err where err is luna's one error
+-- type: a table { reason = <Kubernetes Status reason>, message = ...,
+-- code = <HTTP status> } whose tostring is "Reason: message" (code 0 for
+-- failures that never got an HTTP status: reason "Timeout",
+-- "ConnectionFailed", ...).  The C bindings, luna's API calls and
+-- errors.new all build it the same way (reason, message, code).  A decoded
+-- Kubernetes Status object has the same three fields, so the predicates
+-- work on it too.
 --
 -- The rules are client-go's (k8s.io/apimachinery/pkg/api/errors): a
 -- predicate is true when the reason matches, or when the reason is not one
@@ -13,6 +16,7 @@
 -- predicate accepts any value: nil, strings and tables without these
 -- fields give false.
 
+local core = require("luna.core")
 local util = require("luna.util")
 
 local errors = {}
@@ -38,15 +42,8 @@ local LUNA_REASONS = {
 }
 errors.LUNA_REASONS = LUNA_REASONS
 
--- The error table luna returns, built in Lua (same fields and string form
--- as the errors the C bindings return: "Reason: message").
-errors.mt = {
-  __tostring = function(e)
-    return string.format("%s: %s", tostring(e.reason or "Unknown"), tostring(e.message or ""))
-  end,
-}
-
--- errors.new(reason, message [, code]) → an error table (code defaults to 0).
+-- errors.new(reason [, message [, code]]) → an error (message defaults to
+-- "", code to 0): the C constructor (core.error) with its arguments checked.
 function errors.new(reason, message, code)
   util.check_string(reason, "errors.new: reason")
   if message ~= nil and type(message) ~= "string" then
@@ -55,7 +52,7 @@ function errors.new(reason, message, code)
   if code ~= nil and type(code) ~= "number" then
     util.raise("errors.new: code must be a number, got %s", type(code))
   end
-  return setmetatable({ code = code or 0, reason = reason, message = message or "" }, errors.mt)
+  return core.error(reason, message or "", code or 0)
 end
 
 -- err.reason when err is an error table with a string reason, else nil.

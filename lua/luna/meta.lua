@@ -167,17 +167,7 @@ function meta.remove_owner(obj, owner)
   local refs = refs_of(obj)
   if not refs then return false end
   local target = meta.owner_of_object(owner)
-  local changed = false
-  local i = 1
-  while i <= #refs do
-    if meta.refers_to(refs[i], target) then
-      table.remove(refs, i)
-      changed = true
-    else
-      i = i + 1
-    end
-  end
-  return changed
+  return util.remove_where(refs, function(ref) return meta.refers_to(ref, target) end)
 end
 
 -- { apiVersion, kind, name, uid } of an object (fields may be nil).

@@ -39,7 +39,7 @@ describe("informer", function()
   it("lists, then follows the watch until the cache equals the server", function()
     -- The first list asks for resourceVersion 0, which a server with a
     -- watch cache (and the dev server) answers whole whatever the page
-    -- size; paged lists are in 03-faults_spec.lua.
+    -- size; paged lists are in 04-faults_spec.lua.
     for i = 1, 7 do srv:create_cm("cm-" .. i) end
     local inf = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, page_size = 3 }
     helpers.eventually(function() return inf:has_synced() end, 10, "sync")

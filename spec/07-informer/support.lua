@@ -11,19 +11,7 @@ local core = require("luna.core")
 
 local S = {}
 
-function S.kubeconfig_for(srv)
-  if srv.real then return os.getenv("KUBECONFIG") end
-  local path = helpers.tmpdir() .. "/kubeconfig"
-  helpers.write_file(path, ([[
-apiVersion: v1
-kind: Config
-clusters: [{name: dev, cluster: {server: "%s"}}]
-users: [{name: dev, user: {}}]
-contexts: [{name: dev, context: {cluster: dev, user: dev}}]
-current-context: dev
-]]):format(srv.url))
-  return path
-end
+S.kubeconfig_for = require("support.luna_env").kubeconfig_for
 
 -- The server's ConfigMaps in the spec namespace: key -> resourceVersion.
 function S.server_state(srv, labels)

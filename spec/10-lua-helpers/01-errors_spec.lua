@@ -144,6 +144,40 @@ describe("luna.errors.new", function()
     assert.matches("^InvalidJSON: ", tostring(c_err))
   end)
 
+  it("is the one error type: C errors, API errors and errors.new share a metatable", function()
+    local _, c_err = core.json.decode("[")
+    local mt = getmetatable(c_err)
+    assert.is_table(mt)
+    assert.equal(mt, getmetatable(errors.new("Oops", "m", 1)))
+    assert.equal(mt, getmetatable(core.error("Oops", "m", 1)))
+    -- an error luna.get builds itself (a namespaced kind without a
+    -- namespace), with a stand-in for the host's runtime table
+    local api = require("luna.api")
+    local saved = core.runtime
+    core.runtime = {
+      current = function() return { key = "ns/x" } end,
+      resolve = function()
+        return { group = "", version = "v1", resource = "configmaps", namespaced = true }
+      end,
+    }
+    local ok, obj, err = pcall(api.get, "v1/ConfigMap", "x")
+    core.runtime = saved
+    assert.is_true(ok, tostring(obj))
+    assert.is_nil(obj)
+    assert.equal("BadRequest", err.reason)
+    assert.equal(400, err.code)
+    assert.equal(mt, getmetatable(err))
+    assert.equal("BadRequest: v1/ConfigMap is namespaced: a namespace is required", tostring(err))
+  end)
+
+  it("takes (reason, message, code) in C and Lua alike", function()
+    local a, b = errors.new("NotFound", "x missing", 404), core.error("NotFound", "x missing", 404)
+    for _, e in ipairs({ a, b }) do
+      assert.same({ "NotFound", "x missing", 404 }, { e.reason, e.message, e.code })
+      assert.equal("NotFound: x missing", tostring(e))
+    end
+  end)
+
   it("defaults code to 0 and message to empty", function()
     local err = errors.new("Oops")
     assert.equal(0, err.code)

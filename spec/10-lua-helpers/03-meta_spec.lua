@@ -230,6 +230,15 @@ describe("luna.meta owner queries", function()
     assert.equal([[{"ownerReferences":[]}]], S.encode({ ownerReferences = o.metadata.ownerReferences }))
     assert.is_false(meta.remove_owner(cm("ns", "x", "x-1"), a))
   end)
+
+  it("remove_owner leaves [] after the last also for a list built in Lua", function()
+    local built = { metadata = { ownerReferences = {
+      { apiVersion = "apps/v1", kind = "Deployment", name = "a", uid = "u-a" },
+    } } }
+    assert.is_true(meta.remove_owner(built, a))
+    assert.equal([[{"ownerReferences":[]}]],
+                 S.encode({ ownerReferences = built.metadata.ownerReferences }))
+  end)
 end)
 
 describe("luna.meta labels and annotations", function()

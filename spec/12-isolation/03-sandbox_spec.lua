@@ -1,4 +1,4 @@
--- The script sandbox: exactly the globals and library functions README.md
+-- The script sandbox: exactly the globals and library functions docs/isolation.md
 -- lists, strict globals, read-only API tables, text-only load, a require
 -- limited to luna's modules and the controllers directory, print to the
 -- log.  Most checks run while a controller file loads (no cluster needed);
@@ -72,6 +72,10 @@ local ALLOWED = {
   { "require.string", "return require('string') == string", { ok = "true" } },
   { "require.module", "return require('lib.util').hi()", { ok = "hi from lib.util" } },
   { "require.once", "return require('lib.util') == require('lib.util')", { ok = "true" } },
+  { "require.predicates", "return type(require('luna.predicates').generation_changed)",
+    { ok = "function" } },
+  { "predicates.any", "return type(require('luna.predicates').any(function() return true end))",
+    { ok = "function" } },
   { "core.loop", "return require('luna.core').loop", { ok = "nil" } },
   { "core.runtime", "return require('luna.core').runtime", { ok = "nil" } },
   { "core.json", "return require('luna.core').json.encode({ a = 1 })", { ok = '{"a":1}' } },
@@ -86,7 +90,7 @@ local ALLOWED = {
     { ok = "e!" } },
 }
 
--- The exact globals, and the exact fields of each library (README.md).
+-- The exact globals, and the exact fields of each library (docs/isolation.md).
 local GLOBALS = "_G _VERSION assert bit coroutine debug error getmetatable ipairs load " ..
   "loadstring math next os pairs pcall print rawequal rawget rawset require select " ..
   "setmetatable string table tonumber tostring type unpack xpcall"

@@ -44,21 +44,7 @@ function support.stop(srv)
   srv:stop()
 end
 
-function support.kubeconfig(srv)
-  if srv.real then return os.getenv("KUBECONFIG") end
-  if srv.kubeconfig then return srv.kubeconfig end
-  local path = helpers.tmpdir() .. "/kubeconfig"
-  helpers.write_file(path, ([[
-apiVersion: v1
-kind: Config
-clusters: [{name: dev, cluster: {server: "%s"}}]
-users: [{name: dev, user: {}}]
-contexts: [{name: dev, context: {cluster: dev, user: dev}}]
-current-context: dev
-]]):format(srv.url))
-  srv.kubeconfig = path
-  return path
-end
+support.kubeconfig = require("support.luna_env").kubeconfig_for
 
 local function write_files(files, ns)
   local dir = helpers.tmpdir()

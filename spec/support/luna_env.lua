@@ -8,6 +8,12 @@
 --   env.luna           the luna process (helpers.spawn): :expect(pattern)
 --   env:wait(fn, secs, what)   polls fn() (which may call env.srv:request) until true
 --   env:stop()         SIGTERM luna (asserting a clean exit), stop the server
+--
+--   luna_env.kubeconfig_for(srv)   a kubeconfig for the server (cached on
+--                                  srv; $KUBECONFIG against a real cluster)
+--   luna_env.kubeconfig_file(url)  a kubeconfig file for a dev server URL
+--
+-- The one place specs and benchmarks get a kubeconfig for a server.
 local helpers = require("helpers")
 local client = require("support.apiserver_client")
 
@@ -15,8 +21,7 @@ local luna_env = {}
 local Env = {}
 Env.__index = Env
 
-function luna_env.kubeconfig_for(srv)
-  if srv.real then return os.getenv("KUBECONFIG") end
+function luna_env.kubeconfig_file(url)
   local path = helpers.tmpdir() .. "/kubeconfig"
   helpers.write_file(path, ([[
 apiVersion: v1
@@ -25,8 +30,14 @@ clusters: [{name: dev, cluster: {server: "%s"}}]
 users: [{name: dev, user: {}}]
 contexts: [{name: dev, context: {cluster: dev, user: dev}}]
 current-context: dev
-]]):format(srv.url))
+]]):format(url))
   return path
+end
+
+function luna_env.kubeconfig_for(srv)
+  if srv.real then return os.getenv("KUBECONFIG") end
+  srv.kubeconfig = srv.kubeconfig or luna_env.kubeconfig_file(srv.url)
+  return srv.kubeconfig
 end
 
 -- opts.controllers: files to run, or opts.sources: { ["name.lua"] = code };

@@ -1,8 +1,11 @@
--- host/ is layered (docs/internals.md): a folder includes only from the
--- layers below it, the dev server only from base/ (it is its own archive,
--- linked into `luna` only), and nothing in the core includes the dev
--- server.  The luna executable's Lua states get the script-facing
--- luna.core only: the spec-only bindings are not even linked into it.
+-- The tree's shape.  host/ is layered (docs/internals.md): a folder
+-- includes only from the layers below it, the dev server only from base/
+-- (it is its own archive, linked into `luna` only), and nothing in the core
+-- includes the dev server.  The luna executable's Lua states get the
+-- script-facing luna.core only: the spec-only bindings are not even linked
+-- into it.  spec/ areas, and the specs in each, are numbered without
+-- collisions.  Every relative link in README.md and docs/ leads to a file
+-- in the tree.
 local helpers = require("helpers")
 
 -- Lower rank = lower layer.  A file may include its own folder and any
@@ -100,5 +103,55 @@ describe("the luna executable", function()
                           "luna_lua_leader_register", "luna_lua_kubeconfig_register" } do
       assert(not defines(sym), "luna links the spec-only " .. sym)
     end
+  end)
+end)
+
+describe("spec/ numbering", function()
+  -- NN prefixes of names directly in dir (every entry starting with digits)
+  local function prefixes(dir)
+    local out, rc = sh("ls -1 " .. dir)
+    assert.equal(0, rc, out)
+    local seen, dups, n = {}, {}, 0
+    for name in out:gmatch("[^\n]+") do
+      local nn = name:match("^(%d+)%-")
+      if nn then
+        n = n + 1
+        if seen[nn] then dups[#dups + 1] = dir .. "/" .. seen[nn] .. " and " .. name end
+        seen[nn] = name
+      end
+    end
+    return n, dups
+  end
+
+  it("gives every area and every spec in an area its own number", function()
+    local n, dups = prefixes("spec")
+    assert(n >= 16, "too few areas found: " .. n)
+    local out = sh("ls -1d spec/[0-9]*/")
+    for dir in out:gmatch("[^\n]+") do
+      local _, d = prefixes(dir:gsub("/$", ""))
+      for _, x in ipairs(d) do dups[#dups + 1] = x end
+    end
+    assert(#dups == 0, "numbers used twice:\n" .. table.concat(dups, "\n"))
+  end)
+end)
+
+describe("the documentation", function()
+  it("links only to files a clone has", function()
+    local out = sh("ls -1 README.md docs/*.md lua/luna/*.md")
+    local bad, checked = {}, 0
+    for page in out:gmatch("[^\n]+") do
+      local dir = page:match("^(.*)/[^/]+$") or "."
+      local text = assert(helpers.read_file(page))
+      for target in text:gmatch("%]%(([^)%s]+)%)") do
+        local path = target:gsub("#.*$", "")
+        if path ~= "" and not path:match("^%a+://") and not path:match("^mailto:") then
+          checked = checked + 1
+          local f = io.open(dir .. "/" .. path, "r")
+          if f then f:close() else bad[#bad + 1] = page .. ": " .. target end
+        end
+      end
+    end
+    assert(checked > 20, "too few links found: " .. checked)
+    assert(#bad == 0, "links to files a clone does not have:\n" .. table.concat(bad, "\n"))
   end)
 end)
