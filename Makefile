@@ -52,7 +52,8 @@ DEVSERVER_SRC := $(wildcard host/devserver/*.c)
 FIXTURES  := $(patsubst spec/fixtures/%.c,%,$(wildcard spec/fixtures/*.c))
 BENCHES   := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
 
-.PHONY: all deps deps-build deploy-sync test run bench clean install
+.PHONY: all deps deps-build deploy-sync test run bench clean install install-runtime \
+        image test-container
 all: build/luna build/lua/luna/core.so
 
 # variant DIR FLAGS: object files, libluna.a, luna, core.so, fixtures, benches.
@@ -150,6 +151,26 @@ install: all
 	install -m 755 build/luna $(DESTDIR)$(PREFIX)/bin/luna
 	install -m 644 build/lua/luna/core.so $(DESTDIR)$(PREFIX)/lib/lua/5.1/luna/core.so
 	install -m 644 lua/luna/*.lua $(DESTDIR)$(PREFIX)/share/lua/5.1/luna/
+
+# What `luna run` needs and nothing else, as the container image installs
+# it: the stripped executable (luna.core is built into it) and the Lua
+# library.  `make install` also installs core.so for plain luajit.
+install-runtime: build/luna
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/lua/5.1/luna
+	install -s -m 755 build/luna $(DESTDIR)$(PREFIX)/bin/luna
+	install -m 644 lua/luna/*.lua $(DESTDIR)$(PREFIX)/share/lua/5.1/luna/
+
+# The container image, built from the Dockerfile as users build it.  Where
+# no registry can be reached, deploy/image/base-images.sh first makes the
+# debian:bookworm and debian:bookworm-slim base images from Debian's
+# packages (cached in $(LUNA_CACHE)); docker's layer cache makes a second
+# build of unchanged sources take seconds.
+IMAGE      ?= luna:$(VERSION)
+LUNA_CACHE ?= $(HOME)/.cache/luna
+DOCKER_BUILD_FLAGS ?=
+image:
+	@LUNA_CACHE=$(LUNA_CACHE) deploy/image/base-images.sh
+	docker build $(DOCKER_BUILD_FLAGS) -t $(IMAGE) .
 
 clean:
 	rm -rf build
