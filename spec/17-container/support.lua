@@ -30,6 +30,7 @@ local helpers = require("helpers")
 local client = require("support.apiserver_client")
 local deploy = require("16-deploy.support")
 local cjson = require("cjson")
+local exposition = require("support.exposition")
 
 local C = {}
 
@@ -510,6 +511,46 @@ function Pod:http(port, path, opts)
          helpers.read_file(tmp .. "/h") or "", out
 end
 
+-- The containerPort of the Deployment's port `name`.
+function C.port(name)
+  for _, p in ipairs(C.pod_spec().container.ports or {}) do
+    if p.name == name then return p.containerPort end
+  end
+  error("the Deployment's container has no port " .. name)
+end
+
+-- /metrics over the container network, parsed (strictly).
+function Pod:metrics()
+  local code, body, headers = self:http(C.port("metrics"), "/metrics")
+  assert(code == 200, ("GET /metrics: %s %s"):format(tostring(code), body))
+  assert(headers:find("text/plain; version=0.0.4", 1, true), headers)
+  return exposition.parse(body)
+end
+
+-- The value of one series (labels exactly), or nil.
+function C.metric(parsed, name, labels) return exposition.get(parsed, name, labels or {}) end
+
+-- Samples the probe at port/path every 0.1 s until stopped:
+-- sampler:codes() -> the status codes seen (0 when no answer).
+function Pod:sampler(port, path)
+  local url = ("http://%s:%s%s"):format(self:ip(), port, path)
+  local p = helpers.spawn({ "sh", "-c", ("while :; do curl -s -o /dev/null --max-time 2 -w '%%{http_code}\n' %s;"
+    .. " sleep 0.1; done"):format(q(url)) }, { env = { LD_PRELOAD = false } })
+  local s = { p = p }
+  function s.codes()
+    while p:read_line(0.005) do end
+    local codes = {}
+    for _, l in ipairs(p.out) do codes[#codes + 1] = tonumber(l) or 0 end
+    return codes
+  end
+  function s.stop()
+    local codes = s.codes()
+    p:stop()
+    return codes
+  end
+  return s
+end
+
 -- `docker stop` with the pod's grace period: exit code and seconds taken.
 function Pod:stop()
   local t0 = helpers.now()
@@ -540,6 +581,15 @@ function Pod:remove()
   C.sh("docker rm -f " .. q(self.name) .. " >/dev/null 2>&1")
   cleanup.containers[self.name] = nil
   if self.log then self.log:stop() end
+end
+
+-- The wall clock now, in milliseconds since the epoch (what log "ts" use).
+local ffi = require("ffi")
+local wall_t = ffi.typeof("struct { long s; long ns; }[1]")
+function C.wall_ms()
+  local t = wall_t()
+  ffi.C.clock_gettime(0, ffi.cast("void *", t))
+  return tonumber(t[0].s) * 1000 + math.floor(tonumber(t[0].ns) / 1e6)
 end
 
 -- Milliseconds since the epoch of a log record's "ts" (UTC, ms precision).
