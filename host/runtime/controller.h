@@ -2,9 +2,10 @@
  * controller.h — one controller: its event sources, its workqueue, and the
  * reconciles of its Lua `reconcile` function running as coroutines.
  *
- * Uses: informer_factory (shared informers), workqueue + ratelimit, the
- * controller's Lua state (lua_host), lua_runtime (the API scripts call).
- * Runs on the loop thread.
+ * Uses: controller_spec (what the script declared, read once),
+ * informer_factory (shared informers), workqueue + ratelimit, reconcile
+ * (the coroutines), the controller's Lua state (lua_host).  Runs on the
+ * loop thread.
  *
  * Sources map informer events to keys ("ns/name") of the primary kind:
  *   watch    the object's own key (after the controller's predicates);
@@ -60,9 +61,9 @@
 
 #include "base/error.h"
 #include "cache/informer_factory.h"
+#include "runtime/reconcile.h"
 
 struct luna_controller;
-struct luna_reconcile;
 
 struct luna_controller_env {
     struct luna_informer_factory *factory;
@@ -78,8 +79,9 @@ struct luna_controller_stats {
 };
 
 /* Builds the controller described by the table at ctl_idx of env->L (the
- * value luna.controller{} returned): acquires its informers and makes its
- * workqueue.  It does not reconcile until luna_controller_start. */
+ * value luna.controller{} returned): reads it once into its spec
+ * (controller_spec.h), acquires its informers and makes its workqueue.
+ * It does not reconcile until luna_controller_start. */
 int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
                         struct luna_controller **out, luna_error *err);
 /* Cancels in-flight reconciles (their keys are dropped) and releases
@@ -119,20 +121,6 @@ size_t luna_controller_enqueue_all(struct luna_controller *c);
 /* The controller whose predicate or watches map function is running (its
  * cache may be read there), or NULL. */
 struct luna_controller *luna_controller_in_handler(void);
-
-/* For the API bindings: the reconcile running on coroutine L, or NULL. */
-struct luna_reconcile *luna_reconcile_of(lua_State *L);
-struct luna_controller *luna_reconcile_controller(struct luna_reconcile *r);
-const char *luna_reconcile_key(const struct luna_reconcile *r);
-const char *luna_reconcile_id(const struct luna_reconcile *r);
-lua_State *luna_reconcile_thread(const struct luna_reconcile *r);
-
-/* Records the asynchronous operation the reconcile waits for (one at a
- * time): cancel(ud) is called if the reconcile is abandoned first. */
-void luna_reconcile_wait(struct luna_reconcile *r, void (*cancel)(void *ud), void *ud);
-/* Ends the wait and resumes the coroutine with the nres values its stack
- * has on top. */
-void luna_reconcile_resume(struct luna_reconcile *r, int nres);
 
 /* The informer a controller declared for a kind ("v1/ConfigMap"); NULL if
  * none of its sources watches that kind. */

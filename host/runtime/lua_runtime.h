@@ -1,23 +1,16 @@
 /*
  * lua_runtime.h — core.runtime: what controller scripts call under
- * `luna run` (lua/luna/init.lua wraps it as luna.cache, luna.get, ...).
+ * `luna run` (lua/luna/init.lua and api.lua wrap it as luna.cache,
+ * luna.get, luna.log, ...).  One file per namespace fills it:
  *
- *   core.runtime.current()                      → {controller=, key=, reconcile_id=} | nil
- *   core.runtime.cache_get(kind, key)           → object table | nil
- *   core.runtime.cache_list(kind [, namespace [, label_selector]]) → {object...}
- *   core.runtime.cache_by_index(kind, index, value) → {object...}
- *   core.runtime.resolve(kind)                  → resource table | nil, err    (yields)
- *   core.runtime.request(method, path [, body [, content_type]])
- *                                               → status, body | nil, err     (yields)
- *   core.runtime.log(level, msg [, fields])
+ *   core.runtime.current()   → {controller=, key=, reconcile_id=} | {controller=} | nil
+ *                              (in a reconcile; in a predicate or watches map;
+ *                              elsewhere)
+ *   cache_get, cache_list, cache_by_index            lua_cache.h
+ *   resolve, request (yield)                         lua_client.h
+ *   log                                              lua_log.h
  *
- * Cache reads return fresh tables decoded from the cached JSON, so a script
- * can change them freely without touching the cache.  The yielding
- * functions may only run inside a reconcile, on its own coroutine (not in
- * a coroutine the script made); anywhere else they raise.  The cache
- * functions also need a reconcile: they read the informers of the
- * controller running it, and raise for a kind the controller does not
- * watch, own or declare.
+ * Runs on the loop thread.
  */
 #ifndef LUNA_LUA_RUNTIME_H
 #define LUNA_LUA_RUNTIME_H

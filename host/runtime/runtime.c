@@ -13,7 +13,7 @@
 #include "base/clock.h"
 #include "runtime/controller.h"
 #include "runtime/dir_watch.h"
-#include "runtime/generation.h"
+#include "runtime/reload.h"
 #include "client/discovery.h"
 #include "cache/event_latency.h"
 #include "runtime/health.h"
@@ -56,10 +56,10 @@ struct informer_metrics {
     UT_hash_handle hh;
 };
 
-/* A generation replaced by a reload, finishing its in-flight reconciles. */
+/* A reload replaced by a newer one, finishing its in-flight reconciles. */
 struct retiring {
     struct runtime *rt;
-    struct luna_generation *gen;
+    struct luna_reload *gen;
     ev_timer grace;
     struct retiring *next;
 };
@@ -74,7 +74,7 @@ struct ctl_metrics {
 struct runtime {
     const struct luna_run_config *cfg;
     const char *lib;
-    struct luna_generation *gen;          /* the controllers running now */
+    struct luna_reload *gen;          /* the controllers running now */
     struct retiring *retiring;
     unsigned long generation;             /* number of successful loads */
     struct luna_kubeconfig *kcfg;
@@ -137,7 +137,7 @@ static void free_retiring(struct runtime *rt)
         struct retiring *r = rt->retiring;
         rt->retiring = r->next;
         ev_timer_stop(luna_loop(), &r->grace);
-        luna_generation_free(r->gen);
+        luna_reload_free(r->gen);
         free(r);
     }
 }
@@ -149,7 +149,7 @@ static void grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
     /* Freeing a controller cancels its reconciles and their requests, so
      * nothing acts on the cluster once the Lease is given up. */
     free_retiring(rt);
-    luna_generation_free(rt->gen);
+    luna_reload_free(rt->gen);
     rt->gen = NULL;
     rt->draining = 0;
     finish_shutdown(rt);
@@ -170,11 +170,11 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     double grace = rt->cfg->grace_period > 0 ? rt->cfg->grace_period : DEFAULT_GRACE_S;
     ev_timer_set(&rt->grace, grace, 0.);
     ev_timer_start(loop, &rt->grace);
-    /* Generations still retiring after a reload are abandoned: their keys
+    /* Reloads still retiring are abandoned: their keys
      * go back to queues that are shutting down anyway. */
     free_retiring(rt);
     rt->draining = 1;
-    luna_generation_retire(rt->gen, true, on_drained, rt);
+    luna_reload_retire(rt->gen, true, on_drained, rt);
 }
 
 /* Controllers dispatch once the caches have synced and, with leader
@@ -182,9 +182,9 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 static void maybe_start(struct runtime *rt)
 {
     if (rt->stopping || !rt->synced || (rt->leader && !rt->leading) ||
-        !luna_generation_synced(rt->gen))
+        !luna_reload_synced(rt->gen))
         return;
-    luna_generation_start(rt->gen);
+    luna_reload_start(rt->gen);
 }
 
 static void latency_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
@@ -196,7 +196,7 @@ static void latency_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 static void sync_check_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct runtime *rt = w->data;
-    if (!luna_generation_synced(rt->gen))
+    if (!luna_reload_synced(rt->gen))
         return;
     ev_timer_stop(loop, w);
     if (!rt->synced) {
@@ -224,8 +224,8 @@ static void on_stopped_leading(void *ud)
 {
     struct runtime *rt = ud;
     rt->leading = false;
-    for (size_t i = 0; rt->gen && i < luna_generation_count(rt->gen); i++)
-        luna_controller_shutdown(luna_generation_controller(rt->gen, i), NULL, NULL);
+    for (size_t i = 0; rt->gen && i < luna_reload_count(rt->gen); i++)
+        luna_controller_shutdown(luna_reload_controller(rt->gen, i), NULL, NULL);
     luna_error("stopping: leader election lost");
     rt->exit_code = 1;
     ev_break(luna_loop(), EVBREAK_ALL);
@@ -421,11 +421,11 @@ static void prepare_endpoint(void *ud, enum luna_httpd_endpoint endpoint)
 /* Gives every controller of gen its metric series (kept by name across
  * reloads) and exports the workqueues that are new (an adopted queue is
  * exported already). */
-static void wire_metrics(struct runtime *rt, struct luna_generation *gen,
-                         struct luna_generation *old)
+static void wire_metrics(struct runtime *rt, struct luna_reload *gen,
+                         struct luna_reload *old)
 {
-    for (size_t i = 0; i < luna_generation_count(gen); i++) {
-        struct luna_controller *c = luna_generation_controller(gen, i);
+    for (size_t i = 0; i < luna_reload_count(gen); i++) {
+        struct luna_controller *c = luna_reload_controller(gen, i);
         const char *name = luna_controller_name(c);
         luna_error e = { 0 };
         struct ctl_metrics *m;
@@ -446,8 +446,8 @@ static void wire_metrics(struct runtime *rt, struct luna_generation *gen,
             luna_runtime_metrics_set_workers(m->cm, luna_controller_workers(c));
         }
         luna_controller_set_metrics(c, m->cm);
-        luna_runtime_metrics_script(m->cm, luna_generation_sha256(gen, i), NULL);
-        if (!old || !luna_generation_find(old, name)) {
+        luna_runtime_metrics_script(m->cm, luna_reload_sha256(gen, i), NULL);
+        if (!old || !luna_reload_find(old, name)) {
             struct luna_workqueue_export *x;
             if (luna_workqueue_export_attach(rt->registry, luna_controller_queue(c), &x, &e) < 0)
                 luna_warn("workqueue metrics unavailable", "controller", name, "error", e.msg);
@@ -456,7 +456,7 @@ static void wire_metrics(struct runtime *rt, struct luna_generation *gen,
     /* Controllers that are gone take their series with them. */
     struct ctl_metrics *m, *tmp;
     HASH_ITER(hh, rt->cms, m, tmp) {
-        if (!luna_generation_find(gen, m->name)) {
+        if (!luna_reload_find(gen, m->name)) {
             HASH_DEL(rt->cms, m);
             luna_runtime_metrics_controller_free(m->cm);
             free(m->name);
@@ -477,7 +477,7 @@ static int setup_metrics(struct runtime *rt, luna_error *err)
     int rc = luna_runtime_metrics_new(rt->registry, &rt->rm, err);
     if (rc < 0)
         return rc;
-    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_generation_state(rt->gen),
+    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_reload_state(rt->gen),
                                        NULL);
     const char *server = rt->kcfg->server;
     const char *h = strstr(server, "://");
@@ -601,7 +601,7 @@ static void teardown(struct runtime *rt)
     luna_httpd_free(rt->metrics_srv);
     luna_httpd_free(rt->health_srv);
     free_retiring(rt);
-    luna_generation_free(rt->gen);
+    luna_reload_free(rt->gen);
     rt->gen = NULL;
     struct ctl_metrics *m, *tmp;
     HASH_ITER(hh, rt->cms, m, tmp) {
@@ -640,7 +640,7 @@ static void retired_cb(void *ud)
         *p = r->next;
     ev_timer_stop(luna_loop(), &r->grace);
     luna_debug("old controllers drained");
-    luna_generation_free(r->gen);
+    luna_reload_free(r->gen);
     free(r);
 }
 
@@ -658,28 +658,28 @@ static void reload(struct runtime *rt, const char *trigger)
     luna_info("reload requested", "trigger", trigger);
     struct ev_loop *loop = luna_loop();
     luna_error err = { 0 };
-    struct luna_generation *next = NULL;
-    if (luna_generation_load(rt->lib, rt->cfg->dir, rt->cfg->limits, rt->kc, rt->disc, &next,
+    struct luna_reload *next = NULL;
+    if (luna_reload_load(rt->lib, rt->cfg->dir, rt->cfg->limits, rt->kc, rt->disc, &next,
                              &err) < 0 ||
-        luna_generation_build(next, rt->factory, &err) < 0) {
+        luna_reload_build(next, rt->factory, &err) < 0) {
         /* The running controllers keep going; new informers the broken
-         * generation acquired are released with it. */
-        luna_generation_free(next);
+         * reload acquired are released with it. */
+        luna_reload_free(next);
         luna_error("reload failed", "dir", rt->cfg->dir, "error", err.msg);
         luna_runtime_metrics_reload(rt->rm, false, ev_time());
         return;
     }
-    struct luna_generation *old = rt->gen;
-    size_t changed = luna_generation_adopt(next, old);
+    struct luna_reload *old = rt->gen;
+    size_t changed = luna_reload_adopt(next, old);
     wire_metrics(rt, next, old);
     luna_runtime_metrics_lua_state_remove(rt->rm, "controllers");
-    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_generation_state(next), NULL);
+    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_reload_state(next), NULL);
     rt->gen = next;
     rt->generation++;
 
     struct retiring *r = calloc(1, sizeof *r);
     if (!r) {
-        luna_generation_free(old); /* abandons its reconciles: their keys are requeued */
+        luna_reload_free(old); /* abandons its reconciles: their keys are requeued */
     } else {
         r->rt = rt;
         r->gen = old;
@@ -688,15 +688,15 @@ static void reload(struct runtime *rt, const char *trigger)
         double grace = rt->cfg->grace_period > 0 ? rt->cfg->grace_period : DEFAULT_GRACE_S;
         ev_timer_init(&r->grace, retire_grace_cb, grace, 0.);
         ev_timer_start(loop, &r->grace);
-        luna_generation_retire(old, false, retired_cb, r);
+        luna_reload_retire(old, false, retired_cb, r);
     }
     char n[24], ch[24], gen[24];
-    snprintf(n, sizeof n, "%zu", luna_generation_count(next));
+    snprintf(n, sizeof n, "%zu", luna_reload_count(next));
     snprintf(ch, sizeof ch, "%zu", changed);
     snprintf(gen, sizeof gen, "%lu", rt->generation);
     luna_info("reload done", "controllers", n, "changed", ch, "generation", gen);
     luna_runtime_metrics_reload(rt->rm, true, ev_time());
-    /* Start once the new generation's informers have synced (at once
+    /* Start once the new reload's informers have synced (at once
      * when all of them were shared with the old one). */
     ev_timer_stop(loop, &rt->sync_check);
     ev_timer_start(loop, &rt->sync_check);
@@ -720,14 +720,14 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         luna_error("startup failed", "error", err.msg);
         return 1;
     }
-    if (luna_generation_load(rt.lib, cfg->dir, cfg->limits, NULL, NULL, &rt.gen, &err) < 0) {
+    if (luna_reload_load(rt.lib, cfg->dir, cfg->limits, NULL, NULL, &rt.gen, &err) < 0) {
         luna_error("controllers failed to load", "dir", cfg->dir, "error", err.msg);
         teardown(&rt);
         return 1;
     }
     rt.generation = 1;
     char count[16];
-    snprintf(count, sizeof count, "%d", luna_lua_host_count(luna_generation_state(rt.gen)));
+    snprintf(count, sizeof count, "%d", luna_lua_host_count(luna_reload_state(rt.gen)));
     luna_info("controllers loaded", "dir", cfg->dir, "count", count);
 
     if (connect_api(&rt, &err) < 0) {
@@ -735,8 +735,8 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         teardown(&rt);
         return 1;
     }
-    luna_generation_connect(rt.gen, rt.kc, rt.disc);
-    if (luna_generation_build(rt.gen, rt.factory, &err) < 0) {
+    luna_reload_connect(rt.gen, rt.kc, rt.disc);
+    if (luna_reload_build(rt.gen, rt.factory, &err) < 0) {
         luna_error("controller setup failed", "error", err.msg);
         teardown(&rt);
         return 1;

@@ -16,7 +16,7 @@
 #include "testing/lua_health.h"
 #include "testing/lua_metrics.h"
 #include "lua/lua_selector.h"
-#include "runtime/lua_store.h"
+#include "testing/lua_store.h"
 #include "testing/lua_ratelimit.h"
 #include "testing/lua_workqueue.h"
 

@@ -11,7 +11,7 @@
 #include "client/kube_client.h"
 #include "client/kubeconfig.h"
 #include "base/loop.h"
-#include "runtime/lua_store.h"
+#include "testing/lua_store.h"
 #include "lua/lua_util.h"
 #include "client/resource.h"
 

@@ -4,7 +4,7 @@
 #include <lauxlib.h>
 #include <string.h>
 
-#include "runtime/lua_store.h"
+#include "testing/lua_store.h"
 #include "lua/lua_util.h"
 #include "cache/object_stream.h"
 

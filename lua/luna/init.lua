@@ -107,13 +107,10 @@ local function check_list(field, v, each)
   return out
 end
 
--- Index functions see the object as a table (the cache hands C objects to
--- the wrapper, which decodes them).
+-- Index functions see the object as a table (the host decodes it).
 local function wrap_indexes(indexes)
   local out = {}
-  for name, fn in pairs(indexes or {}) do
-    out[name] = function(o) return fn(require("luna.core").json.decode(o:json())) end
-  end
+  for name, fn in pairs(indexes or {}) do out[name] = fn end
   return out
 end
 

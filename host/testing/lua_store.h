@@ -19,7 +19,8 @@
  * indexer is collected; they run only inside put/add_index on the calling
  * state, and an error in one is reported like any index function failure.
  * A DeltaFIFO keeps its indexer alive through a uservalue-style registry
- * reference.
+ * reference.  Index functions go through lua_cache's glue
+ * (luna_lua_cache_add_index), here receiving Objects.
  */
 #ifndef LUNA_LUA_STORE_H
 #define LUNA_LUA_STORE_H
@@ -35,11 +36,7 @@ void luna_lua_store_push_object(lua_State *L, struct luna_object *obj);
 /* The object of the Object at idx (borrowed; may raise). */
 struct luna_object *luna_lua_store_check_object(lua_State *L, int idx);
 
-/* Adds index `name` to idx computed by the Lua function at fn_idx, which
- * returns a string, a list of strings or nil for an object.  The function
- * is anchored in the registry until the index is freed, and runs on *Lp
- * (the owner keeps *Lp pointing at a state that may call Lua whenever the
- * indexer can be updated).  Raises on a duplicate name. */
+/* luna_lua_cache_add_index with the object passed as an Object. */
 struct luna_indexer;
 int luna_lua_store_add_index(lua_State *L, struct luna_indexer *idx, const char *name,
                              int fn_idx, lua_State **Lp);

@@ -1,5 +1,5 @@
 /* lua_store.c — see lua_store.h. */
-#include "runtime/lua_store.h"
+#include "testing/lua_store.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include "cache/delta_fifo.h"
 #include "cache/indexer.h"
 #include "lua/lua_util.h"
-#include "runtime/watchdog.h"
+#include "runtime/lua_cache.h"
 
 #define OBJECT_MT "luna.store.Object"
 #define INDEXER_MT "luna.store.Indexer"
@@ -322,81 +322,16 @@ static int indexer_index_values(lua_State *L)
     return 1;
 }
 
-/* A Lua function used as an index function.  It runs on *Lp, the state
- * its owner points at the coroutine allowed to call Lua at that moment. */
-struct lua_index_fn {
-    lua_State **Lp;
-    int fn_ref;
-};
-
-static void lua_index_fn_free(void *ud)
+static int push_object_arg(lua_State *L, const struct luna_object *obj, luna_error *err)
 {
-    struct lua_index_fn *fn = ud;
-    if (*fn->Lp)
-        luaL_unref(*fn->Lp, LUA_REGISTRYINDEX, fn->fn_ref);
-    free(fn);
-}
-
-static int lua_index_fn(const struct luna_object *obj, struct luna_index_values *out,
-                        void *ud, luna_error *err)
-{
-    struct lua_index_fn *fn = ud;
-    lua_State *L = *fn->Lp;
-    int top = lua_gettop(L);
-    int rc = 0;
-    lua_pushcfunction(L, luna_lua_traceback);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, fn->fn_ref);
     luna_lua_store_push_object(L, (struct luna_object *)obj);
-    /* script code: in a watchdog guard with the state's default budgets
-     * (a no-op in a state without a watchdog) */
-    struct luna_watchdog_guard g = { .what = "index function" };
-    if (luna_watchdog_pcall(L, 1, 1, top + 1, &g) != 0) {
-        if (g.stop != LUNA_WATCHDOG_RUNNING) {
-            char reason[256];
-            luna_watchdog_describe(&g, reason, sizeof reason);
-            rc = luna_error_set(err, LUNA_ELUA, "%s", reason);
-        } else {
-            rc = luna_error_set(err, LUNA_ELUA, "%s", lua_tostring(L, -1));
-        }
-    } else if (lua_type(L, -1) == LUA_TSTRING) {
-        rc = luna_index_values_add(out, lua_tostring(L, -1));
-    } else if (lua_istable(L, -1)) {
-        int n = (int)lua_objlen(L, -1);
-        for (int i = 1; i <= n && rc == 0; i++) {
-            lua_rawgeti(L, -1, i);
-            if (lua_type(L, -1) == LUA_TSTRING)
-                rc = luna_index_values_add(out, lua_tostring(L, -1));
-            else
-                rc = luna_error_set(err, LUNA_EINVAL, "index values must be strings");
-            lua_pop(L, 1);
-        }
-    } else if (!lua_isnil(L, -1)) {
-        rc = luna_error_set(err, LUNA_EINVAL,
-                            "index function must return a string, a list of strings or nil");
-    }
-    lua_settop(L, top);
-    if (g.stop == LUNA_WATCHDOG_MEMORY)
-        lua_gc(L, LUA_GCCOLLECT, 0);
-    return rc;
+    return 0;
 }
 
 int luna_lua_store_add_index(lua_State *L, struct luna_indexer *idx, const char *name,
                              int fn_idx, lua_State **Lp)
 {
-    luaL_checktype(L, fn_idx, LUA_TFUNCTION);
-    if (luna_indexer_has_index(idx, name))
-        return luaL_error(L, "index '%s' already exists", name);
-    struct lua_index_fn *fn = malloc(sizeof *fn);
-    if (!fn)
-        return luaL_error(L, "out of memory");
-    lua_pushvalue(L, fn_idx);
-    fn->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    fn->Lp = Lp;
-    luna_error err;
-    /* add_index frees fn itself on failure */
-    if (luna_indexer_add_index(idx, name, lua_index_fn, fn, lua_index_fn_free, false, &err) < 0)
-        return luaL_error(L, "%s", err.msg);
-    return 0;
+    return luna_lua_cache_add_index(L, idx, name, fn_idx, Lp, push_object_arg);
 }
 
 static int indexer_add_index(lua_State *L)

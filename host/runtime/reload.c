@@ -1,5 +1,5 @@
-/* generation.c — see generation.h. */
-#include "runtime/generation.h"
+/* reload.c — see reload.h. */
+#include "runtime/reload.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 #include "runtime/lua_runtime.h"
 #include "runtime/watchdog.h"
 
-struct luna_generation {
+struct luna_reload {
     lua_State *L;
     int thread_ref;
     struct luna_controller **controllers;
@@ -22,13 +22,13 @@ struct luna_generation {
     void *drained_ud;
 };
 
-int luna_generation_load(const char *lib_dir, const char *dir,
+int luna_reload_load(const char *lib_dir, const char *dir,
                          const struct luna_watchdog_config *limits, struct luna_kube_client *kc,
-                         struct luna_discovery *disc, struct luna_generation **out,
+                         struct luna_discovery *disc, struct luna_reload **out,
                          luna_error *err)
 {
     *out = NULL;
-    struct luna_generation *g = calloc(1, sizeof *g);
+    struct luna_reload *g = calloc(1, sizeof *g);
     if (!g)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");
     g->thread_ref = LUA_NOREF;
@@ -42,7 +42,7 @@ int luna_generation_load(const char *lib_dir, const char *dir,
     luna_lua_runtime_install(g->L, kc, disc);
     int n = luna_lua_host_load_dir(g->L, dir, err);
     if (n < 0) {
-        luna_generation_free(g);
+        luna_reload_free(g);
         return n;
     }
     /* Two files declaring the same controller name would fight over one
@@ -63,7 +63,7 @@ int luna_generation_load(const char *lib_dir, const char *dir,
                 luna_error_set(err, LUNA_ELUA, "%s: controller name \"%s\" is already used", file,
                                name);
                 lua_pop(g->L, 3);
-                luna_generation_free(g);
+                luna_reload_free(g);
                 return LUNA_ELUA;
             }
         }
@@ -74,13 +74,13 @@ int luna_generation_load(const char *lib_dir, const char *dir,
     return 0;
 }
 
-void luna_generation_connect(struct luna_generation *g, struct luna_kube_client *kc,
+void luna_reload_connect(struct luna_reload *g, struct luna_kube_client *kc,
                              struct luna_discovery *disc)
 {
     luna_lua_runtime_install(g->L, kc, disc);
 }
 
-int luna_generation_build(struct luna_generation *g, struct luna_informer_factory *factory,
+int luna_reload_build(struct luna_reload *g, struct luna_informer_factory *factory,
                           luna_error *err)
 {
     lua_State *L = g->L;
@@ -111,20 +111,20 @@ int luna_generation_build(struct luna_generation *g, struct luna_informer_factor
     return 0;
 }
 
-lua_State *luna_generation_state(struct luna_generation *g) { return g->L; }
-size_t luna_generation_count(const struct luna_generation *g) { return g->n; }
+lua_State *luna_reload_state(struct luna_reload *g) { return g->L; }
+size_t luna_reload_count(const struct luna_reload *g) { return g->n; }
 
-struct luna_controller *luna_generation_controller(struct luna_generation *g, size_t i)
+struct luna_controller *luna_reload_controller(struct luna_reload *g, size_t i)
 {
     return i < g->n ? g->controllers[i] : NULL;
 }
 
-const char *luna_generation_sha256(struct luna_generation *g, size_t i)
+const char *luna_reload_sha256(struct luna_reload *g, size_t i)
 {
     return i < g->n && g->sha[i] ? g->sha[i] : "";
 }
 
-struct luna_controller *luna_generation_find(struct luna_generation *g, const char *name)
+struct luna_controller *luna_reload_find(struct luna_reload *g, const char *name)
 {
     for (size_t i = 0; i < g->n; i++)
         if (strcmp(luna_controller_name(g->controllers[i]), name) == 0)
@@ -132,7 +132,7 @@ struct luna_controller *luna_generation_find(struct luna_generation *g, const ch
     return NULL;
 }
 
-bool luna_generation_synced(const struct luna_generation *g)
+bool luna_reload_synced(const struct luna_reload *g)
 {
     for (size_t i = 0; i < g->n; i++)
         if (!luna_controller_synced(g->controllers[i]))
@@ -140,13 +140,13 @@ bool luna_generation_synced(const struct luna_generation *g)
     return true;
 }
 
-void luna_generation_start(struct luna_generation *g)
+void luna_reload_start(struct luna_reload *g)
 {
     for (size_t i = 0; i < g->n; i++)
         luna_controller_start(g->controllers[i]);
 }
 
-size_t luna_generation_adopt(struct luna_generation *g, struct luna_generation *old)
+size_t luna_reload_adopt(struct luna_reload *g, struct luna_reload *old)
 {
     size_t changed = 0;
     for (size_t i = 0; i < g->n; i++) {
@@ -164,7 +164,7 @@ size_t luna_generation_adopt(struct luna_generation *g, struct luna_generation *
             continue;
         }
         luna_controller_take_queue(c, prev);
-        if (strcmp(luna_generation_sha256(g, i), luna_generation_sha256(old, j)) != 0) {
+        if (strcmp(luna_reload_sha256(g, i), luna_reload_sha256(old, j)) != 0) {
             /* New code must see every object once; a primary informer
              * still listing will deliver them anyway. */
             changed++;
@@ -175,14 +175,14 @@ size_t luna_generation_adopt(struct luna_generation *g, struct luna_generation *
         }
     }
     for (size_t j = 0; old && j < old->n; j++)
-        if (!luna_generation_find(g, luna_controller_name(old->controllers[j])))
+        if (!luna_reload_find(g, luna_controller_name(old->controllers[j])))
             luna_info("controller removed", "controller", luna_controller_name(old->controllers[j]));
     return changed;
 }
 
 static void one_drained(void *ud)
 {
-    struct luna_generation *g = ud;
+    struct luna_reload *g = ud;
     if (g->draining > 0 && --g->draining == 0 && g->drained) {
         void (*cb)(void *) = g->drained;
         g->drained = NULL;
@@ -190,7 +190,7 @@ static void one_drained(void *ud)
     }
 }
 
-void luna_generation_retire(struct luna_generation *g, bool shutdown,
+void luna_reload_retire(struct luna_reload *g, bool shutdown,
                             void (*drained)(void *ud), void *ud)
 {
     g->drained = drained;
@@ -202,10 +202,10 @@ void luna_generation_retire(struct luna_generation *g, bool shutdown,
         else
             luna_controller_retire(g->controllers[i], one_drained, g);
     }
-    one_drained(g); /* the +1: also ends a generation with no controllers */
+    one_drained(g); /* the +1: also ends a reload with no controllers */
 }
 
-void luna_generation_free(struct luna_generation *g)
+void luna_reload_free(struct luna_reload *g)
 {
     if (!g)
         return;

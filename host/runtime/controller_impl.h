@@ -1,0 +1,54 @@
+/*
+ * controller_impl.h — the controller's state as controller.c and
+ * reconcile.c share it.  No other file includes this header.
+ *
+ * Invariants (in addition to controller.h's):
+ *   - active is the length of the running list;
+ *   - queue_borrowed if and only if a successor took the queue over.
+ */
+#ifndef LUNA_CONTROLLER_IMPL_H
+#define LUNA_CONTROLLER_IMPL_H
+
+#include "base/loop.h"
+#include <stdbool.h>
+
+#include "runtime/controller.h"
+#include "runtime/controller_spec.h"
+#include "runtime/reconcile.h"
+#include "runtime/watchdog.h"
+
+struct source {
+    struct luna_controller *c;
+    struct luna_source_spec *spec;    /* in c->spec.sources */
+    struct luna_shared_informer *si;
+    int handler_id;
+};
+
+struct luna_controller {
+    struct luna_controller_spec spec; /* owned: read once at construction */
+    const char *name;                 /* spec.name */
+    struct luna_controller_env env;
+    struct luna_workqueue *queue;
+    bool queue_borrowed;              /* retired: the queue moved to a successor */
+    struct source *sources;           /* one per spec source, acquired */
+    size_t nsources;
+    size_t nindexes;                  /* custom indexes added to sources[0] */
+    int workers, active;
+    struct luna_watchdog_limits limits; /* budgets of its Lua code */
+    bool started, stopping;
+    bool dispatching;                 /* inside dispatch(): it does not nest */
+    void (*drained)(void *ud);
+    void *drained_ud;
+    struct luna_reconcile *running;   /* list of in-flight reconciles */
+    struct luna_controller_stats stats;
+    struct luna_controller_metrics *metrics; /* borrowed; NULL: none */
+    ev_check dispatch_check;
+    ev_idle dispatch_idle;
+};
+
+/* Starts the dispatch watchers if keys and workers are free. */
+void luna_controller_kick(struct luna_controller *c);
+/* Calls the drained callback once stopping and nothing is in flight. */
+void luna_controller_maybe_drained(struct luna_controller *c);
+
+#endif

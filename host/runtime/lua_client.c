@@ -1,0 +1,141 @@
+/* lua_client.c — see lua_client.h. */
+#include "runtime/lua_client.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+
+#include "client/resource.h"
+#include "lua/lua_util.h"
+#include "runtime/controller.h"
+
+static struct luna_kube_client *the_kc;
+static struct luna_discovery *the_disc;
+
+static struct luna_reconcile *need_reconcile(lua_State *L, const char *fn)
+{
+    struct luna_reconcile *r = luna_reconcile_of(L);
+    if (!r)
+        luaL_error(L, "%s can only be called inside reconcile (on its own coroutine, not one "
+                      "it created)", fn);
+    return r;
+}
+
+/* ---- resolve ----------------------------------------------------------- */
+
+static void cancel_resolve(void *ud) { luna_discovery_cancel(ud); }
+
+static void on_resolved(void *ud, const struct luna_resource *res, const luna_error *err)
+{
+    struct luna_reconcile *r = ud;
+    lua_State *co = luna_reconcile_thread(r);
+    if (res) {
+        luna_lua_push_resource(co, res);
+        luna_reconcile_resume(r, 1);
+    } else {
+        luna_lua_push_error(co, err && err->code == LUNA_ENOTFOUND ? 404 : 0,
+                            err && err->code == LUNA_ENOTFOUND ? "NotFound" : "DiscoveryFailed",
+                            err ? err->msg : "discovery failed");
+        luna_reconcile_resume(r, 2);
+    }
+}
+
+static int luna_lua_client_resolve(lua_State *L)
+{
+    const char *text = luaL_checkstring(L, 1);
+    /* The context first: outside a reconcile (at load time) there may be
+     * no discovery client yet. */
+    struct luna_reconcile *r = need_reconcile(L, "luna API calls");
+    char group[256], version[64], kind[128];
+    luna_error err = { 0 };
+    if (luna_parse_kind(text, group, sizeof group, version, sizeof version, kind, sizeof kind,
+                        &err) < 0)
+        return luaL_error(L, "%s", err.msg);
+    const struct luna_resource *hit = luna_discovery_lookup(the_disc, group, version, kind);
+    if (hit) {
+        luna_lua_push_resource(L, hit);
+        return 1;
+    }
+    struct luna_discovery_wait *w = luna_discovery_resolve(the_disc, group, version, kind,
+                                                           on_resolved, r, &err);
+    if (!w) {
+        /* Either answered at once (impossible after the miss above) or failed to start. */
+        return luna_lua_push_error(L, 0, "DiscoveryFailed", err.msg);
+    }
+    luna_reconcile_wait(r, cancel_resolve, w);
+    return lua_yield(L, 0);
+}
+
+/* ---- request ------------------------------------------------------------ */
+
+/* One request in flight for a reconcile; freed when it completes or is
+ * cancelled. */
+struct pending_request {
+    struct luna_reconcile *r;
+    struct luna_kube_request *req;
+};
+
+static void cancel_request(void *ud)
+{
+    struct pending_request *p = ud;
+    luna_kube_request_cancel(p->req);
+    free(p);
+}
+
+static void on_request_done(void *ud, const luna_http_response *resp,
+                            const luna_http_failure *fail)
+{
+    struct pending_request *p = ud;
+    struct luna_reconcile *r = p->r;
+    lua_State *co = luna_reconcile_thread(r);
+    if (fail) {
+        luna_lua_push_error(co, 0, luna_http_reason_name(fail->reason), fail->err.msg);
+    } else {
+        lua_pushinteger(co, resp->status);
+        lua_pushlstring(co, resp->body ? resp->body : "", resp->body ? resp->body_len : 0);
+    }
+    free(p);
+    luna_reconcile_resume(r, 2);
+}
+
+static int luna_lua_client_request(lua_State *L)
+{
+    const char *method = luaL_checkstring(L, 1);
+    const char *path = luaL_checkstring(L, 2);
+    size_t body_len = 0;
+    const char *body = luaL_optlstring(L, 3, NULL, &body_len);
+    const char *content_type = luaL_optstring(L, 4, NULL);
+    struct luna_reconcile *r = need_reconcile(L, "luna API calls");
+    struct pending_request *p = calloc(1, sizeof *p);
+    if (!p)
+        return luaL_error(L, "out of memory");
+    p->r = r;
+    struct luna_kube_request_options o = {
+        .method = method,
+        .path = path,
+        .body = body,
+        .body_len = body_len,
+        .content_type = content_type,
+        .timeout = 60,
+        .on_done = on_request_done,
+        .ud = p,
+    };
+    luna_error err = { 0 };
+    p->req = luna_kube_request_start(the_kc, &o, &err);
+    if (!p->req) {
+        free(p);
+        return luna_lua_push_error(L, 0, "InvalidRequest", err.msg);
+    }
+    luna_reconcile_wait(r, cancel_request, p);
+    return lua_yield(L, 0);
+}
+
+void luna_lua_client_register(lua_State *L, struct luna_kube_client *kc,
+                              struct luna_discovery *disc)
+{
+    the_kc = kc;
+    the_disc = disc;
+    lua_pushcfunction(L, luna_lua_client_resolve);
+    lua_setfield(L, -2, "resolve");
+    lua_pushcfunction(L, luna_lua_client_request);
+    lua_setfield(L, -2, "request");
+}

@@ -1,0 +1,367 @@
+/* reconcile.c — see reconcile.h. */
+#include "runtime/reconcile.h"
+
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "cache/event_latency.h"
+#include "queue/workqueue.h"
+#include "runtime/controller_impl.h"
+#include "runtime/runtime_metrics.h"
+#include "runtime/watchdog.h"
+
+struct luna_reconcile {
+    struct luna_controller *c;
+    char *key;
+    char id[24];
+    lua_State *co;
+    int co_ref;
+    unsigned attempt;
+    double started;
+    void (*cancel)(void *ud);         /* the operation waited for, if any */
+    void *cancel_ud;
+    struct luna_reconcile *prev, *next;
+    UT_hash_handle hh;                /* by coroutine pointer */
+};
+
+
+/* Coroutine → reconcile, for the bindings. */
+static struct luna_reconcile *by_thread;
+
+struct luna_reconcile *luna_reconcile_of(lua_State *L)
+{
+    struct luna_reconcile *r;
+    HASH_FIND_PTR(by_thread, &L, r);
+    return r;
+}
+
+struct luna_controller *luna_reconcile_controller(struct luna_reconcile *r) { return r->c; }
+const char *luna_reconcile_key(const struct luna_reconcile *r) { return r->key; }
+const char *luna_reconcile_id(const struct luna_reconcile *r) { return r->id; }
+lua_State *luna_reconcile_thread(const struct luna_reconcile *r) { return r->co; }
+
+static void reconcile_free(struct luna_reconcile *r)
+{
+    struct luna_controller *c = r->c;
+    HASH_DEL(by_thread, r);
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        c->running = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    luaL_unref(c->env.L, LUA_REGISTRYINDEX, r->co_ref);
+    free(r->key);
+    free(r);
+    c->active--;
+}
+
+/* "ns/name" → ns into buf ("" when cluster-scoped); returns the name. */
+static const char *split_key(const char *key, char *buf, size_t size)
+{
+    const char *slash = strchr(key, '/');
+    size_t n = slash ? (size_t)(slash - key) : 0;
+    if (n >= size)
+        n = size - 1;
+    memcpy(buf, key, n);
+    buf[n] = '\0';
+    return slash ? slash + 1 : key;
+}
+
+static void log_result_stopped(struct luna_reconcile *r, const char *msg, const char *result,
+                               const char *error, const char *where, enum luna_log_level level,
+                               const char *stopped)
+{
+    char attempt[16], ms[32];
+    snprintf(attempt, sizeof attempt, "%u", r->attempt);
+    snprintf(ms, sizeof ms, "%.3f",
+             (luna_clock_now(r->c->env.clock) - r->started) * 1000.0);
+    char ns[256];
+    const char *name = split_key(r->key, ns, sizeof ns);
+    luna_log(level, msg, "controller", r->c->name, "key", r->key, "reconcile_id", r->id,
+             "attempt", attempt, "result", result, "duration_ms", ms, "error", error,
+             "where", where, "stopped", stopped, "namespace", ns[0] ? ns : NULL, "name", name,
+             NULL);
+}
+
+static void log_result(struct luna_reconcile *r, const char *msg, const char *result,
+                       const char *error, const char *where, enum luna_log_level level)
+{
+    log_result_stopped(r, msg, result, error, where, level, NULL);
+}
+
+/* Runs in a protected call: the text of an error value (a string, a
+ * number, what its __tostring makes of it, or its type). */
+static int error_value_text(lua_State *L)
+{
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+        return 1;
+    if (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER)
+        lua_pushstring(L, lua_tostring(L, 1));
+    else
+        lua_pushfstring(L, "(%s error value)", luaL_typename(L, 1));
+    return 1;
+}
+
+/* The text of the value at idx of co (an error value raised or returned),
+ * computed on the controller's state: __tostring may itself fail, and co
+ * may be a coroutine that died with an error. */
+static void value_text(struct luna_controller *c, lua_State *co, int idx, char *buf, size_t size)
+{
+    lua_State *L = c->env.L;
+    lua_pushcfunction(L, error_value_text);
+    lua_pushvalue(co, idx);
+    lua_xmove(co, L, 1);
+    /* __tostring is script code: run it with the controller's budgets */
+    struct luna_watchdog_guard g = { .what = "tostring of an error", .owner = c->name,
+                                     .limits = &c->limits };
+    if (luna_watchdog_pcall(L, 1, 1, 0, &g) == 0)
+        snprintf(buf, size, "%s", lua_tostring(L, -1));
+    else
+        snprintf(buf, size, "(error value whose __tostring failed: %s)",
+                 lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?");
+    lua_pop(L, 1);
+}
+
+/* Reports a finished reconcile to the metrics: its result is the stats
+ * counter finish() moved. */
+static void observe_done(struct luna_controller *c, const struct luna_controller_stats *before,
+                         bool raised, double started)
+{
+    if (!c->metrics)
+        return;
+    const struct luna_controller_stats *st = &c->stats;
+    enum luna_reconcile_result res =
+        st->errors != before->errors ? LUNA_RECONCILE_ERROR
+        : st->requeue_afters != before->requeue_afters ? LUNA_RECONCILE_REQUEUE_AFTER
+        : st->requeues != before->requeues ? LUNA_RECONCILE_REQUEUE
+        : LUNA_RECONCILE_SUCCESS;
+    if (raised)
+        luna_runtime_metrics_reconcile_panic(c->metrics);
+    luna_runtime_metrics_reconcile_done(c->metrics, res, luna_clock_now(c->env.clock) - started);
+}
+
+/* Applies the finished coroutine's result to the queue.  stop is why the
+ * watchdog stopped it (LUNA_WATCHDOG_RUNNING if it did not), reason its
+ * description. */
+static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop stop,
+                   const char *reason)
+{
+    struct luna_controller *c = r->c;
+    lua_State *co = r->co;
+    struct luna_workqueue *q = c->queue;
+    struct luna_controller_stats before = c->stats;
+    c->stats.reconciles++;
+    if (stop != LUNA_WATCHDOG_RUNNING) {
+        /* The error value may be "not enough memory" or a message a pcall
+         * in the script re-raised: the guard says what happened.  The
+         * hook's own message also has the script position: keep it. */
+        const char *msg = lua_type(co, -1) == LUA_TSTRING ? lua_tostring(co, -1) : NULL;
+        luaL_traceback(c->env.L, co, msg && strstr(msg, reason) ? msg : reason, 0);
+        log_result_stopped(r, "reconcile failed", "error", lua_tostring(c->env.L, -1), NULL,
+                           LUNA_LOG_ERROR, luna_watchdog_stop_name(stop));
+        lua_pop(c->env.L, 1);
+        c->stats.errors++;
+        c->stats.stopped++;
+        luna_workqueue_add_rate_limited(q, r->key);
+    } else if (status != 0) {
+        char msg[1024];
+        value_text(c, co, -1, msg, sizeof msg);
+        luaL_traceback(c->env.L, co, msg, 0);
+        const char *trace = lua_tostring(c->env.L, -1);
+        log_result(r, "reconcile failed", "error", trace, NULL, LUNA_LOG_ERROR);
+        lua_pop(c->env.L, 1);
+        c->stats.errors++;
+        luna_workqueue_add_rate_limited(q, r->key);
+    } else {
+        int n = lua_gettop(co);
+        if (n >= 2 && lua_isnil(co, 1) && !lua_isnil(co, 2)) {
+            /* nil, err */
+            char msg[1024], where[512] = "";
+            value_text(c, co, 2, msg, sizeof msg);
+            if (lua_istable(co, 2)) {
+                /* luna API errors name the failed call: "luna.get at file:line" */
+                lua_pushliteral(co, "where");
+                lua_rawget(co, 2);
+                if (lua_type(co, -1) == LUA_TSTRING)
+                    snprintf(where, sizeof where, "%s", lua_tostring(co, -1));
+                lua_pop(co, 1);
+            }
+            log_result(r, "reconcile failed", "error", msg, where[0] ? where : NULL,
+                       LUNA_LOG_ERROR);
+            c->stats.errors++;
+            luna_workqueue_add_rate_limited(q, r->key);
+        } else if (n >= 1 && lua_istable(co, 1)) {
+            /* Raw reads: a metamethod must not run outside a protected call. */
+            lua_pushliteral(co, "requeue_after");
+            lua_rawget(co, 1);
+            lua_pushliteral(co, "requeue");
+            lua_rawget(co, 1);
+            double after_s = lua_tonumber(co, -2);
+            if (!lua_isnil(co, -2) &&
+                (lua_type(co, -2) != LUA_TNUMBER || !(after_s >= 0) || after_s > 1e9)) {
+                /* A typo'd type must not pass silently as done. */
+                log_result(r, "reconcile failed", "error",
+                           "reconcile returned an invalid result: requeue_after must be a "
+                           "number of seconds from 0 to 1e9", NULL, LUNA_LOG_ERROR);
+                c->stats.errors++;
+                luna_workqueue_add_rate_limited(q, r->key);
+            } else if (after_s > 0) {
+                double after = lua_tonumber(co, -2);
+                char secs[32];
+                snprintf(secs, sizeof secs, "%g", after);
+                luna_workqueue_forget(q, r->key);
+                luna_workqueue_add_after(q, r->key, after);
+                c->stats.requeue_afters++;
+                log_result(r, "requeue after", secs, NULL, NULL, LUNA_LOG_DEBUG);
+            } else if (lua_toboolean(co, -1)) {
+                luna_workqueue_add_rate_limited(q, r->key);
+                c->stats.requeues++;
+                log_result(r, "reconcile done", "requeue", NULL, NULL, LUNA_LOG_DEBUG);
+            } else {
+                luna_workqueue_forget(q, r->key);
+                c->stats.successes++;
+                log_result(r, "reconcile done", "success", NULL, NULL, LUNA_LOG_DEBUG);
+            }
+            lua_pop(co, 2);
+        } else if (n >= 1 && lua_type(co, 1) == LUA_TBOOLEAN && !lua_toboolean(co, 1)) {
+            log_result(r, "reconcile failed", "error", "reconcile returned false", NULL,
+                       LUNA_LOG_ERROR);
+            c->stats.errors++;
+            luna_workqueue_add_rate_limited(q, r->key);
+        } else {
+            luna_workqueue_forget(q, r->key);
+            c->stats.successes++;
+            log_result(r, "reconcile done", "success", NULL, NULL, LUNA_LOG_DEBUG);
+        }
+    }
+    observe_done(c, &before, status != 0, r->started);
+    luna_workqueue_done(q, r->key);
+    reconcile_free(r);
+    /* The heap went past the cap: collect what the failed reconcile left
+     * (its coroutine is unreferenced now) before the next one runs. */
+    if (stop == LUNA_WATCHDOG_MEMORY)
+        lua_gc(c->env.L, LUA_GCCOLLECT, 0);
+    luna_controller_kick(c);
+    luna_controller_maybe_drained(c);
+}
+
+static void resume(struct luna_reconcile *r, int nargs)
+{
+    struct luna_controller *c = r->c;
+    struct luna_watchdog_guard g = { .what = "reconcile", .owner = c->name, .key = r->key,
+                                     .limits = &c->limits };
+    int rc = luna_watchdog_resume(r->co, nargs, &g);
+    if (g.stop != LUNA_WATCHDOG_RUNNING) {
+        char reason[256];
+        luna_watchdog_describe(&g, reason, sizeof reason);
+        if (rc == LUA_YIELD && r->cancel) {
+            /* stopped, yet it got to yield in an API call: abandon the call */
+            r->cancel(r->cancel_ud);
+            r->cancel = NULL;
+            r->cancel_ud = NULL;
+        }
+        finish(r, rc == LUA_YIELD ? LUA_ERRRUN : rc, g.stop, reason);
+        return;
+    }
+    if (rc == LUA_YIELD) {
+        if (r->cancel)
+            return; /* waiting for an API answer */
+        lua_settop(r->co, 0);
+        lua_pushstring(r->co, "reconcile yielded outside a luna API call "
+                              "(coroutine.yield is not allowed in reconcile)");
+        finish(r, LUA_ERRRUN, LUNA_WATCHDOG_RUNNING, NULL);
+        return;
+    }
+    finish(r, rc, LUNA_WATCHDOG_RUNNING, NULL);
+}
+
+void luna_reconcile_wait(struct luna_reconcile *r, void (*cancel)(void *ud), void *ud)
+{
+    r->cancel = cancel;
+    r->cancel_ud = ud;
+}
+
+void luna_reconcile_resume(struct luna_reconcile *r, int nres)
+{
+    r->cancel = NULL;
+    r->cancel_ud = NULL;
+    resume(r, nres);
+}
+
+void luna_reconcile_start(struct luna_controller *c, const char *key)
+{
+    luna_event_latency_reconcile(key);
+    lua_State *L = c->env.L;
+    struct luna_reconcile *r = calloc(1, sizeof *r);
+    if (!r || !(r->key = strdup(key))) {
+        free(r);
+        luna_error("reconcile start failed", "controller", c->name, "key", key, "error",
+                   "out of memory");
+        luna_workqueue_add_rate_limited(c->queue, key);
+        luna_workqueue_done(c->queue, key);
+        return;
+    }
+    r->c = c;
+    r->attempt = luna_workqueue_num_requeues(c->queue, key) + 1;
+    r->started = luna_clock_now(c->env.clock);
+    /* Unique across controllers and reloads: log readers pair start/done. */
+    static unsigned long next_reconcile_id;
+    snprintf(r->id, sizeof r->id, "%lx", ++next_reconcile_id);
+    r->co = lua_newthread(L);
+    r->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    HASH_ADD_PTR(by_thread, co, r);
+    r->next = c->running;
+    if (c->running)
+        c->running->prev = r;
+    c->running = r;
+    c->active++;
+    if (c->metrics)
+        luna_runtime_metrics_reconcile_start(c->metrics);
+
+    if (luna_log_enabled(LUNA_LOG_DEBUG)) {
+        char ns[256];
+        const char *name = split_key(key, ns, sizeof ns);
+        luna_debug("reconcile start", "controller", c->name, "key", key, "reconcile_id", r->id,
+                   "namespace", ns[0] ? ns : NULL, "name", name);
+    }
+    lua_State *co = r->co;
+    lua_rawgeti(co, LUA_REGISTRYINDEX, c->spec.reconcile_ref);
+    lua_createtable(co, 0, 4);
+    const char *slash = strchr(key, '/');
+    if (slash) {
+        lua_pushlstring(co, key, (size_t)(slash - key));
+        lua_setfield(co, -2, "namespace");
+        lua_pushstring(co, slash + 1);
+    } else {
+        lua_pushstring(co, key);
+    }
+    lua_setfield(co, -2, "name");
+    lua_pushstring(co, key);
+    lua_setfield(co, -2, "key");
+    lua_pushinteger(co, (lua_Integer)r->attempt);
+    lua_setfield(co, -2, "attempt");
+    resume(r, 1);
+}
+
+void luna_reconcile_abandon(struct luna_reconcile *r, bool requeue)
+{
+    struct luna_controller *c = r->c;
+    if (r->cancel)
+        r->cancel(r->cancel_ud);
+    if (c->queue) {
+        /* An abandoned reconcile's key goes back to the queue (it has
+         * a successor after a reload, or nobody after shutdown). */
+        if (requeue)
+            luna_workqueue_add(c->queue, r->key);
+        luna_workqueue_done(c->queue, r->key);
+    }
+    luna_warn("reconcile abandoned", "controller", c->name, "key", r->key,
+              "reconcile_id", r->id);
+    reconcile_free(r);
+}

@@ -1,0 +1,60 @@
+/*
+ * reconcile.h — one reconcile: a call of a controller's Lua `reconcile`
+ * function for one key, running as a coroutine of the controller's state,
+ * and the one API call it may be waiting for.
+ *
+ * Uses: controller (its queue, budgets, stats), watchdog, workqueue.
+ * Runs on the loop thread.
+ *
+ * The controller's dispatcher starts a reconcile for a key it took from
+ * the workqueue.  The coroutine runs in a watchdog guard until it returns,
+ * raises, is stopped, or yields in an API binding; a binding that starts
+ * a request records it with luna_reconcile_wait before yielding, and the
+ * request's completion resumes the coroutine (luna_reconcile_resume).
+ * When the coroutine ends, its result goes to the workqueue (see
+ * controller.h for the result table), the key is marked done and the
+ * reconcile is freed.
+ *
+ * Invariants:
+ *   - a reconcile is in its controller's running list if and only if its
+ *     coroutine is anchored in the registry and found by luna_reconcile_of;
+ *   - a reconcile waits for at most one operation, and it has a cancel
+ *     callback if and only if it waits.
+ *
+ * Ownership: the controller owns its reconciles; a reconcile owns its key
+ * copy and the registry reference that keeps its coroutine alive.  The
+ * pointer a binding keeps (as its operation's user data) is valid until
+ * the reconcile is resumed or the operation is cancelled.
+ */
+#ifndef LUNA_RECONCILE_H
+#define LUNA_RECONCILE_H
+
+#include <lua.h>
+#include <stdbool.h>
+
+struct luna_controller;
+struct luna_reconcile;
+
+/* For the API bindings: the reconcile running on coroutine L, or NULL. */
+struct luna_reconcile *luna_reconcile_of(lua_State *L);
+struct luna_controller *luna_reconcile_controller(struct luna_reconcile *r);
+const char *luna_reconcile_key(const struct luna_reconcile *r);
+const char *luna_reconcile_id(const struct luna_reconcile *r);
+lua_State *luna_reconcile_thread(const struct luna_reconcile *r);
+
+/* Records the asynchronous operation the reconcile waits for (one at a
+ * time): cancel(ud) is called if the reconcile is abandoned first. */
+void luna_reconcile_wait(struct luna_reconcile *r, void (*cancel)(void *ud), void *ud);
+/* Ends the wait and resumes the coroutine with the nres values its stack
+ * has on top. */
+void luna_reconcile_resume(struct luna_reconcile *r, int nres);
+
+/* For the controller: starts a reconcile of key (borrowed; copied) taken
+ * from c's workqueue.  On failure to start, the key is requeued with rate
+ * limiting and marked done. */
+void luna_reconcile_start(struct luna_controller *c, const char *key);
+/* For the controller being freed: cancels r's pending operation, gives its
+ * key back (requeued when requeue) and frees it. */
+void luna_reconcile_abandon(struct luna_reconcile *r, bool requeue);
+
+#endif
