@@ -143,12 +143,12 @@ test-container: all build/fixtures/tcp_relay
 
 # The example controllers against the cluster in KUBECONFIG, or else against
 # an embedded dev server seeded with demo objects (kubectl can talk to it
-# through the kubeconfig luna logs).
+# through the kubeconfig luna logs; its /metrics is plain HTTP on :8080).
 run: all
 	@if [ -n "$$KUBECONFIG" ]; then \
 	  exec build/luna run controllers; \
 	else \
-	  exec build/luna run --log-level debug --dev-server \
+	  exec build/luna run --log-level debug --dev-server --metrics-secure=false \
 	    --seed deploy/crd-widgets.yaml --seed deploy/demo-objects.yaml controllers; \
 	fi
 
