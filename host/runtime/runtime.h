@@ -43,6 +43,8 @@
 
 struct luna_watchdog_config;
 
+struct luna_devserver; /* the embedded dev server (host/devserver/, linked by main.c) */
+
 struct luna_run_config {
     const char *argv0;
     const char *dir;           /* controller files */
@@ -60,8 +62,8 @@ struct luna_run_config {
      * the dev server archive; the core library does not).  Required when
      * dev_server is set. */
     int (*dev_server_start)(const char *const *seeds, int nseeds, char *url,
-                            size_t url_size, luna_error *err);
-    void (*dev_server_stop)(void);
+                            size_t url_size, struct luna_devserver **out, luna_error *err);
+    void (*dev_server_stop)(struct luna_devserver *srv);
     bool watch;                /* --watch: reload on changes of dir (stored for the reloader) */
     const char *metrics_bind_address;       /* NULL: ":8443" (":8080" insecure); "0": off */
     /* /metrics is served over TLS to scrapers the API server authenticates
