@@ -190,6 +190,17 @@ static int register_builtins(luna_ds_types *reg)
     t = builtin(reg, "coordination.k8s.io", "v1", "leases", "lease", "Lease", true, NULL, NULL);
     if (!t)
         return LUNA_ENOMEM;
+    /* RBAC objects, read by SubjectAccessReview (devserver_auth). */
+    static const struct { const char *resource, *singular, *kind; bool namespaced; } rbac[] = {
+        { "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", false },
+        { "clusterroles", "clusterrole", "ClusterRole", false },
+        { "rolebindings", "rolebinding", "RoleBinding", true },
+        { "roles", "role", "Role", true },
+    };
+    for (size_t i = 0; i < sizeof rbac / sizeof rbac[0]; i++)
+        if (!builtin(reg, "rbac.authorization.k8s.io", "v1", rbac[i].resource, rbac[i].singular,
+                     rbac[i].kind, rbac[i].namespaced, NULL, NULL))
+            return LUNA_ENOMEM;
     /* events.k8s.io/v1 Events are the core Events, seen through another version. */
     t = new_type("events.k8s.io", "v1", "events", "event", "Event", true);
     if (!t)

@@ -577,7 +577,10 @@ static int setup_servers(struct runtime *rt, luna_error *err)
         if ((rc = luna_metrics_auth_new(&ao, &rt->metrics_auth, err)) < 0)
             return luna_error_wrap(err, "metrics server");
     }
-    if (mon && hon && strcmp(maddr, haddr) == 0)
+    /* One address serves both; two "port 0" addresses are two free ports. */
+    size_t ml = strlen(maddr);
+    bool any_port = ml >= 2 && strcmp(maddr + ml - 2, ":0") == 0;
+    if (mon && hon && strcmp(maddr, haddr) == 0 && !any_port)
         return start_server(rt, maddr, true, true, &rt->metrics_srv, err);
     if (mon && (rc = start_server(rt, maddr, true, false, &rt->metrics_srv, err)) < 0)
         return rc;

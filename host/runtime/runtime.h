@@ -13,7 +13,7 @@
  * metrics_auth.h; with metrics_insecure ":8080", plain and open), /healthz
  * and /readyz on health_probe_bind_address (default ":8081", plain HTTP);
  * "0" disables one; both on one address share a server (TLS then covers
- * the probes too).  The address bound is
+ * the probes too), except port 0, which gives each a free port of its own.  The address bound is
  * logged ("metrics server listening address=127.0.0.1:43127").  Readiness
  * checks: "informers-synced" (every controller's informers have synced)
  * and "leader-or-standby" (leading, or a standby whose last look at the
