@@ -14,6 +14,8 @@
 --     api:request(method, path, body) -> code, decoded, raw (admin, from the host)
 --     api:create_cm(name, data, labels), api.real, api.kind
 --     api:slow(on)             the relay delays every answer (3 s) or stops
+--     api.scrapers             tokens allowed / denied to scrape /metrics
+--                              (support.scrapers)
 --     api:stop()               removes containers, network, namespace, server
 --   local cm = C.configmap(files)    a directory laid out as the kubelet lays
 --                              out a ConfigMap volume; cm:update(files) swaps it
@@ -28,6 +30,7 @@
 --     pod:exit_code(), pod:running()
 local helpers = require("helpers")
 local client = require("support.apiserver_client")
+local scrapers = require("support.scrapers")
 local deploy = require("16-deploy.support")
 local cjson = require("cjson")
 local exposition = require("support.exposition")
@@ -149,17 +152,19 @@ function C.apiserver(opts)
     for _, n in ipairs(names) do if n == SERVICE_NAME then ok = true end end
     assert(ok, ("the API server's certificate names %s, not %s: containers reach it by that name")
       :format(table.concat(names, ","), SERVICE_NAME))
-    api:grant_service_account()
   else
     api.kind = "dev-server"
     local ca, crt, key = make_certs(api.tmp)
     api.ca = ca
-    api.token = rand_hex(32)
-    api.srv = client.start{ args = { "--tls-cert", crt, "--tls-key", key, "--token", api.token },
-      cacert = ca, headers = { "Authorization: Bearer " .. api.token } }
+    local admin = rand_hex(32)
+    api.srv = client.start{ args = { "--tls-cert", crt, "--tls-key", key, "--token", admin },
+      cacert = ca, headers = { "Authorization: Bearer " .. admin } }
     upstream = api.srv.url:match("^https://(.*)$")
   end
   api.ns = api.srv.ns
+  api:grant_service_account()
+  -- who may scrape /metrics (and who may not), as a cluster makes them
+  api.scrapers = scrapers.make(api.srv)
   -- a network of our own: `docker network disconnect` cuts one replica off
   api.network = "luna-ct-" .. rand_hex(8)
   C.must("docker network create " .. q(api.network) .. " >/dev/null")
@@ -173,10 +178,20 @@ function C.apiserver(opts)
   return api
 end
 
--- Against a real cluster: a ServiceAccount "luna" in the namespace with
--- what the spec controllers and leader election need, and a token for it.
+-- A ServiceAccount "luna" in the namespace and a token for it from the
+-- TokenRequest API, as the kubelet gets the pod's; on a cluster, RBAC for
+-- what the spec controllers, leader election and secure metrics need (the
+-- dev server authorizes nothing, but authenticates only tokens it knows).
 function Api:grant_service_account()
   local ns = self.srv.ns
+  if not self.real then
+    local code = self:request("POST", self:ns_path("serviceaccounts"),
+      { apiVersion = "v1", kind = "ServiceAccount", metadata = { name = "luna" } })
+    assert(code == 201, "create serviceaccount luna: " .. tostring(code))
+    self.token = self:issue_token("luna")
+    return
+  end
+  self.review_role = "luna-ct-review-" .. ns
   local manifest = ([[
 apiVersion: v1
 kind: ServiceAccount
@@ -201,10 +216,35 @@ kind: RoleBinding
 metadata: {name: luna-ct, namespace: %s}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: luna-ct}
 subjects: [{kind: ServiceAccount, name: luna, namespace: %s}]
-]]):format(ns, ns, ns, ns)
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: %s}
+rules:
+- apiGroups: ["authentication.k8s.io"]
+  resources: ["tokenreviews"]
+  verbs: ["create"]
+- apiGroups: ["authorization.k8s.io"]
+  resources: ["subjectaccessreviews"]
+  verbs: ["create"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: %s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: %s}
+subjects: [{kind: ServiceAccount, name: luna, namespace: %s}]
+]]):format(ns, ns, ns, ns, self.review_role, self.review_role, self.review_role, ns)
   local f = helpers.write_file(self.tmp .. "/sa.yaml", manifest)
   C.must("kubectl apply -f " .. q(f))
-  self.token = trim(C.must(("kubectl create token luna -n %s --duration=2h"):format(q(ns))))
+  self.token = self:issue_token("luna")
+end
+
+-- A token for the ServiceAccount `name` from the TokenRequest API.
+function Api:issue_token(name)
+  local code, tr, raw = self:request("POST", self:ns_path("serviceaccounts", name) .. "/token",
+    { apiVersion = "authentication.k8s.io/v1", kind = "TokenRequest", spec = { expirationSeconds = 7200 } })
+  assert(code == 201, "TokenRequest for " .. name .. ": " .. tostring(code) .. " " .. tostring(raw))
+  return tr.status.token
 end
 
 function Api:request(method, path, body, opts) return self.srv:request(method, path, body, opts) end
@@ -225,6 +265,13 @@ function Api:stop()
     cleanup.networks[self.network] = nil
   end
   if self.relay then self.relay:stop() end
+  if self.scrapers then self.scrapers:remove() end
+  if self.review_role and self.srv then
+    pcall(self.srv.request, self.srv, "DELETE",
+      "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/" .. self.review_role)
+    pcall(self.srv.request, self.srv, "DELETE",
+      "/apis/rbac.authorization.k8s.io/v1/clusterroles/" .. self.review_role)
+  end
   if self.srv then self.srv:stop() end
 end
 
@@ -519,9 +566,12 @@ function C.port(name)
   error("the Deployment's container has no port " .. name)
 end
 
--- /metrics over the container network, parsed (strictly).
+-- /metrics over the container network as an allowed scraper (HTTPS,
+-- the self-signed certificate not verified, as Prometheus's
+-- insecure_skip_verify), parsed strictly.
 function Pod:metrics()
-  local code, body, headers = self:http(C.port("metrics"), "/metrics")
+  local code, body, headers = self:http(C.port("metrics"), "/metrics",
+    { https = true, token = self.api.scrapers.allowed })
   assert(code == 200, ("GET /metrics: %s %s"):format(tostring(code), body))
   assert(headers:find("text/plain; version=0.0.4", 1, true), headers)
   return exposition.parse(body)
