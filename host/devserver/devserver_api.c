@@ -243,7 +243,18 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
         luna_ds_reply_not_found(resp);
         return;
     }
+    /* dryRun=All (the only value kube-apiserver accepts) on a write */
+    const char *dry = strcmp(req->method, "GET") != 0 ? luna_ds_request_arg(req, "dryRun") : NULL;
+    if (dry && strcmp(dry, "All") != 0) {
+        luna_ds_status st = { 0 };
+        luna_ds_status_bad_request(&st, "Unsupported value: \"%s\": supported values: \"All\"",
+                                   dry);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    ds->dry_run = dry != NULL;
     handle_resource(ds, req, t, ns, name, sub, resp);
+    ds->dry_run = false;
 }
 
 /* ---- init ---- */

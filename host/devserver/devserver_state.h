@@ -32,6 +32,8 @@ struct luna_ds {
     luna_ds_watches watches;      /* every watch must be freed before the server */
     luna_ds_gc gc;
     luna_ds_auth auth;            /* issued tokens, the --token (devserver_auth) */
+    bool dry_run;                 /* the request being handled has dryRun=All:
+                                     its writes are computed, not stored */
 };
 
 #endif
