@@ -544,11 +544,13 @@ static int start_server(struct runtime *rt, const char *address, bool metrics, b
     int rc = luna_httpd_start(&ho, out, err);
     if (rc < 0)
         return luna_error_wrap(err, "%s server", metrics ? "metrics" : "health probe");
-    if (metrics)
+    if (metrics && secure)
         luna_info("metrics server listening", "address", luna_httpd_address(*out), "secure",
-                  secure ? "true" : "false", "cert",
-                  !secure ? "" : luna_serving_cert_self_signed(rt->metrics_cert) ? "self-signed"
-                                                                                 : "files");
+                  "true", "cert",
+                  luna_serving_cert_self_signed(rt->metrics_cert) ? "self-signed" : "files");
+    else if (metrics)
+        luna_info("metrics server listening", "address", luna_httpd_address(*out), "secure",
+                  "false");
     if (health)
         luna_info("health probe server listening", "address", luna_httpd_address(*out));
     return 0;
