@@ -24,7 +24,7 @@
  * authorized the user to GET the path: 401 "Unauthorized" (with
  * WWW-Authenticate: Bearer), 403 "Authorization denied for user U", 500
  * when the API server could not decide, 503 (Retry-After: 1) when too
- * many scrapes already wait.  The connection is suspended meanwhile, so
+ * many scrapes already wait (metrics_auth.h).  The connection is suspended meanwhile, so
  * the loop goes on.  Probes are never authenticated (the kubelet has no
  * token).  The certificate can be replaced while serving.
  *

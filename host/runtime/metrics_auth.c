@@ -650,7 +650,7 @@ int luna_metrics_auth_new(const struct luna_metrics_auth_options *o,
     a->timeout = o->timeout > 0 ? o->timeout : 10;
     a->retry_base = o->retry_base > 0 ? o->retry_base : 0.5;
     a->tokens.max = a->access.max = o->max_cached ? o->max_cached : 1024;
-    a->max_in_flight = o->max_in_flight ? o->max_in_flight : 64;
+    a->max_in_flight = o->max_in_flight ? o->max_in_flight : 32;
     *out = a;
     return 0;
 }

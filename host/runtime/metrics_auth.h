@@ -20,9 +20,11 @@
  * allowed decision for allow_ttl (5 min), a denied one for deny_ttl (30 s).
  * Tokens are kept only as their SHA-256.  Each cache holds at most
  * max_cached entries (expired ones go first, then the oldest); at most
- * max_in_flight checks wait for the API server at once, a check beyond that
- * is answered BUSY (503) at once, so a flood of made-up tokens costs the
- * API server a bounded number of reviews.
+ * max_in_flight checks wait for the API server at once (32, half of the
+ * metrics server's 64 connections), a check beyond that is answered BUSY
+ * (503) at once, so a flood of made-up tokens costs the API server a
+ * bounded number of reviews and cannot hold every connection: scrapers
+ * whose answers are cached are still served.
  *
  * The API server's side: luna's service account needs `create` on
  * tokenreviews and subjectaccessreviews (deploy/rbac.yaml grants both).
@@ -75,7 +77,7 @@ struct luna_metrics_auth_options {
     double timeout;                 /* per review request; 0: 10 */
     double retry_base;              /* first retry delay; 0: 0.5 (specs: small) */
     size_t max_cached;              /* per cache; 0: 1024 */
-    size_t max_in_flight;           /* 0: 64 */
+    size_t max_in_flight;           /* 0: 32 (half the server's connections) */
 };
 
 /* HTTP status of a decision (200, 401, 403, 500, 503). */

@@ -155,6 +155,40 @@ describe("luna run secure /metrics", function()
     assert.equal(0, (S.get(url, nil, opts)))
   end)
 
+  it("answers 503 beyond 32 scrapes waiting for a review, still serving cached scrapers", function()
+    if srv.real then return pending("dev server only: slow reviews need its delay fault") end
+    start()
+    -- the allowed scraper's answers are cached before the flood
+    assert.equal(200, (S.get(luna.metrics .. "/metrics", nil, { token = ids.allowed })))
+    assert.equal(200, (srv:request("PUT", "/luna/v1/faults", "delay=3,delay-path=tokenreviews",
+      { content_type = "text/plain" })))
+    local url = luna.metrics .. "/metrics"
+    local procs = {}
+    for i = 1, 70 do
+      procs[i] = helpers.spawn({ "env", "-u", "LD_PRELOAD", "curl", "-sk", "-o", "/dev/null",
+        "-w", "%{http_code}\n", "--max-time", "20", "-H", "Authorization: Bearer made-up-" .. i, url })
+    end
+    -- while 32 reviews wait, the cached scraper is served at once
+    helpers.eventually(function()
+      local n = 0
+      for _, p in ipairs(procs) do if p:read_line(0.01) == "503" then n = n + 1 end end
+      return n > 0 or #procs == 0
+    end, 10, "a 503")
+    assert.equal(200, (S.get(luna.metrics .. "/metrics", nil, { token = ids.allowed })))
+    local codes, seen = {}, {}
+    for _, p in ipairs(procs) do
+      local code = tostring(p.out[1] or p:read_line(25))
+      codes[code] = (codes[code] or 0) + 1
+      seen[#seen + 1] = code
+      p:stop()
+    end
+    local all = table.concat(seen, " ")
+    assert.equal(32, codes["401"], "answers: " .. all)
+    assert.equal(38, codes["503"], "answers: " .. all)
+    assert.equal(200, (srv:request("PUT", "/luna/v1/faults", "", { content_type = "text/plain" })))
+    assert.equal(200, (S.get(luna.metrics .. "/metrics", nil, { token = ids.allowed })))
+  end)
+
   it("answers 500 once the API server cannot review, after retrying", function()
     if srv.real then return pending("dev server only: failing reviews need its fault injection") end
     start()
