@@ -246,9 +246,14 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
     /* dryRun=All (the only value kube-apiserver accepts) on a write */
     const char *dry = strcmp(req->method, "GET") != 0 ? luna_ds_request_arg(req, "dryRun") : NULL;
     if (dry && strcmp(dry, "All") != 0) {
+        const char *m = req->method;
+        const char *opts = strcmp(m, "POST") == 0    ? "CreateOptions"
+                           : strcmp(m, "PUT") == 0   ? "UpdateOptions"
+                           : strcmp(m, "PATCH") == 0 ? "PatchOptions"
+                                                     : "DeleteOptions";
         luna_ds_status st = { 0 };
-        luna_ds_status_bad_request(&st, "Unsupported value: \"%s\": supported values: \"All\"",
-                                   dry);
+        luna_ds_status_invalid(&st, "meta.k8s.io", opts, "", "FieldValueNotSupported", "dryRun",
+                               "Unsupported value: [\"%s\"]: supported values: \"All\"", dry);
         luna_ds_reply_status(resp, &st);
         return;
     }

@@ -28,9 +28,12 @@ describe("apiserver dryRun", function()
       { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "taken" } })
     assert.equal(409, code)
     assert.equal("AlreadyExists", st.reason)
-    code = srv:request("POST", srv:ns_path("configmaps") .. "?dryRun=Sometimes",
+    code, st = srv:request("POST", srv:ns_path("configmaps") .. "?dryRun=Sometimes",
       { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "other" } })
-    assert.equal(400, code)
+    assert.equal(422, code)
+    assert.equal("Invalid", st.reason)
+    assert.equal("dryRun", st.details.causes[1].field)
+    assert.equal(404, (get("other")))
   end)
 
   it("answers updates, patches and deletes without changing what is stored", function()
