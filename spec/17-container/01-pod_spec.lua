@@ -66,6 +66,27 @@ describe("the image run as the Deployment runs it #container", function()
     assert.matches(" / %S+ ro,", mounts)
   end)
 
+  it("carries luna and its libraries on the slim base, nothing of the build", function()
+    local function inside(cmd)
+      return C.must(("docker run --rm --entrypoint sh %s -c %s"):format(C.quote(C.image), C.quote(cmd)))
+    end
+    -- as Debian's slim images: no documentation but copyright files, no
+    -- man or info pages, and a dpkg filter keeping them out
+    assert.equal("", inside("find /usr/share/doc -type f ! -name copyright; "
+      .. "find /usr/share/man /usr/share/info -type f 2>/dev/null"))
+    assert.matches("path%-exclude /usr/share/doc/%*", inside("cat /etc/dpkg/dpkg.cfg.d/*"))
+    -- only what `luna run` needs under /usr/local, no compiler, no apt lists
+    local files = {}
+    for f in inside("find /usr/local -type f | LC_ALL=C sort"):gmatch("[^\n]+") do files[#files + 1] = f end
+    local want = { "/usr/local/bin/luna" }
+    for name in C.must("cd lua/luna && LC_ALL=C ls -1 *.lua"):gmatch("[^\n]+") do
+      want[#want + 1] = "/usr/local/share/lua/5.1/luna/" .. name
+    end
+    table.sort(want)
+    assert.same(want, files)
+    assert.equal("", inside("ls /usr/bin/cc /usr/bin/gcc /usr/bin/make 2>/dev/null; ls /var/lib/apt/lists | grep -v '^partial$' || true"))
+  end)
+
   it("answers liveness and readiness probes over the container network", function()
     local spec = C.pod_spec().container
     local function port_of(probe)
