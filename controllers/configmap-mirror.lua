@@ -77,6 +77,14 @@ return luna.controller {
   reconcile = function(req)
     local src = luna.cache("v1/ConfigMap"):get(req.namespace, req.name)
     if not src then return end
+    if luna.finalizers.is_deleting(src) and luna.finalizers.has(src, FINALIZER) then
+      -- the cache may not show our last write yet: decide on the server's
+      -- object, so the copies are not cleaned up twice (lua/luna/finalizers.md)
+      local live, err = luna.get("v1/ConfigMap", req.namespace, req.name)
+      if luna.is_not_found(err) then return end
+      if not live then return nil, err end
+      src = live
+    end
 
     local act = luna.finalizers.handle(src, FINALIZER, {
       cleanup = function(obj) return delete_copies(obj, {}) end,
@@ -85,6 +93,8 @@ return luna.controller {
     if act.pending then return { requeue_after = 5 } end
     if act.patch then
       local _, err = luna.patch("v1/ConfigMap", req.namespace, req.name, act.patch)
+      if luna.is_conflict(err) then return { requeue = true } end -- changed meanwhile: look again
+      if luna.is_not_found(err) then return end                  -- gone meanwhile
       if err then return nil, err end
       if act.remove then return end
     end
@@ -106,6 +116,8 @@ return luna.controller {
       if werr then
         if luna.is_not_found(werr) then
           luna.log.warn("target namespace missing", { namespace = ns })
+        elseif luna.is_conflict(werr) or luna.is_already_exists(werr) then
+          return { requeue = true }  -- the copy changed meanwhile: look again
         else
           return nil, werr
         end

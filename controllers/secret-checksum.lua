@@ -51,6 +51,7 @@ return luna.controller {
     if tmpl.annotations and tmpl.annotations[SUM] == sum then return end
     local _, err = luna.patch("apps/v1/Deployment", req.namespace, req.name,
       { spec = { template = { metadata = { annotations = { [SUM] = sum } } } } })
+    if luna.is_not_found(err) then return end -- deleted meanwhile
     if err then return nil, err end
     luna.log.info("rolled deployment", { secret = ref, sha256 = sum:sub(1, 12) })
     luna.event(dep, "Normal", "SecretChanged", "secret " .. ref .. " changed: rolling pods")

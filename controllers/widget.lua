@@ -65,6 +65,7 @@ return luna.controller {
     if changed then
       local _, serr = luna.patch("example.com/v1/Widget", req.namespace, req.name,
         { status = w.status }, { type = "merge", subresource = "status" })
+      if luna.is_not_found(serr) then return end -- deleted meanwhile
       if serr then return nil, serr end
     end
   end,

@@ -22,6 +22,7 @@
 #include "runtime/httpd.h"
 #include "runtime/leader.h"
 #include "client/kubeconfig.h"
+#include "base/liblog.h"
 #include "base/log.h"
 #include "runtime/lua_host.h"
 #include "runtime/runtime.h"
@@ -346,6 +347,8 @@ static int cmd_run(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* Before any library runs: their messages go through the logger. */
+    luna_liblog_install();
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -54,6 +54,7 @@ const char *luna_errcode_name(int code)
     case LUNA_ENOTFOUND: return "not_found";
     case LUNA_ELUA:      return "lua";
     case LUNA_EEXEC:     return "exec";
+    case LUNA_ENOMATCH:  return "no_match";
     }
     return "unknown";
 }

@@ -24,6 +24,8 @@ enum luna_errcode {
     LUNA_ENOTFOUND = -8,
     LUNA_ELUA      = -9,  /* a Lua script failed to load or run */
     LUNA_EEXEC     = -10, /* a child process (credential plugin) failed */
+    LUNA_ENOMATCH  = -11, /* the API server serves no such kind (client-go's
+                           * NoKindMatchError): not a missing object */
 };
 
 typedef struct luna_error {

@@ -1,8 +1,7 @@
 /* loop.c — see loop.h. */
 #include "base/loop.h"
 
-#include <stdio.h>
-#include <stdlib.h>
+#include "base/liblog.h"
 
 /* Not libev's default loop: that one installs a SIGCHLD handler, which would
  * outlive the module when luajit unloads luna.core at exit and then fire on
@@ -13,10 +12,8 @@ struct ev_loop *luna_loop(void)
 {
     if (!the_loop) {
         the_loop = ev_loop_new(EVFLAG_AUTO);
-        if (!the_loop) {
-            fputs("luna: cannot create the event loop (bad LIBEV_FLAGS?)\n", stderr);
-            abort();
-        }
+        if (!the_loop)
+            luna_liblog_fatal("libev", "cannot create the event loop (bad LIBEV_FLAGS?)");
     }
     return the_loop;
 }

@@ -20,9 +20,13 @@ struct luna_shared_informer {
     struct luna_informer *inf;
     struct luna_resource resource;   /* valid once resolved */
     bool resolved;
+    bool answered;                   /* discovery has answered at least once */
+    bool not_served;                 /* its last answer: no such kind */
+    char why[sizeof(((luna_error *)0)->msg)]; /* the last resolve failure */
     struct luna_reflector *reflector;
     struct luna_discovery_wait *wait;
-    struct luna_backoff backoff;
+    struct luna_backoff backoff;     /* retries after discovery failures */
+    struct luna_backoff poll;        /* re-asks while the kind is not served */
     ev_timer retry;
     UT_hash_handle hh;
 };
@@ -103,12 +107,27 @@ static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
     start_resolve(si);
 }
 
-static void resolve_later(struct luna_shared_informer *si, const char *why)
+/* Schedules the next resolve after a failure: a kind the server does not
+ * serve is asked for again on its own, slower-growing schedule (a CRD may
+ * be installed at any time; the controllers using it report it), a failed
+ * discovery is retried with the reflector's backoff and logged. */
+static void resolve_later(struct luna_shared_informer *si, int code, const char *why)
 {
-    double delay = luna_backoff_next(&si->backoff, ev_now(luna_loop()));
+    bool was_not_served = si->not_served;
+    si->answered = true;
+    si->not_served = code == LUNA_ENOMATCH;
+    snprintf(si->why, sizeof si->why, "%s", why);
+    double now = ev_now(luna_loop());
+    double delay = si->not_served ? luna_backoff_next(&si->poll, now)
+                                  : luna_backoff_next(&si->backoff, now);
     char secs[32];
     snprintf(secs, sizeof secs, "%.1f", delay);
-    luna_warn("informer kind not resolved", "informer", si->key, "error", why, "retry_in", secs);
+    if (!si->not_served)
+        luna_warn("informer kind not resolved", "informer", si->key, "error", why,
+                  "retry_in", secs);
+    else
+        luna_log(was_not_served ? LUNA_LOG_DEBUG : LUNA_LOG_WARN, "informer kind not served",
+                 "informer", si->key, "error", why, "retry_in", secs, NULL);
     ev_timer_set(&si->retry, delay, 0.);
     ev_timer_start(luna_loop(), &si->retry);
 }
@@ -118,12 +137,17 @@ static void on_resolved(void *ud, const struct luna_resource *res, const luna_er
     struct luna_shared_informer *si = ud;
     si->wait = NULL;
     if (!res) {
-        resolve_later(si, err ? err->msg : "unknown error");
+        resolve_later(si, err ? err->code : LUNA_EIO, err ? err->msg : "unknown error");
         return;
     }
+    if (si->answered)
+        luna_info("informer kind resolved", "informer", si->key, "resource", res->resource);
+    si->answered = true;
+    si->not_served = false;
+    si->why[0] = '\0';
     luna_error e = { 0 };
     if (luna_resource_copy(&si->resource, res) < 0) {
-        resolve_later(si, "out of memory");
+        resolve_later(si, LUNA_ENOMEM, "out of memory");
         return;
     }
     si->resolved = true;
@@ -144,7 +168,7 @@ static void on_resolved(void *ud, const struct luna_resource *res, const luna_er
         luna_error("informer start failed", "informer", si->key, "error", e.msg);
         luna_resource_clear(&si->resource);
         si->resolved = false;
-        resolve_later(si, e.msg);
+        resolve_later(si, e.code, e.msg);
         return;
     }
     luna_reflector_start(si->reflector);
@@ -159,7 +183,7 @@ static void start_resolve(struct luna_shared_informer *si)
     if (w)
         si->wait = w;
     else if (!si->resolved && !ev_is_active(&si->retry) && err.msg[0])
-        resolve_later(si, err.msg);
+        resolve_later(si, err.code, err.msg);
 }
 
 struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_factory *f,
@@ -229,6 +253,14 @@ struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_
         si->backoff.max = spec->backoff_max > spec->backoff_base ? spec->backoff_max
                                                                  : spec->backoff_base;
     }
+    /* A kind that is not served is asked for again at most every
+     * LUNA_NOT_SERVED_POLL_MAX seconds (controller-runtime polls every 10
+     * s), with a little jitter so many informers do not ask at once. */
+    double poll_max = si->backoff.max < LUNA_NOT_SERVED_POLL_MAX ? si->backoff.max
+                                                                 : LUNA_NOT_SERVED_POLL_MAX;
+    luna_backoff_init(&si->poll, si->backoff.base,
+                      poll_max > si->backoff.base ? poll_max : si->backoff.base, 2.0, 0.1,
+                      si->backoff.reset_after, si->backoff.rng ^ 0x9e3779b97f4a7c15ull);
     ev_timer_init(&si->retry, retry_cb, 0., 0.);
     HASH_ADD_KEYPTR(hh, f->informers, si->key, strlen(si->key), si);
     start_resolve(si);
@@ -278,6 +310,30 @@ struct luna_reflector *luna_shared_informer_reflector(struct luna_shared_informe
 const struct luna_resource *luna_shared_informer_resource(const struct luna_shared_informer *si)
 {
     return si->resolved ? &si->resource : NULL;
+}
+
+enum luna_shared_informer_state luna_shared_informer_state(const struct luna_shared_informer *si,
+                                                           const char **why)
+{
+    if (why)
+        *why = si->why[0] ? si->why : NULL;
+    if (si->resolved)
+        return luna_informer_has_synced(si->inf) ? LUNA_SI_SYNCED : LUNA_SI_LISTING;
+    if (!si->answered)
+        return LUNA_SI_RESOLVING;
+    return si->not_served ? LUNA_SI_NOT_SERVED : LUNA_SI_UNRESOLVED;
+}
+
+const char *luna_shared_informer_state_name(enum luna_shared_informer_state state)
+{
+    switch (state) {
+    case LUNA_SI_RESOLVING:  return "resolving";
+    case LUNA_SI_UNRESOLVED: return "unresolved";
+    case LUNA_SI_NOT_SERVED: return "not_served";
+    case LUNA_SI_LISTING:    return "listing";
+    case LUNA_SI_SYNCED:     return "synced";
+    }
+    return "?";
 }
 
 const char *luna_shared_informer_key(const struct luna_shared_informer *si) { return si->key; }

@@ -7,9 +7,15 @@
  * loop thread.
  *
  * Acquiring an informer that does not exist yet creates it and starts it:
- * discovery resolves the kind (retried with backoff while the kind is not
- * served, so a CRD installed later is picked up), then the reflector lists
- * and watches.  Releasing the last reference stops it and drops its cache.
+ * discovery resolves the kind, then the reflector lists and watches.
+ * Releasing the last reference stops it and drops its cache.  While the
+ * kind cannot be resolved it is asked for again: after a failed discovery
+ * with the reflector's backoff (each failure logged at warn), and while
+ * the server answers that it does not serve the kind (NoKindMatch) at most
+ * every LUNA_NOT_SERVED_POLL_MAX seconds (logged at warn once, then at
+ * debug), so a CRD installed later is picked up without a restart.  Its
+ * state says which (luna_shared_informer_state); the users of an informer
+ * report what it means for them.
  * Selectors are canonicalised first, so "b=2,a=1" and "a=1, b=2" share.
  *
  * Invariants:
@@ -33,6 +39,19 @@
 
 struct luna_informer_factory;
 struct luna_shared_informer;
+
+/* Seconds between two discovery requests for a kind the server does not
+ * serve, at most. */
+#define LUNA_NOT_SERVED_POLL_MAX 10.0
+
+/* Where a shared informer is, in the order it gets there. */
+enum luna_shared_informer_state {
+    LUNA_SI_RESOLVING,   /* discovery has not answered yet */
+    LUNA_SI_UNRESOLVED,  /* discovery failed (connection, 5xx, ...): retrying */
+    LUNA_SI_NOT_SERVED,  /* the server does not serve the kind: asking again */
+    LUNA_SI_LISTING,     /* resolved; the first list is not in the cache yet */
+    LUNA_SI_SYNCED,      /* the first list is in the cache (stays so) */
+};
 
 struct luna_informer_spec {
     const char *group;           /* "" for the core group */
@@ -73,6 +92,13 @@ struct luna_reflector *luna_shared_informer_reflector(struct luna_shared_informe
 /* NULL until resolved; borrowed. */
 const struct luna_resource *luna_shared_informer_resource(const struct luna_shared_informer *si);
 const char *luna_shared_informer_key(const struct luna_shared_informer *si);
+/* The informer's state; *why (if why is non-NULL) is the last resolve
+ * failure for UNRESOLVED and NOT_SERVED, else NULL (borrowed until the
+ * informer's next resolve). */
+enum luna_shared_informer_state luna_shared_informer_state(const struct luna_shared_informer *si,
+                                                           const char **why);
+/* "resolving", "unresolved", "not_served", "listing", "synced". */
+const char *luna_shared_informer_state_name(enum luna_shared_informer_state state);
 int luna_shared_informer_refs(const struct luna_shared_informer *si);
 
 #endif

@@ -21,6 +21,7 @@ struct group_version {
     struct luna_resource *resources;
     size_t n;
     bool cached;
+    bool served;                        /* the last answer was not a 404 */
     struct luna_kube_request *req;      /* fetch in flight */
     struct luna_discovery_wait *waits;  /* resolves waiting for the fetch */
     struct luna_discovery *d;
@@ -271,8 +272,10 @@ static void answer_waits(struct group_version *gv, const luna_error *fetch_err)
             if (fetch_err)
                 e = *fetch_err;
             else
-                luna_error_set(&e, LUNA_ENOTFOUND, "no kind %s is served by %s%s%s", w->kind,
-                               gv->group, *gv->group ? "/" : "", gv->version);
+                luna_error_set(&e, LUNA_ENOMATCH, "no matches for kind \"%s\" in version "
+                               "\"%s%s%s\"%s", w->kind, gv->group, *gv->group ? "/" : "",
+                               gv->version, gv->served ? "" : ": the server does not serve "
+                               "that group-version");
             w->fn(w->ud, NULL, &e);
         }
         wait_free(w);
@@ -289,8 +292,13 @@ static void on_fetched(void *ud, const luna_http_response *resp, const luna_http
         err = fail->err;
         rc = err.code ? err.code : LUNA_EIO;
     } else if (resp->status == 404) {
-        rc = luna_error_set(&err, LUNA_ENOTFOUND, "the server does not serve %s%s%s", gv->group,
-                            *gv->group ? "/" : "", gv->version);
+        /* The server answered: it serves nothing under that group-version
+         * (a real kube-apiserver says so with a plain-text 404, the dev
+         * server with a Status; the body is not looked at).  Every kind
+         * asked for is then no match, not a failed discovery. */
+        gv_clear_resources(gv);
+        gv->cached = true;
+        gv->served = false;
     } else if (resp->status != 200) {
         rc = luna_error_set(&err, LUNA_EIO, "discovery of %s%s%s failed: HTTP %ld", gv->group,
                             *gv->group ? "/" : "", gv->version, resp->status);
@@ -304,6 +312,7 @@ static void on_fetched(void *ud, const luna_http_response *resp, const luna_http
             gv->resources = res;
             gv->n = n;
             gv->cached = true;
+            gv->served = true;
         }
     }
     free(gv->body);

@@ -10,8 +10,17 @@
  * refreshes on a miss the same way).  Concurrent resolves of one
  * group-version share one request.
  *
+ * A resolve ends with the resource, or with an error whose code says
+ * which failure it is:
+ *   LUNA_ENOMATCH   the server answered and does not serve the kind: its
+ *                   group-version is unknown (404, whatever the body) or
+ *                   lists no such kind (client-go's NoKindMatchError);
+ *   anything else   discovery itself failed (connection, timeout, 5xx, a
+ *                   body that is not an APIResourceList): worth a retry.
+ *
  * Invariants:
- *   - a group-version is cached if and only if its last fetch succeeded;
+ *   - a group-version is cached if and only if its last fetch got an
+ *     answer (a resource list, or a 404 that lists nothing);
  *   - every resolve ends in exactly one callback unless canceled.
  *
  * Ownership: the discovery borrows the kube client.  Resources passed to

@@ -16,6 +16,8 @@
 #include <yajl/yajl_gen.h>
 #include <yajl/yajl_tree.h>
 
+#include "base/liblog.h"
+
 extern char **environ;
 
 #define EXEC_INFO_ENV "KUBERNETES_EXEC_INFO"
@@ -326,17 +328,55 @@ static void kill_and_reap(pid_t pid)
         ;
 }
 
+/* The plugin's stderr: read without blocking and written to a stream whose
+ * lines reach luna's log (liblog.h), at most LUNA_EXEC_MAX_STDERR bytes
+ * per run (the rest is read and dropped). */
+struct err_relay {
+    int fd;              /* read end; -1 once closed */
+    struct luna_liblog_stream log; /* log.file NULL when out of memory: read, dropped */
+    size_t total;
+};
+
+/* Reads what is there now; closes the read end at end of stream. */
+static void relay_stderr(struct err_relay *er)
+{
+    while (er->fd >= 0) {
+        char chunk[4096];
+        ssize_t got = read(er->fd, chunk, sizeof chunk);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0 && errno == EAGAIN)
+            return;
+        if (got <= 0) {
+            close(er->fd);
+            er->fd = -1;
+            return;
+        }
+        size_t room = er->total < LUNA_EXEC_MAX_STDERR ? LUNA_EXEC_MAX_STDERR - er->total : 0;
+        size_t keep = (size_t)got < room ? (size_t)got : room;
+        if (keep && er->log.file)
+            fwrite(chunk, 1, keep, er->log.file);
+        er->total += (size_t)got;
+    }
+}
+
 /* Runs the plugin; on success *out (malloc'd, NUL-terminated) holds its
- * stdout. */
-static int run_child(struct luna_exec_plugin *p, char **out, luna_error *err)
+ * stdout.  Its stderr is errfd (closed here, whatever happens: the child
+ * has its own copy), read through er. */
+static int run_child_io(struct luna_exec_plugin *p, char **out, int errfd, struct err_relay *er,
+                        luna_error *err)
 {
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) < 0)
-        return luna_error_set(err, LUNA_EIO, "%s: pipe: %s", p->where, strerror(errno));
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        int e = errno;
+        close(errfd);
+        return luna_error_set(err, LUNA_EIO, "%s: pipe: %s", p->where, strerror(e));
+    }
     char **envp = build_envp(p);
     if (!envp) {
         close(fds[0]);
         close(fds[1]);
+        close(errfd);
         return luna_error_set(err, LUNA_ENOMEM, "%s: out of memory", p->where);
     }
     posix_spawn_file_actions_t fa;
@@ -344,6 +384,7 @@ static int run_child(struct luna_exec_plugin *p, char **out, luna_error *err)
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, errfd, 2);
     posix_spawnattr_init(&attr);
     sigset_t all, none;
     sigfillset(&all);
@@ -359,6 +400,7 @@ static int run_child(struct luna_exec_plugin *p, char **out, luna_error *err)
     posix_spawnattr_destroy(&attr);
     free(envp);
     close(fds[1]);
+    close(errfd);
     p->runs++;
     if (rc != 0) {
         close(fds[0]);
@@ -382,15 +424,18 @@ static int run_child(struct luna_exec_plugin *p, char **out, luna_error *err)
                                     p->where, p->command, p->timeout);
             break;
         }
-        struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
-        int n = poll(&pfd, 1, (int)(left * 1000) + 1);
+        struct pollfd pfd[2] = { { .fd = fds[0], .events = POLLIN },
+                                 { .fd = er->fd, .events = POLLIN } };
+        int n = poll(pfd, 2, (int)(left * 1000) + 1);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
             result = luna_error_set(err, LUNA_EIO, "%s: poll: %s", p->where, strerror(errno));
             break;
         }
-        if (n == 0)
+        if (pfd[1].revents)
+            relay_stderr(er);
+        if (!pfd[0].revents)
             continue;
         if (len + 1 >= cap) {
             char *bigger = realloc(buf, cap * 2);
@@ -421,6 +466,7 @@ static int run_child(struct luna_exec_plugin *p, char **out, luna_error *err)
     int status = 0;
     while (result == 0) {
         pid_t r = waitpid(pid, &status, WNOHANG);
+        relay_stderr(er);
         if (r == pid)
             break;
         if (r < 0 && errno != EINTR) {
@@ -456,6 +502,34 @@ static int run_child(struct luna_exec_plugin *p, char **out, luna_error *err)
     buf[len] = '\0';
     *out = buf;
     return 0;
+}
+
+static int run_child(struct luna_exec_plugin *p, char **out, luna_error *err)
+{
+    /* Only the read end is non-blocking: the plugin's writes must not fail
+     * with EAGAIN. */
+    int efds[2] = { -1, -1 };
+    if (pipe2(efds, O_CLOEXEC) < 0 || fcntl(efds[0], F_SETFL, O_NONBLOCK) < 0) {
+        int e = errno;
+        if (efds[0] >= 0) {
+            close(efds[0]);
+            close(efds[1]);
+        }
+        return luna_error_set(err, LUNA_EIO, "%s: pipe: %s", p->where, strerror(e));
+    }
+    /* Install hints, "please log in", its errors: lines in luna's log, in
+     * its format, never raw on luna's stderr. */
+    const struct luna_liblog_source src = {
+        .msg = "exec plugin stderr", .source = p->command, .level = LUNA_LOG_WARN,
+    };
+    struct err_relay er = { .fd = efds[0] };
+    luna_liblog_stream_open(&er.log, &src);
+    int rc = run_child_io(p, out, efds[1], &er, err);
+    relay_stderr(&er); /* what it wrote last, if the pipe has it */
+    if (er.fd >= 0)
+        close(er.fd);
+    luna_liblog_stream_close(&er.log);
+    return rc;
 }
 
 /* ---- parsing the ExecCredential ----------------------------------------- */

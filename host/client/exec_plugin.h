@@ -21,7 +21,9 @@
  * "interactive":false}} (spec.cluster only with provideClusterInfo);
  * stdin = /dev/null (luna never has a terminal: spec.interactive is false);
  * stdout = a pipe read here (at most LUNA_EXEC_MAX_OUTPUT bytes); stderr =
- * luna's stderr, passed through; its own process group.
+ * a pipe read here whose lines are logged ("exec plugin stderr" at warn,
+ * source = the command; at most LUNA_EXEC_MAX_STDERR bytes a run, the rest
+ * dropped), never passed through raw; its own process group.
  *
  * The credential: status.token, and/or status.clientCertificateData with
  * status.clientKeyData (PEM), and status.expirationTimestamp (RFC 3339,
@@ -53,6 +55,7 @@
 #define LUNA_EXEC_DEFAULT_TIMEOUT 30.0  /* seconds: hard limit for one run */
 #define LUNA_EXEC_REFRESH_MARGIN 10     /* seconds before expiry to refresh */
 #define LUNA_EXEC_MAX_OUTPUT (4 << 20)  /* bytes of stdout accepted */
+#define LUNA_EXEC_MAX_STDERR (64 << 10) /* bytes of stderr logged per run */
 
 #define LUNA_EXEC_V1 "client.authentication.k8s.io/v1"
 #define LUNA_EXEC_V1BETA1 "client.authentication.k8s.io/v1beta1"

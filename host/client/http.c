@@ -23,6 +23,7 @@
 #include <strings.h>
 #include <utlist.h>
 
+#include "base/liblog.h"
 #include "base/log.h"
 #include "base/ndjson.h"
 
@@ -45,6 +46,13 @@ struct luna_http_client {
     luna_http_request *pending; /* requests with something to deliver */
     struct http_socket *sockets;
     size_t active;
+    struct luna_liblog_stream log; /* libcurl's stderr: into luna's log (liblog.h) */
+};
+
+/* Whatever libcurl writes to its stderr (verbose output, warnings) goes
+ * through luna's logger, never raw to the process's stderr. */
+static const struct luna_liblog_source curl_log = {
+    .source = "libcurl", .server = NULL, .level = LUNA_LOG_WARN,
 };
 
 enum body_mode { MODE_WHOLE, MODE_CHUNK, MODE_LINE };
@@ -696,6 +704,12 @@ luna_http_client *luna_http_client_new(struct ev_loop *loop, luna_error *err)
         luna_error_set(err, LUNA_ENOMEM, "cannot create a curl multi handle");
         return NULL;
     }
+    if (luna_liblog_stream_open(&c->log, &curl_log) < 0) {
+        curl_multi_cleanup(c->multi);
+        free(c);
+        luna_error_set(err, LUNA_ENOMEM, "out of memory creating the HTTP client");
+        return NULL;
+    }
     ev_init(&c->timer, client_timer_cb);
     curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
     curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
@@ -722,6 +736,7 @@ void luna_http_client_free(luna_http_client *c)
         free(s);
     }
     ev_timer_stop(c->loop, &c->timer);
+    luna_liblog_stream_close(&c->log);
     free(c);
 }
 
@@ -915,6 +930,7 @@ static bool setup_easy(luna_http_request *r, const luna_http_options *o, const c
     SET(CURLOPT_PRIVATE, (char *)r);
     SET(CURLOPT_NOSIGNAL, 1L);
     SET(CURLOPT_ERRORBUFFER, r->errbuf);
+    SET(CURLOPT_STDERR, r->client->log.file);
     SET(CURLOPT_WRITEFUNCTION, write_cb);
     SET(CURLOPT_WRITEDATA, r);
     SET(CURLOPT_HEADERFUNCTION, header_cb);

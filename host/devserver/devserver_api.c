@@ -79,10 +79,10 @@ static void handle_resource(luna_ds *ds, const luna_ds_request *req, luna_ds_typ
 static void handle_version(luna_ds_response *resp)
 {
     json_t *v = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}",
-                          "major", "1", "minor", "32", "gitVersion", "v1.32.0-luna." LUNA_VERSION,
+                          "major", "1", "minor", "37", "gitVersion", "v1.37.2-luna." LUNA_VERSION,
                           "gitCommit", "0000000000000000000000000000000000000000",
                           "gitTreeState", "clean", "buildDate", "2025-01-01T00:00:00Z",
-                          "goVersion", "go1.23.0", "compiler", "gc", "platform", "linux/amd64");
+                          "goVersion", "go1.26.0", "compiler", "gc", "platform", "linux/amd64");
     luna_ds_reply_json(resp, 200, v);
 }
 
@@ -138,7 +138,7 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
             handle_faults(ds, req, resp);
             return;
         }
-        luna_ds_reply_not_found(resp);
+        luna_ds_reply_page_not_found(resp);
         return;
     }
     if (n >= 2 && strcmp(s[0], "openapi") == 0 && strcmp(s[1], "v3") == 0 && get) {
@@ -153,8 +153,15 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
                 strncat(gv, "/", sizeof gv - strlen(gv) - 1);
         }
         json_t *doc = luna_ds_types_openapi_gv(ds->types, gv);
-        if (!doc)
-            return luna_ds_reply_not_found(resp);
+        if (!doc) {
+            /* kube-apiserver: a bare 404, no body, no content type */
+            char *empty = strdup("");
+            if (!empty)
+                return luna_ds_reply_oom(resp);
+            luna_ds_reply_bytes(resp, 404, empty);
+            resp->content_type = "";
+            return;
+        }
         luna_ds_reply_json(resp, 200, doc);
         return;
     }
@@ -188,18 +195,21 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
             luna_ds_reply_json(resp, 200, luna_ds_types_group_list(ds->types));
             return;
         }
+        /* A group nothing serves is outside kube-apiserver's routes: its
+         * paths get the mux's plain-text 404, not a Status. */
+        json_t *g = luna_ds_types_group(ds->types, s[1]);
+        if (!g)
+            return luna_ds_reply_page_not_found(resp);
         if (n == 2) {
-            json_t *g = luna_ds_types_group(ds->types, s[1]);
-            if (!g)
-                return luna_ds_reply_not_found(resp);
             luna_ds_reply_json(resp, 200, g);
             return;
         }
+        json_decref(g);
         group = s[1];
         version = s[2];
         rest = 3;
     } else {
-        luna_ds_reply_not_found(resp);
+        luna_ds_reply_page_not_found(resp);
         return;
     }
     if (n == rest) {

@@ -13,9 +13,11 @@
 #include "devserver/devserver_api.h"
 #include "devserver/devserver_auth.h"
 #include "devserver/devserver_faults.h"
+#include "devserver/devserver_protobuf.h"
 #include "devserver/devserver_state.h"
 #include "devserver/devserver_status.h"
 #include "devserver/devserver_watch.h"
+#include "base/liblog.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/mhd_loop.h"
@@ -232,25 +234,31 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
         return status_response(&st);
     }
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
-    if (r->len && ct && strncmp(ct, "application/vnd.kubernetes.protobuf", 35) == 0) {
-        luna_ds_status_set(&st, 415, "UnsupportedMediaType", "the body of the request was in an "
-                           "unknown format - accepted media types include: application/json, "
-                           "application/yaml");
-        *code = 415;
-        return status_response(&st);
+    /* kubectl's typed generators send protobuf: read it as the JSON the
+     * same client would have sent (devserver_protobuf.h). */
+    char *json_body = NULL;
+    size_t json_len = 0;
+    if (r->len && luna_ds_protobuf_is(ct)) {
+        json_body = luna_ds_protobuf_to_json(r->body, r->len, &json_len, &st);
+        if (!json_body) {
+            *code = (unsigned)st.code;
+            return status_response(&st);
+        }
+        ct = "application/json";
     }
     luna_ds_request req = {
         .method = method,
         .path = url,
         .arg = query_arg,
         .arg_ctx = c,
-        .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
+        .content_type = ct,
         .user_agent = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "User-Agent"),
-        .body = r->body,
-        .body_len = r->len,
+        .body = json_body ? json_body : r->body,
+        .body_len = json_body ? json_len : r->len,
     };
     luna_ds_response resp;
     luna_ds_api_handle(srv->ds, &req, &resp);
+    free(json_body);
     *code = (unsigned)resp.code;
     if (resp.watch) {
         struct stream *s = calloc(1, sizeof *s);
@@ -275,15 +283,19 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
         return mr;
     }
     struct MHD_Response *mr;
-    if (resp.body && strcmp(url, "/healthz") != 0 && strcmp(url, "/livez") != 0 &&
-        strcmp(url, "/readyz") != 0) {
+    if (!resp.content_type && (strcmp(url, "/healthz") == 0 || strcmp(url, "/livez") == 0 ||
+                               strcmp(url, "/readyz") == 0))
+        resp.content_type = "text/plain; charset=utf-8";
+    if (resp.body && !resp.content_type) {
         mr = json_response(resp.body, resp.len);
     } else {
         mr = MHD_create_response_from_buffer(resp.len, resp.body, MHD_RESPMEM_MUST_FREE);
-        if (!mr)
+        if (!mr) {
             free(resp.body);
-        else
-            MHD_add_response_header(mr, "Content-Type", "text/plain; charset=utf-8");
+        } else if (resp.content_type && *resp.content_type) {
+            MHD_add_response_header(mr, "Content-Type", resp.content_type);
+            MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
+        }
     }
     if (mr && resp.retry_after > 0) {
         char ra[16];
@@ -407,6 +419,13 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
     return (size_t)(w - s);
 }
 
+/* libmicrohttpd's own messages (a client that went away mid-response, a
+ * refused connection) go through luna's logger, at debug: they are about
+ * clients, and what matters to them shows in their own logs. */
+static const struct luna_liblog_source mhd_log = {
+    .source = "libmicrohttpd", .server = "dev-server", .level = LUNA_LOG_DEBUG,
+};
+
 luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
 {
     luna_ds_http *srv = calloc(1, sizeof *srv);
@@ -442,6 +461,7 @@ luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
         }
         flags |= MHD_USE_TLS;
         daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+                                       MHD_OPTION_EXTERNAL_LOGGER, luna_liblog_mhd, &mhd_log,
                                        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                                        MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv,
@@ -451,6 +471,7 @@ luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
                                        MHD_OPTION_END);
     } else {
         daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+                                       MHD_OPTION_EXTERNAL_LOGGER, luna_liblog_mhd, &mhd_log,
                                        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                                        MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv,

@@ -15,6 +15,31 @@
 
 /* ---- request parsing shared by list and watch ---- */
 
+static bool field_known(const luna_ds_type *t, const char *path)
+{
+    if (strcmp(path, "metadata.name") == 0 || strcmp(path, "metadata.namespace") == 0)
+        return true;
+    for (const char *const *p = t->fields; p && *p; p++)
+        if (strcmp(*p, path) == 0)
+            return true;
+    return false;
+}
+
+/* A field selector path the type does not index, refused in the words of
+ * the kube-apiserver version the dev server follows: a type with its own
+ * field label conversion (Pod, Node, Event, Namespace, Secret, Service, a
+ * custom resource) says "field label not supported", Job names itself, and
+ * every other type gets apimachinery's default. */
+static int field_unknown(const luna_ds_type *t, const char *path, luna_ds_status *st)
+{
+    if (!t->custom && strcmp(t->group, "batch") == 0 && strcmp(t->kind, "Job") == 0)
+        return luna_ds_status_bad_request(st, "field label \"%s\" not supported for Job", path);
+    if (t->custom || t->fields)
+        return luna_ds_status_bad_request(st, "field label not supported: %s", path);
+    return luna_ds_status_bad_request(st, "\"%s\" is not a known field selector: only "
+                                      "\"metadata.name\", \"metadata.namespace\"", path);
+}
+
 int luna_ds_list_filter(const luna_ds_request *req, luna_ds_type *t, const char *ns,
                         luna_ds_filter *f, luna_ds_status *st)
 {
@@ -22,15 +47,9 @@ int luna_ds_list_filter(const luna_ds_request *req, luna_ds_type *t, const char 
     luna_error err;
     int rc = luna_selector_parse(luna_ds_request_arg(req, "labelSelector"), LUNA_SELECTOR_LABELS,
                                  &f->labels, &err);
-    if (rc == 0) {
-        const char *allowed[64] = { "metadata.name", "metadata.namespace" };
-        int n = 2;
-        for (const char *const *p = t->fields; p && *p && n < 63; p++)
-            allowed[n++] = *p;
-        allowed[n] = NULL;
-        rc = luna_selector_parse_fields(luna_ds_request_arg(req, "fieldSelector"), allowed,
-                                        &f->fields, &err);
-    }
+    if (rc == 0)
+        rc = luna_selector_parse(luna_ds_request_arg(req, "fieldSelector"), LUNA_SELECTOR_FIELDS,
+                                 &f->fields, &err);
     if (rc == 0 && ns && *ns && !(f->ns = strdup(ns)))
         rc = LUNA_ENOMEM;
     if (rc < 0) {
@@ -39,6 +58,12 @@ int luna_ds_list_filter(const luna_ds_request *req, luna_ds_type *t, const char 
             return luna_ds_status_oom(st);
         return luna_ds_status_bad_request(st, "%s", err.msg);
     }
+    for (size_t i = 0; f->fields && i < f->fields->n; i++)
+        if (!field_known(t, f->fields->reqs[i].key)) {
+            rc = field_unknown(t, f->fields->reqs[i].key, st);
+            luna_ds_filter_clear(f);
+            return rc;
+        }
     return 0;
 }
 

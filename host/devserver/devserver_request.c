@@ -79,7 +79,19 @@ void luna_ds_reply_not_found(luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
     luna_ds_status_set(&st, 404, "NotFound", "the server could not find the requested resource");
+    st.details = json_object(); /* kube sends "details": {} */
     luna_ds_reply_status(resp, &st);
+}
+
+void luna_ds_reply_page_not_found(luna_ds_response *resp)
+{
+    char *body = strdup("404 page not found\n");
+    if (!body) {
+        luna_ds_reply_oom(resp);
+        return;
+    }
+    luna_ds_reply_bytes(resp, 404, body);
+    resp->content_type = "text/plain; charset=utf-8";
 }
 
 void luna_ds_reply_not_allowed(luna_ds_response *resp)

@@ -36,6 +36,7 @@ typedef struct luna_ds_response {
     char *body;                   /* owned: free() */
     size_t len;
     int retry_after;              /* > 0: send Retry-After */
+    const char *content_type;     /* static; NULL: application/json ("" sends none) */
     luna_ds_watch *watch;         /* non-NULL: stream this watch (owned) */
 } luna_ds_response;
 
@@ -58,8 +59,12 @@ void luna_ds_reply_oom(luna_ds_response *resp);
 void luna_ds_reply_json(luna_ds_response *resp, int code, json_t *doc);
 /* Answers the Status in st and clears st. */
 void luna_ds_reply_status(luna_ds_response *resp, luna_ds_status *st);
-/* 404 NotFound and 405 MethodNotAllowed for paths the server does not serve. */
+/* 404 NotFound and 405 MethodNotAllowed Statuses for a resource path of a
+ * served group the server does not serve. */
 void luna_ds_reply_not_found(luna_ds_response *resp);
 void luna_ds_reply_not_allowed(luna_ds_response *resp);
+/* What kube-apiserver answers for a path outside every served group and
+ * outside /api and /apis: a plain-text 404 "404 page not found", no Status. */
+void luna_ds_reply_page_not_found(luna_ds_response *resp);
 
 #endif

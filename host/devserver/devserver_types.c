@@ -25,6 +25,8 @@ static const char *const event_v1_fields[] = { "regarding.kind",
     "reason", "reportingController", "type", NULL };
 static const char *const secret_fields[] = { "type", NULL };
 static const char *const namespace_fields[] = { "status.phase", NULL };
+static const char *const service_fields[] = { "spec.clusterIP", "spec.type", NULL };
+static const char *const job_fields[] = { "status.successful", NULL };
 
 static json_t *strings(const char *csv)
 {
@@ -162,6 +164,7 @@ static int register_builtins(luna_ds_types *reg)
     t = builtin(reg, "", "v1", "services", "service", "Service", true, "svc", "all");
     if (!t)
         return LUNA_ENOMEM;
+    t->fields = service_fields;
     t->has_status = true;
     t->return_deleted = true;
     t = builtin(reg, "apiextensions.k8s.io", "v1", "customresourcedefinitions",
@@ -187,20 +190,36 @@ static int register_builtins(luna_ds_types *reg)
         return LUNA_ENOMEM;
     t->has_status = true;
     t->has_generation = true;
+    t = builtin(reg, "batch", "v1", "cronjobs", "cronjob", "CronJob", true, "cj", "all");
+    if (!t)
+        return LUNA_ENOMEM;
+    t->has_status = true;
+    t->has_generation = true;
+    t = builtin(reg, "batch", "v1", "jobs", "job", "Job", true, NULL, "all");
+    if (!t)
+        return LUNA_ENOMEM;
+    t->fields = job_fields;
+    t->has_status = true;
+    t->has_generation = true;
     t = builtin(reg, "coordination.k8s.io", "v1", "leases", "lease", "Lease", true, NULL, NULL);
     if (!t)
         return LUNA_ENOMEM;
-    /* RBAC objects, read by SubjectAccessReview (devserver_auth). */
-    static const struct { const char *resource, *singular, *kind; bool namespaced; } rbac[] = {
-        { "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", false },
-        { "clusterroles", "clusterrole", "ClusterRole", false },
-        { "rolebindings", "rolebinding", "RoleBinding", true },
-        { "roles", "role", "Role", true },
-    };
-    for (size_t i = 0; i < sizeof rbac / sizeof rbac[0]; i++)
-        if (!builtin(reg, "rbac.authorization.k8s.io", "v1", rbac[i].resource, rbac[i].singular,
-                     rbac[i].kind, rbac[i].namespaced, NULL, NULL))
-            return LUNA_ENOMEM;
+    /* RBAC objects (SubjectAccessReview reads them: devserver_auth). */
+    t = builtin(reg, "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding",
+                "ClusterRoleBinding", false, NULL, NULL);
+    if (!t)
+        return LUNA_ENOMEM;
+    t = builtin(reg, "rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole",
+                false, NULL, NULL);
+    if (!t)
+        return LUNA_ENOMEM;
+    t = builtin(reg, "rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding",
+                true, NULL, NULL);
+    if (!t)
+        return LUNA_ENOMEM;
+    t = builtin(reg, "rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true, NULL, NULL);
+    if (!t)
+        return LUNA_ENOMEM;
     /* events.k8s.io/v1 Events are the core Events, seen through another version. */
     t = new_type("events.k8s.io", "v1", "events", "event", "Event", true);
     if (!t)
@@ -502,7 +521,7 @@ json_t *luna_ds_types_openapi_gv(const luna_ds_types *reg, const char *gvpath)
         return NULL;
     }
     return json_pack("{s:s,s:{s:s,s:s},s:o,s:{s:{}}}", "openapi", "3.0.0", "info", "title",
-                     "Kubernetes", "version", "v1.32.0", "paths", paths, "components", "schemas");
+                     "Kubernetes", "version", "v1.37.2", "paths", paths, "components", "schemas");
 }
 
 /* ---- CRDs ---- */

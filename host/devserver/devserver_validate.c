@@ -93,6 +93,80 @@ json_t *luna_ds_validate_body(const luna_ds_request *req, luna_ds_status *st)
     return doc;
 }
 
+static const char *json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "object";
+    case JSON_ARRAY: return "array";
+    case JSON_STRING: return "string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "number";
+    default: return "bool";
+    }
+}
+
+static int meta_mistyped(const luna_ds_type *t, const char *field, const json_t *v,
+                         const char *go_type, luna_ds_status *st)
+{
+    return luna_ds_status_bad_request(st, "%s in version \"%s\" cannot be handled as a %s: json: "
+                                      "cannot unmarshal %s into Go struct field ObjectMeta.metadata"
+                                      ".%s of type %s", t->kind, t->version, t->kind,
+                                      json_type_name(v), field, go_type);
+}
+
+/* metadata is an ObjectMeta for every kind: its fields have Go types, and
+ * kube-apiserver refuses a body whose JSON does not fit them (null is the
+ * zero value and always fits). */
+static int validate_meta_types(const luna_ds_type *t, const json_t *md, luna_ds_status *st)
+{
+    static const char *const strings[] = { "name", "generateName", "namespace", "selfLink",
+                                           "uid", "resourceVersion", NULL };
+    static const char *const ints[] = { "generation", "deletionGracePeriodSeconds", NULL };
+    for (const char *const *k = strings; *k; k++) {
+        json_t *v = json_object_get(md, *k);
+        if (v && !json_is_null(v) && !json_is_string(v))
+            return meta_mistyped(t, *k, v, "string", st);
+    }
+    for (const char *const *k = ints; *k; k++) {
+        json_t *v = json_object_get(md, *k);
+        if (v && !json_is_null(v) && !json_is_integer(v))
+            return meta_mistyped(t, *k, v, "int64", st);
+    }
+    static const char *const maps[] = { "labels", "annotations", NULL };
+    for (const char *const *k = maps; *k; k++) {
+        json_t *v = json_object_get(md, *k);
+        if (!v || json_is_null(v))
+            continue;
+        if (!json_is_object(v))
+            return meta_mistyped(t, *k, v, "map[string]string", st);
+        const char *key;
+        json_t *e;
+        json_object_foreach(v, key, e)
+            if (!json_is_null(e) && !json_is_string(e))
+                return meta_mistyped(t, *k, e, "string", st);
+    }
+    static const struct { const char *key, *go_type; } lists[] = {
+        { "finalizers", "[]string" }, { "ownerReferences", "[]v1.OwnerReference" },
+        { "managedFields", "[]v1.ManagedFieldsEntry" }, { NULL, NULL } };
+    for (size_t i = 0; lists[i].key; i++) {
+        json_t *v = json_object_get(md, lists[i].key);
+        if (!v || json_is_null(v))
+            continue;
+        if (!json_is_array(v))
+            return meta_mistyped(t, lists[i].key, v, lists[i].go_type, st);
+        size_t j;
+        json_t *e;
+        json_array_foreach(v, j, e) {
+            bool strings_only = i == 0;
+            if (json_is_null(e) || (strings_only ? json_is_string(e) : json_is_object(e)))
+                continue;
+            return meta_mistyped(t, lists[i].key, e, strings_only ? "string"
+                                 : lists[i].go_type + 2, st);
+        }
+    }
+    return 0;
+}
+
 /* Checks kind/apiVersion of a body against the path's type, filling them in
  * when absent. */
 int luna_ds_validate_kind(luna_ds_type *t, json_t *doc, luna_ds_status *st)
@@ -113,8 +187,15 @@ int luna_ds_validate_kind(luna_ds_type *t, json_t *doc, luna_ds_status *st)
     json_object_set_new(doc, "kind", json_string(t->kind));
     json_object_set_new(doc, "apiVersion", json_string(t->api_version));
     json_t *md = json_object_get(doc, "metadata");
-    if (md && !json_is_object(md))
-        return luna_ds_status_bad_request(st, "metadata must be an object");
+    if (md && !json_is_object(md) && !json_is_null(md))
+        return luna_ds_status_bad_request(st, "%s in version \"%s\" cannot be handled as a %s: "
+                                          "json: cannot unmarshal %s into Go struct field %s"
+                                          ".metadata of type v1.ObjectMeta", t->kind, t->version,
+                                          t->kind, json_type_name(md), t->kind);
+    if (json_is_object(md) && validate_meta_types(t, md, st) < 0)
+        return -st->code;
+    if (json_is_null(md))
+        json_object_del(doc, "metadata");
     luna_ds_doc_meta(doc);
     return 0;
 }

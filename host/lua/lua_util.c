@@ -1,6 +1,9 @@
 /* lua_util.c — see lua_util.h. */
 #include "lua/lua_util.h"
 
+#include <stdio.h>
+
+#include "base/liblog.h"
 #include "base/log.h"
 #include "client/resource.h"
 
@@ -175,4 +178,12 @@ void luna_lua_push_resource(lua_State *L, const struct luna_resource *res)
     lua_setfield(L, -2, "namespaced");
     lua_pushboolean(L, res->has_status);
     lua_setfield(L, -2, "has_status");
+}
+
+int luna_lua_panic(lua_State *L)
+{
+    const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "(not a string)";
+    char text[1024];
+    snprintf(text, sizeof text, "unprotected error in call to Lua API (%s)", msg);
+    luna_liblog_fatal("luajit", text);
 }

@@ -12,6 +12,11 @@
 
 #include "base/error.h"
 
+/* Panic function for lua_atpanic: an error outside any protected call is
+ * logged at error through luna's logger (LuaJIT's own would write to
+ * stderr), then the process aborts. */
+int luna_lua_panic(lua_State *L);
+
 /* Message handler for lua_pcall: appends a traceback to the error. */
 int luna_lua_traceback(lua_State *L);
 

@@ -468,6 +468,81 @@ bool luna_controller_synced(const struct luna_controller *c)
     return true;
 }
 
+/* "example.com/v1/Widget", "v1/ConfigMap": the source's kind as written. */
+static void kind_text(const struct luna_source_spec *ss, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s%s%s/%s", ss->group, *ss->group ? "/" : "", ss->version, ss->kind);
+}
+
+void luna_controller_status(const struct luna_controller *c, struct luna_controller_status *st)
+{
+    memset(st, 0, sizeof *st);
+    st->sources = c->nsources;
+    for (size_t i = 0; i < c->nsources; i++) {
+        switch (luna_shared_informer_state(c->sources[i].si, NULL)) {
+        case LUNA_SI_RESOLVING:  st->resolving++; break;
+        case LUNA_SI_UNRESOLVED: st->unresolved++; break;
+        case LUNA_SI_NOT_SERVED: st->not_served++; break;
+        case LUNA_SI_LISTING:    st->listing++; break;
+        case LUNA_SI_SYNCED:     st->synced++; break;
+        }
+    }
+}
+
+void luna_controller_check(struct luna_controller *c, struct luna_controller_status *st)
+{
+    luna_controller_status(c, st);
+    if (c->metrics)
+        luna_runtime_metrics_kinds_not_served(c->metrics, st->not_served);
+    for (size_t i = 0; i < c->nsources; i++) {
+        struct source *src = &c->sources[i];
+        const char *why;
+        enum luna_shared_informer_state state = luna_shared_informer_state(src->si, &why);
+        char kind[512];
+        kind_text(src->spec, kind, sizeof kind);
+        if (state == LUNA_SI_NOT_SERVED && !src->not_served_logged) {
+            src->not_served_logged = true;
+            luna_error("controller kind not served", "controller", c->name, "kind", kind,
+                       "error", why, "hint",
+                       "a typo in the kind, or a CRD not installed yet: the controller starts "
+                       "once the server serves it");
+        } else if (state != LUNA_SI_NOT_SERVED && state != LUNA_SI_RESOLVING &&
+                   src->not_served_logged) {
+            src->not_served_logged = false;
+            luna_info("controller kind served", "controller", c->name, "kind", kind);
+        }
+    }
+}
+
+size_t luna_controller_describe_waiting(const struct luna_controller *c, bool unresolved_only,
+                                        char *buf, size_t size)
+{
+    size_t len = 0;
+    if (size)
+        buf[0] = '\0';
+    for (size_t i = 0; i < c->nsources && len + 1 < size; i++) {
+        const struct source *src = &c->sources[i];
+        const char *why;
+        enum luna_shared_informer_state state = luna_shared_informer_state(src->si, &why);
+        if (state == LUNA_SI_SYNCED ||
+            (unresolved_only && state != LUNA_SI_NOT_SERVED && state != LUNA_SI_UNRESOLVED))
+            continue;
+        char kind[512];
+        kind_text(src->spec, kind, sizeof kind);
+        const char *what = state == LUNA_SI_NOT_SERVED ? "not served"
+                         : state == LUNA_SI_UNRESOLVED ? "discovery failed"
+                         : state == LUNA_SI_RESOLVING ? "resolving" : "listing";
+        int n = snprintf(buf + len, size - len, "%s%s %s%s%s%s", len ? ", " : "", kind, what,
+                         why ? " (" : "", why ? why : "", why ? ")" : "");
+        if (n < 0)
+            break;
+        len += (size_t)n < size - len ? (size_t)n : size - len - 1;
+    }
+    return len;
+}
+
+bool luna_controller_started(const struct luna_controller *c) { return c->started; }
+
 void luna_controller_start(struct luna_controller *c)
 {
     if (c->started)

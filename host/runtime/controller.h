@@ -89,8 +89,35 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
 void luna_controller_free(struct luna_controller *c);
 
 const char *luna_controller_name(const struct luna_controller *c);
+/* Every source's informer has synced (so the controller may start). */
 bool luna_controller_synced(const struct luna_controller *c);
+/* Starts dispatching (once; logs "controller started"). */
 void luna_controller_start(struct luna_controller *c);
+bool luna_controller_started(const struct luna_controller *c);
+
+/* Where the controller's sources are: their informers' states, counted
+ * (informer_factory.h).  sources == synced when it may start. */
+struct luna_controller_status {
+    size_t sources;
+    size_t resolving;    /* discovery has not answered yet */
+    size_t unresolved;   /* discovery failed; retried */
+    size_t not_served;   /* the server does not serve the kind; asked again */
+    size_t listing;      /* the first list is not in yet */
+    size_t synced;
+};
+void luna_controller_status(const struct luna_controller *c, struct luna_controller_status *st);
+/* luna_controller_status, and: sets the controller's
+ * luna_controller_kinds_not_served metric, and reports a source whose kind
+ * the server does not serve when it is first seen so ("controller kind not
+ * served" at error, with controller, kind, the discovery error and a hint)
+ * and when it is served again ("controller kind served" at info). */
+void luna_controller_check(struct luna_controller *c, struct luna_controller_status *st);
+/* Writes what the sources that have not synced are waiting for into buf
+ * ("example.com/v1/Gadget not served (no matches for kind ...), v1/Secret
+ * listing"; "" when all have synced), cut to size; returns its length.
+ * unresolved_only: only the sources not served or whose discovery failed. */
+size_t luna_controller_describe_waiting(const struct luna_controller *c, bool unresolved_only,
+                                        char *buf, size_t size);
 /* Stops taking keys; calls drained(ud) once no reconcile is in flight
  * (maybe before returning). */
 void luna_controller_shutdown(struct luna_controller *c, void (*drained)(void *ud), void *ud);

@@ -22,6 +22,7 @@ struct source {
     struct luna_source_spec *spec;    /* in c->spec.sources */
     struct luna_shared_informer *si;
     int handler_id;
+    bool not_served_logged;           /* "controller kind not served" said, not taken back */
 };
 
 struct luna_controller {

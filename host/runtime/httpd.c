@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/liblog.h"
 #include "base/log.h"
 #include "base/mhd_loop.h"
 #include "base/textbuf.h"
@@ -323,12 +324,20 @@ static enum MHD_Result authorized_metrics(struct luna_httpd *s, struct MHD_Conne
 
 /* ---- binding -------------------------------------------------------------- */
 
+/* libmicrohttpd's own messages go through luna's logger, at debug: a
+ * scraper that hung up, a bind that falls back from IPv6 to IPv4, a TLS
+ * handshake a plain-HTTP client broke.  What matters (cannot listen) is
+ * luna's own error. */
+static const struct luna_liblog_source mhd_log = {
+    .source = "libmicrohttpd", .server = "metrics-and-probes", .level = LUNA_LOG_DEBUG,
+};
+
 /* A daemon on the address sa (or on the listening socket fd when fd >= 0),
  * serving TLS with cert/key when they are given. */
 static struct MHD_Daemon *start_daemon(struct luna_httpd *s, const struct sockaddr *sa, int fd,
                                        unsigned flags, const char *cert, const char *key)
 {
-    flags |= MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+    flags |= MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     struct MHD_OptionItem opts[] = {
         { fd >= 0 ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_SOCK_ADDR, fd >= 0 ? fd : 0,
           fd >= 0 ? NULL : (void *)sa },
@@ -341,6 +350,7 @@ static struct MHD_Daemon *start_daemon(struct luna_httpd *s, const struct sockad
     else
         opts[1].option = MHD_OPTION_END;
     return MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, luna_liblog_mhd, &mhd_log,
                             MHD_OPTION_ARRAY, opts,
                             MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
                             MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,

@@ -32,8 +32,11 @@ static void on_resolved(void *ud, const struct luna_resource *res, const luna_er
         luna_lua_push_resource(co, res);
         luna_reconcile_resume(r, 1);
     } else {
-        luna_lua_push_error(co, err && err->code == LUNA_ENOTFOUND ? 404 : 0,
-                            err && err->code == LUNA_ENOTFOUND ? "NotFound" : "DiscoveryFailed",
+        /* A kind the server does not serve is not a missing object: no
+         * HTTP status (client-go's NoKindMatchError is not an API status
+         * either), so luna.is_not_found(err) is false for it. */
+        luna_lua_push_error(co, 0,
+                            err && err->code == LUNA_ENOMATCH ? "NoKindMatch" : "DiscoveryFailed",
                             err ? err->msg : "discovery failed");
         luna_reconcile_resume(r, 2);
     }

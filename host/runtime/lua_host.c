@@ -80,6 +80,7 @@ lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err)
         luna_error_set(err, LUNA_ENOMEM, "cannot create a Lua state: out of memory");
         return NULL;
     }
+    lua_atpanic(L, luna_lua_panic);
     luaL_openlibs(L);
 
     lua_getglobal(L, "package");

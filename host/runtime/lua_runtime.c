@@ -6,6 +6,7 @@
 #include "runtime/controller.h"
 #include "runtime/lua_cache.h"
 #include "runtime/lua_client.h"
+#include "runtime/lua_events.h"
 #include "runtime/lua_log.h"
 
 static int luna_lua_runtime_current(lua_State *L)
@@ -44,6 +45,7 @@ void luna_lua_runtime_install(lua_State *L, struct luna_kube_client *kc,
     luna_lua_cache_register(L);
     luna_lua_client_register(L, kc, disc);
     luna_lua_log_register(L);
+    luna_lua_events_register(L);
     lua_setfield(L, -2, "runtime");
     lua_pop(L, 1);
 }

@@ -9,6 +9,7 @@
  *   cache_get, cache_list, cache_by_index            lua_cache.h
  *   resolve, request (yield)                         lua_client.h
  *   log                                              lua_log.h
+ *   event_store                                      lua_events.h
  *
  * Runs on the loop thread.
  */

@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "runtime/controller.h"
 #include "runtime/dir_watch.h"
+#include "runtime/event_memory.h"
 #include "runtime/reload.h"
 #include "client/discovery.h"
 #include "cache/event_latency.h"
@@ -25,6 +26,7 @@
 #include "runtime/leader.h"
 #include "base/log.h"
 #include "base/loop.h"
+#include "runtime/lua_events.h"
 #include "runtime/lua_host.h"
 #include "runtime/lua_runtime.h"
 #include "runtime/metrics.h"
@@ -34,6 +36,7 @@
 #include "runtime/workqueue_export.h"
 
 #define SYNC_CHECK_S 0.05
+#define NOT_SERVED_CHECK_S 1.0
 #define DEFAULT_GRACE_S 30.0
 #define DEFAULT_METRICS_ADDRESS ":8443"          /* secure: TLS, authorized scrapes */
 #define DEFAULT_INSECURE_METRICS_ADDRESS ":8080" /* --metrics-secure=false */
@@ -78,6 +81,9 @@ struct runtime {
     const struct luna_run_config *cfg;
     const char *lib;
     struct luna_reload *gen;          /* the controllers running now */
+    /* A reload loaded and built, waiting for discovery to answer for its
+     * kinds before it takes over (NULL: none). */
+    struct luna_reload *pending;
     struct retiring *retiring;
     unsigned long generation;             /* number of successful loads */
     struct luna_kubeconfig *kcfg;
@@ -85,12 +91,13 @@ struct runtime {
     struct luna_kube_client *kc;
     struct luna_discovery *disc;
     struct luna_informer_factory *factory;
+    struct luna_event_memories *events;   /* Event recorders' memory, across reloads */
     bool stopping;
     size_t draining;
     int exit_code;
     char dev_kubeconfig[64];       /* temp kubeconfig of the embedded dev server */
     struct luna_devserver *dev_server; /* the embedded dev server, or NULL */
-    ev_timer sync_check;
+    ev_timer sync_check;                  /* check_cb: sources, starts, pending reload */
     ev_timer grace;
     ev_signal sigterm, sigint, sighup;
     ev_signal sigusr1;                    /* event latency probe: report and clear */
@@ -107,7 +114,8 @@ struct runtime {
     struct luna_metrics_auth *metrics_auth;  /* secure metrics: who may scrape */
     struct luna_leader *leader;
     char identity[320];
-    bool synced, leading, releasing;
+    bool caches_synced;                   /* "caches synced" was logged */
+    bool leading, releasing;
 };
 
 static void shutdown_complete(struct runtime *rt)
@@ -173,6 +181,9 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     rt->stopping = true;
     luna_info("shutdown requested", "signal", w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
     ev_timer_stop(loop, &rt->sync_check);
+    /* A reload still waiting for discovery never takes over. */
+    luna_reload_free(rt->pending);
+    rt->pending = NULL;
     double grace = rt->cfg->grace_period > 0 ? rt->cfg->grace_period : DEFAULT_GRACE_S;
     ev_timer_set(&rt->grace, grace, 0.);
     ev_timer_start(loop, &rt->grace);
@@ -183,36 +194,98 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     luna_reload_retire(rt->gen, true, on_drained, rt);
 }
 
-/* Controllers dispatch once the caches have synced and, with leader
- * election, this replica leads. */
-static void maybe_start(struct runtime *rt)
-{
-    if (rt->stopping || !rt->synced || (rt->leader && !rt->leading) ||
-        !luna_reload_synced(rt->gen))
-        return;
-    luna_reload_start(rt->gen);
-}
-
 static void latency_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
     luna_event_latency_report();
     luna_event_latency_clear();
 }
 
-static void sync_check_cb(struct ev_loop *loop, ev_timer *w, int revents)
+/* ---- controllers: their sources, their start ------------------------------- */
+
+/* Looks at every controller of the running reload: reports the kinds the
+ * server does not serve (controller.h: a log line when that is first seen,
+ * the controller's metric), logs "caches synced" the first time every
+ * source of every controller has synced, and starts each controller whose
+ * own sources have synced (with leader election: once this replica
+ * leads), so one controller waiting for its kind stops no other.  Returns
+ * true when nothing is left to wait for; *not_served_only when what is
+ * left only waits for kinds the server does not serve. */
+static bool check_controllers(struct runtime *rt, bool *not_served_only)
 {
-    struct runtime *rt = w->data;
-    if (!luna_reload_synced(rt->gen))
-        return;
-    ev_timer_stop(loop, w);
-    if (!rt->synced) {
+    size_t n = luna_reload_count(rt->gen);
+    bool all_synced = true, waiting = false;
+    for (size_t i = 0; i < n; i++) {
+        struct luna_controller_status st;
+        luna_controller_check(luna_reload_controller(rt->gen, i), &st);
+        if (st.synced != st.sources) {
+            all_synced = false;
+            waiting |= st.resolving || st.unresolved || st.listing;
+        }
+    }
+    *not_served_only = !waiting;
+    if (all_synced && !rt->caches_synced) {
         char count[16];
         snprintf(count, sizeof count, "%zu", luna_informer_factory_count(rt->factory));
         luna_info("caches synced", "informers", count);
-        rt->synced = true;
-        luna_health_set(rt->health, CHECK_SYNCED, true, NULL, NULL);
+        rt->caches_synced = true;
     }
-    maybe_start(rt);
+    if (rt->stopping || (rt->leader && !rt->leading))
+        return all_synced;
+    for (size_t i = 0; i < n; i++) {
+        struct luna_controller *c = luna_reload_controller(rt->gen, i);
+        if (luna_controller_synced(c))
+            luna_controller_start(c);
+    }
+    return all_synced;
+}
+
+static void finish_reload(struct runtime *rt);
+
+/* Every kind of the reload has an answer from discovery (resolved, not
+ * served, or discovery failed once): it may take over. */
+static bool reload_settled(struct luna_reload *g)
+{
+    for (size_t i = 0; i < luna_reload_count(g); i++) {
+        struct luna_controller_status st;
+        luna_controller_status(luna_reload_controller(g, i), &st);
+        if (st.resolving)
+            return false;
+    }
+    return true;
+}
+
+/* Every SYNC_CHECK_S while a reload waits for discovery or informers
+ * resolve and list; every NOT_SERVED_CHECK_S while only kinds the server
+ * does not serve are left (their informers ask discovery on their own
+ * schedule); stopped when every controller's sources have synced. */
+static void check_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct runtime *rt = w->data;
+    if (rt->stopping) {
+        ev_timer_stop(loop, w);
+        return;
+    }
+    if (rt->pending && reload_settled(rt->pending))
+        finish_reload(rt);
+    bool not_served_only;
+    bool done = check_controllers(rt, &not_served_only);
+    if (done && !rt->pending) {
+        ev_timer_stop(loop, w);
+        return;
+    }
+    double every = !rt->pending && not_served_only ? NOT_SERVED_CHECK_S : SYNC_CHECK_S;
+    if (!ev_is_active(w) || w->repeat != every) {
+        w->repeat = every;
+        ev_timer_again(loop, w);
+    }
+}
+
+/* Checks now, and keeps checking while something is left to wait for. */
+static void schedule_check(struct runtime *rt)
+{
+    rt->sync_check.repeat = SYNC_CHECK_S;
+    ev_timer_again(luna_loop(), &rt->sync_check);
+    check_cb(luna_loop(), &rt->sync_check, 0);
 }
 
 /* ---- leader election ----------------------------------------------------- */
@@ -221,7 +294,8 @@ static void on_started_leading(void *ud)
 {
     struct runtime *rt = ud;
     rt->leading = true;
-    maybe_start(rt);
+    if (!rt->stopping)
+        schedule_check(rt);
 }
 
 /* Another replica may lead already: stop taking keys at once and exit 1
@@ -389,29 +463,37 @@ static void collect_informers(struct runtime *rt)
     }
 }
 
-struct sync_count { size_t synced, total; };
-
-static void count_synced(void *ud, struct luna_shared_informer *si)
-{
-    struct sync_count *sc = ud;
-    sc->total++;
-    if (luna_informer_has_synced(luna_shared_informer_informer(si)))
-        sc->synced++;
-}
-
+/* informers-synced: ready when every controller of the running reload has
+ * all its sources synced; else the reason names each controller that has
+ * not and what its sources wait for ("controller gadgets:
+ * example.com/v1/Gadget not served (no matches for kind ...)"). */
 static void refresh_checks(struct runtime *rt)
 {
-    if (!rt->synced) {
-        struct sync_count sc = { 0, 0 };
-        luna_informer_factory_foreach(rt->factory, count_synced, &sc);
-        char reason[96];
-        snprintf(reason, sizeof reason, "%zu of %zu informers synced", sc.synced, sc.total);
-        luna_health_set(rt->health, CHECK_SYNCED, false, reason, NULL);
+    char reason[512];
+    size_t len = 0;
+    reason[0] = '\0';
+    bool ok = true;
+    for (size_t i = 0; rt->gen && i < luna_reload_count(rt->gen); i++) {
+        struct luna_controller *c = luna_reload_controller(rt->gen, i);
+        if (luna_controller_synced(c))
+            continue;
+        ok = false;
+        if (len + 1 >= sizeof reason)
+            continue;
+        int n = snprintf(reason + len, sizeof reason - len, "%scontroller %s: ", len ? "; " : "",
+                         luna_controller_name(c));
+        if (n < 0 || (size_t)n >= sizeof reason - len) {
+            len = sizeof reason - 1;
+            continue;
+        }
+        len += (size_t)n;
+        len += luna_controller_describe_waiting(c, false, reason + len, sizeof reason - len);
     }
+    luna_health_set(rt->health, CHECK_SYNCED, ok, ok ? NULL : reason, NULL);
     if (rt->leader) {
-        const char *reason = "";
-        bool ok = rt->leading || luna_leader_healthy(rt->leader, &reason);
-        luna_health_set(rt->health, CHECK_LEADER, ok, reason, NULL);
+        const char *why = "";
+        bool leader_ok = rt->leading || luna_leader_healthy(rt->leader, &why);
+        luna_health_set(rt->health, CHECK_LEADER, leader_ok, why, NULL);
     }
 }
 
@@ -427,6 +509,19 @@ static void prepare_endpoint(void *ud, enum luna_httpd_endpoint endpoint)
 /* Gives every controller of gen its metric series (kept by name across
  * reloads) and exports the workqueues that are new (an adopted queue is
  * exported already). */
+/* Controllers named `name` in the reloads being replaced (old) or still
+ * retiring stop reporting to its series, which are about to be freed: their
+ * in-flight reconciles still finish, unmetered. */
+static void detach_metrics(struct runtime *rt, struct luna_reload *old, const char *name)
+{
+    struct luna_controller *c;
+    if (old && (c = luna_reload_find(old, name)))
+        luna_controller_set_metrics(c, NULL);
+    for (struct retiring *r = rt->retiring; r; r = r->next)
+        if ((c = luna_reload_find(r->gen, name)))
+            luna_controller_set_metrics(c, NULL);
+}
+
 static void wire_metrics(struct runtime *rt, struct luna_reload *gen,
                          struct luna_reload *old)
 {
@@ -459,11 +554,13 @@ static void wire_metrics(struct runtime *rt, struct luna_reload *gen,
                 luna_warn("workqueue metrics unavailable", "controller", name, "error", e.msg);
         }
     }
-    /* Controllers that are gone take their series with them. */
+    /* Controllers that are gone take their series with them (a reconcile
+     * of theirs still in flight must not report to the freed series). */
     struct ctl_metrics *m, *tmp;
     HASH_ITER(hh, rt->cms, m, tmp) {
         if (!luna_reload_find(gen, m->name)) {
             HASH_DEL(rt->cms, m);
+            detach_metrics(rt, old, m->name);
             luna_runtime_metrics_controller_free(m->cm);
             free(m->name);
             free(m);
@@ -661,8 +758,13 @@ static void teardown(struct runtime *rt)
     luna_metrics_auth_free(rt->metrics_auth);
     luna_serving_cert_free(rt->metrics_cert);
     free_retiring(rt);
+    luna_reload_free(rt->pending);
+    rt->pending = NULL;
     luna_reload_free(rt->gen);
     rt->gen = NULL;
+    luna_lua_events_set_memories(NULL);
+    luna_event_memories_free(rt->events);
+    rt->events = NULL;
     struct ctl_metrics *m, *tmp;
     HASH_ITER(hh, rt->cms, m, tmp) {
         HASH_DEL(rt->cms, m);
@@ -712,12 +814,23 @@ static void retire_grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
     retired_cb(r);
 }
 
+/* A reload: the directory is loaded and every controller built (acquiring
+ * its informers) into a new state while the running controllers go on.  A
+ * file that fails to load or validate ends it there ("reload failed", the
+ * old code runs on).  Otherwise it waits, as startup does, for discovery to
+ * answer for every kind (at once when all are shared with the running
+ * reload), then takes over in finish_reload. */
 static void reload(struct runtime *rt, const char *trigger)
 {
     if (rt->stopping)
         return;
     luna_info("reload requested", "trigger", trigger);
-    struct ev_loop *loop = luna_loop();
+    if (rt->pending) {
+        /* The newer files win; the older reload never ran. */
+        luna_info("reload superseded");
+        luna_reload_free(rt->pending);
+        rt->pending = NULL;
+    }
     luna_error err = { 0 };
     struct luna_reload *next = NULL;
     if (luna_reload_load(rt->lib, rt->cfg->dir, rt->cfg->limits, rt->kc, rt->disc, &next,
@@ -727,9 +840,28 @@ static void reload(struct runtime *rt, const char *trigger)
          * reload acquired are released with it. */
         luna_reload_free(next);
         luna_error("reload failed", "dir", rt->cfg->dir, "error", err.msg);
-        luna_runtime_metrics_reload(rt->rm, false, ev_time());
+        luna_runtime_metrics_reload(rt->rm, LUNA_RELOAD_FAILURE, ev_time());
         return;
     }
+    rt->pending = next;
+    schedule_check(rt);
+}
+
+static bool keep_events_of(void *ud, const char *controller)
+{
+    return luna_reload_find(ud, controller) != NULL;
+}
+
+/* The pending reload takes over: queues move to it, the old controllers
+ * retire, and the result is logged ("reload done", result=success, or at
+ * error result=unresolved naming each controller whose kind is not served
+ * or could not be discovered: those wait, reported, while the others run).
+ * Its controllers start afterwards, as their sources sync (check_cb). */
+static void finish_reload(struct runtime *rt)
+{
+    struct ev_loop *loop = luna_loop();
+    struct luna_reload *next = rt->pending;
+    rt->pending = NULL;
     struct luna_reload *old = rt->gen;
     size_t changed = luna_reload_adopt(next, old);
     wire_metrics(rt, next, old);
@@ -751,17 +883,35 @@ static void reload(struct runtime *rt, const char *trigger)
         ev_timer_start(loop, &r->grace);
         luna_reload_retire(old, false, retired_cb, r);
     }
-    char n[24], ch[24], gen[24];
+    char n[24], ch[24], gen[24], unresolved[512];
     snprintf(n, sizeof n, "%zu", luna_reload_count(next));
     snprintf(ch, sizeof ch, "%zu", changed);
     snprintf(gen, sizeof gen, "%lu", rt->generation);
-    luna_info("reload done", "controllers", n, "changed", ch, "generation", gen);
-    luna_runtime_metrics_reload(rt->rm, true, ev_time());
-    /* Start once the new reload's informers have synced (at once
-     * when all of them were shared with the old one). */
-    ev_timer_stop(loop, &rt->sync_check);
-    ev_timer_start(loop, &rt->sync_check);
-    sync_check_cb(loop, &rt->sync_check, 0);
+    size_t len = 0;
+    unresolved[0] = '\0';
+    for (size_t i = 0; i < luna_reload_count(next); i++) {
+        struct luna_controller *c = luna_reload_controller(next, i);
+        struct luna_controller_status st;
+        luna_controller_status(c, &st);
+        if (!st.not_served && !st.unresolved)
+            continue;
+        if (len + 1 >= sizeof unresolved)
+            break;
+        int w = snprintf(unresolved + len, sizeof unresolved - len, "%s%s: ", len ? "; " : "",
+                         luna_controller_name(c));
+        if (w < 0 || (size_t)w >= sizeof unresolved - len)
+            break;
+        len += (size_t)w;
+        len += luna_controller_describe_waiting(c, true, unresolved + len,
+                                                sizeof unresolved - len);
+    }
+    /* Controllers that are gone take their Event memory with them. */
+    luna_event_memories_retain(rt->events, keep_events_of, next);
+    enum luna_reload_result result = len ? LUNA_RELOAD_UNRESOLVED : LUNA_RELOAD_SUCCESS;
+    luna_log(len ? LUNA_LOG_ERROR : LUNA_LOG_INFO, "reload done", "controllers", n,
+             "changed", ch, "generation", gen, "result", luna_reload_result_name(result),
+             "unresolved", len ? unresolved : NULL, NULL);
+    luna_runtime_metrics_reload(rt->rm, result, ev_time());
 }
 
 static void sighup_cb(struct ev_loop *loop, ev_signal *w, int revents)
@@ -777,10 +927,12 @@ int luna_runtime_run(const struct luna_run_config *cfg)
     struct ev_loop *loop = luna_loop();
     luna_error err = { 0 };
     luna_event_latency_init();
-    if (luna_lua_host_find_lib(cfg->argv0, &rt.lib, &err) < 0) {
+    if (luna_lua_host_find_lib(cfg->argv0, &rt.lib, &err) < 0 ||
+        luna_event_memories_new(&rt.events, &err) < 0) {
         luna_error("startup failed", "error", err.msg);
         return 1;
     }
+    luna_lua_events_set_memories(rt.events);
     if (luna_reload_load(rt.lib, cfg->dir, cfg->limits, NULL, NULL, &rt.gen, &err) < 0) {
         luna_error("controllers failed to load", "dir", cfg->dir, "error", err.msg);
         teardown(&rt);
@@ -814,7 +966,7 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         return 1;
     }
 
-    ev_timer_init(&rt.sync_check, sync_check_cb, SYNC_CHECK_S, SYNC_CHECK_S);
+    ev_timer_init(&rt.sync_check, check_cb, SYNC_CHECK_S, SYNC_CHECK_S);
     rt.sync_check.data = &rt;
     ev_timer_start(loop, &rt.sync_check);
     ev_timer_init(&rt.grace, grace_cb, 0., 0.);

@@ -1,7 +1,15 @@
 /*
  * runtime.h — `luna run`: loads the controller files, connects to the API
- * server, starts the shared informers, waits for their caches to sync,
- * then reconciles until SIGTERM or SIGINT.
+ * server, starts the shared informers, starts each controller once its own
+ * informers have synced, then reconciles until SIGTERM or SIGINT.
+ *
+ * A controller whose kind the server does not serve does not start and is
+ * reported (controller.h: luna_controller_check; the "informers-synced"
+ * readiness check names it); the others run, and it starts once the kind
+ * is served.  A reload (SIGHUP, --watch) is loaded and built aside, waits
+ * until discovery has answered for its kinds, then takes over and logs
+ * "reload done" with result success or unresolved (failure when it did
+ * not load: the old code runs on).  docs/failures.md has the details.
  *
  * Uses: kubeconfig, http, kube_client, discovery, informer_factory,
  * controller, lua_host, lua_runtime, metrics (+ runtime_metrics,
@@ -15,13 +23,15 @@
  * "0" disables one; both on one address share a server (TLS then covers
  * the probes too), except port 0, which gives each a free port of its own.  The address bound is
  * logged ("metrics server listening address=127.0.0.1:43127").  Readiness
- * checks: "informers-synced" (every controller's informers have synced)
- * and "leader-or-standby" (leading, or a standby whose last look at the
- * Lease succeeded; always ok without leader election).
+ * checks: "informers-synced" (every controller of the running code has its
+ * informers synced; else the reason names each controller and what its
+ * sources wait for) and "leader-or-standby" (leading, or a standby whose
+ * last look at the Lease succeeded; always ok without leader election).
  *
  * Leader election (--leader-elect): informers start and sync on every
- * replica, so a standby's caches are warm; controllers start dispatching
- * only once this replica holds the Lease and its caches have synced.
+ * replica, so a standby's caches are warm; a controller starts dispatching
+ * only once this replica holds the Lease and the controller's informers
+ * have synced.
  * Losing the Lease stops every controller from taking keys at once and
  * exits with status 1 without waiting for in-flight reconciles
  * (controller-runtime's choice: another replica may already be leading,

@@ -31,6 +31,7 @@ enum fam {
     F_RELOAD_LAST,
     F_LUA_MEMORY,
     F_SCRIPT_INFO,
+    F_KINDS_NOT_SERVED,
     F_COUNT
 };
 
@@ -76,7 +77,7 @@ static const struct luna_metric_desc descs[F_COUNT] = {
         "Total number of controller script reloads per result", LUNA_METRIC_COUNTER,
         LABELS("result"), NULL, 0 },
     [F_RELOAD_LAST] = { "luna_reload_last_timestamp_seconds",
-        "Unix time of the last successful reload (0 before any)", LUNA_METRIC_GAUGE,
+        "Unix time of the last reload that was applied (0 before any)", LUNA_METRIC_GAUGE,
         NULL, NULL, 0 },
     [F_LUA_MEMORY] = { "luna_lua_memory_bytes",
         "Bytes of memory in use by each Lua state", LUNA_METRIC_GAUGE, LABELS("state"),
@@ -84,22 +85,36 @@ static const struct luna_metric_desc descs[F_COUNT] = {
     [F_SCRIPT_INFO] = { "luna_controller_script_info",
         "The script each controller runs, by SHA-256 of its source; always 1",
         LUNA_METRIC_GAUGE, LABELS("controller", "sha256"), NULL, 0 },
+    [F_KINDS_NOT_SERVED] = { "luna_controller_kinds_not_served",
+        "Number of the controller's sources whose kind the API server does not serve "
+        "(the controller cannot start until it does)", LUNA_METRIC_GAUGE,
+        LABELS("controller"), NULL, 0 },
 };
 
 struct luna_runtime_metrics {
     struct luna_metric_family *fam[F_COUNT];  /* references */
-    struct luna_metric_child *reloads_ok;     /* references */
-    struct luna_metric_child *reloads_failed;
+    struct luna_metric_child *reloads[3];     /* references, by enum luna_reload_result */
     struct luna_metric_child *reload_last;
 };
 
 struct luna_controller_metrics {
     struct luna_metric_child *total[4];       /* by enum luna_reconcile_result */
     struct luna_metric_child *errors, *panics, *time, *max_concurrent, *active;
+    struct luna_metric_child *not_served;
     struct luna_metric_child *script;         /* NULL until a script is set */
     struct luna_metric_family *script_family; /* reference */
     char *name;
 };
+
+const char *luna_reload_result_name(enum luna_reload_result result)
+{
+    switch (result) {
+    case LUNA_RELOAD_SUCCESS: return "success";
+    case LUNA_RELOAD_FAILURE: return "failure";
+    case LUNA_RELOAD_UNRESOLVED: return "unresolved";
+    }
+    return "failure";
+}
 
 const char *luna_reconcile_result_name(enum luna_reconcile_result result)
 {
@@ -139,10 +154,10 @@ int luna_runtime_metrics_new(struct luna_metrics *reg, struct luna_runtime_metri
         else
             rm->fam[i] = NULL;
     }
-    if (rc == 0)
-        rc = held_child(rm->fam[F_RELOADS], LABELS("success"), &rm->reloads_ok, err);
-    if (rc == 0)
-        rc = held_child(rm->fam[F_RELOADS], LABELS("failure"), &rm->reloads_failed, err);
+    for (int r = 0; r < 3 && rc == 0; r++)
+        rc = held_child(rm->fam[F_RELOADS],
+                        LABELS(luna_reload_result_name((enum luna_reload_result)r)),
+                        &rm->reloads[r], err);
     if (rc == 0)
         rc = held_child(rm->fam[F_RELOAD_LAST], NULL, &rm->reload_last, err);
     if (rc == 0)
@@ -165,8 +180,8 @@ void luna_runtime_metrics_free(struct luna_runtime_metrics *rm)
         luna_metric_family_unregister(rm->fam[i]);
         luna_metric_family_unref(rm->fam[i]);
     }
-    luna_metric_child_unref(rm->reloads_ok);
-    luna_metric_child_unref(rm->reloads_failed);
+    for (int r = 0; r < 3; r++)
+        luna_metric_child_unref(rm->reloads[r]);
     luna_metric_child_unref(rm->reload_last);
     free(rm);
 }
@@ -192,6 +207,7 @@ void luna_runtime_metrics_controller_free(struct luna_controller_metrics *cm)
     drop_child(cm->time);
     drop_child(cm->max_concurrent);
     drop_child(cm->active);
+    drop_child(cm->not_served);
     drop_child(cm->script);
     luna_metric_family_unref(cm->script_family);
     free(cm->name);
@@ -228,6 +244,8 @@ int luna_runtime_metrics_controller_new(struct luna_runtime_metrics *rm, const c
         rc = held_child(rm->fam[F_ACTIVE_WORKERS], ctl, &cm->active, err);
     if (rc == 0)
         rc = held_child(rm->fam[F_MAX_CONCURRENT], ctl, &cm->max_concurrent, err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_KINDS_NOT_SERVED], ctl, &cm->not_served, err);
     if (rc) {
         luna_runtime_metrics_controller_free(cm);
         return rc;
@@ -240,6 +258,11 @@ int luna_runtime_metrics_controller_new(struct luna_runtime_metrics *rm, const c
 void luna_runtime_metrics_set_workers(struct luna_controller_metrics *cm, int workers)
 {
     luna_metric_set(cm->max_concurrent, workers);
+}
+
+void luna_runtime_metrics_kinds_not_served(struct luna_controller_metrics *cm, size_t n)
+{
+    luna_metric_set(cm->not_served, (double)n);
 }
 
 void luna_runtime_metrics_reconcile_start(struct luna_controller_metrics *cm)
@@ -338,11 +361,13 @@ void luna_runtime_metrics_watch_restart(struct luna_runtime_metrics *rm,
         luna_metric_inc(c);
 }
 
-void luna_runtime_metrics_reload(struct luna_runtime_metrics *rm, bool ok,
-                                 double unix_seconds)
+void luna_runtime_metrics_reload(struct luna_runtime_metrics *rm,
+                                 enum luna_reload_result result, double unix_seconds)
 {
-    luna_metric_inc(ok ? rm->reloads_ok : rm->reloads_failed);
-    if (ok)
+    if ((unsigned)result > LUNA_RELOAD_UNRESOLVED)
+        result = LUNA_RELOAD_FAILURE;
+    luna_metric_inc(rm->reloads[result]);
+    if (result != LUNA_RELOAD_FAILURE)
         luna_metric_set(rm->reload_last, unix_seconds);
 }
 

@@ -20,10 +20,14 @@
  *   luna_informer_objects{resource}                            gauge (function)
  *   luna_informer_relists_total{resource}                      counter
  *   luna_watch_restarts_total{resource,reason}                 counter
- *   luna_reloads_total{result}                                 counter (success, failure)
- *   luna_reload_last_timestamp_seconds                         gauge
+ *   luna_reloads_total{result}                                 counter
+ *       result: success, failure (refused: the old code runs on),
+ *       unresolved (applied, but a controller's kind is not served)
+ *   luna_reload_last_timestamp_seconds                         gauge (last applied)
  *   luna_lua_memory_bytes{state}                               gauge (function)
  *   luna_controller_script_info{controller,sha256}             gauge (1)
+ *   luna_controller_kinds_not_served{controller}               gauge
+ *       (sources whose kind the server does not serve)
  *   process_* (see process_metrics.h)
  *
  * The workqueue_* families come from workqueue_export.h, one set of series
@@ -53,6 +57,7 @@
 #define LUNA_RUNTIME_METRICS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "base/error.h"
 #include "runtime/metrics.h"
@@ -70,6 +75,16 @@ enum luna_reconcile_result {
 
 /* "success", "error", "requeue", "requeue_after". */
 const char *luna_reconcile_result_name(enum luna_reconcile_result result);
+
+enum luna_reload_result {
+    LUNA_RELOAD_SUCCESS,     /* applied; every kind resolved */
+    LUNA_RELOAD_FAILURE,     /* refused (load or validation error): old code runs on */
+    LUNA_RELOAD_UNRESOLVED,  /* applied; some controller's kind is not served (or
+                              * discovery failed): it waits, reported */
+};
+
+/* "success", "failure", "unresolved". */
+const char *luna_reload_result_name(enum luna_reload_result result);
 
 /* Registers the set in reg.  LUNA_EINVAL if reg already has it (one set per
  * registry) or a family of the same name differs; LUNA_ENOMEM. */
@@ -92,6 +107,8 @@ int luna_runtime_metrics_controller_new(struct luna_runtime_metrics *rm, const c
 void luna_runtime_metrics_controller_free(struct luna_controller_metrics *cm);
 
 void luna_runtime_metrics_set_workers(struct luna_controller_metrics *cm, int workers);
+/* luna_controller_kinds_not_served{controller} = n. */
+void luna_runtime_metrics_kinds_not_served(struct luna_controller_metrics *cm, size_t n);
 /* A worker starts a reconcile: active_workers + 1. */
 void luna_runtime_metrics_reconcile_start(struct luna_controller_metrics *cm);
 /* It ended after `seconds`: active_workers - 1, reconcile_total{result} + 1,
@@ -133,10 +150,11 @@ void luna_runtime_metrics_watch_restart(struct luna_runtime_metrics *rm,
 
 /* ---- reloads, Lua states, leader election ------------------------------------ */
 
-/* A reload finished at unix_seconds: reloads_total{result} + 1, and on
- * success reload_last_timestamp_seconds = unix_seconds. */
-void luna_runtime_metrics_reload(struct luna_runtime_metrics *rm, bool ok,
-                                 double unix_seconds);
+/* A reload finished at unix_seconds: reloads_total{result} + 1, and when
+ * it was applied (success, unresolved) reload_last_timestamp_seconds =
+ * unix_seconds. */
+void luna_runtime_metrics_reload(struct luna_runtime_metrics *rm,
+                                 enum luna_reload_result result, double unix_seconds);
 /* luna_lua_memory_bytes{state=name} reads L's heap size at each scrape.
  * LUNA_EINVAL if name is taken. */
 int luna_runtime_metrics_lua_state_add(struct luna_runtime_metrics *rm, const char *name,

@@ -109,6 +109,15 @@ static int luna_lua_runtime_metrics_reconcile_panic(lua_State *L)
     return 0;
 }
 
+static int luna_lua_runtime_metrics_kinds_not_served(lua_State *L)
+{
+    struct luna_controller_metrics *cm = check_controller(L);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, n >= 0, 2, "must be >= 0");
+    luna_runtime_metrics_kinds_not_served(cm, (size_t)n);
+    return 0;
+}
+
 static int luna_lua_runtime_metrics_set_workers(lua_State *L)
 {
     struct luna_controller_metrics *cm = check_controller(L);
@@ -186,11 +195,19 @@ static int luna_lua_runtime_metrics_watch_restart(lua_State *L)
     return 0;
 }
 
+/* rt:reload(result, unix_seconds): result "success", "failure",
+ * "unresolved", or a boolean (true: success, false: failure). */
 static int luna_lua_runtime_metrics_reload(lua_State *L)
 {
     struct luna_runtime_metrics *rm = check_runtime(L);
-    luaL_checktype(L, 2, LUA_TBOOLEAN);
-    luna_runtime_metrics_reload(rm, lua_toboolean(L, 2), luna_lua_metrics_check_number(L, 3));
+    enum luna_reload_result result;
+    if (lua_type(L, 2) == LUA_TBOOLEAN) {
+        result = lua_toboolean(L, 2) ? LUNA_RELOAD_SUCCESS : LUNA_RELOAD_FAILURE;
+    } else {
+        static const char *const names[] = { "success", "failure", "unresolved", NULL };
+        result = (enum luna_reload_result)luaL_checkoption(L, 2, NULL, names);
+    }
+    luna_runtime_metrics_reload(rm, result, luna_lua_metrics_check_number(L, 3));
     return 0;
 }
 
@@ -249,6 +266,7 @@ void luna_lua_runtime_metrics_register(lua_State *L)
         { "reconcile_done", luna_lua_runtime_metrics_reconcile_done },
         { "panic", luna_lua_runtime_metrics_reconcile_panic },
         { "set_workers", luna_lua_runtime_metrics_set_workers },
+        { "kinds_not_served", luna_lua_runtime_metrics_kinds_not_served },
         { "script", luna_lua_runtime_metrics_script },
         { "remove", luna_lua_runtime_metrics_controller_remove },
         { NULL, NULL },

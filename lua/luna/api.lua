@@ -260,12 +260,17 @@ api.log = { debug = logger("debug"), info = logger("info"), warn = logger("warn"
 -- a failure to record is worth a log line, not a failed reconcile.
 local recorders = {}
 
+-- Each controller's recorder keeps its memory in the host's store for that
+-- controller (core.runtime.event_store), which outlives this Lua state:
+-- a repeated Event stays one Event with a growing count across reloads.
 local function recorder_for(controller)
   local rec = recorders[controller]
   if not rec then
     local events = require("luna.events")
+    local rt = core.runtime
     rec = events.recorder{ controller = "luna.dev/" .. controller,
-      instance = os.getenv("POD_NAME") or os.getenv("HOSTNAME") or "luna" }
+      instance = os.getenv("POD_NAME") or os.getenv("HOSTNAME") or "luna",
+      store = rt and rt.event_store and rt.event_store(controller) or nil }
     recorders[controller] = rec
   end
   return rec

@@ -28,6 +28,16 @@ local KNOWN_REASONS = {
 }
 errors.KNOWN_REASONS = KNOWN_REASONS
 
+-- Reasons luna gives failures that are not API statuses.  Like the known
+-- reasons, they never fall back to the HTTP code: an unknown kind is not a
+-- missing object, whatever code it carries.
+local LUNA_REASONS = {
+  NoKindMatch = true, DiscoveryFailed = true, InvalidRequest = true, InvalidObject = true,
+  InvalidResponse = true, ConnectionFailed = true, HostNotFound = true, IdleTimeout = true,
+  TooBig = true, TLSError = true, ProtocolError = true, Truncated = true, CallbackFailed = true,
+}
+errors.LUNA_REASONS = LUNA_REASONS
+
 -- The error table luna returns, built in Lua (same fields and string form
 -- as the errors the C bindings return: "Reason: message").
 errors.mt = {
@@ -69,7 +79,7 @@ local function predicate(reason, code)
   return function(err)
     local r = errors.reason(err)
     if r == reason then return true end
-    if code and (r == nil or not KNOWN_REASONS[r]) then
+    if code and (r == nil or not (KNOWN_REASONS[r] or LUNA_REASONS[r])) then
       return errors.code(err) == code
     end
     return false
@@ -92,6 +102,14 @@ errors.is_unsupported_media_type = predicate("UnsupportedMediaType", 415)
 errors.is_internal_error = predicate("InternalError", 500)
 errors.is_service_unavailable = predicate("ServiceUnavailable", 503)
 errors.is_server_timeout = predicate("ServerTimeout", nil)
+
+-- NoKindMatch: the server does not serve the kind asked for (its group or
+-- version is unknown, or it has no such kind: a typo, or a CRD not
+-- installed), as client-go's meta.IsNoMatchError.  Not a NotFound: a
+-- delete of a kind that does not exist has not "already happened".
+function errors.is_no_kind_match(err)
+  return errors.reason(err) == "NoKindMatch"
+end
 
 -- Timeout: a 504 from the server, or a request luna gave up on (code 0).
 errors.is_timeout = predicate("Timeout", 504)

@@ -174,16 +174,106 @@ function events.core_event(obj, e, now)
   return build_core(ref, e, us, nanos(us))
 end
 
+-- The recorder's memory -------------------------------------------------------
+
+-- A store remembers, per deduplication key, the Event recorded for it:
+--   store:get(key) -> count, last_us, name, namespace (nil if unknown), and
+--       makes key the most recently used;
+--   store:put(key, count, last_us, name, namespace): adds or replaces it as
+--       the most recently used, forgetting the least recently used keys
+--       beyond the store's bound;
+--   store:forget(key) -> true if key was remembered;
+--   store:size() -> number of keys;
+--   store:last_name_ns() -> hex nanoseconds of the last name handed out, or
+--       nil; store:set_last_name_ns(hex).
+-- events.memory_store(max_entries) is the recorder's own, in this Lua state;
+-- the luna runtime passes one that outlives the state, so the memory
+-- survives a reload as the caches do.
+local MemoryStore = {}
+MemoryStore.__index = MemoryStore
+
+-- entries: key → entry; entries form a doubly linked list from head (most
+-- recently used) to tail (least).  A key is in `entries` if and only if its
+-- entry is on the list; count is the list's length (<= max).
+function events.memory_store(max)
+  if type(max) ~= "number" or max < 1 or max ~= math.floor(max) or max == math.huge then
+    raise("events.memory_store: max_entries must be a positive integer")
+  end
+  return setmetatable({ max = max, entries = {}, head = nil, tail = nil, count = 0 }, MemoryStore)
+end
+
+local function unlink(r, en)
+  if en.prev then en.prev.next = en.next else r.head = en.next end
+  if en.next then en.next.prev = en.prev else r.tail = en.prev end
+  en.prev, en.next = nil, nil
+  r.count = r.count - 1
+end
+
+local function push_front(r, en)
+  en.prev, en.next = nil, r.head
+  if r.head then r.head.prev = en end
+  r.head = en
+  if not r.tail then r.tail = en end
+  r.count = r.count + 1
+end
+
+function MemoryStore:get(key)
+  local en = self.entries[key]
+  if not en then return nil end
+  unlink(self, en)
+  push_front(self, en)
+  return en.count, en.last_us, en.name, en.namespace
+end
+
+function MemoryStore:put(key, count, last_us, name, namespace)
+  local en = self.entries[key]
+  if en then
+    unlink(self, en)
+  else
+    en = { key = key }
+    self.entries[key] = en
+  end
+  en.count, en.last_us, en.name, en.namespace = count, last_us, name, namespace
+  push_front(self, en)
+  while self.count > self.max do
+    local old = self.tail
+    unlink(self, old)
+    self.entries[old.key] = nil
+  end
+end
+
+function MemoryStore:forget(key)
+  local en = self.entries[key]
+  if not en then return false end
+  self.entries[key] = nil
+  unlink(self, en)
+  return true
+end
+
+function MemoryStore:size() return self.count end
+function MemoryStore:last_name_ns() return self.last_ns end
+function MemoryStore:set_last_name_ns(hex) self.last_ns = hex end
+
+-- int64 nanoseconds from their hex form (names carry them in hex; a double
+-- would lose the low digits).
+local function from_hex(hex)
+  local v = 0LL
+  for i = 1, #hex do v = v * 16 + tonumber(hex:sub(i, i), 16) end
+  return v
+end
+
 -- The recorder ---------------------------------------------------------------
 
 local Recorder = {}
 Recorder.__index = Recorder
 
-local R_OPTS = { controller = true, instance = true, window = true, max_entries = true, api = true }
+local R_OPTS = { controller = true, instance = true, window = true, max_entries = true, api = true,
+                 store = true }
 
 -- events.recorder{ controller = "example.com/widgets", instance = pod name
 -- (default $HOSTNAME), window = seconds (600), max_entries = n (4096),
--- api = "events.k8s.io/v1" (default) or "v1" }.
+-- api = "events.k8s.io/v1" (default) or "v1", store = a store (default:
+-- events.memory_store(max_entries)) }.
 function events.recorder(opts)
   util.check_table(opts, "events.recorder options")
   for k in pairs(opts) do
@@ -211,30 +301,16 @@ function events.recorder(opts)
   if api ~= events.API_V1 and api ~= events.API_CORE then
     raise("events.recorder option 'api' must be %q or %q", events.API_V1, events.API_CORE)
   end
-  -- entries: key → entry; entries form a doubly linked list from head (most
-  -- recently used) to tail (least).  A key is in `entries` if and only if
-  -- its entry is on the list; count is the list's length (<= max_entries).
+  local store = opts.store
+  if store == nil then
+    store = events.memory_store(max)
+  elseif type(store) ~= "table" and type(store) ~= "userdata" then
+    raise("events.recorder option 'store' must be a store (see events.memory_store)")
+  end
   return setmetatable({
     controller = opts.controller, instance = instance, window = window,
-    max_entries = max, api = api,
-    entries = {}, head = nil, tail = nil, count = 0,
-    last_ns = nil, -- the nanoseconds in the last name handed out
+    max_entries = max, api = api, store = store,
   }, Recorder)
-end
-
-local function unlink(r, en)
-  if en.prev then en.prev.next = en.next else r.head = en.next end
-  if en.next then en.next.prev = en.prev else r.tail = en.prev end
-  en.prev, en.next = nil, nil
-  r.count = r.count - 1
-end
-
-local function push_front(r, en)
-  en.prev, en.next = nil, r.head
-  if r.head then r.head.prev = en end
-  r.head = en
-  if not r.tail then r.tail = en end
-  r.count = r.count + 1
 end
 
 local function dedupe_key(ref, e)
@@ -258,40 +334,31 @@ function Recorder:prepare(obj, type_, reason, note, action, now)
                           controller = self.controller, instance = self.instance })
   local us = time.micros(now)
   local key = dedupe_key(ref, e)
-  local en = self.entries[key]
-  if en and us - en.last_us <= self.window * 1e6 then
-    unlink(self, en)
-    push_front(self, en)
-    en.count = en.count + 1
-    en.last_us = math.max(en.last_us, us)
-    us = en.last_us
+  local store = self.store
+  local count, last_us, name, namespace = store:get(key)
+  if count and us - last_us <= self.window * 1e6 then
+    count = count + 1
+    us = math.max(last_us, us)
+    store:put(key, count, us, name, namespace)
     local body
     if self.api == events.API_V1 then
-      body = { series = { count = en.count, lastObservedTime = time.format_micro(us / 1e6) } }
+      body = { series = { count = count, lastObservedTime = time.format_micro(us / 1e6) } }
     else
-      body = { count = en.count, lastTimestamp = time.format(math.floor(us / 1e6)) }
+      body = { count = count, lastTimestamp = time.format(math.floor(us / 1e6)) }
     end
-    return { patch = { name = en.name, namespace = en.namespace, body = body },
-             api = self.api, key = key, count = en.count }
-  end
-  if en then
-    self.entries[key] = nil
-    unlink(self, en)
+    return { patch = { name = name, namespace = namespace, body = body },
+             api = self.api, key = key, count = count }
   end
 
   local ns = nanos(us)
-  if self.last_ns and ns <= self.last_ns then ns = self.last_ns + 1 end
-  self.last_ns = ns
-  local body = (self.api == events.API_V1 and build_v1 or build_core)(ref, e, us, ns)
-  en = { key = key, name = body.metadata.name, namespace = body.metadata.namespace,
-         count = 1, last_us = us }
-  self.entries[key] = en
-  push_front(self, en)
-  while self.count > self.max_entries do
-    local old = self.tail
-    unlink(self, old)
-    self.entries[old.key] = nil
+  local last = store:last_name_ns()
+  if last then
+    local last_ns = from_hex(last)
+    if ns <= last_ns then ns = last_ns + 1 end
   end
+  store:set_last_name_ns(string.format("%x", ns))
+  local body = (self.api == events.API_V1 and build_v1 or build_core)(ref, e, us, ns)
+  store:put(key, 1, us, body.metadata.name, body.metadata.namespace)
   return { create = body, api = self.api, key = key }
 end
 
@@ -301,16 +368,12 @@ function Recorder:forget(result)
   local key = result
   if type(result) == "table" then key = result.key end
   if type(key) ~= "string" then raise("recorder:forget takes a prepare result or its key") end
-  local en = self.entries[key]
-  if not en then return false end
-  self.entries[key] = nil
-  unlink(self, en)
-  return true
+  return self.store:forget(key) == true
 end
 
 -- Number of remembered events.
 function Recorder:size()
-  return self.count
+  return self.store:size()
 end
 
 return events

@@ -335,9 +335,10 @@ wait
       end
     end)
 
-    it("passes the plugin's stderr through to luna's stderr", function()
+    it("logs the plugin's stderr line by line through luna's logger, never raw", function()
+      -- two lines, a blank one, and a last line without a newline
       local dir = S.tree({ config = S.simple("    exec:\n" .. exec_yaml({ command = "sh",
-        extra = { "args: [-c, 'echo plugin-says-hello >&2; exit 1']" } })) })
+        extra = { [==[args: [-c, 'printf "plugin-says-hello\n\nsecond line=with an equals sign\nno-newline" >&2; exit 1']]==] } })) })
       local script = helpers.write_file(dir .. "/run.lua", ([[
 package.cpath = %q .. "/lua/?.so;" .. package.cpath
 local cfg = assert(require("luna.core").kubeconfig.load({ path = %q }))
@@ -345,8 +346,36 @@ local c, err = cfg:credentials()
 io.stdout:write("result: ", tostring(err), "\n")
 ]]):format(helpers.build, dir .. "/config"))
       local out = helpers.run("luajit " .. script)
-      assert.matches("plugin%-says%-hello\n", out)
       assert.matches("result: exec: .*sh failed with exit code 1", out)
+      local lines = {}
+      for line in out:gmatch("[^\n]+") do
+        if not line:match("^result: ") then lines[#lines + 1] = line end
+      end
+      local TS = "^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d%d%dZ "
+      assert.equal(3, #lines, out)
+      for _, line in ipairs(lines) do assert.matches(TS .. "WARN exec plugin stderr source=sh message=", line) end
+      assert.matches("message=plugin%-says%-hello$", lines[1])
+      assert.matches('message="second line=with an equals sign"$', lines[2])
+      assert.matches("message=no%-newline$", lines[3])
+    end)
+
+    it("logs at most 64 KiB of the plugin's stderr a run, each line cut at 4 KiB", function()
+      local dir = S.tree({ config = S.simple("    exec:\n" .. exec_yaml({ command = "sh",
+        extra = { [==[args: [-c, 'head -c 10000 /dev/zero | tr "\\0" x >&2; echo >&2; yes line-of-stderr | head -c 200000 >&2; exit 3']]==] } })) })
+      local script = helpers.write_file(dir .. "/run.lua", ([[
+package.cpath = %q .. "/lua/?.so;" .. package.cpath
+local cfg = assert(require("luna.core").kubeconfig.load({ path = %q }))
+local c, err = cfg:credentials()
+io.stdout:write("result: ", tostring(err), "\n")
+]]):format(helpers.build, dir .. "/config"))
+      local out = helpers.run("luajit " .. script)
+      assert.matches("result: exec: .*sh failed with exit code 3", out)
+      local long = out:match("message=(x+)\n")
+      assert.equal(4096, #long)
+      local n = select(2, out:gsub("message=line%-of%-stderr\n", ""))
+      -- 64 KiB minus the 10,001 bytes of the long line: 3,702 lines of 15
+      -- bytes at most (of the 13,333 the plugin wrote)
+      assert.is_true(n >= 3650 and n <= 3702, tostring(n))
     end)
   end)
 

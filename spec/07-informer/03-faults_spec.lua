@@ -61,7 +61,7 @@ end)
 
 if client.real() then
   describe("informer faults", function()
-    pending("410s, dropped, failing, hung and corrupt watches are injected by the dev server " ..
+    pending(client.DEV_ONLY .. "410s, dropped, failing, hung and corrupt watches are injected " ..
             "(--admin faults); a real cluster cannot be told to produce them")
   end)
   return

@@ -16,7 +16,7 @@ local S = require("07-informer.support")
 
 if client.real() then
   describe("randomised fault run", function()
-    pending("needs the dev server's fault injection (--admin faults)")
+    pending(client.DEV_ONLY .. "needs fault injection (--admin faults)")
   end)
   return
 end

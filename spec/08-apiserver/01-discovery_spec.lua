@@ -68,15 +68,30 @@ describe("apiserver discovery", function()
     assert.equal("APIGroup", g.kind)
   end)
 
-  it("answers an unknown path or resource with a 404 Status", function()
-    for _, path in ipairs({ "/api/v1/frobnicators", "/apis/nope.example.com/v1",
-                            "/apis/nope.example.com", "/api/v1/namespaces/default/frobs/x" }) do
-      local code, st = srv:request("GET", path)
+  it("answers an unknown resource or version of a served group with a 404 Status", function()
+    for _, path in ipairs({ "/api/v1/frobnicators", "/api/v1/namespaces/default/frobs/x",
+                            "/apis/apps/v1/nope", "/apis/apps/v9", "/api/v9/pods" }) do
+      local code, st, raw, headers = srv:request("GET", path)
       assert.equal(404, code, path)
+      assert.matches("[Cc]ontent%-[Tt]ype: application/json", headers, 1, false, path)
+      assert.is_table(st, path .. ": " .. raw)
       assert.equal("Status", st.kind)
       assert.equal("Failure", st.status)
       assert.equal("NotFound", st.reason)
       assert.equal(404, st.code)
+      assert.equal("the server could not find the requested resource", st.message)
+    end
+  end)
+
+  it("answers a path outside every served group with a plain-text 404, not a Status", function()
+    -- kube-apiserver's routes end at its groups: the HTTP mux answers the rest
+    for _, path in ipairs({ "/apis/nope.example.com/v1", "/apis/nope.example.com",
+                            "/apis/nope.example.com/v1/namespaces/x/things", "/nope" }) do
+      local code, st, raw, headers = srv:request("GET", path)
+      assert.equal(404, code, path)
+      assert.is_nil(st, path)
+      assert.equal("404 page not found\n", raw, path)
+      assert.matches("[Cc]ontent%-[Tt]ype: text/plain; charset=utf%-8", headers, 1, false, path)
     end
   end)
 end)

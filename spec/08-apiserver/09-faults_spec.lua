@@ -4,7 +4,7 @@ local helpers = require("helpers")
 
 if client.real() then
   describe("apiserver faults", function()
-    pending("fault injection, --token and --tls-* exist only on the dev server")
+    pending(client.DEV_ONLY .. "fault injection, --token and --tls-* are dev server flags")
   end)
   return
 end

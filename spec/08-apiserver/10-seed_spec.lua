@@ -5,7 +5,7 @@ local cjson = require("cjson")
 
 if client.real() then
   describe("apiserver seeding", function()
-    pending("seeding and dumps exist only on the dev server")
+    pending(client.DEV_ONLY .. "seeding and dumps are dev server features")
   end)
   return
 end

@@ -61,6 +61,9 @@ local EXPECTED = {
   luna_reload_last_timestamp_seconds = { "gauge", "" },
   luna_lua_memory_bytes = { "gauge", "state" },
   luna_controller_script_info = { "gauge", "controller,sha256" },
+  luna_controller_kinds_not_served = { "gauge", "controller",
+    "Number of the controller's sources whose kind the API server does not serve " ..
+    "(the controller cannot start until it does)" },
   process_cpu_seconds_total = { "counter", "" },
   process_resident_memory_bytes = { "gauge", "" },
   process_virtual_memory_bytes = { "gauge", "" },
@@ -149,7 +152,13 @@ describe("runtime metrics controllers", function()
     assert.equal(0, v("controller_runtime_active_workers", c))
     assert.equal(4, v("controller_runtime_max_concurrent_reconciles", c))
     assert.equal(0, v("controller_runtime_reconcile_time_seconds_count", c))
+    assert.equal(0, v("luna_controller_kinds_not_served", c))
     assert.is_nil(v("luna_controller_script_info", { controller = "mirror", sha256 = "x" }))
+    ctl:kinds_not_served(2)
+    assert.equal(2, v("luna_controller_kinds_not_served", c))
+    ctl:kinds_not_served(0)
+    assert.equal(0, v("luna_controller_kinds_not_served", c))
+    assert.has_error(function() ctl:kinds_not_served(-1) end)
   end)
 
   it("counts reconciles by result, errors, panics, active workers and time", function()
@@ -301,15 +310,21 @@ describe("runtime metrics client, informers, reloads, Lua, leader", function()
     local parsed = parse(reg)
     assert.equal(0, expo.get(parsed, "luna_reloads_total", { result = "success" }))
     assert.equal(0, expo.get(parsed, "luna_reloads_total", { result = "failure" }))
+    assert.equal(0, expo.get(parsed, "luna_reloads_total", { result = "unresolved" }))
     assert.equal(0, expo.get(parsed, "luna_reload_last_timestamp_seconds"))
     rt:reload(true, 1700000000)
     rt:reload(false, 1700000100)
-    rt:reload(true, 1700000200.5)
-    rt:reload(false, 1700000300)
+    rt:reload("success", 1700000200.5)
+    rt:reload("failure", 1700000300)
     parsed = parse(reg)
     assert.equal(2, expo.get(parsed, "luna_reloads_total", { result = "success" }))
     assert.equal(2, expo.get(parsed, "luna_reloads_total", { result = "failure" }))
     assert.equal(1700000200.5, expo.get(parsed, "luna_reload_last_timestamp_seconds"))
+    -- applied, but a kind is not served: counted on its own, and stamped
+    rt:reload("unresolved", 1700000400)
+    parsed = parse(reg)
+    assert.equal(1, expo.get(parsed, "luna_reloads_total", { result = "unresolved" }))
+    assert.equal(1700000400, expo.get(parsed, "luna_reload_last_timestamp_seconds"))
     assert.has_error(function() rt:reload("yes", 1) end)
   end)
 

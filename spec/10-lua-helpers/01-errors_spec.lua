@@ -10,6 +10,7 @@ local PREDICATES = {
   "is_method_not_supported", "is_not_acceptable", "is_request_entity_too_large",
   "is_unsupported_media_type", "is_internal_error", "is_service_unavailable",
   "is_server_timeout", "is_timeout", "is_too_many_requests", "is_server_error",
+  "is_no_kind_match",
 }
 
 -- reason, code, the predicates that hold (every other one must not).
@@ -41,6 +42,12 @@ local CASES = {
   { "ConnectionFailed", 0, {} },
   { "InvalidJSON", 0, {} },
   { "ServiceUnavailable", 0, { "is_service_unavailable", "is_server_error" } },
+  -- the server does not serve the kind: never a missing object, whatever
+  -- the code (a 404 from discovery must not read as NotFound)
+  { "NoKindMatch", 0, { "is_no_kind_match" } },
+  { "NoKindMatch", 404, { "is_no_kind_match" } },
+  { "DiscoveryFailed", 404, {} },
+  { "ConnectionFailed", 404, {} },
   -- reasons Kubernetes does not define: the code decides
   { "", 404, { "is_not_found" } },
   { "Unknown", 409, { "is_conflict" } },

@@ -274,6 +274,28 @@ describe("luna.events.recorder", function()
     S.raises("recorder:forget takes a prepare result or its key", function() r:forget(5) end)
   end)
 
+  it("keeps its memory in a store that a later recorder can take over", function()
+    -- what the runtime does across a reload: the new state's recorder gets
+    -- the store the old one used
+    local store = events.memory_store(4096)
+    local before = rec({ store = store })
+    local first = before:prepare(widget(), "Warning", "Failed", "boom", nil, T1)
+    before:prepare(widget(), "Warning", "Failed", "boom", nil, T1 + 1)
+    local after = rec({ store = store })
+    assert.equal(1, after:size())
+    local third = after:prepare(widget(), "Warning", "Failed", "boom", nil, T1 + 2)
+    assert.same({ name = first.create.metadata.name, namespace = "ns",
+                  body = { series = { count = 3, lastObservedTime = "2026-11-21T06:00:02.000000Z" } } },
+                third.patch)
+    -- names stay unique across the two: same instant, next nanosecond
+    local other = after:prepare(widget("x", "x-1"), "Normal", "R", "", nil, T1)
+    assert.equal("x.18e9f9fefa49c001", other.create.metadata.name)
+    assert.is_true(after:forget(third))
+    assert.equal(1, store:size())
+    S.raises("option 'store' must be a store", function() rec({ store = 5 }) end)
+    S.raises("max_entries must be a positive integer", function() events.memory_store(0) end)
+  end)
+
   it("records core/v1 Events when api = \"v1\"", function()
     local r = rec({ api = "v1" })
     local first = r:prepare(widget(), "Warning", "Failed", "boom", "Sync", T1)

@@ -13,7 +13,7 @@ local function err_of(e)
   if not e then return nil end
   return { code = e.code, reason = e.reason, message = e.message, text = tostring(e), where = e.where,
            not_found = luna.is_not_found(e), conflict = luna.is_conflict(e),
-           already_exists = luna.is_already_exists(e) }
+           already_exists = luna.is_already_exists(e), no_kind_match = luna.is_no_kind_match(e) }
 end
 local function result(obj, err) return { obj = obj, err = err_of(err) } end
 local function raised(fn, ...)
@@ -31,6 +31,17 @@ local function step(name, fn) steps[#steps + 1] = { name = name, fn = fn } end
 
 step("get_missing", function(ns) return result(luna.get("v1/ConfigMap", ns, "missing")) end)
 step("get_unknown_kind", function(ns) return result(luna.get("example.com/v1/Nope", ns, "x")) end)
+-- a kind the server does not serve: a typo'd core kind, a group nobody
+-- serves (a real kube-apiserver answers its discovery with a plain-text
+-- 404), a version the group does not have
+step("delete_unknown_kind", function(ns)
+  return result(luna.delete("v1/ConfigMaps", ns, "driver"))
+end)
+step("create_unknown_group", function(ns)
+  return result(luna.create{ apiVersion = "nope-@TOKEN@.example.com/v1", kind = "Thing",
+    metadata = { name = "t", namespace = ns } })
+end)
+step("get_unknown_version", function(ns) return result(luna.get("apps/v7/Deployment", ns, "x")) end)
 step("get_no_namespace", function() return result(luna.get("v1/ConfigMap", "just-a-name")) end)
 step("create", function(ns) return result(luna.create(cm(ns, "made", { a = "1" }))) end)
 step("create_again", function(ns) return result(luna.create(cm(ns, "made", { a = "1" }))) end)
@@ -189,6 +200,26 @@ describe("the API from reconcile #integration", function()
     return v
   end
 
+  it("a kind the server does not serve: NoKindMatch, never NotFound, for every call", function()
+    local cases = {
+      { "get_unknown_kind", 'no matches for kind "Nope" in version "example.com/v1"', "luna.get" },
+      { "delete_unknown_kind", 'no matches for kind "ConfigMaps" in version "v1"', "luna.delete" },
+      { "create_unknown_group", 'no matches for kind "Thing" in version "nope%-' .. token ..
+        '%.example%.com/v1": the server does not serve that group%-version', "luna.create" },
+      { "get_unknown_version", 'no matches for kind "Deployment" in version "apps/v7"', "luna.get" },
+    }
+    for _, c in ipairs(cases) do
+      local s = step(c[1])
+      assert.is_nil(s.obj, c[1])
+      assert.same({ 0, "NoKindMatch", false, true },
+                  { s.err.code, s.err.reason, s.err.not_found, s.err.no_kind_match }, c[1])
+      assert.matches("^NoKindMatch: " .. c[2], s.err.text)
+      assert.matches("^" .. c[3]:gsub("%.", "%%.") .. " at .*api%.lua:%d+$", s.err.where)
+    end
+    -- the typo'd delete touched nothing: the driver is still there
+    assert.is_table(env:get(env.srv:ns_path("configmaps", "driver")))
+  end)
+
   it("get: NotFound as nil, err with code, reason and luna.is_not_found", function()
     local s = step("get_missing")
     assert.is_nil(s.obj)
@@ -198,8 +229,9 @@ describe("the API from reconcile #integration", function()
     assert.matches("^NotFound: .*missing", s.err.text)
     assert.matches("^luna%.get at .*api%.lua:" .. rt.line_of(API, '"missing"') .. "$", s.err.where)
     local unknown = step("get_unknown_kind")
-    assert.equal(404, unknown.err.code)
-    assert.is_true(unknown.err.not_found)
+    assert.is_nil(unknown.obj)
+    assert.equal("NoKindMatch", unknown.err.reason)
+    assert.is_false(unknown.err.not_found)
     local nons = step("get_no_namespace")
     assert.equal(400, nons.err.code)
     assert.equal("BadRequest", nons.err.reason)

@@ -6,7 +6,7 @@ local rt = require("11-runtime.support")
 
 if client.real() then
   describe("shutdown with reconciles in flight", function()
-    pending("needs the dev server's delay-path fault injection")
+    pending(client.DEV_ONLY .. "needs the delay-path fault injection")
   end)
   return
 end

@@ -202,7 +202,7 @@ describe("leader election", function()
   end)
 
   it("is an unhealthy standby while the API server fails, and leads once it answers", function()
-    if srv.real then return pending("faults exist only on the dev server") end
+    if srv.real then return pending(client.DEV_ONLY .. "needs fault injection") end
     assert.equal(200, (srv:request("PUT", "/luna/v1/faults", "error-rate=1,error-code=500",
                                    { content_type = "text/plain" })))
     local a = elector("a")

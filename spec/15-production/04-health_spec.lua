@@ -35,15 +35,18 @@ describe("luna run probes", function()
     -- the controller watches a kind the server does not serve yet
     local group = srv.ns .. ".example.com"
     luna = S.start(srv, S.controllers({ ["g.lua"] = GADGETS:format(group) }))
-    luna:await("informer kind not resolved", 10)
+    luna:await("informer kind not served", 10)
     local code, body = S.get(luna.health .. "/healthz")
     assert.same({ 200, "ok" }, { code, body })
     code, body = S.get(luna.health .. "/readyz")
     assert.equal(500, code)
-    assert.equal("[+]loop ok\n[-]informers-synced failed: 0 of 1 informers synced\n" ..
+    -- the reason names the controller, the kind and what discovery said
+    local waiting = ('controller gadgets: %s/v1/Gadget not served (no matches for kind "Gadget" in ' ..
+                     'version "%s/v1": the server does not serve that group-version)'):format(group, group)
+    assert.equal("[+]loop ok\n[-]informers-synced failed: " .. waiting .. "\n" ..
                  "[+]leader-or-standby ok\nreadyz check failed\n", body)
     code, body = S.get(luna.health .. "/readyz/informers-synced")
-    assert.same({ 500, "[-]informers-synced failed: 0 of 1 informers synced\n" }, { code, body })
+    assert.same({ 500, "[-]informers-synced failed: " .. waiting .. "\n" }, { code, body })
     assert.same({ 200, "ok" }, { get(luna.health .. "/readyz/leader-or-standby") })
     assert.same({ 200, "ok" }, { get(luna.health .. "/readyz?exclude=informers-synced") })
     code, body = S.get(luna.health .. "/readyz?verbose&exclude=informers-synced")

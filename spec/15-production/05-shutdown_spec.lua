@@ -23,7 +23,7 @@ return luna.controller {
 
 if client.real() then
   describe("luna run shutdown", function()
-    pending("slow API answers need the dev server's delay fault")
+    pending(client.DEV_ONLY .. "slow API answers need the delay fault")
   end)
   return
 end

@@ -25,10 +25,25 @@ function client.real()
   return kc ~= nil and kc ~= ""
 end
 
--- opts.args: extra dev-server flags; opts.scheme: "https" (with opts.cacert).
+-- Dev-server-only specs say so, with the reason, in busted's output (as
+-- pending "dev server only: REASON"), never silently.  In a describe block:
+--   if client.dev_only("--history cannot be set on kube-apiserver") then return end
+-- Inside an it block (where pending() ends the test):
+--   if srv.real then return pending(client.DEV_ONLY .. "reason") end
+client.DEV_ONLY = "dev server only: "
+function client.dev_only(reason)
+  if not client.real() then return false end
+  require("busted").pending(client.DEV_ONLY .. reason)
+  return true
+end
+
+-- opts.args: extra dev-server flags; opts.scheme: "https" (with opts.cacert);
+-- opts.dev: a dev server even when KUBECONFIG is set (specs comparing the
+-- two); opts.ns: the throwaway namespace's name (default: a random one).
 function client.start(opts)
   opts = opts or {}
-  local srv = setmetatable({ real = client.real(), tmp = helpers.tmpdir(), opts = opts }, Server)
+  local srv = setmetatable({ real = not opts.dev and client.real(), tmp = helpers.tmpdir(),
+                             opts = opts }, Server)
   if srv.real then
     srv.proc = helpers.spawn({ "kubectl", "proxy", "--port=0" })
     local _, port = srv.proc:expect("Starting to serve on 127%.0%.0%.1:(%d+)", 20)
@@ -40,13 +55,28 @@ function client.start(opts)
     local _, url = srv.proc:expect("listening on (https?://%S+)", 10)
     srv.url = url
   end
-  srv.ns = "luna-spec-" .. tostring(math.random(100000, 999999))
+  srv.ns = opts.ns or ("luna-spec-" .. tostring(math.random(100000, 999999)))
   if not opts.no_namespace then
     local code = srv:request("POST", "/api/v1/namespaces",
       { apiVersion = "v1", kind = "Namespace", metadata = { name = srv.ns } })
     assert(code == 201, "cannot create namespace " .. srv.ns .. ": " .. tostring(code))
+    if srv.real then srv:await_namespace() end
   end
   return srv
+end
+
+-- In a cluster a new namespace is usable once the controller-manager has
+-- made its `default` ServiceAccount (Pods are refused until then) and its
+-- kube-root-ca.crt ConfigMap, as Kubernetes' own e2e framework waits for.
+function Server:await_namespace()
+  local deadline = helpers.now() + 60
+  for _, path in ipairs({ "/serviceaccounts/default", "/configmaps/kube-root-ca.crt" }) do
+    while self:request("GET", "/api/v1/namespaces/" .. self.ns .. path) ~= 200 do
+      assert(helpers.now() < deadline, "namespace " .. self.ns .. " has no " .. path ..
+        " after 60 s: is kube-controller-manager running?")
+      helpers.run("sleep 0.1")
+    end
+  end
 end
 
 -- body: a table (sent as JSON) or a string; opts.content_type, opts.headers

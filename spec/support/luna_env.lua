@@ -32,7 +32,8 @@ end
 -- opts.controllers: files to run, or opts.sources: { ["name.lua"] = code };
 -- opts.seed: manifests the server needs first (CRDs): --seed for the dev
 -- server, kubectl apply for a cluster; opts.args: extra `luna run` flags;
--- opts.server_args: extra dev server flags; opts.env: extra environment.
+-- opts.server_args: extra dev server flags; opts.env: extra environment;
+-- opts.wait: the log line to wait for (default "caches synced"; false: none).
 function luna_env.start(opts)
   local args = {}
   for _, f in ipairs(opts.seed or {}) do
@@ -61,7 +62,7 @@ function luna_env.start(opts)
   local penv = { POD_NAME = "luna-spec", KUBECONFIG = false }
   for k, v in pairs(opts.env or {}) do penv[k] = v end
   env.luna = helpers.spawn(argv, { env = penv })
-  env.luna:expect("caches synced", 20)
+  if opts.wait ~= false then env.luna:expect(opts.wait or "caches synced", 20) end
   return env
 end
 
