@@ -3,8 +3,9 @@
 #   docker build -t luna:0.1.0 .
 #
 # The build stage builds and installs with the Makefile (`make deps-build`,
-# `make`, `make install`); the runtime stage is debian:bookworm-slim with the
-# shared libraries luna links and nothing else. The image runs as uid 65532
+# `make build/luna`, `make install-runtime`: the stripped executable and the
+# Lua library); the runtime stage is debian:bookworm-slim with the shared
+# libraries luna links, TLS roots, and nothing else. The image runs as uid 65532
 # and writes nothing outside /tmp, so it runs with a read-only root
 # filesystem (the Deployment in deploy/ mounts an emptyDir at /tmp).
 # spec/16-deploy checks this file against the Makefile and `ldd build/luna`.
@@ -20,8 +21,8 @@ RUN make deps-build \
  && rm -rf /var/lib/apt/lists/*
 COPY host/ host/
 COPY lua/ lua/
-RUN make -j"$(nproc)" \
- && make install PREFIX=/usr/local DESTDIR=/out
+RUN make -j"$(nproc)" build/luna \
+ && make install-runtime PREFIX=/usr/local DESTDIR=/out
 
 FROM debian:bookworm-slim AS runtime
 # One package per shared library `ldd build/luna` lists, except those
@@ -49,7 +50,8 @@ RUN apt-get update \
       libssl3 \
       libyajl2 \
       libyaml-0-2 \
- && rm -rf /var/lib/apt/lists/* \
+ && rm -rf /var/lib/apt/lists/* /var/log/apt/* /var/log/dpkg.log \
+      /var/cache/debconf/*-old /var/lib/dpkg/*-old \
  && groupadd --system --gid 65532 luna \
  && useradd --system --uid 65532 --gid 65532 --no-create-home \
       --home-dir /nonexistent --shell /usr/sbin/nologin luna \

@@ -52,7 +52,8 @@ DEVSERVER_SRC := $(wildcard host/devserver/*.c)
 FIXTURES  := $(patsubst spec/fixtures/%.c,%,$(wildcard spec/fixtures/*.c))
 BENCHES   := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
 
-.PHONY: all deps deps-build deploy-sync test kube test-kube pbschema run bench clean install
+.PHONY: all deps deps-build deploy-sync test kube test-kube pbschema run bench clean install \
+        install-runtime image test-container
 all: build/luna build/lua/luna/core.so
 
 # variant DIR FLAGS: object files, libluna.a, luna, core.so, fixtures, benches.
@@ -149,7 +150,8 @@ pbschema:
 # KUBE_FEATURE_GATES / KUBE_RUNTIME_CONFIG go to the control plane;
 # SPEC=path runs one folder or file.
 KUBE_SPECS := spec/07-informer spec/08-apiserver spec/11-runtime spec/12-isolation \
-              spec/13-reload spec/14-controllers spec/15-production
+              spec/13-reload spec/14-controllers spec/15-production \
+              spec/16-deploy/06-apply_dry_run_spec.lua
 KUBE_FEATURE_GATES ?=
 KUBE_RUNTIME_CONFIG ?=
 test-kube: kube $(TEST_BIN)
@@ -164,14 +166,27 @@ test-kube: kube $(TEST_BIN)
 	LUNA_SUMMARY_FILE=build/test-kube/summary.txt \
 	$(BUSTED) $(if $(filter command line,$(origin SPEC)),$(SPEC),$(KUBE_SPECS))
 
+# The container suite (spec/17-container, docs/container.md): the image run
+# as deploy/'s Deployment runs it, against the dev server and then against
+# a real control plane (KUBECONFIG's, else the one `make kube` built) when
+# there is one; build/test-container/summary.txt sums both runs.  Without
+# a Docker engine its specs are skipped, saying why.
+CONTAINER_SPEC ?= spec/17-container
+test-container: all build/fixtures/tcp_relay
+	@mkdir -p build/test-container
+	@if docker version >/dev/null 2>&1; then $(MAKE) --no-print-directory image; \
+	 else echo "test-container: no Docker engine reachable: skipping the container suite"; fi
+	spec/17-container/run.sh build/test-container/summary.txt \
+	  env LUNA_BUILD=build LUNA_IMAGE=$(IMAGE) $(BUSTED) --run=container $(CONTAINER_SPEC)
+
 # The example controllers against the cluster in KUBECONFIG, or else against
 # an embedded dev server seeded with demo objects (kubectl can talk to it
-# through the kubeconfig luna logs).
+# through the kubeconfig luna logs; its /metrics is plain HTTP on :8080).
 run: all
 	@if [ -n "$$KUBECONFIG" ]; then \
 	  exec build/luna run controllers; \
 	else \
-	  exec build/luna run --log-level debug --dev-server \
+	  exec build/luna run --log-level debug --dev-server --metrics-secure=false \
 	    --seed deploy/crd-widgets.yaml --seed deploy/demo-objects.yaml controllers; \
 	fi
 
@@ -186,6 +201,26 @@ install: all
 	install -m 755 build/luna $(DESTDIR)$(PREFIX)/bin/luna
 	install -m 644 build/lua/luna/core.so $(DESTDIR)$(PREFIX)/lib/lua/5.1/luna/core.so
 	install -m 644 lua/luna/*.lua $(DESTDIR)$(PREFIX)/share/lua/5.1/luna/
+
+# What `luna run` needs and nothing else, as the container image installs
+# it: the stripped executable (luna.core is built into it) and the Lua
+# library.  `make install` also installs core.so for plain luajit.
+install-runtime: build/luna
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/lua/5.1/luna
+	install -s -m 755 build/luna $(DESTDIR)$(PREFIX)/bin/luna
+	install -m 644 lua/luna/*.lua $(DESTDIR)$(PREFIX)/share/lua/5.1/luna/
+
+# The container image, built from the Dockerfile as users build it.  Where
+# no registry can be reached, deploy/image/base-images.sh first makes the
+# debian:bookworm and debian:bookworm-slim base images from Debian's
+# packages (cached in $(LUNA_CACHE)); docker's layer cache makes a second
+# build of unchanged sources take seconds.
+IMAGE      ?= luna:$(VERSION)
+LUNA_CACHE ?= $(HOME)/.cache/luna
+DOCKER_BUILD_FLAGS ?=
+image:
+	@LUNA_CACHE=$(LUNA_CACHE) deploy/image/base-images.sh
+	docker build $(DOCKER_BUILD_FLAGS) -t $(IMAGE) .
 
 clean:
 	rm -rf build

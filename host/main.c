@@ -43,8 +43,19 @@ static void usage(FILE *out)
           "  --log-level LEVEL     debug, info, warn or error (default: info)\n"
           "  --log-format FORMAT   text or json (default: text)\n"
           "  --metrics-bind-address ADDR\n"
-          "                        serve /metrics on HOST:PORT (default :8080; port 0: any\n"
-          "                        free port, logged; 0: off)\n"
+          "                        serve /metrics on HOST:PORT (default :8443, or :8080 with\n"
+          "                        --metrics-secure=false; port 0: any free port, logged;\n"
+          "                        0: off)\n"
+          "  --metrics-secure[=BOOL]\n"
+          "                        serve /metrics over HTTPS to scrapers the API server\n"
+          "                        authenticates (TokenReview) and authorizes\n"
+          "                        (SubjectAccessReview: get on /metrics) (default true;\n"
+          "                        false: plain HTTP, no authentication)\n"
+          "  --metrics-cert-path DIR\n"
+          "                        the metrics server's certificate and key, re-read when\n"
+          "                        they change (default: a self-signed certificate)\n"
+          "  --metrics-cert-name NAME  certificate file in DIR (default tls.crt)\n"
+          "  --metrics-cert-key NAME   key file in DIR (default tls.key)\n"
           "  --health-probe-bind-address ADDR\n"
           "                        serve /healthz and /readyz on HOST:PORT (default :8081;\n"
           "                        0: off)\n"
@@ -156,6 +167,7 @@ enum run_flag {
     OPT_METRICS_ADDR, OPT_HEALTH_ADDR, OPT_LEADER_ELECT, OPT_LEADER_ID, OPT_LEADER_NS,
     OPT_LEASE_DURATION, OPT_RENEW_DEADLINE, OPT_RETRY_PERIOD, OPT_GRACE, OPT_WATCH,
     OPT_DEV_SERVER, OPT_SEED, OPT_INSTR_LIMIT, OPT_TIME_LIMIT, OPT_MEM_LIMIT,
+    OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
 };
 
 /* A number >= 0 for a limit flag, or -1. */
@@ -185,6 +197,10 @@ static int cmd_run(int argc, char **argv)
         { "log-format", required_argument, NULL, OPT_LOG_FORMAT },
         { "help", no_argument, NULL, OPT_HELP },
         { "metrics-bind-address", required_argument, NULL, OPT_METRICS_ADDR },
+        { "metrics-secure", optional_argument, NULL, OPT_METRICS_SECURE },
+        { "metrics-cert-path", required_argument, NULL, OPT_METRICS_CERT_PATH },
+        { "metrics-cert-name", required_argument, NULL, OPT_METRICS_CERT_NAME },
+        { "metrics-cert-key", required_argument, NULL, OPT_METRICS_CERT_KEY },
         { "health-probe-bind-address", required_argument, NULL, OPT_HEALTH_ADDR },
         { "leader-elect", optional_argument, NULL, OPT_LEADER_ELECT },
         { "leader-election-id", required_argument, NULL, OPT_LEADER_ID },
@@ -238,6 +254,24 @@ static int cmd_run(int argc, char **argv)
             if (parse_bool(optarg, ch == OPT_WATCH ? &cfg.watch : &cfg.leader_elect) < 0)
                 return bad_flag(name, optarg, "want true or false");
             break;
+        case OPT_METRICS_SECURE: {
+            bool secure;
+            if (parse_bool(optarg, &secure) < 0)
+                return bad_flag(name, optarg, "want true or false");
+            cfg.metrics_insecure = !secure;
+            break;
+        }
+        case OPT_METRICS_CERT_PATH:
+        case OPT_METRICS_CERT_NAME:
+        case OPT_METRICS_CERT_KEY:
+            if (!*optarg || (ch != OPT_METRICS_CERT_PATH && strchr(optarg, '/')))
+                return bad_flag(name, optarg, ch == OPT_METRICS_CERT_PATH
+                                                  ? "want a directory"
+                                                  : "want a file name in --metrics-cert-path");
+            if (ch == OPT_METRICS_CERT_PATH) cfg.metrics_cert_path = optarg;
+            else if (ch == OPT_METRICS_CERT_NAME) cfg.metrics_cert_name = optarg;
+            else cfg.metrics_cert_key = optarg;
+            break;
         case OPT_LEADER_ID: cfg.leader_election_id = optarg; break;
         case OPT_LEADER_NS: cfg.leader_election_namespace = optarg; break;
         case OPT_LEASE_DURATION:
@@ -287,6 +321,16 @@ static int cmd_run(int argc, char **argv)
     if (luna_leader_check_timing(cfg.lease_duration, cfg.renew_deadline, cfg.retry_period,
                                  &err) < 0) {
         fprintf(stderr, "luna run: %s\n", err.msg);
+        return 2;
+    }
+    if (cfg.metrics_insecure && (cfg.metrics_cert_path || cfg.metrics_cert_name ||
+                                 cfg.metrics_cert_key)) {
+        fputs("luna run: --metrics-cert-* need --metrics-secure (the default)\n", stderr);
+        return 2;
+    }
+    if (!cfg.metrics_cert_path && (cfg.metrics_cert_name || cfg.metrics_cert_key)) {
+        fputs("luna run: --metrics-cert-name and --metrics-cert-key need --metrics-cert-path\n",
+              stderr);
         return 2;
     }
     if (nseeds && !cfg.dev_server) {

@@ -28,7 +28,9 @@ static void usage(FILE *out)
           "\n"
           "  --listen HOST:PORT       numeric address and port (port 0 picks a free one)\n"
           "  --seed FILE              create the objects in a YAML/JSON manifest (repeatable)\n"
-          "  --token TOKEN            require 'Authorization: Bearer TOKEN' (401 otherwise)\n"
+          "  --token TOKEN            require 'Authorization: Bearer TOKEN' or a token the\n"
+          "                           server issued (TokenRequest) (401 otherwise); TOKEN\n"
+          "                           reviews as user admin in system:masters\n"
           "  --tls-cert FILE          serve HTTPS with this PEM certificate ...\n"
           "  --tls-key FILE           ... and this PEM key\n"
           "  --faults SPEC            inject faults, e.g. error-rate=0.1,error-code=429\n"
@@ -271,6 +273,10 @@ int luna_devserver_main(int argc, char **argv)
         goto out;
     }
     ds->faults = checked;
+    if (token && luna_ds_auth_set_admin_token(ds, token) < 0) {
+        luna_error("dev-server failed", "error", "out of memory");
+        goto out_api;
+    }
     for (int i = 0; i < nseeds; i++)
         if (load_seed(ds, seeds[i], &err) < 0) {
             luna_error("seed failed", "error", err.msg);

@@ -14,7 +14,8 @@
  * semantics in devserver_validate, _write, _gc, _list, _continue, _verbs,
  * _seed, with devserver_request and devserver_doc as shared helpers),
  * devserver_store, devserver_types, devserver_watch, devserver_filter,
- * devserver_patch, devserver_apply, devserver_faults, devserver_yaml.
+ * devserver_patch, devserver_apply, devserver_faults, devserver_yaml,
+ * devserver_auth (TokenRequest, TokenReview, SubjectAccessReview over RBAC).
  * Runs on the loop thread.
  */
 #ifndef LUNA_DEVSERVER_H

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devserver/devserver_auth.h"
 #include "devserver/devserver_faults.h"
 #include "devserver/devserver_gc.h"
 #include "devserver/devserver_list.h"
@@ -164,6 +165,17 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
         luna_ds_reply_json(resp, 200, doc);
         return;
     }
+    /* Reviews and token requests (devserver_auth): not stored objects. */
+    if (n == 4 && strcmp(s[0], "apis") == 0 && strcmp(s[3], "tokenreviews") == 0 &&
+        strcmp(s[1], "authentication.k8s.io") == 0 && strcmp(s[2], "v1") == 0)
+        return luna_ds_auth_token_review(ds, req, resp);
+    if (n == 4 && strcmp(s[0], "apis") == 0 && strcmp(s[3], "subjectaccessreviews") == 0 &&
+        strcmp(s[1], "authorization.k8s.io") == 0 && strcmp(s[2], "v1") == 0)
+        return luna_ds_auth_access_review(ds, req, resp);
+    if (n == 7 && strcmp(s[0], "api") == 0 && strcmp(s[1], "v1") == 0 &&
+        strcmp(s[2], "namespaces") == 0 && strcmp(s[4], "serviceaccounts") == 0 &&
+        strcmp(s[6], "token") == 0)
+        return luna_ds_auth_token_request(ds, req, s[3], s[5], resp);
     const char *group, *version;
     int rest;
     if (n >= 1 && strcmp(s[0], "api") == 0) {
@@ -241,7 +253,23 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
         luna_ds_reply_not_found(resp);
         return;
     }
+    /* dryRun=All (the only value kube-apiserver accepts) on a write */
+    const char *dry = strcmp(req->method, "GET") != 0 ? luna_ds_request_arg(req, "dryRun") : NULL;
+    if (dry && strcmp(dry, "All") != 0) {
+        const char *m = req->method;
+        const char *opts = strcmp(m, "POST") == 0    ? "CreateOptions"
+                           : strcmp(m, "PUT") == 0   ? "UpdateOptions"
+                           : strcmp(m, "PATCH") == 0 ? "PatchOptions"
+                                                     : "DeleteOptions";
+        luna_ds_status st = { 0 };
+        luna_ds_status_invalid(&st, "meta.k8s.io", opts, "", "FieldValueNotSupported", "dryRun",
+                               "Unsupported value: [\"%s\"]: supported values: \"All\"", dry);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    ds->dry_run = dry != NULL;
     handle_resource(ds, req, t, ns, name, sub, resp);
+    ds->dry_run = false;
 }
 
 /* ---- init ---- */
@@ -290,6 +318,7 @@ void luna_ds_api_free(luna_ds *ds)
     if (!ds)
         return;
     luna_ds_gc_shutdown(ds);
+    luna_ds_auth_free(&ds->auth);
     luna_ds_types_free(ds->types);
     luna_ds_store_free(ds->store);
     free(ds);

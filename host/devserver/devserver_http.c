@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include "devserver/devserver_api.h"
+#include "devserver/devserver_auth.h"
 #include "devserver/devserver_faults.h"
 #include "devserver/devserver_protobuf.h"
 #include "devserver/devserver_state.h"
@@ -198,10 +199,9 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
     struct MHD_Connection *c = r->conn;
     luna_ds_status st = { 0 };
     if (srv->token) {
+        /* the --token, or a token the server issued (TokenRequest) */
         const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-        size_t tl = strlen(srv->token);
-        if (!auth || strncmp(auth, "Bearer ", 7) != 0 || strlen(auth + 7) != tl ||
-            memcmp(auth + 7, srv->token, tl) != 0) {
+        if (!luna_ds_auth_request(srv->ds, auth)) {
             luna_ds_status_set(&st, 401, "Unauthorized", "Unauthorized");
             *code = 401;
             return status_response(&st);

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 
+#include "devserver/devserver_auth.h"
 #include "devserver/devserver_faults.h"
 #include "devserver/devserver_gc.h"
 #include "devserver/devserver_store.h"
@@ -30,6 +31,9 @@ struct luna_ds {
     luna_ds_faults faults;
     luna_ds_watches watches;      /* every watch must be freed before the server */
     luna_ds_gc gc;
+    luna_ds_auth auth;            /* issued tokens, the --token (devserver_auth) */
+    bool dry_run;                 /* the request being handled has dryRun=All:
+                                     its writes are computed, not stored */
 };
 
 #endif

@@ -59,6 +59,16 @@ luna_ds_obj *luna_ds_write_store(luna_ds *ds, luna_ds_type *t, enum luna_ds_even
     luna_ds_type *s = luna_ds_types_storage_of(ds->types, t);
     if (s != t)
         luna_ds_types_convert(doc, t, s);
+    if (ds->dry_run) {
+        /* dryRun=All: the state the write would store, stored nowhere,
+         * seen by no watch, running no hook */
+        uint64_t now_rv = luna_ds_store_rv(ds->store);
+        luna_ds_doc_set_rv(doc, now_rv);
+        luna_ds_doc_normalize(doc);
+        luna_ds_obj *o = luna_ds_obj_new(doc, now_rv);
+        json_decref(doc);
+        return o;
+    }
     uint64_t rv = luna_ds_store_next_rv(ds->store);
     luna_ds_doc_set_rv(doc, rv);
     luna_ds_doc_normalize(doc);
@@ -85,8 +95,8 @@ luna_ds_obj *luna_ds_write_remove(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur
 {
     luna_ds_type *s = luna_ds_types_storage_of(ds->types, t);
     luna_ds_obj *o = luna_ds_write_store(ds, s, LUNA_DS_DELETED, luna_ds_obj_doc(cur));
-    if (!o)
-        return NULL;
+    if (!o || ds->dry_run)
+        return o;
     /* o is the deleted state: its uid and namespace are cur's */
     luna_ds_gc_after_removal(ds, o->uid);
     if (*o->ns)

@@ -17,6 +17,11 @@
  * finalizers while deleting, store nothing for a no-op, and remove the
  * object once a deleting object's last finalizer is gone.
  *
+ * With ds->dry_run (a request's dryRun=All) the whole pipeline runs, with
+ * its checks and defaults, but nothing is stored: the state that would be
+ * stored is handed out (resourceVersion: the store's current one), no watch
+ * sees it and no hook runs.
+ *
  * Documents passed in are consumed; documents handed out are new ones the
  * caller owns.  Functions returning int return 0 or the negative HTTP status
  * with st set.  Runs on the loop thread.

@@ -10,10 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "base/liblog.h"
+#include "base/log.h"
 #include "base/mhd_loop.h"
 #include "base/textbuf.h"
+#include "runtime/metrics_auth.h"
 
 #define MAX_CONNECTIONS 64u
 #define IDLE_TIMEOUT_S 30u
@@ -24,6 +27,8 @@ struct luna_httpd {
     struct luna_mhd_loop ml;
     struct luna_metrics *metrics;
     struct luna_health *health;
+    struct luna_metrics_auth *auth;     /* borrowed; NULL: /metrics is open */
+    bool tls;
     void (*prepare)(void *ud, enum luna_httpd_endpoint endpoint);
     void *ud;
     char address[INET6_ADDRSTRLEN + 16];
@@ -32,6 +37,16 @@ struct luna_httpd {
 
 /* con_cls of a request whose head has been seen (bodies are dropped). */
 static char seen_head;
+
+/* con_cls of a /metrics request being authorized: owned by the connection
+ * (freed when MHD reports the request completed). */
+struct scrape {
+    struct luna_httpd *s;
+    struct MHD_Connection *conn;
+    struct luna_metrics_auth_check *check; /* pending, or NULL */
+    enum luna_metrics_auth_decision decision;
+    char user[256];
+};
 
 int luna_httpd_parse_address(const char *address, char *host, size_t host_size, int *port,
                              luna_error *err)
@@ -88,6 +103,10 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
     MHD_add_response_header(r, "Cache-Control", "no-cache, private");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(r, "Allow", "GET, HEAD");
+    if (status == MHD_HTTP_UNAUTHORIZED)
+        MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
+        MHD_add_response_header(r, "Retry-After", "1");
     enum MHD_Result rc = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return rc;
@@ -183,6 +202,61 @@ static enum MHD_Result serve_check(struct luna_httpd *s, struct MHD_Connection *
     return send_buffer(c, ok ? MHD_HTTP_OK : MHD_HTTP_INTERNAL_SERVER_ERROR, TEXT_PLAIN, &b);
 }
 
+/* ---- authorized scrapes ------------------------------------------------------ */
+
+static void scrape_decided(void *ud, enum luna_metrics_auth_decision d, const char *user)
+{
+    struct scrape *sc = ud;
+    sc->check = NULL;
+    sc->decision = d;
+    snprintf(sc->user, sizeof sc->user, "%s", user);
+    MHD_resume_connection(sc->conn);
+    luna_mhd_loop_kick(&sc->s->ml);
+}
+
+/* The answer to a decided scrape (controller-runtime's texts). */
+static enum MHD_Result answer_decision(struct luna_httpd *s, struct MHD_Connection *c,
+                                       const struct scrape *sc)
+{
+    char text[400];
+    switch (sc->decision) {
+    case LUNA_METRICS_AUTH_ALLOW:
+        return MHD_YES; /* not reached: the caller serves */
+    case LUNA_METRICS_AUTH_UNAUTHENTICATED:
+        return send_static(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized\n");
+    case LUNA_METRICS_AUTH_FORBIDDEN:
+        snprintf(text, sizeof text, "Authorization denied for user %s\n", sc->user);
+        return send_static(c, MHD_HTTP_FORBIDDEN, text);
+    case LUNA_METRICS_AUTH_BUSY:
+        return send_static(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+                           "too many scrapes waiting for authorization\n");
+    case LUNA_METRICS_AUTH_ERROR:
+    case LUNA_METRICS_AUTH_PENDING:
+        break;
+    }
+    if (sc->user[0]) {
+        snprintf(text, sizeof text, "Authorization for user %s failed\n", sc->user);
+        return send_static(c, MHD_HTTP_INTERNAL_SERVER_ERROR, text);
+    }
+    return send_static(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "Authentication failed\n");
+}
+
+/* /metrics behind authentication and authorization: decides (suspending
+ * the connection while the API server is asked), then answers. */
+static enum MHD_Result authorized_metrics(struct luna_httpd *s, struct MHD_Connection *c,
+                                          const char *url, const char *method, void **con_cls);
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    if (!*con_cls || *con_cls == &seen_head)
+        return;
+    struct scrape *sc = *con_cls;
+    luna_metrics_auth_cancel(sc->check);
+    free(sc);
+    *con_cls = NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls)
@@ -196,6 +270,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0; /* bodies mean nothing here */
         return MHD_YES;
     }
+    if (s->metrics && s->auth && strcmp(url, "/metrics") == 0)
+        return authorized_metrics(s, c, url, method, con_cls);
     bool known = (s->metrics && strcmp(url, "/metrics") == 0) ||
                  (s->health && (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0 ||
                                 strncmp(url, "/healthz/", 9) == 0 ||
@@ -215,25 +291,79 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return serve_check(s, c, LUNA_HEALTH_READYZ, url + 8);
 }
 
+static enum MHD_Result authorized_metrics(struct luna_httpd *s, struct MHD_Connection *c,
+                                          const char *url, const char *method, void **con_cls)
+{
+    if (*con_cls == &seen_head) {
+        struct scrape *sc = calloc(1, sizeof *sc);
+        if (!sc)
+            return send_static(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+        sc->s = s;
+        sc->conn = c;
+        *con_cls = sc;
+        char verb[16];
+        size_t n = 0;
+        for (; method[n] && n < sizeof verb - 1; n++)
+            verb[n] = (char)(method[n] >= 'A' && method[n] <= 'Z' ? method[n] + 32 : method[n]);
+        verb[n] = '\0';
+        const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+        sc->decision = luna_metrics_auth_check(s->auth, authz, verb, url, scrape_decided, sc,
+                                               &sc->check);
+        if (sc->decision == LUNA_METRICS_AUTH_PENDING) {
+            MHD_suspend_connection(c);
+            return MHD_YES;
+        }
+    }
+    struct scrape *sc = *con_cls;
+    if (sc->decision != LUNA_METRICS_AUTH_ALLOW)
+        return answer_decision(s, c, sc);
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+        return send_static(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+    return serve_metrics(s, c);
+}
+
 /* ---- binding -------------------------------------------------------------- */
 
 /* libmicrohttpd's own messages go through luna's logger, at debug: a
- * scraper that hung up, a bind that falls back from IPv6 to IPv4.  What
- * matters (cannot listen) is luna's own error. */
+ * scraper that hung up, a bind that falls back from IPv6 to IPv4, a TLS
+ * handshake a plain-HTTP client broke.  What matters (cannot listen) is
+ * luna's own error. */
 static const struct luna_liblog_source mhd_log = {
     .source = "libmicrohttpd", .server = "metrics-and-probes", .level = LUNA_LOG_DEBUG,
 };
 
+/* A daemon on the address sa (or on the listening socket fd when fd >= 0),
+ * serving TLS with cert/key when they are given. */
+static struct MHD_Daemon *start_daemon(struct luna_httpd *s, const struct sockaddr *sa, int fd,
+                                       unsigned flags, const char *cert, const char *key)
+{
+    flags |= MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    struct MHD_OptionItem opts[] = {
+        { fd >= 0 ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_SOCK_ADDR, fd >= 0 ? fd : 0,
+          fd >= 0 ? NULL : (void *)sa },
+        { cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, (void *)cert },
+        { key ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, (void *)key },
+        { MHD_OPTION_END, 0, NULL },
+    };
+    if (cert && key)
+        flags |= MHD_USE_TLS;
+    else
+        opts[1].option = MHD_OPTION_END;
+    return MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, luna_liblog_mhd, &mhd_log,
+                            MHD_OPTION_ARRAY, opts,
+                            MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
+                            MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_END);
+}
+
+static const char *tls_cert, *tls_key; /* during luna_httpd_start only */
+
 static struct MHD_Daemon *listen_on(struct luna_httpd *s, const struct sockaddr *sa,
                                     unsigned flags)
 {
-    return MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG | flags, 0, NULL, NULL,
-                            on_request, s,
-                            MHD_OPTION_EXTERNAL_LOGGER, luna_liblog_mhd, &mhd_log,
-                            MHD_OPTION_SOCK_ADDR, sa,
-                            MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
-                            MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
-                            MHD_OPTION_END);
+    return start_daemon(s, sa, -1, flags, tls_cert, tls_key);
 }
 
 static void format_host(const struct sockaddr *sa, char *buf, size_t size)
@@ -262,10 +392,24 @@ int luna_httpd_start(const struct luna_httpd_options *o, struct luna_httpd **out
     struct luna_httpd *s = calloc(1, sizeof *s);
     if (!s)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+    if ((o->tls_cert_pem != NULL) != (o->tls_key_pem != NULL)) {
+        free(s);
+        return luna_error_set(err, LUNA_EINVAL, "HTTP server %s: a TLS certificate needs its key",
+                              o->address);
+    }
+    if (o->tls_cert_pem && !MHD_is_feature_supported(MHD_FEATURE_TLS)) {
+        free(s);
+        return luna_error_set(err, LUNA_EINVAL, "HTTP server %s: libmicrohttpd has no TLS",
+                              o->address);
+    }
     s->metrics = o->metrics;
     s->health = o->health;
+    s->auth = o->auth;
+    s->tls = o->tls_cert_pem != NULL;
     s->prepare = o->prepare;
     s->ud = o->ud;
+    tls_cert = o->tls_cert_pem;
+    tls_key = o->tls_key_pem;
 
     struct MHD_Daemon *daemon = NULL;
     char bound_host[INET6_ADDRSTRLEN + 2] = "";
@@ -307,6 +451,7 @@ int luna_httpd_start(const struct luna_httpd_options *o, struct luna_httpd **out
         }
         freeaddrinfo(res);
     }
+    tls_cert = tls_key = NULL;
     if (!daemon) {
         free(s);
         return luna_error_set(err, LUNA_EIO, "cannot listen on %s: %s", o->address,
@@ -329,6 +474,36 @@ void luna_httpd_free(struct luna_httpd *s)
         return;
     luna_mhd_loop_stop(&s->ml);
     free(s);
+}
+
+int luna_httpd_set_certificate(struct luna_httpd *s, const char *cert_pem, const char *key_pem,
+                               luna_error *err)
+{
+    if (!s->tls)
+        return luna_error_set(err, LUNA_EINVAL, "HTTP server %s serves no TLS", s->address);
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(s->ml.daemon, MHD_DAEMON_INFO_LISTEN_FD);
+    int fd = info ? dup(info->listen_fd) : -1;
+    if (fd < 0)
+        return luna_error_set(err, LUNA_EIO, "HTTP server %s: no listening socket", s->address);
+    /* The new daemon takes the same socket first, so no connection is ever
+     * refused; the old one stops accepting, then stops (its connections end:
+     * clients reconnect and meet the new certificate). */
+    struct MHD_Daemon *next = start_daemon(s, NULL, fd, 0, cert_pem, key_pem);
+    if (!next) {
+        close(fd);
+        return luna_error_set(err, LUNA_EINVAL, "HTTP server %s: TLS refused the certificate",
+                              s->address);
+    }
+    int old_fd = MHD_quiesce_daemon(s->ml.daemon);
+    luna_mhd_loop_stop(&s->ml);
+    if (old_fd >= 0)
+        close(old_fd);
+    int rc = luna_mhd_loop_attach(&s->ml, next, err);
+    if (rc < 0)
+        luna_error("HTTP server stopped: new certificate's daemon failed", "address", s->address,
+                   "error", err->msg);
+    return rc;
 }
 
 const char *luna_httpd_address(const struct luna_httpd *s) { return s->address; }

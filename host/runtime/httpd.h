@@ -13,9 +13,20 @@
  *
  * A server serves /metrics if it was given a registry and the health
  * endpoints if it was given a health state (controller-runtime runs two
- * servers, :8080 for metrics and :8081 for probes; one server can do
+ * servers, :8443 for metrics and :8081 for probes; one server can do
  * both).  Other paths get 404, other methods than GET and HEAD 405 with
  * "Allow: GET, HEAD".  Request bodies are read and dropped.
+ *
+ * Secure serving (controller-runtime's SecureServing with its
+ * authentication/authorization filter): with a certificate the server
+ * speaks only TLS; with an auth (metrics_auth.h), a /metrics request is
+ * answered only after the API server authenticated its bearer token and
+ * authorized the user to GET the path: 401 "Unauthorized" (with
+ * WWW-Authenticate: Bearer), 403 "Authorization denied for user U", 500
+ * when the API server could not decide, 503 (Retry-After: 1) when too
+ * many scrapes already wait (metrics_auth.h).  The connection is suspended meanwhile, so
+ * the loop goes on.  Probes are never authenticated (the kubelet has no
+ * token).  The certificate can be replaced while serving.
  *
  * Addresses are Go's "HOST:PORT": ":8080" (every interface: IPv6 and IPv4
  * when the host has IPv6, else IPv4), "127.0.0.1:0" (port 0: the kernel
@@ -27,12 +38,13 @@
  * shared and nothing locks.  Connections are capped (64, idle 30 s) so a
  * misbehaving scraper cannot starve the loop of file descriptors.
  *
- * Uses libmicrohttpd, mhd_loop, metrics, health, textbuf.  Runs on the loop
- * thread.
+ * Uses libmicrohttpd (TLS through its GnuTLS), mhd_loop, metrics, health,
+ * metrics_auth, textbuf.  Runs on the loop thread.
  *
  * Ownership: luna_httpd_start returns a server freed with luna_httpd_free
- * (which closes its connections).  The registry, the health state and the
- * prepare userdata are borrowed until then; the address is copied.
+ * (which closes its connections and cancels their pending checks).  The
+ * registry, the health state, the auth and the prepare userdata are
+ * borrowed until then; the address and the certificate are copied.
  */
 #ifndef LUNA_HTTPD_H
 #define LUNA_HTTPD_H
@@ -43,6 +55,8 @@
 #include "runtime/health.h"
 #include "runtime/metrics.h"
 
+struct luna_metrics_auth;
+
 struct luna_httpd;
 
 enum luna_httpd_endpoint { LUNA_HTTPD_METRICS, LUNA_HTTPD_HEALTHZ, LUNA_HTTPD_READYZ };
@@ -51,6 +65,12 @@ struct luna_httpd_options {
     const char *address;            /* "HOST:PORT", required */
     struct luna_metrics *metrics;   /* NULL: no /metrics */
     struct luna_health *health;     /* NULL: no /healthz, /readyz */
+    /* TLS: serve HTTPS with this PEM certificate (chain) and key (copied
+     * by libmicrohttpd); both NULL: plain HTTP. */
+    const char *tls_cert_pem, *tls_key_pem;
+    /* /metrics only for scrapers the API server authenticates and
+     * authorizes (metrics_auth.h); NULL: open.  Borrowed until free. */
+    struct luna_metrics_auth *auth;
     /* Called before each render, e.g. to bring collected values or checks
      * up to date; may be NULL. */
     void (*prepare)(void *ud, enum luna_httpd_endpoint endpoint);
@@ -72,6 +92,13 @@ void luna_httpd_free(struct luna_httpd *s); /* NULL: no-op */
 
 /* The address actually bound, numeric with the real port:
  * "127.0.0.1:43127", "[::]:8080".  Borrowed until free. */
+/* Serves a new TLS certificate from now on, on the same listening socket
+ * (no connection refused meanwhile); open connections are closed.
+ * LUNA_EINVAL if the server serves no TLS or TLS refuses the pair (the old
+ * certificate stays). */
+int luna_httpd_set_certificate(struct luna_httpd *s, const char *cert_pem, const char *key_pem,
+                               luna_error *err);
+
 const char *luna_httpd_address(const struct luna_httpd *s);
 
 #endif

@@ -30,13 +30,16 @@
 #include "runtime/lua_host.h"
 #include "runtime/lua_runtime.h"
 #include "runtime/metrics.h"
+#include "runtime/metrics_auth.h"
+#include "runtime/serving_cert.h"
 #include "runtime/runtime_metrics.h"
 #include "runtime/workqueue_export.h"
 
 #define SYNC_CHECK_S 0.05
 #define NOT_SERVED_CHECK_S 1.0
 #define DEFAULT_GRACE_S 30.0
-#define DEFAULT_METRICS_ADDRESS ":8080"
+#define DEFAULT_METRICS_ADDRESS ":8443"          /* secure: TLS, authorized scrapes */
+#define DEFAULT_INSECURE_METRICS_ADDRESS ":8080" /* --metrics-secure=false */
 #define DEFAULT_HEALTH_ADDRESS ":8081"
 #define DEFAULT_LEASE_NAME "luna"
 #define CHECK_SYNCED "informers-synced"
@@ -107,6 +110,8 @@ struct runtime {
     char api_host[256];                   /* rest_client_requests_total{host} */
     struct luna_health *health;
     struct luna_httpd *metrics_srv, *health_srv;
+    struct luna_serving_cert *metrics_cert;  /* secure metrics: the certificate */
+    struct luna_metrics_auth *metrics_auth;  /* secure metrics: who may scrape */
     struct luna_leader *leader;
     char identity[320];
     bool caches_synced;                   /* "caches synced" was logged */
@@ -586,21 +591,63 @@ static int setup_metrics(struct runtime *rt, luna_error *err)
     return 0;
 }
 
+static void metrics_cert_changed(void *ud, const char *cert_pem, const char *key_pem)
+{
+    struct runtime *rt = ud;
+    luna_error err = { 0 };
+    if (rt->metrics_srv && luna_httpd_set_certificate(rt->metrics_srv, cert_pem, key_pem, &err) < 0)
+        luna_error("metrics certificate not served", "error", err.msg);
+}
+
+static const char *metrics_address(const struct luna_run_config *cfg)
+{
+    return cfg->metrics_bind_address ? cfg->metrics_bind_address
+           : cfg->metrics_insecure   ? DEFAULT_INSECURE_METRICS_ADDRESS
+                                     : DEFAULT_METRICS_ADDRESS;
+}
+
+/* Secure metrics, first part: the certificate (from --metrics-cert-path,
+ * else self-signed), read before anything connects so a bad one fails
+ * the start at once. */
+static int setup_metrics_cert(struct runtime *rt, luna_error *err)
+{
+    const struct luna_run_config *cfg = rt->cfg;
+    if (cfg->metrics_insecure || strcmp(metrics_address(cfg), "0") == 0)
+        return 0;
+    struct luna_serving_cert_options co = {
+        .dir = cfg->metrics_cert_path,
+        .cert_name = cfg->metrics_cert_name,
+        .key_name = cfg->metrics_cert_key,
+        .changed = metrics_cert_changed,
+        .ud = rt,
+    };
+    return luna_serving_cert_new(&co, &rt->metrics_cert, err);
+}
+
 static int start_server(struct runtime *rt, const char *address, bool metrics, bool health,
                         struct luna_httpd **out, luna_error *err)
 {
+    bool secure = metrics && rt->metrics_auth;
     struct luna_httpd_options ho = {
         .address = address,
         .metrics = metrics ? rt->registry : NULL,
         .health = health ? rt->health : NULL,
+        .tls_cert_pem = secure ? luna_serving_cert_pem(rt->metrics_cert) : NULL,
+        .tls_key_pem = secure ? luna_serving_cert_key_pem(rt->metrics_cert) : NULL,
+        .auth = secure ? rt->metrics_auth : NULL,
         .prepare = prepare_endpoint,
         .ud = rt,
     };
     int rc = luna_httpd_start(&ho, out, err);
     if (rc < 0)
         return luna_error_wrap(err, "%s server", metrics ? "metrics" : "health probe");
-    if (metrics)
-        luna_info("metrics server listening", "address", luna_httpd_address(*out));
+    if (metrics && secure)
+        luna_info("metrics server listening", "address", luna_httpd_address(*out), "secure",
+                  "true", "cert",
+                  luna_serving_cert_self_signed(rt->metrics_cert) ? "self-signed" : "files");
+    else if (metrics)
+        luna_info("metrics server listening", "address", luna_httpd_address(*out), "secure",
+                  "false");
     if (health)
         luna_info("health probe server listening", "address", luna_httpd_address(*out));
     return 0;
@@ -619,12 +666,20 @@ static int setup_servers(struct runtime *rt, luna_error *err)
         luna_health_set(rt->health, CHECK_LEADER, false, "lease not observed yet", NULL);
     else
         luna_health_set(rt->health, CHECK_LEADER, true, NULL, NULL);
-    const char *maddr = rt->cfg->metrics_bind_address ? rt->cfg->metrics_bind_address
-                                                      : DEFAULT_METRICS_ADDRESS;
+    const char *maddr = metrics_address(rt->cfg);
     const char *haddr = rt->cfg->health_probe_bind_address
                             ? rt->cfg->health_probe_bind_address : DEFAULT_HEALTH_ADDRESS;
     bool mon = strcmp(maddr, "0") != 0, hon = strcmp(haddr, "0") != 0;
-    if (mon && hon && strcmp(maddr, haddr) == 0)
+    if (rt->metrics_cert) {
+        /* secure metrics, second part: who may scrape, asked of the API server */
+        struct luna_metrics_auth_options ao = { .kc = rt->kc, .loop = luna_loop() };
+        if ((rc = luna_metrics_auth_new(&ao, &rt->metrics_auth, err)) < 0)
+            return luna_error_wrap(err, "metrics server");
+    }
+    /* One address serves both; two "port 0" addresses are two free ports. */
+    size_t ml = strlen(maddr);
+    bool any_port = ml >= 2 && strcmp(maddr + ml - 2, ":0") == 0;
+    if (mon && hon && strcmp(maddr, haddr) == 0 && !any_port)
         return start_server(rt, maddr, true, true, &rt->metrics_srv, err);
     if (mon && (rc = start_server(rt, maddr, true, false, &rt->metrics_srv, err)) < 0)
         return rc;
@@ -697,8 +752,11 @@ static void teardown(struct runtime *rt)
     ev_signal_stop(loop, &rt->sighup);
     ev_signal_stop(loop, &rt->sigusr1);
     luna_dir_watch_free(rt->watch);
+    /* the servers first: closing their connections cancels pending checks */
     luna_httpd_free(rt->metrics_srv);
     luna_httpd_free(rt->health_srv);
+    luna_metrics_auth_free(rt->metrics_auth);
+    luna_serving_cert_free(rt->metrics_cert);
     free_retiring(rt);
     luna_reload_free(rt->pending);
     rt->pending = NULL;
@@ -895,6 +953,11 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         return 1;
     }
     rt.generation = 1;
+    if (setup_metrics_cert(&rt, &err) < 0) {
+        luna_error("startup failed", "error", err.msg);
+        teardown(&rt);
+        return 1;
+    }
     char count[16];
     snprintf(count, sizeof count, "%d", luna_lua_host_count(luna_reload_state(rt.gen)));
     luna_info("controllers loaded", "dir", cfg->dir, "count", count);

@@ -13,12 +13,15 @@
  *
  * Uses: kubeconfig, http, kube_client, discovery, informer_factory,
  * controller, lua_host, lua_runtime, metrics (+ runtime_metrics,
- * workqueue_export), health, httpd, leader.  Runs the loop on the calling
+ * workqueue_export), health, httpd, metrics_auth, serving_cert, leader.  Runs the loop on the calling
  * thread.
  *
- * Endpoints: /metrics on metrics_bind_address (default ":8080"), /healthz
- * and /readyz on health_probe_bind_address (default ":8081"); "0"
- * disables one; both on one address share a server.  The address bound is
+ * Endpoints: /metrics on metrics_bind_address (default ":8443": HTTPS,
+ * scrapes authenticated and authorized by the API server, see httpd.h and
+ * metrics_auth.h; with metrics_insecure ":8080", plain and open), /healthz
+ * and /readyz on health_probe_bind_address (default ":8081", plain HTTP);
+ * "0" disables one; both on one address share a server (TLS then covers
+ * the probes too), except port 0, which gives each a free port of its own.  The address bound is
  * logged ("metrics server listening address=127.0.0.1:43127").  Readiness
  * checks: "informers-synced" (every controller of the running code has its
  * informers synced; else the reason names each controller and what its
@@ -72,7 +75,14 @@ struct luna_run_config {
                             size_t url_size, struct luna_devserver **out, luna_error *err);
     void (*dev_server_stop)(struct luna_devserver *srv);
     bool watch;                /* --watch: reload on changes of dir (stored for the reloader) */
-    const char *metrics_bind_address;       /* NULL: ":8080"; "0": off */
+    const char *metrics_bind_address;       /* NULL: ":8443" (":8080" insecure); "0": off */
+    /* /metrics is served over TLS to scrapers the API server authenticates
+     * (TokenReview) and authorizes (SubjectAccessReview: get on the path)
+     * unless metrics_insecure (--metrics-secure=false: plain HTTP, open). */
+    bool metrics_insecure;
+    const char *metrics_cert_path;          /* NULL: a self-signed certificate */
+    const char *metrics_cert_name;          /* NULL: "tls.crt" */
+    const char *metrics_cert_key;           /* NULL: "tls.key" */
     const char *health_probe_bind_address;  /* NULL: ":8081"; "0": off */
     bool leader_elect;
     const char *leader_election_id;         /* NULL: "luna" */

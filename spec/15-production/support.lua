@@ -4,7 +4,8 @@
 --   S.kubeconfig_for(srv)            a kubeconfig file for the server
 --   S.controllers(files)             a directory of controller files
 --   S.start(srv, dir, opts) -> luna  opts.name (POD_NAME), opts.leader (with
---       opts.lease = { duration, renew, retry }), opts.args, opts.lease_name
+--       opts.lease = { duration, renew, retry }), opts.args, opts.lease_name,
+--       opts.secure (metrics over HTTPS, authorized; default: plain HTTP)
 --   luna:expect(pattern, secs)       the next line matching (raises with output)
 --   luna:await(pattern, secs)        any line so far or to come matching
 --   luna:output()                    every line so far (reads what is there)
@@ -32,8 +33,11 @@ Luna.__index = Luna
 
 function S.start(srv, dir, opts)
   opts = opts or {}
+  -- metrics over plain HTTP unless opts.secure (06-secure_metrics_spec
+  -- covers the default: HTTPS, scrapes authorized by the API server)
   local argv = { helpers.luna, "run", "--kubeconfig", S.kubeconfig_for(srv),
                  "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0" }
+  if not opts.secure then argv[#argv + 1] = "--metrics-secure=false" end
   if opts.leader then
     local l = opts.lease or { 2, 1.5, 0.3 }
     for _, a in ipairs({ "--leader-elect", "--leader-election-namespace=" .. srv.ns,
@@ -48,7 +52,8 @@ function S.start(srv, dir, opts)
   local p = helpers.spawn(argv, { env = { POD_NAME = opts.name or false, POD_NAMESPACE = false,
                                           KUBECONFIG = false } })
   local luna = setmetatable({ p = p, name = opts.name }, Luna)
-  luna.metrics = "http://" .. select(2, luna:expect("metrics server listening address=(%S+)", 15))
+  luna.metrics = (opts.secure and "https://" or "http://")
+    .. select(2, luna:expect("metrics server listening address=(%S+)", 15))
   luna.health = "http://" .. select(2, luna:expect("health probe server listening address=(%S+)", 5))
   return luna
 end
@@ -88,18 +93,28 @@ function Luna:kill(sig) self.p:kill(sig) end
 function Luna:wait(secs) return self.p:wait(secs) end
 function Luna:stop() return self.p:stop() end
 
-function S.get(url, method)
+-- opts.token (a bearer token), opts.cacert (verify https against it; else
+-- https is not verified), opts.resolve ("host:port:addr" for curl).
+-- Returns code (0: no HTTP answer), body, headers, curl's output.
+function S.get(url, method, opts)
+  opts = opts or {}
   local tmp = helpers.tmpdir()
   -- curl -X HEAD would wait for the body that Content-Length announces
   local m = method == "HEAD" and "-I" or ("-X " .. (method or "GET"))
-  local out = helpers.run(("env -u LD_PRELOAD curl -s -S %s --max-time 10 -D %s/h -o %s/b -w '%%{http_code}' '%s'")
-    :format(m, tmp, tmp, url))
-  return tonumber(out:match("(%d%d%d)%s*$")), helpers.read_file(tmp .. "/b") or "",
-         helpers.read_file(tmp .. "/h") or ""
+  local extra = ""
+  if url:match("^https:") then
+    extra = opts.cacert and (" --cacert '" .. opts.cacert .. "'") or " -k"
+  end
+  if opts.token then extra = extra .. " -H 'Authorization: Bearer " .. opts.token .. "'" end
+  if opts.resolve then extra = extra .. " --resolve '" .. opts.resolve .. "'" end
+  local out = helpers.run(("env -u LD_PRELOAD curl -s -S %s%s --max-time 10 -D %s/h -o %s/b -w '%%{http_code}' '%s'")
+    :format(m, extra, tmp, tmp, url))
+  return tonumber(out:match("(%d%d%d)%s*$")) or 0, helpers.read_file(tmp .. "/b") or "",
+         helpers.read_file(tmp .. "/h") or "", out
 end
 
-function S.scrape(luna)
-  local code, body, headers = S.get(luna.metrics .. "/metrics")
+function S.scrape(luna, opts)
+  local code, body, headers = S.get(luna.metrics .. "/metrics", nil, opts)
   assert(code == 200, "GET /metrics: " .. tostring(code))
   assert(headers:find("Content-Type: text/plain; version=0.0.4", 1, true), headers)
   local parsed = exposition.parse(body)

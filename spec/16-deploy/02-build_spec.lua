@@ -38,11 +38,12 @@ describe("Dockerfile build stage", function()
   end)
 
   it("installs the build packages, builds and installs with the Makefile's targets", function()
-    assert.same({ "deps-build", "", "install PREFIX=/usr/local DESTDIR=/out" }, make_commands())
+    assert.same({ "deps-build", "build/luna", "install-runtime PREFIX=/usr/local DESTDIR=/out" },
+      make_commands())
   end)
 
   it("uses make targets that exist", function()
-    for _, target in ipairs({ "deps-build", "all", "install" }) do
+    for _, target in ipairs({ "deps-build", "build/luna", "install-runtime" }) do
       local out, rc = support.sh("make -n " .. target .. " >/dev/null")
       assert.equal(0, rc, "make -n " .. target .. ": " .. out)
     end
@@ -149,6 +150,21 @@ describe("the build stage replayed without Docker", function()
     f:close()
     local v = support.must(out .. "/usr/local/bin/luna --version")
     assert.equal("luna " .. support.make_var("VERSION") .. "\n", v)
+  end)
+
+  it("installs only what `luna run` needs: a stripped executable and the Lua library", function()
+    local files = support.must(("cd %s && find . -type f | LC_ALL=C sort"):format(support.quote(out)))
+    local expect = { "./usr/local/bin/luna" }
+    for name in support.must("cd lua/luna && LC_ALL=C ls -1 *.lua"):gmatch("[^\n]+") do
+      expect[#expect + 1] = "./usr/local/share/lua/5.1/luna/" .. name
+    end
+    table.sort(expect)
+    assert.same(expect, support.words(files))
+    -- no static symbol table and no DWARF: the image carries neither
+    local sections = support.must("readelf -S -W " .. support.quote(out .. "/usr/local/bin/luna"))
+    assert.is_nil(sections:find("%.symtab"), "luna is not stripped")
+    assert.is_nil(sections:find("%.debug_info"), "luna carries debug information")
+    assert.truthy(sections:find("%.dynsym"), "no dynamic symbols: readelf output unexpected")
   end)
 
   it("installs a luna that finds its Lua library in the image layout", function()

@@ -61,12 +61,13 @@ local function verbs(into)
 end
 
 describe("kubectl kustomize deploy/", function()
-  it("produces the namespace, service account, RBAC, CRD, Deployment and ConfigMap", function()
+  it("produces the namespace, service account, RBAC, CRD, Deployment, metrics Service and ConfigMap", function()
     local kinds = {}
     for _, o in ipairs(objects) do kinds[o.kind] = (kinds[o.kind] or 0) + 1 end
     assert.same({
-      Namespace = 1, ServiceAccount = 1, ClusterRole = 5, ClusterRoleBinding = 1,
+      Namespace = 1, ServiceAccount = 1, ClusterRole = 7, ClusterRoleBinding = 1,
       Role = 1, RoleBinding = 1, CustomResourceDefinition = 1, Deployment = 1, ConfigMap = 1,
+      Service = 1,
     }, kinds)
   end)
 
@@ -104,7 +105,7 @@ describe("the Deployment", function()
       "--leader-elect",
       "--leader-election-id=luna",
       "--leader-election-namespace=$(POD_NAMESPACE)",
-      "--metrics-bind-address=:8080",
+      "--metrics-bind-address=:8443",
       "--health-probe-bind-address=:8081",
       "--watch",
       "--log-format=json",
@@ -116,10 +117,16 @@ describe("the Deployment", function()
     assert.same({ POD_NAME = "metadata.name", POD_NAMESPACE = "metadata.namespace" }, env)
   end)
 
-  it("exposes metrics on 8080 and probes /healthz and /readyz on 8081", function()
+  it("exposes secure metrics on 8443 and probes /healthz and /readyz on 8081", function()
     local ports = {}
     for _, p in ipairs(container().ports) do ports[p.name] = p.containerPort end
-    assert.equal(8080, ports.metrics)
+    assert.equal(8443, ports.metrics)
+    assert.equal("8443", arg_value(container().args, "--metrics-bind-address"):match(":(%d+)$"))
+    -- secure is the default: no flag turns it off
+    assert.is_nil(arg_value(container().args, "--metrics-secure"))
+    local annotations = deployment().spec.template.metadata.annotations
+    assert.equal("https", annotations["prometheus.io/scheme"])
+    assert.equal(tostring(ports.metrics), annotations["prometheus.io/port"])
     local live, ready = container().livenessProbe, container().readinessProbe
     assert.equal("/healthz", live.httpGet.path)
     assert.equal(8081, port_number(live.httpGet.port))
@@ -161,6 +168,18 @@ describe("the Deployment", function()
   end)
 end)
 
+describe("the metrics Service", function()
+  it("selects the Deployment's pods and targets their metrics port", function()
+    local svc = support.one(objects, "Service", "luna-metrics")
+    for k, v in pairs(svc.spec.selector) do
+      assert.equal(v, deployment().spec.template.metadata.labels[k])
+    end
+    assert.equal(1, #svc.spec.ports)
+    assert.equal("metrics", svc.spec.ports[1].targetPort)
+    assert.equal(8443, port_number(svc.spec.ports[1].targetPort))
+  end)
+end)
+
 describe("RBAC", function()
   local roles = {}
   for _, o in ipairs(objects) do
@@ -180,7 +199,7 @@ describe("RBAC", function()
     assert.same({ { matchLabels = { [AGGREGATE] = "true" } } }, luna.aggregationRule.clusterRoleSelectors)
   end)
 
-  it("grants the example controllers exactly the verbs they use", function()
+  it("grants the example controllers and secure metrics exactly the verbs they use", function()
     local got = {}
     for _, r in ipairs(support.find(objects, "ClusterRole")) do
       if (r.metadata.labels or {})[AGGREGATE] == "true" then
@@ -201,7 +220,15 @@ describe("RBAC", function()
       ["core/secrets"] = { "get", "list", "watch" },
       ["events.k8s.io/events"] = { "create", "patch" },
       ["core/events"] = { "create", "patch" },
+      ["authentication.k8s.io/tokenreviews"] = { "create" },
+      ["authorization.k8s.io/subjectaccessreviews"] = { "create" },
     }, verbs(got))
+  end)
+
+  it("offers a metrics-reader ClusterRole for scrapers, not aggregated into luna's", function()
+    local reader = support.one(objects, "ClusterRole", "luna-metrics-reader")
+    assert.is_nil((reader.metadata.labels or {})[AGGREGATE])
+    assert.same({ { nonResourceURLs = { "/metrics" }, verbs = { "get" } } }, reader.rules)
   end)
 
   it("has no wildcard anywhere", function()

@@ -1,6 +1,7 @@
 -- Shared by the deploy specs: a Dockerfile reader, Makefile variables, dpkg
 -- look-ups (which package owns a file, dependency closures), and kustomize
--- output as Lua tables. Nothing here needs a Docker engine or a cluster.
+-- output as Lua tables. Nothing here needs a Docker engine or a cluster
+-- (06-apply_dry_run talks to the dev server, or to KUBECONFIG's cluster).
 local helpers = require("helpers")
 local cjson = require("cjson")
 
