@@ -382,29 +382,63 @@ static int add_source(struct luna_controller *c, struct luna_source_spec *ss, lu
     if (!src->si)
         return err ? err->code : LUNA_EINVAL;
     c->nsources++;
-    struct luna_informer_handler h = { on_add, on_update, on_delete, src, on_batch_end };
-    src->handler_id = luna_informer_add_handler(luna_shared_informer_informer(src->si), &h);
     return 0;
 }
 
-/* Custom indexes on the primary informer, named "<controller>/<name>" so
- * controllers sharing an informer cannot collide.  Runs in a protected
- * call (adding an index raises on a duplicate name): c at 1. */
+/* Routes the events of every source to c.  A synced informer replays its
+ * cache to a new handler at once, running predicates and map functions:
+ * so this comes after the indexes they may read exist. */
+static void add_handlers(struct luna_controller *c)
+{
+    for (size_t i = 0; i < c->nsources; i++) {
+        struct source *src = &c->sources[i];
+        struct luna_informer_handler h = { on_add, on_update, on_delete, src, on_batch_end };
+        src->handler_id = luna_informer_add_handler(luna_shared_informer_informer(src->si), &h);
+    }
+}
+
+/* Custom indexes on the primary informer.  Each controller instance names
+ * its own "<controller>/<name>#<instance>": controllers sharing an
+ * informer cannot collide, and neither can the old and the new code of one
+ * controller during a reload (both live until the old one is freed).
+ * Runs in a protected call (adding an index raises on a duplicate name):
+ * c at 1. */
 static int add_indexes(lua_State *L)
 {
+    static unsigned long instances;
     struct luna_controller *c = lua_touserdata(L, 1);
+    unsigned long instance = ++instances;
     struct luna_indexer *idx =
         luna_informer_indexer(luna_shared_informer_informer(c->sources[0].si));
+    c->index_names = calloc(c->spec.nindexes, sizeof *c->index_names);
+    if (!c->index_names)
+        return luaL_error(L, "out of memory");
     for (size_t i = 0; i < c->spec.nindexes; i++) {
         struct luna_index_spec *ix = &c->spec.indexes[i];
-        lua_pushfstring(L, "%s/%s", c->name, ix->name);
+        char serial[24];
+        snprintf(serial, sizeof serial, "%lu", instance);
+        lua_pushfstring(L, "%s/%s#%s", c->name, ix->name, serial);
+        c->index_names[i] = strdup(lua_tostring(L, -1));
+        if (!c->index_names[i])
+            return luaL_error(L, "out of memory");
         lua_rawgeti(L, LUA_REGISTRYINDEX, ix->fn_ref);
-        luna_lua_cache_add_index(L, idx, lua_tostring(L, -2), lua_gettop(L), &c->env.T,
+        luna_lua_cache_add_index(L, idx, c->index_names[i], lua_gettop(L), &c->env.T,
                                  luna_lua_cache_push_table);
         c->nindexes++;
         lua_pop(L, 2);
     }
     return 0;
+}
+
+const char *luna_controller_index_name(const struct luna_controller *c,
+                                       const struct luna_informer *inf, const char *name)
+{
+    if (c->nsources == 0 || inf != luna_shared_informer_informer(c->sources[0].si))
+        return NULL;
+    for (size_t i = 0; i < c->nindexes; i++)
+        if (strcmp(c->spec.indexes[i].name, name) == 0)
+            return c->index_names[i];
+    return NULL;
 }
 
 int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
@@ -456,6 +490,7 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
         luna_controller_free(c);
         return rc;
     }
+    add_handlers(c);
     *out = c;
     return 0;
 }
@@ -515,15 +550,16 @@ void luna_controller_free(struct luna_controller *c)
     if (c->nindexes > 0 && c->nsources > 0) {
         struct luna_indexer *idx =
             luna_informer_indexer(luna_shared_informer_informer(c->sources[0].si));
-        for (size_t i = 0; i < c->nindexes; i++) {
-            char name[512];
-            snprintf(name, sizeof name, "%s/%s", c->name, c->spec.indexes[i].name);
-            luna_indexer_remove_index(idx, name);
-        }
+        for (size_t i = 0; i < c->nindexes; i++)
+            luna_indexer_remove_index(idx, c->index_names[i]);
     }
+    for (size_t i = 0; c->index_names && i < c->spec.nindexes; i++)
+        free(c->index_names[i]);
+    free(c->index_names);
     for (size_t i = 0; i < c->nsources; i++) {
         struct source *s = &c->sources[i];
-        luna_informer_remove_handler(luna_shared_informer_informer(s->si), s->handler_id);
+        if (s->handler_id > 0)
+            luna_informer_remove_handler(luna_shared_informer_informer(s->si), s->handler_id);
         luna_informer_factory_release(c->env.factory, s->si);
     }
     free(c->sources);

@@ -32,6 +32,8 @@ struct luna_controller {
     bool queue_borrowed;              /* retired: the queue moved to a successor */
     struct source *sources;           /* one per spec source, acquired */
     size_t nsources;
+    char **index_names;               /* per spec index: its name in sources[0]'s
+                                       * indexer, "<controller>/<name>#<instance>" */
     size_t nindexes;                  /* custom indexes added to sources[0] */
     int workers, active;
     struct luna_watchdog_limits limits; /* budgets of its Lua code */

@@ -118,9 +118,16 @@ static int luna_lua_cache_by_index(lua_State *L)
     struct luna_informer *inf = informer_arg(L, "luna.cache():by_index");
     const char *index = luaL_checkstring(L, 2);
     const char *value = luaL_checkstring(L, 3);
+    struct luna_reconcile *r = luna_reconcile_of(L);
+    struct luna_controller *c = r ? luna_reconcile_controller(r) : luna_controller_in_handler();
+    const char *name = luna_controller_index_name(c, inf, index);
+    if (!name)
+        return luaL_error(L, "controller %s has no index named '%s' on %s (declare it in "
+                             "`indexes`; indexes are on the watched kind)",
+                          luna_controller_name(c), index, lua_tostring(L, 1));
     struct list_ctx ctx = { L, NULL, 0 };
     lua_newtable(L);
-    if (luna_indexer_each_indexed(luna_informer_indexer(inf), index, value, collect, &ctx) ==
+    if (luna_indexer_each_indexed(luna_informer_indexer(inf), name, value, collect, &ctx) ==
         LUNA_ENOTFOUND)
         return luaL_error(L, "no index named '%s'", index);
     return 1;

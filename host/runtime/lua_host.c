@@ -93,6 +93,19 @@ lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err)
     return L;
 }
 
+static void hex_digest(EVP_MD_CTX *ctx, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx, md, &len);
+    static const char hex[] = "0123456789abcdef";
+    for (unsigned int i = 0; i < len && i < 32; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[64] = '\0';
+}
+
 /* Hex SHA-256 of the file's bytes ("" if it cannot be read). */
 static void file_sha256(const char *path, char out[65])
 {
@@ -111,16 +124,45 @@ static void file_sha256(const char *path, char out[65])
     while ((n = fread(buf, 1, sizeof buf, f)) > 0)
         EVP_DigestUpdate(ctx, buf, n);
     fclose(f);
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx, md, &len);
+    hex_digest(ctx, out);
     EVP_MD_CTX_free(ctx);
-    static const char hex[] = "0123456789abcdef";
-    for (unsigned int i = 0; i < len && i < 32; i++) {
-        out[2 * i] = hex[md[i] >> 4];
-        out[2 * i + 1] = hex[md[i] & 15];
+}
+
+/* The digest of a controller: its file's, or when it required modules of
+ * the controllers directory while loading (the list at deps), the SHA-256
+ * of "<file digest>\n" and "<path> <digest>\n" per module in path order,
+ * so a change to a module it uses is a change of the controller. */
+static void controller_sha256(lua_State *L, const char *path, int deps, char out[65])
+{
+    file_sha256(path, out);
+    int n = (int)lua_objlen(L, deps);
+    if (n == 0)
+        return;
+    lua_getglobal(L, "table");
+    lua_getfield(L, -1, "sort");
+    lua_pushvalue(L, deps);
+    lua_call(L, 1, 0); /* strings only: cannot raise */
+    lua_pop(L, 1);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+        EVP_MD_CTX_free(ctx);
+        return;
     }
-    out[64] = '\0';
+    EVP_DigestUpdate(ctx, out, strlen(out));
+    EVP_DigestUpdate(ctx, "\n", 1);
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, deps, i);
+        const char *dep = lua_tostring(L, -1);
+        char sha[65];
+        file_sha256(dep, sha);
+        EVP_DigestUpdate(ctx, dep, strlen(dep));
+        EVP_DigestUpdate(ctx, " ", 1);
+        EVP_DigestUpdate(ctx, sha, strlen(sha));
+        EVP_DigestUpdate(ctx, "\n", 1);
+        lua_pop(L, 1);
+    }
+    hex_digest(ctx, out);
+    EVP_MD_CTX_free(ctx);
 }
 
 /* [-1, +1]: validates the value a controller file returned through
@@ -156,7 +198,12 @@ int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
     lua_pushcfunction(L, luna_lua_traceback);
     lua_insert(L, -2);
     struct luna_watchdog_guard g = { .what = "controller file" };
-    if (luna_watchdog_pcall(L, 0, 1, -2, &g) != 0) {
+    luna_lua_sandbox_deps_begin(L);
+    int rc = luna_watchdog_pcall(L, 0, 1, -2, &g);
+    luna_lua_sandbox_deps_end(L);
+    lua_insert(L, -2); /* traceback, deps, result */
+    int deps = lua_gettop(L) - 1;
+    if (rc != 0) {
         /* A message without the file's position (raised from a tail call,
          * or a non-string error) gets the path in front. */
         const char *msg = lua_tostring(L, -1);
@@ -175,10 +222,10 @@ int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
             lua_gc(L, LUA_GCCOLLECT, 0);
         return LUNA_ELUA;
     }
-    /* stack: traceback, value */
+    /* stack: traceback, deps, value */
     lua_pushcfunction(L, check_controller);
     lua_insert(L, -2);
-    if (lua_pcall(L, 1, 1, -3) != 0) {
+    if (lua_pcall(L, 1, 1, -4) != 0) {
         luna_error_set(err, LUNA_ELUA, "%s: %s", path, lua_tostring(L, -1));
         lua_settop(L, top);
         return LUNA_ELUA;
@@ -190,7 +237,7 @@ int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
     /* Where it came from, and a digest of the file to tell on reload
      * whether the code changed. */
     char sha[65];
-    file_sha256(path, sha);
+    controller_sha256(L, path, deps, sha);
     lua_getfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
     lua_createtable(L, 0, 2);
     lua_pushstring(L, path);

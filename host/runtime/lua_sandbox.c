@@ -21,6 +21,7 @@ static char k_script_mts;  /* weak set: metatables scripts set */
 static char k_modules;     /* path -> value of a module from the controllers dir */
 static char k_loading;     /* value of k_modules entries being loaded */
 static char k_core_view;   /* the view scripts get for require "luna.core" */
+static char k_deps;        /* while tracking: the module paths required, in order */
 
 /* The allow lists (README.md, "Script sandbox", lists the same). */
 static const char *const base_names[] = {
@@ -494,6 +495,43 @@ static bool valid_module_name(const char *name)
 
 static void push_env(lua_State *L, const char *dir);
 
+/* Adds path to the tracked dependencies, if tracking (once per path). */
+static void record_dep(lua_State *L, const char *path)
+{
+    registry_get(L, &k_deps);
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_getfield(L, -1, path);
+    bool seen = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (!seen) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, path);
+        lua_pushstring(L, path);
+        lua_rawseti(L, -2, (int)lua_objlen(L, -2) + 1);
+    }
+    lua_pop(L, 1);
+}
+
+void luna_lua_sandbox_deps_begin(lua_State *L)
+{
+    lua_newtable(L);
+    registry_set(L, &k_deps);
+}
+
+void luna_lua_sandbox_deps_end(lua_State *L)
+{
+    registry_get(L, &k_deps);
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+    }
+    lua_pushnil(L);
+    registry_set(L, &k_deps);
+}
+
 /* require(name): upvalue 1 the controllers directory. */
 static int sb_require(lua_State *L)
 {
@@ -535,6 +573,7 @@ static int sb_require(lua_State *L)
     for (char *p = path + strlen(dir) + 1; p < path + len - 4; p++)
         if (*p == '.')
             *p = '/';
+    record_dep(L, path);
     registry_get(L, &k_modules);
     int modules = lua_gettop(L);
     lua_getfield(L, modules, path);

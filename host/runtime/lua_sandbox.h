@@ -66,4 +66,11 @@ int luna_lua_sandbox_install(lua_State *L, luna_error *err);
  * message ("path:line: ...") and pushes nothing. */
 int luna_lua_sandbox_loadfile(lua_State *L, const char *path, const char *dir, luna_error *err);
 
+/* Dependency tracking (one at a time): between begin and end, the path of
+ * every module from the controllers directory that require is asked for
+ * (loaded then or before) is recorded once.  end pushes the list (a table
+ * of paths in first-require order) and stops tracking.  Never raise. */
+void luna_lua_sandbox_deps_begin(lua_State *L);
+void luna_lua_sandbox_deps_end(lua_State *L);
+
 #endif

@@ -228,9 +228,7 @@ function Lister:list(opts)
 end
 
 function Lister:by_index(name, value)
-  local rt = runtime("luna.cache")
-  local cur = rt.current()
-  return rt.cache_by_index(self.kind, (cur and cur.controller or "") .. "/" .. name, value)
+  return runtime("luna.cache").cache_by_index(self.kind, name, value)
 end
 
 function api.cache(kind)
