@@ -11,6 +11,7 @@
 #include "devserver/devserver_api.h"
 #include "devserver/devserver_faults.h"
 #include "devserver/devserver_http.h"
+#include "devserver/devserver_seed.h"
 #include "devserver/devserver_store.h"
 #include "devserver/devserver_watch.h"
 #include "devserver/devserver_yaml.h"
@@ -101,7 +102,7 @@ static int load_seed(const char *path, luna_error *err)
     size_t i;
     json_t *doc;
     json_array_foreach(docs, i, doc) {
-        if (luna_ds_api_seed(doc, err) < 0) {
+        if (luna_ds_seed_load(doc, err) < 0) {
             json_decref(docs);
             return luna_error_wrap(err, "%s: document %zu", path, i + 1);
         }
@@ -281,7 +282,7 @@ int luna_devserver_main(int argc, char **argv)
     ev_signal_stop(loop, &sigint);
     rc = 0;
     if (dump) {
-        json_t *all = luna_ds_api_dump();
+        json_t *all = luna_ds_seed_dump();
         if (json_dump_file(all, dump, JSON_INDENT(2)) < 0) {
             luna_error("dump failed", "file", dump);
             rc = 1;

@@ -10,7 +10,9 @@
  * Prints one line `listening on http[s]://HOST:PORT` on stdout once it
  * accepts connections, runs until SIGTERM or SIGINT, then (with
  * --dump-on-exit) writes every object as a JSON `kind: List` and exits 0.
- * The parts: devserver_http (transport), devserver_api (REST semantics),
+ * The parts: devserver_http (transport), devserver_api (the router; REST
+ * semantics in devserver_validate, _write, _gc, _list, _continue, _verbs,
+ * _seed, with devserver_request and devserver_doc as shared helpers),
  * devserver_store, devserver_types, devserver_watch, devserver_filter,
  * devserver_patch, devserver_apply, devserver_faults, devserver_yaml.
  * Runs on the loop thread.

@@ -147,6 +147,26 @@ void luna_ds_types_init(void)
     append(t);
 }
 
+luna_ds_type *luna_ds_types_storage_of(luna_ds_type *t)
+{
+    luna_ds_type *s = luna_ds_types_storage(t->coll);
+    return s ? s : t;
+}
+
+static luna_ds_type *find_storage_type(const char *group, const char *resource)
+{
+    for (luna_ds_type *t = luna_ds_types_all(); t; t = t->next)
+        if (t->storage && strcmp(t->group, group) == 0 && strcmp(t->resource, resource) == 0)
+            return t;
+    return NULL;
+}
+
+luna_ds_type *luna_ds_types_namespaces(void)
+{
+    return find_storage_type("", "namespaces");
+}
+
+
 luna_ds_type *luna_ds_types_all(void) { return types; }
 
 luna_ds_type *luna_ds_types_find(const char *group, const char *version, const char *resource)

@@ -60,6 +60,10 @@ luna_ds_type *luna_ds_types_find(const char *group, const char *version, const c
 luna_ds_type *luna_ds_types_find_kind(const char *api_version, const char *kind);
 /* The storage-version type of a collection. */
 luna_ds_type *luna_ds_types_storage(const struct luna_ds_coll *coll);
+/* The storage-version type of t's collection (t itself when t is it). */
+luna_ds_type *luna_ds_types_storage_of(luna_ds_type *t);
+/* The storage type of core/v1 namespaces. */
+luna_ds_type *luna_ds_types_namespaces(void);
 /* All types, served or not (iterate with ->next). */
 luna_ds_type *luna_ds_types_all(void);
 

@@ -1,0 +1,303 @@
+/* devserver_list.c — see devserver_list.h. */
+#include "devserver/devserver_list.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devserver/devserver_api.h"
+#include "devserver/devserver_continue.h"
+#include "devserver/devserver_doc.h"
+#include "devserver/devserver_store.h"
+#include "devserver/devserver_watch.h"
+#include "base/selector.h"
+#include "base/textbuf.h"
+
+/* ---- request parsing shared by list and watch ---- */
+
+int luna_ds_list_filter(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                        luna_ds_filter *f, luna_ds_status *st)
+{
+    memset(f, 0, sizeof *f);
+    luna_error err;
+    if (luna_selector_parse(luna_ds_request_arg(req, "labelSelector"), LUNA_SELECTOR_LABELS, &f->labels, &err) < 0)
+        return luna_ds_status_bad_request(st, "%s", err.msg);
+    const char *allowed[64] = { "metadata.name", "metadata.namespace" };
+    int n = 2;
+    for (const char *const *p = t->fields; p && *p && n < 63; p++)
+        allowed[n++] = *p;
+    allowed[n] = NULL;
+    if (luna_selector_parse_fields(luna_ds_request_arg(req, "fieldSelector"), allowed, &f->fields, &err) < 0) {
+        luna_ds_filter_clear(f);
+        return luna_ds_status_bad_request(st, "%s", err.msg);
+    }
+    if (ns && *ns) {
+        f->ns = strdup(ns);
+    }
+    return 0;
+}
+
+static int parse_rv(const char *s, uint64_t *rv, luna_ds_status *st)
+{
+    char *end;
+    if (!*s || strspn(s, "0123456789") != strlen(s))
+        return luna_ds_status_bad_request(st, "invalid resource version: strconv.ParseUint: "
+                                          "parsing \"%s\": invalid syntax", s);
+    *rv = strtoull(s, &end, 10);
+    return 0;
+}
+
+static int too_large(uint64_t rv, luna_ds_status *st)
+{
+    luna_ds_status_set(st, 504, "Timeout", "Timeout: Too large resource version: %llu, current: %llu",
+                       (unsigned long long)rv, (unsigned long long)luna_ds_store_rv());
+    st->details = json_pack("{s:[{s:s,s:s}],s:i}", "causes", "reason", "ResourceVersionTooLarge",
+                            "message", "Too large resource version", "retryAfterSeconds", 1);
+    return -504;
+}
+
+static int list_options_invalid(luna_ds_status *st, const char *field, const char *what)
+{
+    luna_ds_status_set(st, 422, "Invalid", "ListOptions.meta.k8s.io \"\" is invalid: %s: %s",
+                       field, what);
+    st->details = json_pack("{s:s,s:s,s:[{s:s,s:s,s:s}]}", "group", "meta.k8s.io", "kind",
+                            "ListOptions", "causes", "reason", "FieldValueInvalid", "message",
+                            what, "field", field);
+    return -422;
+}
+
+/* ---- LIST ---- */
+
+/* First index in the sorted items whose key is > after (or >= prefix). */
+static size_t lower_bound(luna_ds_obj **items, size_t n, const char *key, bool strictly_after)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int d = strcmp(items[mid]->key, key);
+        if (d < 0 || (strictly_after && d == 0))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void handle_watch(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                         luna_ds_response *resp);
+
+void luna_ds_list_serve(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                        luna_ds_response *resp)
+{
+    luna_ds_status st = { 0 };
+    if (luna_ds_request_flag(req, "watch")) {
+        handle_watch(req, t, ns, resp);
+        return;
+    }
+    luna_ds_filter f;
+    if (luna_ds_list_filter(req, t, ns, &f, &st) < 0) {
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    const char *rvs = luna_ds_request_arg(req, "resourceVersion");
+    const char *match = luna_ds_request_arg(req, "resourceVersionMatch");
+    const char *cont = luna_ds_request_arg(req, "continue");
+    const char *lim = luna_ds_request_arg(req, "limit");
+    long long limit = 0;
+    if (lim && *lim) {
+        char *end;
+        limit = strtoll(lim, &end, 10);
+        if (*end || limit < 0)
+            limit = 0;
+    }
+    if (rvs && !*rvs)
+        rvs = NULL;
+    if (match && !*match)
+        match = NULL;
+    if (cont && !*cont)
+        cont = NULL;
+    uint64_t now = luna_ds_store_rv();
+    uint64_t snap = now;
+    char *start = NULL;
+    int rc = 0;
+    if (match && strcmp(match, "Exact") != 0 && strcmp(match, "NotOlderThan") != 0) {
+        char what[256];
+        snprintf(what, sizeof what, "Unsupported value: \"%s\": supported values: \"Exact\", "
+                 "\"NotOlderThan\"", match);
+        rc = list_options_invalid(&st, "resourceVersionMatch", what);
+    } else if (match && !rvs) {
+        rc = list_options_invalid(&st, "resourceVersionMatch",
+                                  "Forbidden: resourceVersionMatch is forbidden unless "
+                                  "resourceVersion is provided");
+    } else if (match && cont) {
+        rc = list_options_invalid(&st, "resourceVersionMatch",
+                                  "Forbidden: resourceVersionMatch is forbidden when continue is provided");
+    } else if (match && strcmp(match, "Exact") == 0 && strcmp(rvs, "0") == 0) {
+        rc = list_options_invalid(&st, "resourceVersionMatch",
+                                  "Forbidden: resourceVersionMatch \"exact\" is forbidden for "
+                                  "resourceVersion \"0\"");
+    } else if (cont) {
+        if (rvs && strcmp(rvs, "0") != 0)
+            rc = luna_ds_status_bad_request(&st, "specifying resource version is not allowed "
+                                            "when using continue");
+        else if (luna_ds_continue_decode(cont, &snap, &start) < 0)
+            rc = luna_ds_status_bad_request(&st, "continue key is not valid: incorrect encoded "
+                                            "start resourceVersion (version meta.k8s.io/v1)");
+        else if (snap < luna_ds_store_floor(t->coll) || snap > now) {
+            luna_ds_status_set(&st, 410, "Expired", "The provided continue parameter is too old "
+                               "to display a consistent list result. You can start a new list "
+                               "without the continue parameter, or use the continue token in "
+                               "this response to retrieve the remainder of the results. "
+                               "Continuing with the provided token results in an inconsistent "
+                               "list - objects that were created, modified, or deleted between "
+                               "the time the first chunk was returned and now may show up in "
+                               "the list.");
+            rc = -410;
+        }
+    } else if (rvs) {
+        uint64_t want;
+        rc = parse_rv(rvs, &want, &st);
+        if (rc == 0 && want != 0) {
+            if (want > now)
+                rc = too_large(want, &st);
+            else if (match && strcmp(match, "Exact") == 0) {
+                if (want < luna_ds_store_floor(t->coll)) {
+                    luna_ds_status_set(&st, 410, "Expired",
+                                       "The resourceVersion for the provided list is too old.");
+                    rc = -410;
+                } else {
+                    snap = want;
+                }
+            }
+        } else if (rc == 0 && want == 0 && !match) {
+            limit = 0; /* served "from the cache": kube ignores limit for RV 0 */
+        }
+    }
+    if (rc < 0) {
+        free(start);
+        luna_ds_filter_clear(&f);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    luna_ds_obj **items;
+    size_t n;
+    luna_ds_store_snapshot(t->coll, snap == now ? 0 : snap, &items, &n);
+    size_t i = 0, end = n;
+    if (t->namespaced && f.ns) {
+        char prefix[300];
+        snprintf(prefix, sizeof prefix, "%s/", f.ns);
+        i = lower_bound(items, n, prefix, false);
+        prefix[strlen(prefix) - 1] = '0'; /* '/' + 1 */
+        end = lower_bound(items, n, prefix, false);
+    }
+    if (start) {
+        size_t s = lower_bound(items, n, start, true);
+        if (s > i)
+            i = s;
+    }
+    bool convert = luna_ds_types_storage_of(t) != t;
+    bool selects = luna_ds_filter_selects(&f);
+    struct luna_textbuf b = LUNA_TEXTBUF_INIT;
+    size_t est = 256;
+    for (size_t k = i; k < end && (limit <= 0 || k - i < (size_t)limit); k++)
+        est += items[k]->len + 1;
+    luna_textbuf_reserve(&b, est);
+    luna_textbuf_printf(&b, "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":"
+                        "{\"resourceVersion\":\"%llu\"", t->list_kind, t->api_version,
+                        (unsigned long long)snap);
+    size_t meta_end = b.len;
+    luna_textbuf_puts(&b, "},\"items\":[");
+    long long count = 0;
+    size_t k = i;
+    const char *last_key = NULL;
+    for (; k < end; k++) {
+        if (limit > 0 && count == limit)
+            break;
+        luna_ds_obj *o = items[k];
+        if (selects && !luna_ds_filter_match(&f, o))
+            continue;
+        if (count)
+            luna_textbuf_putc(&b, ',');
+        if (convert) {
+            json_t *doc = luna_ds_doc_as(t, o);
+            char *s = json_dumps(doc, JSON_COMPACT);
+            luna_textbuf_puts(&b, s);
+            free(s);
+            json_decref(doc);
+        } else {
+            luna_textbuf_append(&b, o->bytes, o->len);
+        }
+        count++;
+        last_key = o->key;
+    }
+    luna_textbuf_puts(&b, "]}\n");
+    if (limit > 0 && k < end && last_key) {
+        /* more keys remain: a continue token, and a count without selectors */
+        char *tok = luna_ds_continue_encode(snap, last_key);
+        struct luna_textbuf out = LUNA_TEXTBUF_INIT;
+        luna_textbuf_reserve(&out, b.len + 128);
+        luna_textbuf_append(&out, b.data, meta_end);
+        luna_textbuf_printf(&out, ",\"continue\":\"%s\"", tok);
+        if (!selects)
+            luna_textbuf_printf(&out, ",\"remainingItemCount\":%zu", end - k);
+        free(tok);
+        /* splice into the metadata */
+        luna_textbuf_append(&out, b.data + meta_end, b.len - meta_end);
+        out.failed |= b.failed;
+        luna_textbuf_free(&b);
+        b = out;
+    }
+    free(items);
+    free(start);
+    luna_ds_filter_clear(&f);
+    resp->code = 200;
+    resp->body = luna_textbuf_steal(&b, &resp->len);
+}
+
+/* ---- WATCH ---- */
+
+static void handle_watch(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                         luna_ds_response *resp)
+{
+    luna_ds_status st = { 0 };
+    luna_ds_watch_opts o = { .type = t, .bookmark_interval = luna_ds_api_config_get()->bookmark_interval };
+    if (luna_ds_list_filter(req, t, ns, &o.filter, &st) < 0) {
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    const char *rvs = luna_ds_request_arg(req, "resourceVersion");
+    const char *match = luna_ds_request_arg(req, "resourceVersionMatch");
+    const char *sie = luna_ds_request_arg(req, "sendInitialEvents");
+    o.bookmarks = luna_ds_request_flag(req, "allowWatchBookmarks");
+    o.send_initial_events = sie && strcmp(sie, "true") == 0;
+    const char *ts = luna_ds_request_arg(req, "timeoutSeconds");
+    if (ts && *ts)
+        o.timeout = strtod(ts, NULL);
+    int rc = 0;
+    if (sie && (!match || strcmp(match, "NotOlderThan") != 0)) {
+        rc = list_options_invalid(&st, "resourceVersionMatch",
+                                  "Forbidden: sendInitialEvents requires setting "
+                                  "resourceVersionMatch to NotOlderThan");
+    } else if (o.send_initial_events && !o.bookmarks) {
+        rc = list_options_invalid(&st, "allowWatchBookmarks",
+                                  "Required value: allowWatchBookmarks must be set to true when "
+                                  "sendInitialEvents is set");
+    } else if (match && !sie) {
+        rc = list_options_invalid(&st, "resourceVersionMatch",
+                                  "Forbidden: resourceVersionMatch is forbidden for watch");
+    } else if (rvs && *rvs && strcmp(rvs, "0") != 0) {
+        rc = parse_rv(rvs, &o.rv, &st);
+        if (rc == 0 && o.rv > luna_ds_store_rv())
+            rc = too_large(o.rv, &st);
+        o.start = LUNA_DS_WATCH_FROM_RV;
+    } else {
+        o.start = LUNA_DS_WATCH_FROM_STATE;
+    }
+    if (rc < 0) {
+        luna_ds_filter_clear(&o.filter);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    resp->code = 200;
+    resp->watch = luna_ds_watch_start(&o);
+}

@@ -1,0 +1,31 @@
+/*
+ * devserver_list.h — GET on a collection: LIST with label and field
+ * selectors, limit/continue paging over a consistent snapshot,
+ * resourceVersion and resourceVersionMatch semantics (0 = from the cache,
+ * Exact, NotOlderThan, 410 Expired below the history floor, 504 for a
+ * version from the future), and WATCH set-up (?watch=true) with bookmarks,
+ * sendInitialEvents and timeoutSeconds.  The answers and their messages
+ * are kube-apiserver's.
+ *
+ * A LIST body is built by concatenating the stored objects' bytes.  Runs
+ * on the loop thread.
+ */
+#ifndef LUNA_DEVSERVER_LIST_H
+#define LUNA_DEVSERVER_LIST_H
+
+#include "devserver/devserver_filter.h"
+#include "devserver/devserver_request.h"
+#include "devserver/devserver_status.h"
+#include "devserver/devserver_types.h"
+
+/* Answers GET on type t's collection in ns (NULL or "": every namespace):
+ * a LIST, or with ?watch=true a WATCH. */
+void luna_ds_list_serve(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                        luna_ds_response *resp);
+
+/* The request's namespace and label and field selectors as a filter (the
+ * caller clears it); 400 on a bad selector. */
+int luna_ds_list_filter(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                        luna_ds_filter *f, luna_ds_status *st);
+
+#endif

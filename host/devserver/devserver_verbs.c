@@ -1,0 +1,438 @@
+/* devserver_verbs.c — see devserver_verbs.h. */
+#include "devserver/devserver_verbs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devserver/devserver_apply.h"
+#include "devserver/devserver_doc.h"
+#include "devserver/devserver_gc.h"
+#include "devserver/devserver_list.h"
+#include "devserver/devserver_patch.h"
+#include "devserver/devserver_store.h"
+#include "devserver/devserver_validate.h"
+#include "devserver/devserver_write.h"
+#include "devserver/devserver_yaml.h"
+#include "base/textbuf.h"
+
+void luna_ds_verbs_create(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                          luna_ds_response *resp)
+{
+    luna_ds_status st = { 0 };
+    json_t *doc = luna_ds_validate_body(req, &st);
+    if (!doc || luna_ds_validate_kind(t, doc, &st) < 0 || luna_ds_validate_namespace(t, doc, ns, &st) < 0) {
+        json_decref(doc);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    char mb[128];
+    const char *manager = luna_ds_request_manager(req, mb, sizeof mb);
+    json_t *out = NULL;
+    if (luna_ds_write_create(t, doc, manager, &out, &st) < 0) {
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    luna_ds_reply_json(resp, 201, out);
+}
+
+static luna_ds_obj *lookup(luna_ds_type *t, const char *ns, const char *name,
+                           luna_ds_status *st)
+{
+    char key[600];
+    luna_ds_doc_key(key, sizeof key, t, ns, name);
+    luna_ds_obj *o = luna_ds_store_get(t->coll, key);
+    if (!o)
+        luna_ds_status_not_found(st, t->group, t->resource, name);
+    return o;
+}
+
+void luna_ds_verbs_get(luna_ds_type *t, const char *ns, const char *name, luna_ds_response *resp)
+{
+    luna_ds_status st = { 0 };
+    luna_ds_obj *o = lookup(t, ns, name, &st);
+    if (!o) {
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    if (luna_ds_types_storage_of(t) == t) {
+        char *b = malloc(o->len + 2);
+        if (!b)
+            abort();
+        memcpy(b, o->bytes, o->len);
+        b[o->len] = '\n';
+        b[o->len + 1] = '\0';
+        resp->code = 200;
+        resp->body = b;
+        resp->len = o->len + 1;
+        return;
+    }
+    luna_ds_reply_json(resp, 200, luna_ds_doc_as(t, o));
+}
+
+void luna_ds_verbs_update(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                          const char *name, const char *sub, luna_ds_response *resp)
+{
+    luna_ds_status st = { 0 };
+    json_t *doc = luna_ds_validate_body(req, &st);
+    if (!doc || luna_ds_validate_kind(t, doc, &st) < 0 || luna_ds_validate_namespace(t, doc, ns, &st) < 0) {
+        json_decref(doc);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    const char *bname = luna_ds_doc_str(luna_ds_doc_meta(doc), "name");
+    if (bname && strcmp(bname, name) != 0) {
+        luna_ds_status_bad_request(&st, "the name of the object (%s) does not match the name on "
+                                   "the URL (%s)", bname, name);
+        json_decref(doc);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    luna_ds_obj *cur = lookup(t, ns, name, &st);
+    if (!cur) {
+        json_decref(doc);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    char mb[128];
+    const char *manager = luna_ds_request_manager(req, mb, sizeof mb);
+    json_t *out = NULL;
+    if (luna_ds_write_update(t, cur, doc, sub, manager, &out, &st) < 0) {
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    if (!out) {
+        /* removed by the update (last finalizer dropped): kube answers the
+         * final state */
+        luna_ds_status_not_found(&st, t->group, t->resource, name);
+        luna_ds_status_clear(&st);
+        json_t *gone = json_pack("{s:s,s:s,s:{s:s}}", "kind", t->kind, "apiVersion",
+                                 t->api_version, "metadata", "name", name);
+        luna_ds_reply_json(resp, 200, gone);
+        return;
+    }
+    luna_ds_reply_json(resp, 200, out);
+}
+
+static json_t *body_or_null(const luna_ds_request *req)
+{
+    if (!req->body || req->body_len == 0)
+        return NULL;
+    return json_loadb(req->body, req->body_len, 0, NULL);
+}
+
+void luna_ds_verbs_delete(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                          const char *name, luna_ds_response *resp)
+{
+    luna_ds_status st = { 0 };
+    json_t *opts = body_or_null(req);
+    if (req->body_len && !opts) {
+        luna_ds_status_bad_request(&st, "json: invalid DeleteOptions body");
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    const char *policy = luna_ds_doc_str(opts, "propagationPolicy");
+    if (!policy)
+        policy = luna_ds_request_arg(req, "propagationPolicy");
+    enum luna_ds_propagation prop = LUNA_DS_PROP_BACKGROUND;
+    json_t *orphan = json_object_get(opts, "orphanDependents");
+    const char *qorphan = luna_ds_request_arg(req, "orphanDependents");
+    if (json_is_true(orphan) || (qorphan && strcmp(qorphan, "true") == 0))
+        prop = LUNA_DS_PROP_ORPHAN;
+    if (policy && *policy) {
+        if (strcmp(policy, "Foreground") == 0)
+            prop = LUNA_DS_PROP_FOREGROUND;
+        else if (strcmp(policy, "Orphan") == 0)
+            prop = LUNA_DS_PROP_ORPHAN;
+        else if (strcmp(policy, "Background") == 0)
+            prop = LUNA_DS_PROP_BACKGROUND;
+        else {
+            json_decref(opts);
+            luna_ds_status_set(&st, 422, "Invalid", "DeleteOptions.meta.k8s.io \"\" is invalid: "
+                               "propagationPolicy: Unsupported value: \"%s\": supported values: "
+                               "\"Foreground\", \"Background\", \"Orphan\", \"nil\"", policy);
+            luna_ds_reply_status(resp, &st);
+            return;
+        }
+    }
+    luna_ds_obj *cur = lookup(t, ns, name, &st);
+    if (!cur) {
+        json_decref(opts);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    json_t *pre = json_object_get(opts, "preconditions");
+    const char *puid = luna_ds_doc_str(pre, "uid");
+    const char *prv = luna_ds_doc_str(pre, "resourceVersion");
+    if (puid && strcmp(puid, cur->uid) != 0) {
+        luna_ds_status_conflict(&st, t->group, t->resource, name, "");
+        snprintf(st.message, sizeof st.message, "Precondition failed: UID in precondition: %s, "
+                 "UID in object meta: %s", puid, cur->uid);
+        json_decref(opts);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    if (prv) {
+        char cur_rv[32];
+        snprintf(cur_rv, sizeof cur_rv, "%llu", (unsigned long long)cur->rv);
+        if (strcmp(prv, cur_rv) != 0) {
+            luna_ds_status_conflict(&st, t->group, t->resource, name, "");
+            snprintf(st.message, sizeof st.message, "Precondition failed: ResourceVersion in "
+                     "precondition: %s, ResourceVersion in object meta: %s", prv, cur_rv);
+            json_decref(opts);
+            luna_ds_reply_status(resp, &st);
+            return;
+        }
+    }
+    json_decref(opts);
+    json_t *out = NULL;
+    bool removed;
+    luna_ds_gc_delete(t, cur, prop, &out, &removed, &st);
+    luna_ds_reply_json(resp, 200, out);
+}
+
+void luna_ds_verbs_delete_collection(const luna_ds_request *req, luna_ds_type *t,
+                                     const char *ns, luna_ds_response *resp)
+{
+    luna_ds_status st = { 0 };
+    luna_ds_filter f;
+    if (luna_ds_list_filter(req, t, ns, &f, &st) < 0) {
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    luna_ds_obj **items;
+    size_t n;
+    luna_ds_store_snapshot(t->coll, 0, &items, &n);
+    char **keys = calloc(n + 1, sizeof *keys);
+    size_t nk = 0;
+    for (size_t i = 0; i < n; i++)
+        if (luna_ds_filter_match(&f, items[i]))
+            keys[nk++] = strdup(items[i]->key);
+    free(items);
+    luna_ds_filter_clear(&f);
+    struct luna_textbuf b = LUNA_TEXTBUF_INIT;
+    luna_textbuf_printf(&b, "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{},"
+                        "\"items\":[", t->list_kind, t->api_version);
+    size_t count = 0;
+    for (size_t i = 0; i < nk; i++) {
+        luna_ds_obj *o = luna_ds_store_get(t->coll, keys[i]);
+        free(keys[i]);
+        if (!o)
+            continue;
+        json_t *doc = luna_ds_doc_as(t, o);
+        json_t *out = NULL;
+        bool removed;
+        luna_ds_gc_delete(t, o, LUNA_DS_PROP_BACKGROUND, &out, &removed, &st);
+        json_decref(out);
+        char *s = json_dumps(doc, JSON_COMPACT);
+        json_decref(doc);
+        if (count++)
+            luna_textbuf_putc(&b, ',');
+        luna_textbuf_puts(&b, s);
+        free(s);
+    }
+    free(keys);
+    luna_textbuf_puts(&b, "]}\n");
+    resp->code = 200;
+    resp->body = luna_textbuf_steal(&b, &resp->len);
+}
+
+static bool content_type_is(const luna_ds_request *req, const char *want)
+{
+    const char *ct = req->content_type ? req->content_type : "";
+    size_t n = strlen(want);
+    return strncmp(ct, want, n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+void luna_ds_verbs_patch(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                         const char *name, const char *sub, luna_ds_response *resp)
+{
+    luna_ds_status st = { 0 };
+    enum { MERGE, JSONPATCH, STRATEGIC, APPLY } kind;
+    if (content_type_is(req, "application/merge-patch+json"))
+        kind = MERGE;
+    else if (content_type_is(req, "application/json-patch+json"))
+        kind = JSONPATCH;
+    else if (content_type_is(req, "application/strategic-merge-patch+json"))
+        kind = STRATEGIC;
+    else if (content_type_is(req, "application/apply-patch+yaml") ||
+             content_type_is(req, "application/apply-patch+json"))
+        kind = APPLY;
+    else {
+        luna_ds_status_set(&st, 415, "UnsupportedMediaType", "the body of the request was in an "
+                           "unknown format - accepted media types include: "
+                           "application/json-patch+json, application/merge-patch+json, "
+                           "application/apply-patch+yaml");
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    if (kind == STRATEGIC && t->custom) {
+        luna_ds_status_set(&st, 415, "UnsupportedMediaType", "the body of the request was in an "
+                           "unknown format - accepted media types include: "
+                           "application/json-patch+json, application/merge-patch+json, "
+                           "application/apply-patch+yaml");
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    if (!req->body || req->body_len == 0) {
+        luna_ds_status_bad_request(&st, "the body of the request was empty");
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    char mb[128];
+    const char *manager = luna_ds_request_manager(req, mb, sizeof mb);
+    if (kind == APPLY) {
+        const char *fm = luna_ds_request_arg(req, "fieldManager");
+        if (!fm || !*fm) {
+            luna_ds_status_set(&st, 422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: "
+                               "fieldManager: Required value: is required for apply patch");
+            luna_ds_reply_status(resp, &st);
+            return;
+        }
+        luna_error err = { 0 };
+        json_t *docs = luna_ds_yaml_load(req->body, req->body_len, &err);
+        json_t *applied = docs && json_array_size(docs) == 1 ? json_incref(json_array_get(docs, 0)) : NULL;
+        json_decref(docs);
+        if (!json_is_object(applied)) {
+            json_decref(applied);
+            luna_ds_status_bad_request(&st, "error decoding YAML: %s",
+                                       err.msg[0] ? err.msg : "expected one object");
+            luna_ds_reply_status(resp, &st);
+            return;
+        }
+        if (!luna_ds_doc_str(applied, "apiVersion") || !luna_ds_doc_str(applied, "kind")) {
+            luna_ds_status_bad_request(&st, "%s", !luna_ds_doc_str(applied, "kind") ? "Object 'Kind' is missing in the applied object"
+                                                                        : "Object 'apiVersion' is missing");
+            json_decref(applied);
+            luna_ds_reply_status(resp, &st);
+            return;
+        }
+        if (luna_ds_validate_kind(t, applied, &st) < 0 || luna_ds_validate_namespace(t, applied, ns, &st) < 0) {
+            json_decref(applied);
+            luna_ds_reply_status(resp, &st);
+            return;
+        }
+        const char *aname = luna_ds_doc_str(luna_ds_doc_meta(applied), "name");
+        if (aname && strcmp(aname, name) != 0) {
+            luna_ds_status_bad_request(&st, "the name of the object (%s) does not match the name "
+                                       "on the URL (%s)", aname, name);
+            json_decref(applied);
+            luna_ds_reply_status(resp, &st);
+            return;
+        }
+        json_object_set_new(luna_ds_doc_meta(applied), "name", json_string(name));
+        bool force = luna_ds_request_flag(req, "force");
+        char key[600];
+        luna_ds_doc_key(key, sizeof key, t, ns, name);
+        luna_ds_obj *cur = luna_ds_store_get(t->coll, key);
+        char now[32];
+        luna_ds_doc_now(now);
+        json_t *curdoc = cur ? luna_ds_doc_as(t, cur) : NULL;
+        json_t *result = luna_ds_apply(curdoc, applied, t, fm, force, sub, now, &st);
+        json_decref(applied);
+        if (!result) {
+            json_decref(curdoc);
+            luna_ds_reply_status(resp, &st);
+            return;
+        }
+        json_t *out = NULL;
+        int rc;
+        if (!cur) {
+            json_decref(curdoc);
+            if (sub) {
+                json_decref(result);
+                luna_ds_status_not_found(&st, t->group, t->resource, name);
+                luna_ds_reply_status(resp, &st);
+                return;
+            }
+            json_object_set_new(result, "kind", json_string(t->kind));
+            json_object_set_new(result, "apiVersion", json_string(t->api_version));
+            rc = luna_ds_write_create(t, result, NULL, &out, &st);
+            if (rc < 0) {
+                luna_ds_reply_status(resp, &st);
+                return;
+            }
+            luna_ds_reply_json(resp, 201, out);
+            return;
+        }
+        /* the applied resourceVersion (if any) is a precondition */
+        json_t *arv = json_object_get(luna_ds_doc_meta(result), "resourceVersion");
+        (void)arv;
+        json_decref(curdoc);
+        rc = luna_ds_write_update(t, cur, result, sub, NULL, &out, &st);
+        if (rc < 0) {
+            luna_ds_reply_status(resp, &st);
+            return;
+        }
+        if (!out)
+            out = json_pack("{s:s,s:s,s:{s:s}}", "kind", t->kind, "apiVersion", t->api_version,
+                            "metadata", "name", name);
+        luna_ds_reply_json(resp, 200, out);
+        return;
+    }
+    json_error_t je;
+    json_t *patch = json_loadb(req->body, req->body_len, JSON_DECODE_ANY, &je);
+    if (!patch) {
+        luna_ds_status_bad_request(&st, "error decoding patch: %s", je.text);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    luna_ds_obj *cur = lookup(t, ns, name, &st);
+    if (!cur) {
+        json_decref(patch);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    json_t *doc = luna_ds_doc_as(t, cur);
+    char msg[1024] = "";
+    int rc = 0;
+    if (kind == MERGE) {
+        if (!json_is_object(patch))
+            rc = 400, snprintf(msg, sizeof msg, "json: cannot unmarshal %s into Go value of type "
+                               "map[string]interface {}", json_is_array(patch) ? "array" : "value");
+        else
+            doc = luna_ds_patch_merge(doc, patch);
+    } else if (kind == JSONPATCH) {
+        rc = luna_ds_patch_json(&doc, patch, msg, sizeof msg);
+    } else {
+        rc = luna_ds_patch_strategic(doc, patch, t, msg, sizeof msg);
+    }
+    json_decref(patch);
+    if (rc == 0 && !json_is_object(doc)) {
+        rc = 422;
+        snprintf(msg, sizeof msg, "the patched object is not a JSON object");
+    }
+    if (rc) {
+        json_decref(doc);
+        if (rc == 400)
+            luna_ds_status_bad_request(&st, "%s", msg);
+        else
+            luna_ds_status_set(&st, 422, "Invalid", "%s", msg);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    if (luna_ds_validate_kind(t, doc, &st) < 0) {
+        json_decref(doc);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    json_t *md = luna_ds_doc_meta(doc);
+    const char *pname = luna_ds_doc_str(md, "name");
+    if (!pname || strcmp(pname, name) != 0) {
+        luna_ds_status_invalid(&st, t->group, t->kind, name, "FieldValueInvalid", "metadata.name",
+                               "Invalid value: \"%s\": field is immutable", pname ? pname : "");
+        json_decref(doc);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    json_t *out = NULL;
+    if (luna_ds_write_update(t, cur, doc, sub, manager, &out, &st) < 0) {
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    if (!out)
+        out = json_pack("{s:s,s:s,s:{s:s}}", "kind", t->kind, "apiVersion", t->api_version,
+                        "metadata", "name", name);
+    luna_ds_reply_json(resp, 200, out);
+}
+

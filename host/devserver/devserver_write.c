@@ -1,0 +1,441 @@
+/* devserver_write.c — see devserver_write.h. */
+#include "devserver/devserver_write.h"
+
+#include <ctype.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "devserver/devserver_apply.h"
+#include "devserver/devserver_doc.h"
+#include "devserver/devserver_gc.h"
+#include "devserver/devserver_validate.h"
+
+static void after_write(luna_ds_type *t, enum luna_ds_event_type type, const json_t *doc);
+
+/* Secrets: stringData folds into data (base64), type defaults to Opaque. */
+static void secret_defaults(luna_ds_type *t, json_t *doc)
+{
+    if (t->custom || strcmp(t->resource, "secrets") != 0 || *t->group)
+        return;
+    json_t *sd = json_object_get(doc, "stringData");
+    if (json_is_object(sd)) {
+        json_t *data = json_object_get(doc, "data");
+        if (!json_is_object(data)) {
+            data = json_object();
+            json_object_set_new(doc, "data", data);
+        }
+        const char *k;
+        json_t *v;
+        json_object_foreach(sd, k, v) {
+            const char *s = json_string_value(v);
+            if (!s)
+                continue;
+            size_t n = strlen(s);
+            unsigned char *out = malloc(4 * ((n + 2) / 3) + 1);
+            if (!out)
+                abort();
+            EVP_EncodeBlock(out, (const unsigned char *)s, (int)n);
+            json_object_set_new(data, k, json_string((char *)out));
+            free(out);
+        }
+    }
+    json_object_del(doc, "stringData");
+    if (!luna_ds_doc_str(doc, "type"))
+        json_object_set_new(doc, "type", json_string("Opaque"));
+}
+
+
+/* Stores doc (type t's version, consumed) as the new state of its key, runs
+ * the write hooks, and returns a new reference to the key's current object
+ * (after the hooks' own writes), or for DELETED to the deleted state. */
+luna_ds_obj *luna_ds_write_store(luna_ds_type *t, enum luna_ds_event_type type, json_t *doc)
+{
+    luna_ds_type *s = luna_ds_types_storage_of(t);
+    if (s != t)
+        luna_ds_types_convert(doc, t, s);
+    uint64_t rv = luna_ds_store_next_rv();
+    luna_ds_doc_set_rv(doc, rv);
+    luna_ds_doc_normalize(doc);
+    luna_ds_obj *o = luna_ds_obj_new(doc, rv);
+    luna_ds_obj_ref(o);
+    luna_ds_store_put(s->coll, type, o);
+    after_write(s, type, doc);
+    json_decref(doc);
+    if (type != LUNA_DS_DELETED) {
+        luna_ds_obj *cur = luna_ds_store_get(s->coll, o->key);
+        if (cur && cur != o) {
+            luna_ds_obj_ref(cur);
+            luna_ds_obj_unref(o);
+            return cur;
+        }
+    }
+    return o;
+}
+
+
+/* Removes the object for good (a DELETED event at a new RV). */
+luna_ds_obj *luna_ds_write_remove(luna_ds_type *t, luna_ds_obj *cur)
+{
+    luna_ds_type *s = luna_ds_types_storage_of(t);
+    json_t *doc = luna_ds_obj_doc(cur);
+    char *uid = strdup(cur->uid);
+    char *ns = strdup(cur->ns);
+    luna_ds_obj *o = luna_ds_write_store(s, LUNA_DS_DELETED, doc);
+    luna_ds_gc_after_removal(uid);
+    if (*ns)
+        luna_ds_gc_namespace_finalize(ns);
+    free(uid);
+    free(ns);
+    return o; /* caller unrefs */
+}
+
+/* Content of doc without metadata (and status when it is a subresource). */
+static json_t *spec_part(const json_t *doc, bool drop_status)
+{
+    json_t *c = json_deep_copy(doc);
+    json_object_del(c, "metadata");
+    if (drop_status)
+        json_object_del(c, "status");
+    return c;
+}
+
+/* The update pipeline shared by PUT, PATCH, apply and the server's own
+ * writes.  newdoc (t's version, consumed) replaces cur.  subresource NULL
+ * or "status".  manager NULL: managedFields already computed (apply) or
+ * not tracked (server writes).  *out gets the stored state (or cur for a
+ * no-op), as a new document in t's version; NULL if the write removed the
+ * object. */
+int luna_ds_write_update(luna_ds_type *t, luna_ds_obj *cur, json_t *newdoc, const char *sub,
+                         const char *manager, json_t **out, luna_ds_status *st)
+{
+    json_t *old = luna_ds_doc_as(t, cur);
+    json_t *omd = luna_ds_doc_meta(old);
+    json_t *nmd = luna_ds_doc_meta(newdoc);
+    const char *name = cur->name;
+    /* preconditions */
+    const char *nrv = luna_ds_doc_str(nmd, "resourceVersion");
+    const char *orv = luna_ds_doc_str(omd, "resourceVersion");
+    if (nrv && *nrv && strcmp(nrv, orv) != 0) {
+        json_decref(old);
+        json_decref(newdoc);
+        return luna_ds_status_conflict(st, t->group, t->resource, name,
+                                       "the object has been modified; please apply your changes "
+                                       "to the latest version and try again");
+    }
+    const char *nuid = luna_ds_doc_str(nmd, "uid");
+    if (nuid && *nuid && strcmp(nuid, cur->uid) != 0) {
+        luna_ds_status_conflict(st, t->group, t->resource, name, "");
+        snprintf(st->message, sizeof st->message, "Precondition failed: UID in precondition: %s, "
+                 "UID in object meta: %s", nuid, cur->uid);
+        json_decref(old);
+        json_decref(newdoc);
+        return -409;
+    }
+    json_t *result;
+    if (sub) {
+        /* status: only status (and managedFields) change */
+        result = json_deep_copy(old);
+        json_t *status = json_object_get(newdoc, "status");
+        if (status)
+            json_object_set(result, "status", status);
+        else
+            json_object_del(result, "status");
+        json_t *mf = json_object_get(nmd, "managedFields");
+        if (!manager && mf)
+            json_object_set(luna_ds_doc_meta(result), "managedFields", mf);
+        json_decref(newdoc);
+    } else {
+        result = newdoc;
+        json_t *rmd = luna_ds_doc_meta(result);
+        static const char *const system[] = { "uid", "creationTimestamp", "deletionTimestamp",
+                                              "deletionGracePeriodSeconds", "generation" };
+        for (size_t i = 0; i < sizeof system / sizeof *system; i++) {
+            json_t *v = json_object_get(omd, system[i]);
+            if (v)
+                json_object_set(rmd, system[i], v);
+            else
+                json_object_del(rmd, system[i]);
+        }
+        json_object_set_new(rmd, "name", json_string(name));
+        if (t->namespaced)
+            json_object_set_new(rmd, "namespace", json_string(cur->ns));
+        if (manager || !json_object_get(rmd, "managedFields")) {
+            json_t *mf = json_object_get(omd, "managedFields");
+            if (mf)
+                json_object_set(rmd, "managedFields", mf);
+        }
+        if (t->has_status) {
+            json_t *status = json_object_get(old, "status");
+            if (status)
+                json_object_set(result, "status", status);
+            else
+                json_object_del(result, "status");
+        }
+        secret_defaults(t, result);
+        /* no new finalizers while being deleted */
+        if (cur->deleting) {
+            json_t *nf = json_object_get(rmd, "finalizers");
+            json_t *of = json_object_get(omd, "finalizers");
+            size_t i;
+            json_t *v;
+            json_array_foreach(nf, i, v)
+                if (json_is_string(v) && !luna_ds_doc_has_string(of, json_string_value(v))) {
+                    int rc = luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueForbidden",
+                        "metadata.finalizers", "Forbidden: no new finalizers can be added if the "
+                        "object is being deleted, found new finalizers []string{\"%s\"}",
+                        json_string_value(v));
+                    json_decref(old);
+                    json_decref(result);
+                    return rc;
+                }
+        }
+        if (strcmp(t->resource, "customresourcedefinitions") == 0 && !t->custom) {
+            int rc = luna_ds_types_crd_validate(result, st);
+            if (rc < 0) {
+                json_decref(old);
+                json_decref(result);
+                return rc;
+            }
+        }
+        /* generation: bumped when anything but metadata (and status) changed */
+        if (t->has_generation) {
+            json_t *a = spec_part(old, t->has_status), *b = spec_part(result, t->has_status);
+            json_int_t gen = json_integer_value(json_object_get(omd, "generation"));
+            if (!json_equal(a, b))
+                gen++;
+            json_object_set_new(rmd, "generation", json_integer(gen ? gen : 1));
+            json_decref(a);
+            json_decref(b);
+        }
+    }
+    json_t *rmd = luna_ds_doc_meta(result);
+    json_object_set_new(rmd, "resourceVersion", json_string(orv));
+    if (manager) {
+        char now[32];
+        luna_ds_doc_now(now);
+        luna_ds_apply_track_update(result, old, t, manager, sub, now);
+    }
+    /* no-op: nothing stored, no event, same resourceVersion */
+    json_t *a = json_deep_copy(old), *b = json_deep_copy(result);
+    json_object_del(luna_ds_doc_meta(a), "managedFields");
+    json_object_del(luna_ds_doc_meta(b), "managedFields");
+    bool same = json_equal(a, b);
+    json_decref(a);
+    json_decref(b);
+    if (same) {
+        json_decref(result);
+        *out = old;
+        return 0;
+    }
+    json_decref(old);
+    json_t *fin = json_object_get(rmd, "finalizers");
+    if (json_is_array(fin) && json_array_size(fin) == 0)
+        json_object_del(rmd, "finalizers");
+    bool deleting = json_object_get(rmd, "deletionTimestamp") != NULL;
+    if (deleting && json_array_size(json_object_get(rmd, "finalizers")) == 0) {
+        /* the last finalizer is gone: the object goes now */
+        luna_ds_obj *o = luna_ds_write_store(t, LUNA_DS_MODIFIED, result);
+        luna_ds_obj *gone = luna_ds_write_remove(t, o);
+        luna_ds_obj_unref(gone);
+        luna_ds_obj_unref(o);
+        *out = NULL;
+        return 0;
+    }
+    luna_ds_obj *o = luna_ds_write_store(t, LUNA_DS_MODIFIED, result);
+    *out = luna_ds_doc_as(t, o);
+    luna_ds_obj_unref(o);
+    return 0;
+}
+
+/* Creates doc (t's version, consumed; kind/namespace already checked).
+ * manager NULL: managedFields already set (apply).  *out: the stored
+ * document in t's version. */
+int luna_ds_write_create(luna_ds_type *t, json_t *doc, const char *manager, json_t **out,
+                         luna_ds_status *st)
+{
+    json_t *md = luna_ds_doc_meta(doc);
+    const char *ns = t->namespaced ? luna_ds_doc_str(md, "namespace") : "";
+    const char *rv = luna_ds_doc_str(md, "resourceVersion");
+    if (rv && *rv) {
+        json_decref(doc);
+        return luna_ds_status_set(st, 500, "InternalError",
+                                  "Internal error occurred: resourceVersion should not be set on "
+                                  "objects to be created");
+    }
+    const char *name = luna_ds_doc_str(md, "name");
+    const char *gen = luna_ds_doc_str(md, "generateName");
+    char genbuf[300];
+    if ((!name || !*name) && gen && *gen) {
+        static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+        unsigned char r[5];
+        if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+            memset(r, 0, sizeof r);
+        snprintf(genbuf, sizeof genbuf, "%.*s%c%c%c%c%c", 58, gen,
+                 alphabet[r[0] % 27], alphabet[r[1] % 27], alphabet[r[2] % 27],
+                 alphabet[r[3] % 27], alphabet[r[4] % 27]);
+        json_object_set_new(md, "name", json_string(genbuf));
+        name = luna_ds_doc_str(md, "name");
+    }
+    if (!name || !*name) {
+        json_decref(doc);
+        return luna_ds_status_invalid(st, t->group, t->kind, "", "FieldValueRequired",
+                                      "metadata.name", "Required value: name or generateName is required");
+    }
+    int rc = luna_ds_validate_name(t, name, st);
+    if (rc == 0)
+        rc = luna_ds_validate_namespace_usable(t, ns, name, true, st);
+    if (rc == 0 && strcmp(t->resource, "customresourcedefinitions") == 0 && !t->custom)
+        rc = luna_ds_types_crd_validate(doc, st);
+    char key[600];
+    luna_ds_doc_key(key, sizeof key, t, ns ? ns : "", name);
+    if (rc == 0 && luna_ds_store_get(t->coll, key))
+        rc = luna_ds_status_already_exists(st, t->group, t->resource, name);
+    if (rc < 0) {
+        json_decref(doc);
+        return rc;
+    }
+    char uid[37], now[32];
+    luna_ds_doc_new_uid(uid);
+    luna_ds_doc_now(now);
+    json_object_set_new(md, "uid", json_string(uid));
+    json_object_set_new(md, "creationTimestamp", json_string(now));
+    json_object_del(md, "deletionTimestamp");
+    json_object_del(md, "deletionGracePeriodSeconds");
+    json_object_del(md, "selfLink");
+    if (t->has_generation)
+        json_object_set_new(md, "generation", json_integer(1));
+    else
+        json_object_del(md, "generation");
+    json_t *fin = json_object_get(md, "finalizers");
+    if (json_is_array(fin) && json_array_size(fin) == 0)
+        json_object_del(md, "finalizers");
+    if (t->has_status)
+        json_object_del(doc, "status");
+    if (!t->custom && !*t->group) {
+        if (strcmp(t->resource, "pods") == 0)
+            json_object_set_new(doc, "status", json_pack("{s:s}", "phase", "Pending"));
+        else if (strcmp(t->resource, "namespaces") == 0) {
+            json_t *spec = json_object_get(doc, "spec");
+            if (!json_is_object(spec)) {
+                spec = json_object();
+                json_object_set_new(doc, "spec", spec);
+            }
+            json_object_set_new(spec, "finalizers", json_pack("[s]", "kubernetes"));
+            json_object_set_new(doc, "status", json_pack("{s:s}", "phase", "Active"));
+            json_t *labels = json_object_get(md, "labels");
+            if (!json_is_object(labels)) {
+                labels = json_object();
+                json_object_set_new(md, "labels", labels);
+            }
+            json_object_set_new(labels, "kubernetes.io/metadata.name", json_string(name));
+        } else if (strcmp(t->resource, "services") == 0)
+            json_object_set_new(doc, "status", json_pack("{s:{}}", "loadBalancer"));
+    }
+    secret_defaults(t, doc);
+    if (manager) {
+        json_object_del(md, "managedFields");
+        luna_ds_apply_track_update(doc, NULL, t, manager, NULL, now);
+    }
+    luna_ds_obj *o = luna_ds_write_store(t, LUNA_DS_ADDED, doc);
+    *out = luna_ds_doc_as(t, o);
+    luna_ds_obj_unref(o);
+    return 0;
+}
+
+
+/* What the apiextensions controller writes once a CRD's names are
+ * accepted: conditions NamesAccepted and Established, acceptedNames,
+ * storedVersions.  Written (a MODIFIED) only when it differs. */
+static void crd_set_status(luna_ds_type *t, const json_t *doc)
+{
+    json_t *spec = json_object_get(doc, "spec");
+    json_t *names = json_deep_copy(json_object_get(spec, "names"));
+    if (!json_is_object(names))
+        return;
+    const char *kind = luna_ds_doc_str(names, "kind");
+    if (!luna_ds_doc_str(names, "listKind") && kind) {
+        char lk[300];
+        snprintf(lk, sizeof lk, "%sList", kind);
+        json_object_set_new(names, "listKind", json_string(lk));
+    }
+    if (!luna_ds_doc_str(names, "singular") && kind) {
+        char lower[256];
+        size_t n = strlen(kind) < 255 ? strlen(kind) : 255;
+        for (size_t i = 0; i < n; i++)
+            lower[i] = (char)tolower((unsigned char)kind[i]);
+        lower[n] = '\0';
+        json_object_set_new(names, "singular", json_string(lower));
+    }
+    json_t *stored = json_array();
+    json_t *old = json_object_get(doc, "status");
+    json_t *old_stored = json_object_get(old, "storedVersions");
+    size_t i;
+    json_t *v;
+    json_array_foreach(old_stored, i, v)
+        json_array_append(stored, v);
+    json_array_foreach(json_object_get(spec, "versions"), i, v)
+        if (json_is_true(json_object_get(v, "storage")) && !luna_ds_doc_has_string(stored, luna_ds_doc_str(v, "name")))
+            json_array_append_new(stored, json_string(luna_ds_doc_str(v, "name")));
+    json_t *old_conds = json_object_get(old, "conditions");
+    if (json_equal(json_object_get(old, "acceptedNames"), names) &&
+        json_equal(old_stored, stored) && json_array_size(old_conds) >= 2) {
+        json_decref(names);
+        json_decref(stored);
+        return;
+    }
+    char now[32];
+    luna_ds_doc_now(now);
+    json_t *conds = json_pack("[{s:s,s:s,s:s,s:s,s:s},{s:s,s:s,s:s,s:s,s:s}]",
+                              "type", "NamesAccepted", "status", "True", "lastTransitionTime", now,
+                              "reason", "NoConflicts", "message", "no conflicts found",
+                              "type", "Established", "status", "True", "lastTransitionTime", now,
+                              "reason", "InitialNamesAccepted",
+                              "message", "the initial names have been accepted");
+    json_t *copy = json_deep_copy(doc);
+    json_object_set_new(copy, "status", json_pack("{s:o,s:o,s:o}", "conditions", conds,
+                                                  "acceptedNames", names, "storedVersions", stored));
+    luna_ds_obj *o = luna_ds_write_store(t, LUNA_DS_MODIFIED, copy);
+    luna_ds_obj_unref(o);
+}
+
+/* Hooks after every write (storage type). */
+static void after_write(luna_ds_type *t, enum luna_ds_event_type type, const json_t *doc)
+{
+    if (type != LUNA_DS_DELETED)
+        luna_ds_gc_check_orphan_later(t, doc);
+    if (!t->custom && strcmp(t->resource, "customresourcedefinitions") == 0) {
+        const char *name = luna_ds_doc_str(json_object_get(doc, "metadata"), "name");
+        if (type == LUNA_DS_DELETED) {
+            /* the CRD's objects go with it */
+            for (luna_ds_type *u = luna_ds_types_all(); u; u = u->next) {
+                if (!u->custom || !u->storage || !u->served || strcmp(u->crd_name, name) != 0)
+                    continue;
+                luna_ds_obj **items;
+                size_t n;
+                luna_ds_store_snapshot(u->coll, 0, &items, &n);
+                char **keys = calloc(n + 1, sizeof *keys);
+                for (size_t i = 0; i < n; i++)
+                    keys[i] = strdup(items[i]->key);
+                free(items);
+                for (size_t i = 0; i < n; i++) {
+                    luna_ds_obj *o = luna_ds_store_get(u->coll, keys[i]);
+                    if (o) {
+                        luna_ds_obj *gone = luna_ds_write_remove(u, o);
+                        luna_ds_obj_unref(gone);
+                    }
+                    free(keys[i]);
+                }
+                free(keys);
+            }
+            luna_ds_types_crd_remove(name);
+        } else {
+            luna_ds_types_crd_sync(doc);
+            crd_set_status(t, doc);
+        }
+    }
+    if (type == LUNA_DS_DELETED)
+        luna_ds_gc_recheck_owners(doc);
+}

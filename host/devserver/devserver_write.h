@@ -1,0 +1,60 @@
+/*
+ * devserver_write.h — the write pipeline every change goes through: PUT,
+ * PATCH, apply, create, seeds, and the server's own writes (garbage
+ * collector, namespace finalizer, CRD status).
+ *
+ * A write converts the document to its type's storage version, stamps the
+ * next resourceVersion, normalises key order, stores it (which tells the
+ * watches) and runs the hooks a real control plane runs after it: a CRD
+ * serves or stops serving its types and gets its status, a deleted object's
+ * dependents and waiting owners are looked at (devserver_gc), and an object
+ * whose owners are all gone is deleted shortly after.
+ *
+ * Updates keep what the client may not change (uid, creationTimestamp,
+ * deletionTimestamp, generation, status unless writing /status), bump
+ * metadata.generation when the spec changed, track field managers
+ * (devserver_apply), refuse a stale resourceVersion or uid (409), refuse new
+ * finalizers while deleting, store nothing for a no-op, and remove the
+ * object once a deleting object's last finalizer is gone.
+ *
+ * Documents passed in are consumed; documents handed out are new ones the
+ * caller owns.  Functions returning int return 0 or the negative HTTP status
+ * with st set.  Runs on the loop thread.
+ */
+#ifndef LUNA_DEVSERVER_WRITE_H
+#define LUNA_DEVSERVER_WRITE_H
+
+#include <jansson.h>
+
+#include "devserver/devserver_status.h"
+#include "devserver/devserver_store.h"
+#include "devserver/devserver_types.h"
+
+/* Stores doc (type t's version, consumed) as the new state of its key,
+ * runs the write hooks, and returns a new reference to the key's current
+ * object (after the hooks' own writes), or for DELETED to the deleted
+ * state. */
+luna_ds_obj *luna_ds_write_store(luna_ds_type *t, enum luna_ds_event_type type, json_t *doc);
+
+/* Removes cur for good (a DELETED event at a new RV), then runs the
+ * garbage collector for its dependents and its namespace's finalizer.
+ * Returns a new reference to the deleted state. */
+luna_ds_obj *luna_ds_write_remove(luna_ds_type *t, luna_ds_obj *cur);
+
+/* Replaces cur with newdoc (t's version, consumed).  sub is NULL or
+ * "status".  manager NULL: managedFields already computed (apply) or not
+ * tracked (server writes).  *out gets the stored state (or cur for a
+ * no-op) as a new document in t's version, or NULL if the write removed
+ * the object. */
+int luna_ds_write_update(luna_ds_type *t, luna_ds_obj *cur, json_t *newdoc, const char *sub,
+                         const char *manager, json_t **out, luna_ds_status *st);
+
+/* Creates doc (t's version, consumed; kind and namespace already checked):
+ * generateName, name and namespace checks, 409 AlreadyExists, uid,
+ * creationTimestamp, generation, the built-in types' defaults.  manager
+ * NULL: managedFields already set (apply).  *out: the stored document in
+ * t's version. */
+int luna_ds_write_create(luna_ds_type *t, json_t *doc, const char *manager, json_t **out,
+                         luna_ds_status *st);
+
+#endif
