@@ -87,11 +87,11 @@ static int guarded_call(struct luna_controller *c, lua_State *T, int nargs, int 
 static bool predicates_pass(struct luna_controller *c, const char *type,
                             struct luna_object *old, struct luna_object *obj)
 {
-    if (c->spec.predicates_ref == LUA_NOREF)
+    if (c->spec->predicates_ref == LUA_NOREF)
         return true;
     lua_State *T = c->env.T;
     int top = lua_gettop(T);
-    lua_rawgeti(T, LUA_REGISTRYINDEX, c->spec.predicates_ref);
+    lua_rawgeti(T, LUA_REGISTRYINDEX, c->spec->predicates_ref);
     int list = lua_gettop(T);
     int n = (int)lua_objlen(T, list);
     bool pass = true;
@@ -323,21 +323,67 @@ void luna_controller_maybe_drained(struct luna_controller *c)
     }
 }
 
-/* Starts reconciles while keys and workers are free.  Runs from the
- * dispatch watchers, and right after an informer drain step (so an event's
- * reconcile starts in the loop iteration the event arrived in); never
- * nested in itself. */
+/* How much script time one loop iteration may spend before the
+ * dispatchers stop starting reconciles and let the loop serve I/O
+ * (probes, watches, API answers).  A reconcile that ends without yielding
+ * frees its worker at once: without this, a queue of keys whose
+ * reconciles each spin up to the time budget would hold the loop for
+ * keys x budget. */
+#define DISPATCH_SLICE 0.010
+/* Iterations a controller lets pass while the slice is used up before it
+ * starts one reconcile anyway (no controller starves). */
+#define DISPATCH_MAX_DEFERRALS 3
+
+static struct {
+    unsigned int iteration;
+    double used;                      /* script seconds in this iteration */
+    bool valid;
+} slice;
+
+static void slice_roll(void)
+{
+    unsigned int it = ev_iteration(luna_loop());
+    if (!slice.valid || it != slice.iteration) {
+        slice.valid = true;
+        slice.iteration = it;
+        slice.used = 0;
+    }
+}
+
+void luna_controller_charge(double seconds)
+{
+    slice_roll();
+    slice.used += seconds;
+}
+
+/* Starts reconciles while keys and workers are free and the iteration's
+ * script time is under the slice (past it, the watchers go on in the next
+ * iteration; a controller deferred DISPATCH_MAX_DEFERRALS times starts one
+ * anyway).  Runs from the dispatch watchers, and right after an informer
+ * drain step (so an event's reconcile starts in the loop iteration the
+ * event arrived in); never nested in itself. */
 static void dispatch(struct luna_controller *c)
 {
     if (!c->started || c->dispatching)
         return;
     c->dispatching = true;
+    bool started = false;
     while (!c->stopping && c->active < c->workers) {
+        slice_roll();
+        if (slice.used > DISPATCH_SLICE && (started || c->deferrals < DISPATCH_MAX_DEFERRALS)) {
+            if (!started)
+                c->deferrals++;
+            c->dispatching = false;
+            luna_controller_kick(c);
+            return;
+        }
         const char *key;
         if (luna_workqueue_get(c->queue, &key) != LUNA_WORKQUEUE_ITEM)
             break;
         /* key is borrowed from the queue until done: copy before Lua runs */
+        c->deferrals = 0;
         luna_reconcile_start(c, key);
+        started = true;
     }
     c->dispatching = false;
     if (c->stopping || c->active >= c->workers || !luna_workqueue_len(c->queue)) {
@@ -364,7 +410,8 @@ static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents) {}
 /* ---- construction -------------------------------------------------------- */
 
 /* Acquires the informer of c's next source and adds the handlers. */
-static int add_source(struct luna_controller *c, struct luna_source_spec *ss, luna_error *err)
+static int add_source(struct luna_controller *c, const struct luna_source_spec *ss,
+                      luna_error *err)
 {
     struct source *src = &c->sources[c->nsources];
     memset(src, 0, sizeof *src);
@@ -375,8 +422,8 @@ static int add_source(struct luna_controller *c, struct luna_source_spec *ss, lu
         .namespace_ = ss->namespace_,
         .label_selector = ss->labels,
         .field_selector = ss->fields,
-        .keep_managed_fields = c->spec.keep_managed_fields,
-        .resync = ss->role == LUNA_SOURCE_WATCH ? c->spec.resync : 0,
+        .keep_managed_fields = c->spec->keep_managed_fields,
+        .resync = ss->role == LUNA_SOURCE_WATCH ? c->spec->resync : 0,
     };
     src->si = luna_informer_factory_acquire(c->env.factory, &spec, err);
     if (!src->si)
@@ -410,11 +457,11 @@ static int add_indexes(lua_State *L)
     unsigned long instance = ++instances;
     struct luna_indexer *idx =
         luna_informer_indexer(luna_shared_informer_informer(c->sources[0].si));
-    c->index_names = calloc(c->spec.nindexes, sizeof *c->index_names);
+    c->index_names = calloc(c->spec->nindexes, sizeof *c->index_names);
     if (!c->index_names)
         return luaL_error(L, "out of memory");
-    for (size_t i = 0; i < c->spec.nindexes; i++) {
-        struct luna_index_spec *ix = &c->spec.indexes[i];
+    for (size_t i = 0; i < c->spec->nindexes; i++) {
+        const struct luna_index_spec *ix = &c->spec->indexes[i];
         char serial[24];
         snprintf(serial, sizeof serial, "%lu", instance);
         lua_pushfstring(L, "%s/%s#%s", c->name, ix->name, serial);
@@ -436,7 +483,7 @@ const char *luna_controller_index_name(const struct luna_controller *c,
     if (c->nsources == 0 || inf != luna_shared_informer_informer(c->sources[0].si))
         return NULL;
     for (size_t i = 0; i < c->nindexes; i++)
-        if (strcmp(c->spec.indexes[i].name, name) == 0)
+        if (strcmp(c->spec->indexes[i].name, name) == 0)
             return c->index_names[i];
     return NULL;
 }
@@ -446,25 +493,27 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
 {
     lua_State *L = env->L;
     *out = NULL;
+    const struct luna_controller_spec *spec = luna_controller_spec_get(L, ctl_idx);
+    if (!spec || spec->nsources == 0)
+        return luna_error_set(err, LUNA_EINVAL, "not a controller made by luna.controller{}");
     struct luna_controller *c = calloc(1, sizeof *c);
     if (!c)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");
-    int rc = luna_controller_spec_read(L, ctl_idx, &c->spec, err);
-    if (rc < 0) {
-        free(c);
-        return rc;
-    }
+    lua_pushvalue(L, ctl_idx);
+    c->spec_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    c->spec = spec;
     c->env = *env;
-    c->name = c->spec.name;
-    c->workers = c->spec.workers;
-    c->limits = c->spec.limits;
+    c->name = spec->name;
+    c->workers = spec->workers;
+    c->limits = luna_controller_spec_limits(L, spec);
+    int rc = 0;
     ev_check_init(&c->dispatch_check, dispatch_cb);
     ev_idle_init(&c->dispatch_idle, idle_cb);
 
     struct luna_ratelimiter *limiter = NULL;
     struct luna_workqueue_options qo = { .name = c->name, .clock = env->clock, .loop = luna_loop() };
-    c->sources = calloc(c->spec.nsources, sizeof *c->sources);
-    if (!c->sources || luna_ratelimiter_new(&c->spec.rate_limit, env->clock, &limiter, err) < 0) {
+    c->sources = calloc(c->spec->nsources, sizeof *c->sources);
+    if (!c->sources || luna_ratelimiter_new(&c->spec->rate_limit, env->clock, &limiter, err) < 0) {
         luna_controller_free(c);
         return err && err->code ? err->code : luna_error_set(err, LUNA_ENOMEM, "out of memory");
     }
@@ -475,9 +524,9 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
     }
     luna_workqueue_set_ready_cb(c->queue, on_ready, c);
 
-    for (size_t i = 0; i < c->spec.nsources && rc == 0; i++)
-        rc = add_source(c, &c->spec.sources[i], err);
-    if (rc == 0 && c->spec.nindexes > 0) {
+    for (size_t i = 0; i < c->spec->nsources && rc == 0; i++)
+        rc = add_source(c, &c->spec->sources[i], err);
+    if (rc == 0 && c->spec->nindexes > 0) {
         lua_pushcfunction(L, add_indexes);
         lua_pushlightuserdata(L, c);
         if (lua_pcall(L, 1, 0, 0) != 0) {
@@ -553,7 +602,7 @@ void luna_controller_free(struct luna_controller *c)
         for (size_t i = 0; i < c->nindexes; i++)
             luna_indexer_remove_index(idx, c->index_names[i]);
     }
-    for (size_t i = 0; c->index_names && i < c->spec.nindexes; i++)
+    for (size_t i = 0; c->index_names && i < c->spec->nindexes; i++)
         free(c->index_names[i]);
     free(c->index_names);
     for (size_t i = 0; i < c->nsources; i++) {
@@ -565,7 +614,7 @@ void luna_controller_free(struct luna_controller *c)
     free(c->sources);
     if (!c->queue_borrowed)
         luna_workqueue_free(c->queue);
-    luna_controller_spec_free(L, &c->spec);
+    luaL_unref(L, LUA_REGISTRYINDEX, c->spec_ref);
     free(c);
 }
 

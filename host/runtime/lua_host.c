@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "testing/lua_core.h"
+#include "runtime/controller_spec.h"
 #include "runtime/lua_sandbox.h"
 #include "lua/lua_util.h"
 #include "runtime/watchdog.h"
@@ -165,21 +166,45 @@ static void controller_sha256(lua_State *L, const char *path, int deps, char out
     EVP_MD_CTX_free(ctx);
 }
 
-/* [-1, +1]: validates the value a controller file returned through
- * luna.is_controller(value); pushes the controller or an error string. */
+/* [-1, +1]: checks the value a controller file returned is a controller
+ * luna.controller made; pushes it or raises. */
 static int check_controller(lua_State *L)
 {
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "luna");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "is_controller");
-    lua_pushvalue(L, 1);
-    lua_call(L, 1, 1);
-    if (!lua_toboolean(L, -1))
+    if (!luna_controller_spec_get(L, 1))
         return luaL_error(L, "the file must return luna.controller{...}, got %s",
                           luaL_typename(L, 1));
     lua_pushvalue(L, 1);
     return 1;
+}
+
+/* The load error of path when luna.controller refused the spec: "path:line:
+ * message" without a traceback (the line sets the offending field, else the
+ * line of the call when the message has it); false when the error at the
+ * top is something else. */
+static bool spec_load_error(lua_State *L, const char *path, luna_error *err)
+{
+    char msg[512], field[128];
+    if (!luna_controller_spec_last_error(L, msg, sizeof msg, field, sizeof field))
+        return false;
+    const char *raised = lua_tostring(L, -1);
+    const char *at = raised ? strstr(raised, msg) : NULL;
+    if (!msg[0] || !at)
+        return false; /* a refused spec the script caught, then another error */
+    int line = field[0] ? luna_controller_spec_field_line(path, field) : 0;
+    if (line == 0 && at > raised) {
+        /* "chunk:N: message" from the caller's frame */
+        const char *colon = at - 2 >= raised && at[-1] == ' ' && at[-2] == ':' ? at - 2 : NULL;
+        const char *digits = colon;
+        while (digits && digits > raised && digits[-1] >= '0' && digits[-1] <= '9')
+            digits--;
+        if (digits && digits < colon && digits > raised && digits[-1] == ':')
+            line = atoi(digits);
+    }
+    if (line > 0)
+        luna_error_set(err, LUNA_ELUA, "%s:%d: %s", path, line, msg);
+    else
+        luna_error_set(err, LUNA_ELUA, "%s: %s", path, msg);
+    return true;
 }
 
 int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
@@ -195,6 +220,8 @@ int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     if (luna_lua_sandbox_loadfile(L, path, dir, err) < 0)
         return LUNA_ELUA;
+    char stale[8], stale_field[8];
+    luna_controller_spec_last_error(L, stale, sizeof stale, stale_field, sizeof stale_field);
     lua_pushcfunction(L, luna_lua_traceback);
     lua_insert(L, -2);
     struct luna_watchdog_guard g = { .what = "controller file" };
@@ -212,6 +239,8 @@ int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
             char reason[256];
             luna_watchdog_describe(&g, reason, sizeof reason);
             luna_error_set(err, LUNA_ELUA, "%s: %s", path, reason);
+        } else if (spec_load_error(L, path, err)) {
+            /* set */
         } else if (msg && strncmp(msg, path, plen) == 0) {
             luna_error_set(err, LUNA_ELUA, "%s", msg);
         } else {

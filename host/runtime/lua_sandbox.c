@@ -22,6 +22,7 @@ static char k_modules;     /* path -> value of a module from the controllers dir
 static char k_loading;     /* value of k_modules entries being loaded */
 static char k_core_view;   /* the view scripts get for require "luna.core" */
 static char k_deps;        /* while tracking: the module paths required, in order */
+static char k_host_threads; /* weak set: coroutines only the host may resume */
 
 /* The allow lists (README.md, "Script sandbox", lists the same). */
 static const char *const base_names[] = {
@@ -348,6 +349,41 @@ static int wrap_handler(lua_State *L)
     }
     return 1;
 }
+
+void luna_lua_sandbox_protect_top(lua_State *L)
+{
+    registry_get(L, &k_host_threads);
+    if (lua_istable(L, -1)) {
+        lua_pushvalue(L, -2);
+        lua_pushboolean(L, 1);
+        lua_rawset(L, -3);
+    }
+    lua_pop(L, 1);
+}
+
+/* is_host(v): whether v is a coroutine the host resumes (upvalue-free;
+ * reads the registry set). */
+static int is_host_thread(lua_State *L)
+{
+    registry_get(L, &k_host_threads);
+    lua_pushvalue(L, 1);
+    lua_rawget(L, -2);
+    return 1;
+}
+
+/* coroutine.resume refuses the host's coroutines: a script resuming a
+ * reconcile that waits for the API would hand it a forged answer, and the
+ * real one would arrive for a coroutine that moved on.  A Lua function
+ * around the real resume, like xpcall below. */
+static const char resume_src[] =
+    "local resume, is_host, error = ...\n"
+    "return function(co, ...)\n"
+    "  if is_host(co) then\n"
+    "    error(\"coroutine.resume: this coroutine belongs to the host (a reconcile waiting for \"\n"
+    "      .. \"the API, or a callback thread): scripts cannot resume it\", 2)\n"
+    "  end\n"
+    "  return resume(co, ...)\n"
+    "end\n";
 
 /* xpcall stays a Lua function around the real one, so a reconcile can
  * still yield (call the API) inside it. */
@@ -738,8 +774,22 @@ int luna_lua_sandbox_install(lua_State *L, luna_error *err)
     lua_pushcfunction(L, wrap_handler);
     lua_call(L, 2, 1);
     lua_setfield(L, base, "xpcall");
+    new_weak_table(L);
+    registry_set(L, &k_host_threads);
     for (const struct lib_allow *lib = libs; lib->name; lib++) {
         push_lib_copy(L, lib);
+        if (strcmp(lib->name, "coroutine") == 0) {
+            if (luaL_loadbuffer(L, resume_src, sizeof resume_src - 1, "=luna.sandbox") != 0) {
+                luna_error_set(err, LUNA_ELUA, "sandbox resume: %s", lua_tostring(L, -1));
+                lua_settop(L, base - 1);
+                return LUNA_ELUA;
+            }
+            lua_getfield(L, -2, "resume");
+            lua_pushcfunction(L, is_host_thread);
+            lua_getglobal(L, "error");
+            lua_call(L, 3, 1);
+            lua_setfield(L, -2, "resume");
+        }
         push_view(L, -1, lib->name, true);
         lua_setfield(L, base, lib->name);
         lua_pop(L, 1);

@@ -17,6 +17,7 @@
 #include "testing/lua_metrics.h"
 #include "lua/lua_selector.h"
 #include "testing/lua_store.h"
+#include "runtime/controller_spec.h"
 #include "testing/lua_ratelimit.h"
 #include "testing/lua_workqueue.h"
 
@@ -52,5 +53,6 @@ int luaopen_luna_core(lua_State *L)
     luna_lua_metrics_register(L);
     luna_lua_health_register(L);
     luna_lua_leader_register(L);
+    luna_lua_controller_spec_register(L);
     return 1;
 }
