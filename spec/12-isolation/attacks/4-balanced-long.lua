@@ -1,0 +1,9 @@
+-- attack: %b over a long unbalanced subject at every position
+-- expect: runs
+local luna = require "luna"
+return luna.controller {
+  name = "4-balanced-long", watch = { "v1/ConfigMap", namespace = "@NS@" },
+  reconcile = function(req)
+    return (("("):rep(2e4)):find("%b()")
+  end,
+}

@@ -1,0 +1,9 @@
+-- attack: backtrack in a gmatch iterator
+-- expect: runs
+local luna = require "luna"
+return luna.controller {
+  name = "4-gmatch-backtracking", watch = { "v1/ConfigMap", namespace = "@NS@" },
+  reconcile = function(req)
+    for w in (("x"):rep(3e4)):gmatch(".-.-y") do return w end
+  end,
+}

@@ -1,0 +1,9 @@
+-- attack: backtrack in string.gsub at every position of a long subject
+-- expect: runs
+local luna = require "luna"
+return luna.controller {
+  name = "4-gsub-backtracking", watch = { "v1/ConfigMap", namespace = "@NS@" },
+  reconcile = function(req)
+    return (("ab"):rep(3e4):gsub("a.-a.-a.-c", "x"))
+  end,
+}

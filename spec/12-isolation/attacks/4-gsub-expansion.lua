@@ -1,0 +1,9 @@
+-- attack: a gsub whose replacement grows the string a thousandfold
+-- expect: runs
+local luna = require "luna"
+return luna.controller {
+  name = "4-gsub-expansion", watch = { "v1/ConfigMap", namespace = "@NS@" },
+  reconcile = function(req)
+    return #(("x"):rep(1e5):gsub("x", ("%0"):rep(1000)))
+  end,
+}

@@ -1,0 +1,9 @@
+-- attack: backtrack in string.match with nested greedy items
+-- expect: runs
+local luna = require "luna"
+return luna.controller {
+  name = "4-match-backtracking", watch = { "v1/ConfigMap", namespace = "@NS@" },
+  reconcile = function(req)
+    return string.match(("a"):rep(5e4), "^(a*)*a*a*a*b")
+  end,
+}

@@ -1,0 +1,9 @@
+-- attack: ask string.rep for more than the memory cap
+-- expect: runs
+local luna = require "luna"
+return luna.controller {
+  name = "4-rep-beyond-cap", watch = { "v1/ConfigMap", namespace = "@NS@" },
+  reconcile = function(req)
+    return #("x"):rep(1e9)
+  end,
+}
