@@ -197,16 +197,30 @@ static void enqueue_owner(struct source *src, struct luna_object *obj)
         enqueue(c, key);
 }
 
-/* Enqueues one request of a watches map result: a non-empty key string or
- * a {namespace=, name=} table.  Returns false (enqueuing nothing) if the
- * value at idx is neither.  Raw reads only: no metamethod runs here,
- * outside the protected call. */
-static bool enqueue_one(struct luna_controller *c, lua_State *T, int idx)
+/* Bounds on what a watches map may enqueue: keys per result, the length
+ * of a key, and how many keys the queue may hold before map results are
+ * refused (each queued key is C memory the Lua cap does not see). */
+#define MAP_MAX_KEYS 1000
+#define MAP_MAX_KEY_LEN 317          /* namespace (63) / name (253) */
+#define MAP_MAX_QUEUED 100000
+
+static bool name_ok(lua_State *T, int idx, size_t max)
+{
+    size_t len;
+    const char *s = lua_tolstring(T, idx, &len);
+    return len > 0 && len <= max && !memchr(s, '\0', len);
+}
+
+/* Checks one request of a watches map result: a non-empty key string or a
+ * {namespace=, name=} table of names of Kubernetes length.  Writes its key
+ * to key (size MAP_MAX_KEY_LEN + 1) and returns true, or returns false.
+ * Raw reads only: no metamethod runs here, outside the protected call. */
+static bool request_key(lua_State *T, int idx, char *key)
 {
     if (lua_type(T, idx) == LUA_TSTRING) {
-        if (lua_objlen(T, idx) == 0)
+        if (!name_ok(T, idx, MAP_MAX_KEY_LEN))
             return false;
-        enqueue(c, lua_tostring(T, idx));
+        snprintf(key, MAP_MAX_KEY_LEN + 1, "%s", lua_tostring(T, idx));
         return true;
     }
     if (!lua_istable(T, idx))
@@ -215,39 +229,68 @@ static bool enqueue_one(struct luna_controller *c, lua_State *T, int idx)
     lua_rawget(T, idx);
     lua_pushliteral(T, "namespace");
     lua_rawget(T, idx);
-    bool ok = lua_type(T, -2) == LUA_TSTRING && lua_objlen(T, -2) > 0 &&
-              (lua_isnil(T, -1) || lua_type(T, -1) == LUA_TSTRING);
-    char key[520];
-    if (ok && luna_object_make_key(key, sizeof key, lua_tostring(T, -1), lua_tostring(T, -2)) > 0)
-        enqueue(c, key);
+    bool ok = lua_type(T, -2) == LUA_TSTRING && name_ok(T, -2, 253) &&
+              (lua_isnil(T, -1) || (lua_type(T, -1) == LUA_TSTRING &&
+                                    (lua_objlen(T, -1) == 0 || name_ok(T, -1, 63))));
+    if (ok)
+        ok = luna_object_make_key(key, MAP_MAX_KEY_LEN + 1, lua_tostring(T, -1),
+                                  lua_tostring(T, -2)) > 0;
     lua_pop(T, 2);
     return ok;
 }
 
 /* Enqueues what a watches map returned at idx: nil (nothing), one request,
- * or a list of requests (not of lists: a result is never walked deeper, so
- * a cyclic table cannot recurse).  Anything else is logged and ignored. */
+ * or a list of at most MAP_MAX_KEYS requests (not of lists: a result is
+ * never walked deeper, so a cyclic table cannot recurse; a bad item is
+ * logged, the others enqueued).  Anything else, a longer list, or a queue
+ * already holding MAP_MAX_QUEUED keys is logged and the result ignored. */
 static void enqueue_request(struct luna_controller *c, lua_State *T, int idx)
 {
-    if (lua_isnil(T, idx) || enqueue_one(c, T, idx))
+    char key[MAP_MAX_KEY_LEN + 1];
+    if (lua_isnil(T, idx))
         return;
-    bool bad = !lua_istable(T, idx);
-    if (!bad) {
-        lua_pushliteral(T, "name");
-        lua_rawget(T, idx);
-        bad = !lua_isnil(T, -1); /* a request table with a bad name */
-        lua_pop(T, 1);
+    const char *error = NULL;
+    size_t n = 0;
+    bool single = request_key(T, idx, key);
+    if (!single) {
+        bool list = lua_istable(T, idx);
+        if (list) {
+            lua_pushliteral(T, "name");
+            lua_rawget(T, idx);
+            list = lua_isnil(T, -1); /* else a request table with a bad name */
+            lua_pop(T, 1);
+        }
+        n = list ? lua_objlen(T, idx) : 0;
+        if (!list)
+            error = "map must return a key, a {namespace=, name=} table, a list of them, or nil "
+                    "(keys of at most 317 bytes, names of Kubernetes length)";
+        else if (n > MAP_MAX_KEYS)
+            error = "map returned more than 1000 requests";
     }
-    int n = bad ? 0 : (int)lua_objlen(T, idx);
-    for (int i = 1; i <= n; i++) {
-        lua_rawgeti(T, idx, i);
-        if (!enqueue_one(c, T, lua_gettop(T)))
+    if (!error && luna_workqueue_len(c->queue) >= MAP_MAX_QUEUED)
+        error = "the workqueue already holds 100000 keys: map results are refused until it drains";
+    if (error) {
+        luna_error("watches map result ignored", "controller", c->name, "error", error);
+        return;
+    }
+    if (single) {
+        enqueue(c, key);
+        return;
+    }
+    /* a list: its good items are enqueued, a bad one is reported */
+    bool bad = false;
+    for (size_t i = 1; i <= n; i++) {
+        lua_rawgeti(T, idx, (int)i);
+        if (request_key(T, lua_gettop(T), key))
+            enqueue(c, key);
+        else
             bad = true;
         lua_pop(T, 1);
     }
     if (bad)
-        luna_warn("watches map result ignored", "controller", c->name, "error",
-                  "map must return a key, a {namespace=, name=} table, a list of them, or nil");
+        luna_error("watches map result ignored", "controller", c->name, "error",
+                   "map must return a key, a {namespace=, name=} table, a list of them, or nil "
+                   "(keys of at most 317 bytes, names of Kubernetes length)");
 }
 
 static void enqueue_mapped(struct source *src, struct luna_object *obj)
@@ -470,7 +513,7 @@ static int add_indexes(lua_State *L)
             return luaL_error(L, "out of memory");
         lua_rawgeti(L, LUA_REGISTRYINDEX, ix->fn_ref);
         luna_lua_cache_add_index(L, idx, c->index_names[i], lua_gettop(L), &c->env.T,
-                                 luna_lua_cache_push_table);
+                                 luna_lua_cache_push_table, &c->limits);
         c->nindexes++;
         lua_pop(L, 2);
     }

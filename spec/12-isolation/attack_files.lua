@@ -66,7 +66,8 @@ end
 -- Reads everything the host has written so far: a host whose log pipe is
 -- full blocks in write(2) and would look hung.
 local function drain(p)
-  while p:read_line(0) do end
+  local deadline = helpers.now() + 0.2
+  while helpers.now() < deadline and p:read_line(0.001) do end
 end
 
 -- GET /healthz with curl while the host's output keeps being read (a host
@@ -120,6 +121,7 @@ function attacks.run(srv, cases, args)
     end
     for _, case in ipairs(cases) do
       local marks = { "reconcile done", "reconcile failed", "lua callback failed", "index function failed",
+                      "watches map result ignored", "requeue after",
                       "reconcile abandoned" }
       local deadline = helpers.now() + 30
       local seen = false
