@@ -43,7 +43,7 @@
 #include <string.h>
 
 #include "base/json.h"
-#include "testing/lua_core.h"
+#include "testing/lua_module.h"
 #include "lua/lua_json.h"
 #include "cache/object.h"
 

@@ -8,21 +8,17 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include <openssl/bio.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-#include <yajl/yajl_gen.h>
 #include <yaml.h>
 
 #include "client/exec_plugin.h"
-#include "base/log.h"
+#include "client/kubeconfig_auth.h"
+#include "client/kubeconfig_incluster.h"
+#include "client/kubeconfig_tls.h"
+#include "client/kubeconfig_yaml.h"
 #include "client/token_file.h"
+#include "base/log.h"
 
 #define EXEC_EXTENSION "client.authentication.k8s.io/exec"
-#define EXTENSION_MAX_DEPTH 64
-#define EXTENSION_MAX_JSON (1 << 20)
 
 /* ======================================================================
  * Parsed files
@@ -96,16 +92,6 @@ struct kc_file {
     size_t nusers;
 };
 
-struct luna_kubeconfig_auth {
-    char *where;                /* "FILE: users[N].user" for messages */
-    char *token;                /* static token (also the tokenFile fallback) */
-    char *username;
-    char *password;
-    struct luna_token_file *token_file;
-    unsigned token_generation;
-    struct luna_exec_plugin *exec;
-    unsigned exec_checked;      /* generation whose client cert was checked */
-};
 
 static void free_secret(char *s)
 {
@@ -193,6 +179,11 @@ static void *take(void *pp)
     return v;
 }
 
+static int oom(luna_error *err)
+{
+    return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+}
+
 /* ======================================================================
  * Paths (Go's filepath.Clean / Join / Abs semantics)
  * ====================================================================== */
@@ -276,232 +267,12 @@ static char *abs_dir(const char *path)
     return abs;
 }
 
-/* ======================================================================
- * YAML access with "file: field.path: problem" errors
- * ====================================================================== */
-
-struct yfile {
-    const char *path;
-    yaml_document_t *doc;
-    luna_error *err;
-};
-
-static const char *node_kind(const yaml_node_t *n)
-{
-    switch (n->type) {
-    case YAML_MAPPING_NODE:  return "a mapping";
-    case YAML_SEQUENCE_NODE: return "a list";
-    case YAML_SCALAR_NODE:
-        return n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE ? "a scalar" : "a quoted string";
-    default:                 return "nothing";
-    }
-}
-
-static bool scalar_is(const yaml_node_t *n, const char *s)
-{
-    return n->data.scalar.length == strlen(s) &&
-           memcmp(n->data.scalar.value, s, n->data.scalar.length) == 0;
-}
-
-/* A plain scalar that YAML reads as null: "", ~, null. */
-static bool is_null(const yaml_node_t *n)
-{
-    if (!n)
-        return true;
-    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return false;
-    return scalar_is(n, "") || scalar_is(n, "~") || scalar_is(n, "null") ||
-           scalar_is(n, "Null") || scalar_is(n, "NULL");
-}
-
-static int type_error(struct yfile *f, const char *path, const char *key,
-                      const char *want, const yaml_node_t *got)
-{
-    return luna_error_set(f->err, LUNA_EINVAL, "%s: %s%s%s: expected %s, got %s (line %zu)",
-                          f->path, path, *path && key ? "." : "", key ? key : "", want,
-                          node_kind(got), got->start_mark.line + 1);
-}
-
-static int field_error(struct yfile *f, const char *path, const char *key, const char *what)
-{
-    return luna_error_set(f->err, LUNA_EINVAL, "%s: %s%s%s: %s", f->path, path,
-                          *path && key ? "." : "", key ? key : "", what);
-}
-
-static int oom(luna_error *err)
-{
-    return luna_error_set(err, LUNA_ENOMEM, "out of memory");
-}
-
-/* *out = the value for key in map, or NULL when absent or null.  A key that
- * appears twice is an error (as in kubectl's YAML decoder). */
-static int map_get(struct yfile *f, yaml_node_t *map, const char *path, const char *key,
-                   yaml_node_t **out)
-{
-    *out = NULL;
-    bool found = false;
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
-         p < map->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = yaml_document_get_node(f->doc, p->key);
-        if (!k || k->type != YAML_SCALAR_NODE || !scalar_is(k, key))
-            continue;
-        if (found)
-            return luna_error_set(f->err, LUNA_EINVAL, "%s: %s%s%s: key appears twice (line %zu)",
-                                  f->path, path, *path ? "." : "", key, k->start_mark.line + 1);
-        found = true;
-        yaml_node_t *v = yaml_document_get_node(f->doc, p->value);
-        *out = is_null(v) ? NULL : v;
-    }
-    return 0;
-}
-
-static int get_typed(struct yfile *f, yaml_node_t *map, const char *path, const char *key,
-                     yaml_node_type_t type, const char *want, yaml_node_t **out)
-{
-    int rc = map_get(f, map, path, key, out);
-    if (rc < 0)
-        return rc;
-    if (*out && (*out)->type != type)
-        return type_error(f, path, key, want, *out);
-    return 0;
-}
-
-static int get_map(struct yfile *f, yaml_node_t *map, const char *path, const char *key,
-                   yaml_node_t **out)
-{
-    return get_typed(f, map, path, key, YAML_MAPPING_NODE, "a mapping", out);
-}
-
-static int get_seq(struct yfile *f, yaml_node_t *map, const char *path, const char *key,
-                   yaml_node_t **out)
-{
-    return get_typed(f, map, path, key, YAML_SEQUENCE_NODE, "a list", out);
-}
-
-static char *scalar_dup(const yaml_node_t *n)
-{
-    char *s = malloc(n->data.scalar.length + 1);
-    if (s) {
-        memcpy(s, n->data.scalar.value, n->data.scalar.length);
-        s[n->data.scalar.length] = '\0';
-    }
-    return s;
-}
-
-/* A string field: any scalar (numbers are taken as written).  *out stays
- * NULL when absent; an embedded NUL is rejected. */
-static int get_string(struct yfile *f, yaml_node_t *map, const char *path, const char *key,
-                      char **out)
-{
-    yaml_node_t *v;
-    int rc = get_typed(f, map, path, key, YAML_SCALAR_NODE, "a string", &v);
-    if (rc < 0 || !v)
-        return rc;
-    if (memchr(v->data.scalar.value, '\0', v->data.scalar.length))
-        return field_error(f, path, key, "contains a NUL character");
-    if (!(*out = scalar_dup(v)))
-        return oom(f->err);
-    return 0;
-}
-
-/* A boolean field: an unquoted YAML 1.1 boolean (true/false/yes/no/on/off). */
-static int get_bool(struct yfile *f, yaml_node_t *map, const char *path, const char *key,
-                    bool *out)
-{
-    static const char *const yes[] = { "true", "True", "TRUE", "yes", "Yes", "YES",
-                                       "on", "On", "ON", "y", "Y", NULL };
-    static const char *const no[] = { "false", "False", "FALSE", "no", "No", "NO",
-                                      "off", "Off", "OFF", "n", "N", NULL };
-    yaml_node_t *v;
-    int rc = map_get(f, map, path, key, &v);
-    if (rc < 0 || !v)
-        return rc;
-    if (v->type == YAML_SCALAR_NODE && v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
-        for (int i = 0; yes[i]; i++)
-            if (scalar_is(v, yes[i])) {
-                *out = true;
-                return 0;
-            }
-        for (int i = 0; no[i]; i++)
-            if (scalar_is(v, no[i])) {
-                *out = false;
-                return 0;
-            }
-    }
-    return type_error(f, path, key, "a boolean (true or false)", v);
-}
-
-/* Decodes standard base64 with padding, ignoring CR and LF (Go's
- * encoding/json []byte rules).  An empty value leaves *out NULL. */
-static int decode_base64(const char *in, unsigned char **out, size_t *out_len)
-{
-    size_t n = strlen(in);
-    char *clean = malloc(n + 1);
-    if (!clean)
-        return LUNA_ENOMEM;
-    size_t len = 0;
-    for (size_t i = 0; i < n; i++)
-        if (in[i] != '\r' && in[i] != '\n')
-            clean[len++] = in[i];
-    clean[len] = '\0';
-    *out = NULL;
-    *out_len = 0;
-    if (len == 0) {
-        free(clean);
-        return 0;
-    }
-    size_t pad = 0;
-    bool bad = len % 4 != 0;
-    for (size_t i = 0; i < len && !bad; i++) {
-        char c = clean[i];
-        if (c == '=') {
-            pad++;
-        } else if (pad || !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-                            (c >= '0' && c <= '9') || c == '+' || c == '/')) {
-            bad = true;
-        }
-    }
-    if (pad > 2)
-        bad = true;
-    unsigned char *buf = bad ? NULL : malloc(len / 4 * 3 + 1);
-    int got = buf ? EVP_DecodeBlock(buf, (const unsigned char *)clean, (int)len) : -1;
-    explicit_bzero(clean, len);
-    free(clean);
-    if (bad)
-        return LUNA_EINVAL;
-    if (!buf)
-        return LUNA_ENOMEM;
-    if (got < 0 || (size_t)got < pad) {
-        free(buf);
-        return LUNA_EINVAL;
-    }
-    *out = buf;
-    *out_len = (size_t)got - pad;
-    return 0;
-}
-
-static int get_base64(struct yfile *f, yaml_node_t *map, const char *path, const char *key,
-                      unsigned char **out, size_t *out_len)
-{
-    char *s = NULL;
-    int rc = get_string(f, map, path, key, &s);
-    if (rc < 0 || !s)
-        return rc;
-    rc = decode_base64(s, out, out_len);
-    free_secret(s);
-    if (rc == LUNA_ENOMEM)
-        return oom(f->err);
-    if (rc < 0)
-        return field_error(f, path, key, "invalid base64");
-    return 0;
-}
-
 /* A path field, resolved against the file's directory when relative. */
-static int get_path(struct yfile *f, const struct kc_file *kf, yaml_node_t *map,
+static int get_path(struct luna_kubeconfig_yaml *f, const struct kc_file *kf, yaml_node_t *map,
                     const char *path, const char *key, char **out)
 {
     char *s = NULL;
-    int rc = get_string(f, map, path, key, &s);
+    int rc = luna_kubeconfig_yaml_string(f, map, path, key, &s);
     if (rc < 0 || !s)
         return rc;
     if (!*s) {
@@ -513,106 +284,9 @@ static int get_path(struct yfile *f, const struct kc_file *kf, yaml_node_t *map,
     return *out ? 0 : oom(f->err);
 }
 
-/* ---- YAML -> JSON for the exec extension ---------------------------------- */
-
-static bool plain_is_number(const yaml_node_t *n)
-{
-    const char *s = (const char *)n->data.scalar.value;
-    size_t len = n->data.scalar.length, i = 0;
-    if (i < len && (s[i] == '-' || s[i] == '+'))
-        i++;
-    size_t digits_start = i;
-    while (i < len && s[i] >= '0' && s[i] <= '9')
-        i++;
-    if (i == digits_start)
-        return false;
-    if (i < len && s[i] == '.') {
-        i++;
-        while (i < len && s[i] >= '0' && s[i] <= '9')
-            i++;
-    }
-    if (i < len && (s[i] == 'e' || s[i] == 'E')) {
-        i++;
-        if (i < len && (s[i] == '-' || s[i] == '+'))
-            i++;
-        size_t exp_start = i;
-        while (i < len && s[i] >= '0' && s[i] <= '9')
-            i++;
-        if (i == exp_start)
-            return false;
-    }
-    return i == len && s[0] != '+';
-}
-
-static int emit_json(struct yfile *f, yajl_gen g, yaml_node_t *n, int depth)
-{
-    if (depth > EXTENSION_MAX_DEPTH)
-        return -1;
-    switch (n->type) {
-    case YAML_SCALAR_NODE:
-        if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
-            if (is_null(n))
-                return yajl_gen_null(g) == yajl_gen_status_ok ? 0 : -1;
-            if (scalar_is(n, "true") || scalar_is(n, "false"))
-                return yajl_gen_bool(g, scalar_is(n, "true")) == yajl_gen_status_ok ? 0 : -1;
-            if (plain_is_number(n))
-                return yajl_gen_number(g, (const char *)n->data.scalar.value,
-                                       n->data.scalar.length) == yajl_gen_status_ok ? 0 : -1;
-        }
-        return yajl_gen_string(g, n->data.scalar.value, n->data.scalar.length) ==
-                       yajl_gen_status_ok ? 0 : -1;
-    case YAML_SEQUENCE_NODE:
-        yajl_gen_array_open(g);
-        for (yaml_node_item_t *i = n->data.sequence.items.start;
-             i < n->data.sequence.items.top; i++) {
-            yaml_node_t *item = yaml_document_get_node(f->doc, *i);
-            if (!item || emit_json(f, g, item, depth + 1) < 0)
-                return -1;
-        }
-        return yajl_gen_array_close(g) == yajl_gen_status_ok ? 0 : -1;
-    case YAML_MAPPING_NODE:
-        yajl_gen_map_open(g);
-        for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
-             p < n->data.mapping.pairs.top; p++) {
-            yaml_node_t *k = yaml_document_get_node(f->doc, p->key);
-            yaml_node_t *v = yaml_document_get_node(f->doc, p->value);
-            if (!k || !v || k->type != YAML_SCALAR_NODE)
-                return -1;
-            if (yajl_gen_string(g, k->data.scalar.value, k->data.scalar.length) !=
-                    yajl_gen_status_ok ||
-                emit_json(f, g, v, depth + 1) < 0)
-                return -1;
-        }
-        return yajl_gen_map_close(g) == yajl_gen_status_ok ? 0 : -1;
-    default:
-        return -1;
-    }
-}
-
-static int yaml_to_json(struct yfile *f, yaml_node_t *n, const char *path, char **out)
-{
-    yajl_gen g = yajl_gen_alloc(NULL);
-    if (!g)
-        return oom(f->err);
-    int rc = emit_json(f, g, n, 0);
-    const unsigned char *buf;
-    size_t len = 0;
-    if (rc == 0 && (yajl_gen_get_buf(g, &buf, &len) != yajl_gen_status_ok ||
-                    len > EXTENSION_MAX_JSON))
-        rc = -1;
-    if (rc < 0) {
-        yajl_gen_free(g);
-        return field_error(f, path, NULL, "cannot be converted to JSON (too deep, too big, "
-                                          "or a non-string key)");
-    }
-    *out = strndup((const char *)buf, len);
-    yajl_gen_free(g);
-    return *out ? 0 : oom(f->err);
-}
-
 /* ---- entries ---------------------------------------------------------------- */
 
-static int parse_cluster(struct yfile *f, struct kc_file *kf, yaml_node_t *m,
+static int parse_cluster(struct luna_kubeconfig_yaml *f, struct kc_file *kf, yaml_node_t *m,
                          struct kc_cluster *c)
 {
     char path[64];
@@ -620,15 +294,15 @@ static int parse_cluster(struct yfile *f, struct kc_file *kf, yaml_node_t *m,
     bool compress = false;
     yaml_node_t *ext;
     int rc;
-    if ((rc = get_string(f, m, path, "server", &c->server)) < 0 ||
+    if ((rc = luna_kubeconfig_yaml_string(f, m, path, "server", &c->server)) < 0 ||
         (rc = get_path(f, kf, m, path, "certificate-authority", &c->ca_file)) < 0 ||
-        (rc = get_base64(f, m, path, "certificate-authority-data", &c->ca_data,
+        (rc = luna_kubeconfig_yaml_base64(f, m, path, "certificate-authority-data", &c->ca_data,
                          &c->ca_data_len)) < 0 ||
-        (rc = get_bool(f, m, path, "insecure-skip-tls-verify", &c->insecure)) < 0 ||
-        (rc = get_string(f, m, path, "tls-server-name", &c->tls_server_name)) < 0 ||
-        (rc = get_string(f, m, path, "proxy-url", &c->proxy_url)) < 0 ||
-        (rc = get_bool(f, m, path, "disable-compression", &compress)) < 0 ||
-        (rc = get_seq(f, m, path, "extensions", &ext)) < 0)
+        (rc = luna_kubeconfig_yaml_bool(f, m, path, "insecure-skip-tls-verify", &c->insecure)) < 0 ||
+        (rc = luna_kubeconfig_yaml_string(f, m, path, "tls-server-name", &c->tls_server_name)) < 0 ||
+        (rc = luna_kubeconfig_yaml_string(f, m, path, "proxy-url", &c->proxy_url)) < 0 ||
+        (rc = luna_kubeconfig_yaml_bool(f, m, path, "disable-compression", &compress)) < 0 ||
+        (rc = luna_kubeconfig_yaml_seq(f, m, path, "extensions", &ext)) < 0)
         return rc;
     if (!ext)
         return 0;
@@ -638,21 +312,21 @@ static int parse_cluster(struct yfile *f, struct kc_file *kf, yaml_node_t *m,
         yaml_node_t *e = yaml_document_get_node(f->doc, *it);
         char epath[96];
         snprintf(epath, sizeof epath, "%s.extensions[%d]", path, i);
-        if (is_null(e))
+        if (luna_kubeconfig_yaml_is_null(e))
             continue;
         if (e->type != YAML_MAPPING_NODE)
-            return type_error(f, epath, NULL, "a mapping", e);
+            return luna_kubeconfig_yaml_type_error(f, epath, NULL, "a mapping", e);
         char *name = NULL;
         yaml_node_t *value;
-        if ((rc = get_string(f, e, epath, "name", &name)) < 0 ||
-            (rc = map_get(f, e, epath, "extension", &value)) < 0) {
+        if ((rc = luna_kubeconfig_yaml_string(f, e, epath, "name", &name)) < 0 ||
+            (rc = luna_kubeconfig_yaml_get(f, e, epath, "extension", &value)) < 0) {
             free(name);
             return rc;
         }
         if (name && strcmp(name, EXEC_EXTENSION) == 0 && value && !c->exec_config_json) {
             char vpath[128];
             snprintf(vpath, sizeof vpath, "%s.extension", epath);
-            rc = yaml_to_json(f, value, vpath, &c->exec_config_json);
+            rc = luna_kubeconfig_yaml_to_json(f, value, vpath, &c->exec_config_json);
         }
         free(name);
         if (rc < 0)
@@ -661,11 +335,11 @@ static int parse_cluster(struct yfile *f, struct kc_file *kf, yaml_node_t *m,
     return 0;
 }
 
-static int parse_string_list(struct yfile *f, yaml_node_t *m, const char *path,
+static int parse_string_list(struct luna_kubeconfig_yaml *f, yaml_node_t *m, const char *path,
                              const char *key, char ***out, size_t *n)
 {
     yaml_node_t *seq;
-    int rc = get_seq(f, m, path, key, &seq);
+    int rc = luna_kubeconfig_yaml_seq(f, m, path, key, &seq);
     if (rc < 0 || !seq)
         return rc;
     size_t count = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
@@ -676,8 +350,8 @@ static int parse_string_list(struct yfile *f, yaml_node_t *m, const char *path,
         char ipath[96];
         snprintf(ipath, sizeof ipath, "%s.%s[%zu]", path, key, i);
         if (v && v->type != YAML_SCALAR_NODE)
-            return type_error(f, ipath, NULL, "a string", v);
-        (*out)[i] = v ? scalar_dup(v) : strdup("");
+            return luna_kubeconfig_yaml_type_error(f, ipath, NULL, "a string", v);
+        (*out)[i] = v ? luna_kubeconfig_yaml_scalar_dup(v) : strdup("");
         (*n)++;
         if (!(*out)[i])
             return oom(f->err);
@@ -685,18 +359,18 @@ static int parse_string_list(struct yfile *f, yaml_node_t *m, const char *path,
     return 0;
 }
 
-static int parse_exec(struct yfile *f, struct kc_file *kf, yaml_node_t *m, const char *path,
+static int parse_exec(struct luna_kubeconfig_yaml *f, struct kc_file *kf, yaml_node_t *m, const char *path,
                       struct kc_exec *e)
 {
     yaml_node_t *env;
     int rc;
-    if ((rc = get_string(f, m, path, "command", &e->command)) < 0 ||
+    if ((rc = luna_kubeconfig_yaml_string(f, m, path, "command", &e->command)) < 0 ||
         (rc = parse_string_list(f, m, path, "args", &e->args, &e->nargs)) < 0 ||
-        (rc = get_string(f, m, path, "apiVersion", &e->api_version)) < 0 ||
-        (rc = get_string(f, m, path, "installHint", &e->install_hint)) < 0 ||
-        (rc = get_bool(f, m, path, "provideClusterInfo", &e->provide_cluster_info)) < 0 ||
-        (rc = get_string(f, m, path, "interactiveMode", &e->interactive_mode)) < 0 ||
-        (rc = get_seq(f, m, path, "env", &env)) < 0)
+        (rc = luna_kubeconfig_yaml_string(f, m, path, "apiVersion", &e->api_version)) < 0 ||
+        (rc = luna_kubeconfig_yaml_string(f, m, path, "installHint", &e->install_hint)) < 0 ||
+        (rc = luna_kubeconfig_yaml_bool(f, m, path, "provideClusterInfo", &e->provide_cluster_info)) < 0 ||
+        (rc = luna_kubeconfig_yaml_string(f, m, path, "interactiveMode", &e->interactive_mode)) < 0 ||
+        (rc = luna_kubeconfig_yaml_seq(f, m, path, "env", &env)) < 0)
         return rc;
     /* client-go resolves the command only when it is a path, not a name. */
     if (e->command && strchr(e->command, '/')) {
@@ -716,11 +390,11 @@ static int parse_exec(struct yfile *f, struct kc_file *kf, yaml_node_t *m, const
         char ipath[128];
         snprintf(ipath, sizeof ipath, "%s.env[%zu]", path, i);
         if (!v || v->type != YAML_MAPPING_NODE)
-            return v ? type_error(f, ipath, NULL, "a mapping", v)
-                     : field_error(f, ipath, NULL, "expected a mapping with name and value");
+            return v ? luna_kubeconfig_yaml_type_error(f, ipath, NULL, "a mapping", v)
+                     : luna_kubeconfig_yaml_field_error(f, ipath, NULL, "expected a mapping with name and value");
         char *name = NULL, *value = NULL;
-        if ((rc = get_string(f, v, ipath, "name", &name)) < 0 ||
-            (rc = get_string(f, v, ipath, "value", &value)) < 0) {
+        if ((rc = luna_kubeconfig_yaml_string(f, v, ipath, "name", &name)) < 0 ||
+            (rc = luna_kubeconfig_yaml_string(f, v, ipath, "value", &value)) < 0) {
             free(name);
             free_secret(value);
             return rc;
@@ -728,7 +402,7 @@ static int parse_exec(struct yfile *f, struct kc_file *kf, yaml_node_t *m, const
         if (!name || !*name || strchr(name, '=')) {
             free(name);
             free_secret(value);
-            return field_error(f, ipath, "name", "must be a non-empty name without '='");
+            return luna_kubeconfig_yaml_field_error(f, ipath, "name", "must be a non-empty name without '='");
         }
         rc = asprintf(&e->env[i], "%s=%s", name, value ? value : "");
         free(name);
@@ -742,7 +416,7 @@ static int parse_exec(struct yfile *f, struct kc_file *kf, yaml_node_t *m, const
     return 0;
 }
 
-static int parse_user(struct yfile *f, struct kc_file *kf, yaml_node_t *m, struct kc_user *u)
+static int parse_user(struct luna_kubeconfig_yaml *f, struct kc_file *kf, yaml_node_t *m, struct kc_user *u)
 {
     static const char *const unsupported[] = { "auth-provider", "as", "as-uid", "as-groups",
                                                "as-user-extra", NULL };
@@ -750,20 +424,20 @@ static int parse_user(struct yfile *f, struct kc_file *kf, yaml_node_t *m, struc
     snprintf(path, sizeof path, "users[%d].user", u->index);
     yaml_node_t *exec;
     int rc;
-    if ((rc = get_string(f, m, path, "token", &u->token)) < 0 ||
+    if ((rc = luna_kubeconfig_yaml_string(f, m, path, "token", &u->token)) < 0 ||
         (rc = get_path(f, kf, m, path, "tokenFile", &u->token_file)) < 0 ||
-        (rc = get_string(f, m, path, "username", &u->username)) < 0 ||
-        (rc = get_string(f, m, path, "password", &u->password)) < 0 ||
+        (rc = luna_kubeconfig_yaml_string(f, m, path, "username", &u->username)) < 0 ||
+        (rc = luna_kubeconfig_yaml_string(f, m, path, "password", &u->password)) < 0 ||
         (rc = get_path(f, kf, m, path, "client-certificate", &u->cert_file)) < 0 ||
         (rc = get_path(f, kf, m, path, "client-key", &u->key_file)) < 0 ||
-        (rc = get_base64(f, m, path, "client-certificate-data", &u->cert_data,
+        (rc = luna_kubeconfig_yaml_base64(f, m, path, "client-certificate-data", &u->cert_data,
                          &u->cert_data_len)) < 0 ||
-        (rc = get_base64(f, m, path, "client-key-data", &u->key_data, &u->key_data_len)) < 0 ||
-        (rc = get_map(f, m, path, "exec", &exec)) < 0)
+        (rc = luna_kubeconfig_yaml_base64(f, m, path, "client-key-data", &u->key_data, &u->key_data_len)) < 0 ||
+        (rc = luna_kubeconfig_yaml_map(f, m, path, "exec", &exec)) < 0)
         return rc;
     for (int i = 0; unsupported[i]; i++) {
         yaml_node_t *v;
-        if ((rc = map_get(f, m, path, unsupported[i], &v)) < 0)
+        if ((rc = luna_kubeconfig_yaml_get(f, m, path, unsupported[i], &v)) < 0)
             return rc;
         if (v && !u->unsupported)
             u->unsupported = unsupported[i];
@@ -788,14 +462,14 @@ static int parse_user(struct yfile *f, struct kc_file *kf, yaml_node_t *m, struc
     return parse_exec(f, kf, exec, epath, u->exec);
 }
 
-static int parse_context(struct yfile *f, yaml_node_t *m, struct kc_context *c)
+static int parse_context(struct luna_kubeconfig_yaml *f, yaml_node_t *m, struct kc_context *c)
 {
     char path[64];
     snprintf(path, sizeof path, "contexts[%d].context", c->index);
     int rc;
-    if ((rc = get_string(f, m, path, "cluster", &c->cluster)) < 0 ||
-        (rc = get_string(f, m, path, "user", &c->user)) < 0 ||
-        (rc = get_string(f, m, path, "namespace", &c->namespace)) < 0)
+    if ((rc = luna_kubeconfig_yaml_string(f, m, path, "cluster", &c->cluster)) < 0 ||
+        (rc = luna_kubeconfig_yaml_string(f, m, path, "user", &c->user)) < 0 ||
+        (rc = luna_kubeconfig_yaml_string(f, m, path, "namespace", &c->namespace)) < 0)
         return rc;
     return 0;
 }
@@ -803,7 +477,7 @@ static int parse_context(struct yfile *f, yaml_node_t *m, struct kc_context *c)
 enum section { SEC_CLUSTERS, SEC_CONTEXTS, SEC_USERS };
 
 /* Parses the named list (clusters, contexts, users) of the top mapping. */
-static int parse_section(struct yfile *f, struct kc_file *kf, yaml_node_t *root,
+static int parse_section(struct luna_kubeconfig_yaml *f, struct kc_file *kf, yaml_node_t *root,
                          enum section sec)
 {
     static const char *const list_key[] = { "clusters", "contexts", "users" };
@@ -811,7 +485,7 @@ static int parse_section(struct yfile *f, struct kc_file *kf, yaml_node_t *root,
     static const size_t item_size[] = { sizeof(struct kc_cluster), sizeof(struct kc_context),
                                         sizeof(struct kc_user) };
     yaml_node_t *seq;
-    int rc = get_seq(f, root, "", list_key[sec], &seq);
+    int rc = luna_kubeconfig_yaml_seq(f, root, "", list_key[sec], &seq);
     if (rc < 0 || !seq)
         return rc;
     size_t count = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
@@ -828,15 +502,15 @@ static int parse_section(struct yfile *f, struct kc_file *kf, yaml_node_t *root,
         char path[48];
         snprintf(path, sizeof path, "%s[%zu]", list_key[sec], i);
         if (!entry || entry->type != YAML_MAPPING_NODE)
-            return entry ? type_error(f, path, NULL, "a mapping", entry)
-                         : field_error(f, path, NULL, "expected a mapping");
+            return entry ? luna_kubeconfig_yaml_type_error(f, path, NULL, "a mapping", entry)
+                         : luna_kubeconfig_yaml_field_error(f, path, NULL, "expected a mapping");
         char *name = NULL;
         yaml_node_t *body;
-        if ((rc = get_string(f, entry, path, "name", &name)) < 0)
+        if ((rc = luna_kubeconfig_yaml_string(f, entry, path, "name", &name)) < 0)
             return rc;
         if (!name && !(name = strdup(""))) /* kubectl accepts a missing name as "" */
             return oom(f->err);
-        if ((rc = get_map(f, entry, path, item_key[sec], &body)) < 0) {
+        if ((rc = luna_kubeconfig_yaml_map(f, entry, path, item_key[sec], &body)) < 0) {
             free(name);
             return rc;
         }
@@ -884,31 +558,31 @@ static int parse_section(struct yfile *f, struct kc_file *kf, yaml_node_t *root,
     return 0;
 }
 
-static int parse_document(struct yfile *f, struct kc_file *kf)
+static int parse_document(struct luna_kubeconfig_yaml *f, struct kc_file *kf)
 {
     yaml_node_t *root = yaml_document_get_root_node(f->doc);
-    if (is_null(root))
+    if (luna_kubeconfig_yaml_is_null(root))
         return 0;                         /* an empty file is an empty config */
     if (root->type != YAML_MAPPING_NODE)
         return luna_error_set(f->err, LUNA_EINVAL,
                               "%s: expected a mapping at the top level, got %s (line %zu)",
-                              f->path, node_kind(root), root->start_mark.line + 1);
+                              f->path, luna_kubeconfig_yaml_node_kind(root), root->start_mark.line + 1);
     char *api = NULL, *kind = NULL;
     int rc;
-    if ((rc = get_string(f, root, "", "apiVersion", &api)) < 0 ||
-        (rc = get_string(f, root, "", "kind", &kind)) < 0) {
+    if ((rc = luna_kubeconfig_yaml_string(f, root, "", "apiVersion", &api)) < 0 ||
+        (rc = luna_kubeconfig_yaml_string(f, root, "", "kind", &kind)) < 0) {
         free(api);
         return rc;
     }
     if (api && *api && strcmp(api, "v1") != 0)
-        rc = field_error(f, "", "apiVersion", "must be v1");
+        rc = luna_kubeconfig_yaml_field_error(f, "", "apiVersion", "must be v1");
     else if (kind && *kind && strcmp(kind, "Config") != 0)
-        rc = field_error(f, "", "kind", "must be Config");
+        rc = luna_kubeconfig_yaml_field_error(f, "", "kind", "must be Config");
     free(api);
     free(kind);
     if (rc < 0)
         return rc;
-    if ((rc = get_string(f, root, "", "current-context", &kf->current_context)) < 0 ||
+    if ((rc = luna_kubeconfig_yaml_string(f, root, "", "current-context", &kf->current_context)) < 0 ||
         (rc = parse_section(f, kf, root, SEC_CLUSTERS)) < 0 ||
         (rc = parse_section(f, kf, root, SEC_CONTEXTS)) < 0 ||
         (rc = parse_section(f, kf, root, SEC_USERS)) < 0)
@@ -958,7 +632,7 @@ static int load_file(const char *path, struct kc_file *kf, luna_error *err)
         free_file(kf);
         return rc;
     }
-    struct yfile f = { .path = path, .doc = &doc, .err = err };
+    struct luna_kubeconfig_yaml f = { .path = path, .doc = &doc, .err = err };
     rc = parse_document(&f, kf);
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
@@ -1130,79 +804,6 @@ static struct kc_user *find_user(struct kc_set *s, const char *name)
     return NULL;
 }
 
-/* ---- PEM checks (what client-go's TLS setup rejects at startup) ------------ */
-
-static int no_password(char *buf, int size, int rwflag, void *u)
-{
-    return -1;   /* never prompt: an encrypted key is an error */
-}
-
-static BIO *open_bio(const char *file, const unsigned char *data, size_t len)
-{
-    return file ? BIO_new_file(file, "rb") : BIO_new_mem_buf(data, (int)len);
-}
-
-/* NULL if the source holds at least one PEM certificate, else why not. */
-static const char *check_certs(const char *file, const unsigned char *data, size_t len)
-{
-    BIO *bio = open_bio(file, data, len);
-    if (!bio) {
-        ERR_clear_error();
-        return file ? strerror(errno ? errno : EIO) : "out of memory";
-    }
-    int count = 0;
-    X509 *x;
-    while ((x = PEM_read_bio_X509(bio, NULL, no_password, NULL)) != NULL) {
-        X509_free(x);
-        count++;
-    }
-    BIO_free(bio);
-    ERR_clear_error();
-    return count ? NULL : "no PEM certificate found";
-}
-
-/* NULL if cert and key are PEM and belong together, else why not; *which
- * says which of the two is at fault ("cert" / "key"). */
-static const char *check_key_pair(const char *cert_file, const unsigned char *cert, size_t cert_len,
-                                  const char *key_file, const unsigned char *key, size_t key_len,
-                                  const char **which)
-{
-    const char *why = NULL;
-    X509 *x = NULL;
-    EVP_PKEY *pk = NULL;
-    BIO *bio = open_bio(cert_file, cert, cert_len);
-    *which = "cert";
-    if (!bio) {
-        why = cert_file ? strerror(errno ? errno : EIO) : "out of memory";
-        goto out;
-    }
-    x = PEM_read_bio_X509(bio, NULL, no_password, NULL);
-    BIO_free(bio);
-    if (!x) {
-        why = "no PEM certificate found";
-        goto out;
-    }
-    *which = "key";
-    bio = open_bio(key_file, key, key_len);
-    if (!bio) {
-        why = key_file ? strerror(errno ? errno : EIO) : "out of memory";
-        goto out;
-    }
-    pk = PEM_read_bio_PrivateKey(bio, NULL, no_password, NULL);
-    BIO_free(bio);
-    if (!pk) {
-        why = "no unencrypted PEM private key found";
-        goto out;
-    }
-    if (X509_check_private_key(x, pk) != 1)
-        why = "private key does not match the certificate's public key";
-out:
-    X509_free(x);
-    EVP_PKEY_free(pk);
-    ERR_clear_error();
-    return why;
-}
-
 /* ---- building the result -------------------------------------------------- */
 
 static int prefix_of(char *buf, size_t size, const struct kc_file *f, const char *sec,
@@ -1251,10 +852,10 @@ static int apply_cluster(struct luna_kubeconfig *cfg, struct kc_cluster *c, luna
                               "%s: insecure-skip-tls-verify cannot be combined with a "
                               "certificate authority", where);
     const char *why;
-    if (c->ca_file && (why = check_certs(c->ca_file, NULL, 0)))
+    if (c->ca_file && (why = luna_kubeconfig_tls_check_certs(c->ca_file, NULL, 0)))
         return luna_error_set(err, LUNA_EINVAL, "%s.certificate-authority: %s: %s", where,
                               c->ca_file, why);
-    if (c->ca_data && (why = check_certs(NULL, c->ca_data, c->ca_data_len)))
+    if (c->ca_data && (why = luna_kubeconfig_tls_check_certs(NULL, c->ca_data, c->ca_data_len)))
         return luna_error_set(err, LUNA_EINVAL, "%s.certificate-authority-data: %s", where, why);
     cfg->cluster = take(&c->name);
     cfg->ca_file = take(&c->ca_file);
@@ -1308,7 +909,7 @@ static int apply_user(struct luna_kubeconfig *cfg, struct kc_user *u, const char
                                       "be set to use a client key");
     if (has_cert) {
         const char *which;
-        const char *why = check_key_pair(u->cert_file, u->cert_data, u->cert_data_len,
+        const char *why = luna_kubeconfig_tls_check_key_pair(u->cert_file, u->cert_data, u->cert_data_len,
                                          u->key_file, u->key_data, u->key_data_len, &which);
         if (why) {
             bool cert = strcmp(which, "cert") == 0;
@@ -1496,90 +1097,6 @@ static int load_from_files(struct kc_set *s, const struct luna_kubeconfig_option
     return 0;
 }
 
-/* ---- in-cluster ----------------------------------------------------------- */
-
-static char *read_small_file(const char *path)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return NULL;
-    char buf[1024];
-    size_t n = fread(buf, 1, sizeof buf - 1, fp);
-    fclose(fp);
-    buf[n] = '\0';
-    char *start = buf;
-    while (*start == ' ' || *start == '\n' || *start == '\t' || *start == '\r')
-        start++;
-    size_t len = strlen(start);
-    while (len > 0 && (start[len - 1] == ' ' || start[len - 1] == '\n' ||
-                       start[len - 1] == '\t' || start[len - 1] == '\r'))
-        len--;
-    return len ? strndup(start, len) : NULL;
-}
-
-static int load_in_cluster(const struct luna_kubeconfig_options *o, struct luna_kubeconfig *cfg,
-                           luna_error *err)
-{
-    const char *host = o->service_host, *port = o->service_port;
-    if (!host || !*host || !port || !*port) {
-        const char *home_hint = o->home && *o->home ? o->home : "$HOME";
-        return luna_error_set(err, LUNA_ENOTFOUND,
-                              "no configuration: %s/.kube/config does not exist, KUBECONFIG "
-                              "and --kubeconfig are not set, and this is not a pod "
-                              "(KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are unset)",
-                              home_hint);
-    }
-    if (o->context && *o->context)
-        return luna_error_set(err, LUNA_ENOTFOUND,
-                              "in-cluster: contexts: context \"%s\" not found (no kubeconfig "
-                              "file was found)", o->context);
-    const char *dir = o->serviceaccount_dir && *o->serviceaccount_dir ? o->serviceaccount_dir
-                                                                       : LUNA_SERVICEACCOUNT_DIR;
-    struct luna_kubeconfig_auth *a = cfg->priv;
-    char *token_path = NULL, *ca_path = NULL, *ns_path = NULL;
-    if (asprintf(&token_path, "%s/token", dir) < 0)
-        token_path = NULL;
-    if (asprintf(&ca_path, "%s/ca.crt", dir) < 0)
-        ca_path = NULL;
-    if (asprintf(&ns_path, "%s/namespace", dir) < 0)
-        ns_path = NULL;
-    bool v6 = strchr(host, ':') != NULL;
-    int rc = 0;
-    if (!token_path || !ca_path || !ns_path || !(cfg->source = strdup("in-cluster")) ||
-        asprintf(&cfg->server, "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "",
-                 port) < 0 ||
-        !(a->token_file = luna_token_file_new(token_path)) ||
-        !(a->where = strdup("in-cluster"))) {
-        rc = oom(err);
-        goto out;
-    }
-    a->token_generation = 1;
-    cfg->auth = LUNA_AUTH_TOKEN_FILE;
-    const char *tok;
-    luna_error local = { 0 };
-    if (luna_token_file_get(a->token_file, time(NULL), &tok, &local) < 0) {
-        rc = luna_error_set(err, local.code, "in-cluster: %s", local.msg);
-        goto out;
-    }
-    /* client-go logs and goes on without the CA when it cannot load it. */
-    const char *why = check_certs(ca_path, NULL, 0);
-    if (why)
-        luna_warn("in-cluster CA not loaded, using system roots", "path", ca_path, "error", why);
-    else
-        cfg->ca_file = take(&ca_path);
-    if (o->pod_namespace && *o->pod_namespace)
-        cfg->namespace = strdup(o->pod_namespace);
-    else if (!(cfg->namespace = read_small_file(ns_path)))
-        cfg->namespace = strdup("default");
-    if (!cfg->namespace)
-        rc = oom(err);
-out:
-    free(token_path);
-    free(ca_path);
-    free(ns_path);
-    return rc;
-}
-
 int luna_kubeconfig_load(const struct luna_kubeconfig_options *opts,
                          struct luna_kubeconfig **out, luna_error *err)
 {
@@ -1595,7 +1112,7 @@ int luna_kubeconfig_load(const struct luna_kubeconfig_options *opts,
         free_set(&set);
         return oom(err);
     }
-    rc = found ? load_from_files(&set, opts, cfg, err) : load_in_cluster(opts, cfg, err);
+    rc = found ? load_from_files(&set, opts, cfg, err) : luna_kubeconfig_incluster_load(opts, cfg, err);
     free_set(&set);
     if (rc < 0) {
         luna_kubeconfig_free(cfg);
@@ -1683,7 +1200,7 @@ int luna_kubeconfig_credentials_at(struct luna_kubeconfig *cfg, time_t now,
             return rc;
         if (c->client_cert_data && a->exec_checked != c->generation) {
             const char *which;
-            const char *why = check_key_pair(NULL, (const unsigned char *)c->client_cert_data,
+            const char *why = luna_kubeconfig_tls_check_key_pair(NULL, (const unsigned char *)c->client_cert_data,
                                              c->client_cert_len, NULL,
                                              (const unsigned char *)c->client_key_data,
                                              c->client_key_len, &which);

@@ -3,9 +3,10 @@
  * kubeconfig files (merged as kubectl merges them) or the in-cluster
  * service account, resolved to one context, as client-go's clientcmd does.
  *
- * Uses: libyaml (document API), libcrypto (base64, PEM checks), token_file
- * (tokenFile and the service-account token), exec_plugin (exec credential
- * plugins).  Runs on the loop thread.  Never reads the process environment
+ * Uses: libyaml (document API) through kubeconfig_yaml (typed getters,
+ * YAML to JSON), kubeconfig_tls (PEM checks), kubeconfig_incluster (the
+ * service-account configuration), token_file (tokenFile and the
+ * service-account token), exec_plugin (exec credential plugins).  Runs on the loop thread.  Never reads the process environment
  * itself: the caller passes $KUBECONFIG, $HOME and the in-cluster variables
  * in luna_kubeconfig_options (luna_kubeconfig_options_from_env fills them).
  *

@@ -12,6 +12,7 @@
 #include "devserver/devserver_faults.h"
 #include "devserver/devserver_http.h"
 #include "devserver/devserver_seed.h"
+#include "devserver/devserver_state.h"
 #include "devserver/devserver_store.h"
 #include "devserver/devserver_watch.h"
 #include "devserver/devserver_yaml.h"
@@ -48,6 +49,11 @@ static char *read_file(const char *path, size_t *len, luna_error *err)
     }
     size_t cap = 65536, n = 0;
     char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        luna_error_set(err, LUNA_ENOMEM, "%s: out of memory", path);
+        return NULL;
+    }
     for (;;) {
         if (n + 4096 > cap) {
             cap *= 2;
@@ -77,7 +83,7 @@ static char *read_file(const char *path, size_t *len, luna_error *err)
     return buf;
 }
 
-static int load_seed(const char *path, luna_error *err)
+static int load_seed(luna_ds *ds, const char *path, luna_error *err)
 {
     size_t len;
     char *text = read_file(path, &len, err);
@@ -89,9 +95,11 @@ static int load_seed(const char *path, luna_error *err)
     size_t lead = strspn(text, " \t\r\n");
     if (text[lead] == '{') {
         json_t *doc = json_loadb(text, len, 0, NULL);
-        if (doc) {
-            docs = json_array();
-            json_array_append_new(docs, doc);
+        if (doc && (docs = json_array()) && json_array_append_new(docs, doc) < 0) {
+            json_decref(docs);
+            docs = NULL;
+        } else if (doc && !docs) {
+            json_decref(doc);
         }
     }
     if (!docs)
@@ -102,7 +110,7 @@ static int load_seed(const char *path, luna_error *err)
     size_t i;
     json_t *doc;
     json_array_foreach(docs, i, doc) {
-        if (luna_ds_seed_load(doc, err) < 0) {
+        if (luna_ds_seed_load(ds, doc, err) < 0) {
             json_decref(docs);
             return luna_error_wrap(err, "%s: document %zu", path, i + 1);
         }
@@ -113,9 +121,9 @@ static int load_seed(const char *path, luna_error *err)
 
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
-    (void)w;
     (void)revents;
-    luna_ds_watch_end_all();
+    luna_ds *ds = w->data;
+    luna_ds_watch_end_all(&ds->watches);
     ev_break(loop, EVBREAK_ALL);
 }
 
@@ -161,13 +169,19 @@ int luna_devserver_main(int argc, char **argv)
     const char *listen = NULL, *token = NULL, *cert_file = NULL, *key_file = NULL;
     const char *faults = NULL, *dump = NULL;
     const char **seeds = calloc((size_t)argc + 1, sizeof *seeds);
+    if (!seeds) {
+        fprintf(stderr, "luna dev-server: out of memory\n");
+        return 1;
+    }
     int nseeds = 0;
+    size_t history = 0;
     bool admin = false;
     double bookmark_interval = 60;
     int ch;
     optind = 1;
     int rc = 2;
     char *cert = NULL, *key = NULL;
+    luna_ds *ds = NULL;
     luna_ds_http *srv = NULL;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (ch) {
@@ -186,7 +200,7 @@ int luna_devserver_main(int argc, char **argv)
                 fprintf(stderr, "luna dev-server: --history must be a positive number\n");
                 goto out;
             }
-            luna_ds_store_set_history((size_t)n);
+            history = (size_t)n;
             break;
         }
         case 'b': {
@@ -231,13 +245,14 @@ int luna_devserver_main(int argc, char **argv)
         fprintf(stderr, "luna dev-server: --tls-cert and --tls-key go together\n");
         goto out;
     }
-    char msg[256];
-    if (faults && luna_ds_faults_set(faults, msg, sizeof msg) < 0) {
-        fprintf(stderr, "luna dev-server: --faults: %s\n", msg);
+    luna_error err = { 0 };
+    luna_ds_faults checked;
+    luna_ds_faults_init(&checked);
+    if (faults && luna_ds_faults_set(&checked, faults, &err) < 0) {
+        fprintf(stderr, "luna dev-server: --faults: %s\n", err.msg);
         goto out;
     }
     rc = 1;
-    luna_error err = { 0 };
     if (cert_file) {
         size_t n;
         cert = read_file(cert_file, &n, &err);
@@ -249,15 +264,19 @@ int luna_devserver_main(int argc, char **argv)
     }
     char address[300];
     snprintf(address, sizeof address, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
-    luna_ds_api_config cfg = { .server_address = address,
-                               .bookmark_interval = bookmark_interval, .admin = admin };
-    luna_ds_api_init(&cfg);
+    luna_ds_api_config cfg = { .server_address = address, .bookmark_interval = bookmark_interval,
+                               .admin = admin, .history = history };
+    if (luna_ds_api_new(&cfg, &ds, &err) < 0) {
+        luna_error("dev-server failed", "error", err.msg);
+        goto out;
+    }
+    ds->faults = checked;
     for (int i = 0; i < nseeds; i++)
-        if (load_seed(seeds[i], &err) < 0) {
+        if (load_seed(ds, seeds[i], &err) < 0) {
             luna_error("seed failed", "error", err.msg);
             goto out_api;
         }
-    luna_ds_http_opts hopts = { .host = host, .port = port, .token = token,
+    luna_ds_http_opts hopts = { .ds = ds, .host = host, .port = port, .token = token,
                                 .tls_cert = cert, .tls_key = key };
     srv = luna_ds_http_start(&hopts, &err);
     if (!srv) {
@@ -272,6 +291,7 @@ int luna_devserver_main(int argc, char **argv)
     ev_signal sigterm, sigint;
     ev_signal_init(&sigterm, on_signal, SIGTERM);
     ev_signal_init(&sigint, on_signal, SIGINT);
+    sigterm.data = sigint.data = ds;
     ev_signal_start(loop, &sigterm);
     ev_signal_start(loop, &sigint);
     signal(SIGPIPE, SIG_IGN);
@@ -282,8 +302,8 @@ int luna_devserver_main(int argc, char **argv)
     ev_signal_stop(loop, &sigint);
     rc = 0;
     if (dump) {
-        json_t *all = luna_ds_seed_dump();
-        if (json_dump_file(all, dump, JSON_INDENT(2)) < 0) {
+        json_t *all = luna_ds_seed_dump(ds);
+        if (!all || json_dump_file(all, dump, JSON_INDENT(2)) < 0) {
             luna_error("dump failed", "file", dump);
             rc = 1;
         }
@@ -291,7 +311,7 @@ int luna_devserver_main(int argc, char **argv)
     }
     luna_ds_http_stop(srv);
 out_api:
-    luna_ds_api_shutdown();
+    luna_ds_api_free(ds);
 out:
     free(cert);
     free(key);
@@ -301,37 +321,44 @@ out:
 
 /* ---- embedded in `luna run --dev-server` ---- */
 
-static luna_ds_http *embedded;
+struct luna_devserver {
+    luna_ds *ds;
+    luna_ds_http *http;
+};
 
 int luna_devserver_embed_start(const char *const *seeds, int nseeds, char *url, size_t url_size,
-                               luna_error *err)
+                               struct luna_devserver **out, luna_error *err)
 {
-    if (embedded)
-        return luna_error_set(err, LUNA_EINVAL, "the dev server is already running");
+    *out = NULL;
+    struct luna_devserver *e = calloc(1, sizeof *e);
+    if (!e)
+        return luna_error_set(err, LUNA_ENOMEM, "dev server: out of memory");
     luna_ds_api_config cfg = { .server_address = "127.0.0.1:0", .bookmark_interval = 0 };
-    luna_ds_api_init(&cfg);
-    for (int i = 0; i < nseeds; i++) {
-        if (load_seed(seeds[i], err) < 0) {
-            luna_ds_api_shutdown();
-            return err ? err->code : LUNA_EINVAL;
-        }
+    int rc = luna_ds_api_new(&cfg, &e->ds, err);
+    for (int i = 0; rc == 0 && i < nseeds; i++)
+        rc = load_seed(e->ds, seeds[i], err);
+    if (rc == 0) {
+        luna_ds_http_opts hopts = { .ds = e->ds, .host = "127.0.0.1", .port = 0 };
+        e->http = luna_ds_http_start(&hopts, err);
+        if (!e->http)
+            rc = err ? err->code : LUNA_EIO;
     }
-    luna_ds_http_opts hopts = { .host = "127.0.0.1", .port = 0 };
-    embedded = luna_ds_http_start(&hopts, err);
-    if (!embedded) {
-        luna_ds_api_shutdown();
-        return err ? err->code : LUNA_EIO;
+    if (rc < 0) {
+        luna_ds_api_free(e->ds);
+        free(e);
+        return rc;
     }
     signal(SIGPIPE, SIG_IGN);
-    snprintf(url, url_size, "http://127.0.0.1:%d", luna_ds_http_port(embedded));
+    snprintf(url, url_size, "http://127.0.0.1:%d", luna_ds_http_port(e->http));
+    *out = e;
     return 0;
 }
 
-void luna_devserver_embed_stop(void)
+void luna_devserver_embed_stop(struct luna_devserver *e)
 {
-    if (!embedded)
+    if (!e)
         return;
-    luna_ds_http_stop(embedded);
-    embedded = NULL;
-    luna_ds_api_shutdown();
+    luna_ds_http_stop(e->http);
+    luna_ds_api_free(e->ds);
+    free(e);
 }

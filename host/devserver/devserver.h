@@ -27,11 +27,16 @@
 /* The subcommand; argv[0] is "dev-server".  Returns the exit code. */
 int luna_devserver_main(int argc, char **argv);
 
+struct luna_devserver;
+
 /* The same server inside another command's loop (`luna run --dev-server`):
  * loads the seed files (borrowed), listens on 127.0.0.1 at a free port and
- * writes its URL into url.  One at a time; stop it before the loop ends. */
+ * writes its URL into url.  Returns 0 and *out (stop it with
+ * luna_devserver_embed_stop before the loop ends), or a negative LUNA_E*
+ * code with err set. */
 int luna_devserver_embed_start(const char *const *seeds, int nseeds, char *url, size_t url_size,
-                               luna_error *err);
-void luna_devserver_embed_stop(void);
+                               struct luna_devserver **out, luna_error *err);
+/* Stops and frees an embedded server (NULL: nothing). */
+void luna_devserver_embed_stop(struct luna_devserver *srv);
 
 #endif

@@ -9,13 +9,10 @@
 #include "devserver/devserver_gc.h"
 #include "devserver/devserver_list.h"
 #include "devserver/devserver_seed.h"
+#include "devserver/devserver_state.h"
 #include "devserver/devserver_types.h"
 #include "devserver/devserver_verbs.h"
 #include "devserver/devserver_write.h"
-
-static luna_ds_api_config config;
-
-const luna_ds_api_config *luna_ds_api_config_get(void) { return &config; }
 
 /* ---- routing ---- */
 
@@ -31,7 +28,7 @@ static int split_path(const char *path, char *buf, size_t bufsize, char **segs)
     return n;
 }
 
-static void handle_resource(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+static void handle_resource(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                             const char *name, const char *sub, luna_ds_response *resp)
 {
     const char *m = req->method;
@@ -47,15 +44,15 @@ static void handle_resource(const luna_ds_request *req, luna_ds_type *t, const c
     }
     if (!name) {
         if (strcmp(m, "GET") == 0) {
-            luna_ds_list_serve(req, t, ns, resp);
+            luna_ds_list_serve(ds, req, t, ns, resp);
         } else if (strcmp(m, "POST") == 0) {
             if (t->namespaced && (!ns || !*ns)) {
                 luna_ds_reply_not_allowed(resp);
                 return;
             }
-            luna_ds_verbs_create(req, t, ns ? ns : "", resp);
+            luna_ds_verbs_create(ds, req, t, ns ? ns : "", resp);
         } else if (strcmp(m, "DELETE") == 0) {
-            luna_ds_verbs_delete_collection(req, t, ns, resp);
+            luna_ds_verbs_delete_collection(ds, req, t, ns, resp);
         } else {
             luna_ds_reply_not_allowed(resp);
         }
@@ -66,13 +63,13 @@ static void handle_resource(const luna_ds_request *req, luna_ds_type *t, const c
         return;
     }
     if (strcmp(m, "GET") == 0)
-        luna_ds_verbs_get(t, ns ? ns : "", name, resp);
+        luna_ds_verbs_get(ds, t, ns ? ns : "", name, resp);
     else if (strcmp(m, "PUT") == 0)
-        luna_ds_verbs_update(req, t, ns ? ns : "", name, sub, resp);
+        luna_ds_verbs_update(ds, req, t, ns ? ns : "", name, sub, resp);
     else if (strcmp(m, "PATCH") == 0)
-        luna_ds_verbs_patch(req, t, ns ? ns : "", name, sub, resp);
+        luna_ds_verbs_patch(ds, req, t, ns ? ns : "", name, sub, resp);
     else if (strcmp(m, "DELETE") == 0 && !sub)
-        luna_ds_verbs_delete(req, t, ns ? ns : "", name, resp);
+        luna_ds_verbs_delete(ds, req, t, ns ? ns : "", name, resp);
     else
         luna_ds_reply_not_allowed(resp);
     (void)st;
@@ -88,16 +85,19 @@ static void handle_version(luna_ds_response *resp)
     luna_ds_reply_json(resp, 200, v);
 }
 
-static void handle_faults(const luna_ds_request *req, luna_ds_response *resp)
+static void handle_faults(luna_ds *ds, const luna_ds_request *req, luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
     if (strcmp(req->method, "PUT") == 0 || strcmp(req->method, "POST") == 0) {
         char *spec = strndup(req->body ? req->body : "", req->body_len);
-        char msg[256];
-        int rc = luna_ds_faults_set(spec, msg, sizeof msg);
+        luna_error err = { 0 };
+        int rc = spec ? luna_ds_faults_set(&ds->faults, spec, &err) : LUNA_ENOMEM;
         free(spec);
         if (rc < 0) {
-            luna_ds_status_bad_request(&st, "%s", msg);
+            if (rc == LUNA_ENOMEM)
+                luna_ds_status_oom(&st);
+            else
+                luna_ds_status_bad_request(&st, "%s", err.msg);
             luna_ds_reply_status(resp, &st);
             return;
         }
@@ -105,10 +105,10 @@ static void handle_faults(const luna_ds_request *req, luna_ds_response *resp)
         luna_ds_reply_not_allowed(resp);
         return;
     }
-    luna_ds_reply_json(resp, 200, luna_ds_faults_json());
+    luna_ds_reply_json(resp, 200, luna_ds_faults_json(&ds->faults));
 }
 
-void luna_ds_api_handle(const luna_ds_request *req, luna_ds_response *resp)
+void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_response *resp)
 {
     memset(resp, 0, sizeof *resp);
     char buf[2048];
@@ -121,16 +121,20 @@ void luna_ds_api_handle(const luna_ds_request *req, luna_ds_response *resp)
     }
     if (n == 1 && (strcmp(s[0], "healthz") == 0 || strcmp(s[0], "livez") == 0 ||
                    strcmp(s[0], "readyz") == 0)) {
-        luna_ds_reply_bytes(resp, 200, strdup("ok"));
+        char *ok = strdup("ok");
+        if (!ok)
+            luna_ds_reply_oom(resp);
+        else
+            luna_ds_reply_bytes(resp, 200, ok);
         return;
     }
     if (n == 3 && strcmp(s[0], "luna") == 0 && strcmp(s[1], "v1") == 0) {
         if (strcmp(s[2], "dump") == 0 && get) {
-            luna_ds_reply_json(resp, 200, luna_ds_seed_dump());
+            luna_ds_reply_json(resp, 200, luna_ds_seed_dump(ds));
             return;
         }
-        if (strcmp(s[2], "faults") == 0 && config.admin) {
-            handle_faults(req, resp);
+        if (strcmp(s[2], "faults") == 0 && ds->admin) {
+            handle_faults(ds, req, resp);
             return;
         }
         luna_ds_reply_not_found(resp);
@@ -138,7 +142,7 @@ void luna_ds_api_handle(const luna_ds_request *req, luna_ds_response *resp)
     }
     if (n >= 2 && strcmp(s[0], "openapi") == 0 && strcmp(s[1], "v3") == 0 && get) {
         if (n == 2) {
-            luna_ds_reply_json(resp, 200, luna_ds_types_openapi_index());
+            luna_ds_reply_json(resp, 200, luna_ds_types_openapi_index(ds->types));
             return;
         }
         char gv[600] = "";
@@ -147,7 +151,7 @@ void luna_ds_api_handle(const luna_ds_request *req, luna_ds_response *resp)
             if (i + 1 < n)
                 strncat(gv, "/", sizeof gv - strlen(gv) - 1);
         }
-        json_t *doc = luna_ds_types_openapi_gv(gv);
+        json_t *doc = luna_ds_types_openapi_gv(ds->types, gv);
         if (!doc)
             return luna_ds_reply_not_found(resp);
         luna_ds_reply_json(resp, 200, doc);
@@ -159,7 +163,7 @@ void luna_ds_api_handle(const luna_ds_request *req, luna_ds_response *resp)
         if (n == 1) {
             if (!get)
                 return luna_ds_reply_not_allowed(resp);
-            luna_ds_reply_json(resp, 200, luna_ds_types_api_versions(config.server_address));
+            luna_ds_reply_json(resp, 200, luna_ds_types_api_versions(ds->server_address));
             return;
         }
         group = "";
@@ -169,11 +173,11 @@ void luna_ds_api_handle(const luna_ds_request *req, luna_ds_response *resp)
         if (n == 1) {
             if (!get)
                 return luna_ds_reply_not_allowed(resp);
-            luna_ds_reply_json(resp, 200, luna_ds_types_group_list());
+            luna_ds_reply_json(resp, 200, luna_ds_types_group_list(ds->types));
             return;
         }
         if (n == 2) {
-            json_t *g = luna_ds_types_group(s[1]);
+            json_t *g = luna_ds_types_group(ds->types, s[1]);
             if (!g)
                 return luna_ds_reply_not_found(resp);
             luna_ds_reply_json(resp, 200, g);
@@ -187,7 +191,7 @@ void luna_ds_api_handle(const luna_ds_request *req, luna_ds_response *resp)
         return;
     }
     if (n == rest) {
-        json_t *rl = luna_ds_types_resource_list(group, version);
+        json_t *rl = luna_ds_types_resource_list(ds->types, group, version);
         if (!rl || !get) {
             json_decref(rl);
             return rl ? luna_ds_reply_not_allowed(resp) : luna_ds_reply_not_found(resp);
@@ -211,10 +215,10 @@ void luna_ds_api_handle(const luna_ds_request *req, luna_ds_response *resp)
         sub = s[k++];
     if (k < n)
         return luna_ds_reply_not_found(resp);
-    luna_ds_type *t = luna_ds_types_find(group, version, res);
+    luna_ds_type *t = luna_ds_types_find(ds->types, group, version, res);
     if (!t && ns && !name && !*group && (strcmp(res, "status") == 0 || strcmp(res, "finalize") == 0)) {
         /* /api/v1/namespaces/NAME/status: the namespace's own subresource */
-        t = luna_ds_types_find("", version, "namespaces");
+        t = luna_ds_types_find(ds->types, "", version, "namespaces");
         name = ns;
         sub = res;
         ns = NULL;
@@ -227,31 +231,56 @@ void luna_ds_api_handle(const luna_ds_request *req, luna_ds_response *resp)
         luna_ds_reply_not_found(resp);
         return;
     }
-    handle_resource(req, t, ns, name, sub, resp);
+    handle_resource(ds, req, t, ns, name, sub, resp);
 }
 
 /* ---- init ---- */
 
-void luna_ds_api_init(const luna_ds_api_config *cfg)
+int luna_ds_api_new(const luna_ds_api_config *cfg, luna_ds **out, luna_error *err)
 {
-    config = *cfg;
-    luna_ds_types_init();
+    *out = NULL;
+    luna_ds *ds = calloc(1, sizeof *ds);
+    if (!ds)
+        return luna_error_set(err, LUNA_ENOMEM, "dev server: out of memory");
+    snprintf(ds->server_address, sizeof ds->server_address, "%s",
+             cfg->server_address ? cfg->server_address : "");
+    ds->bookmark_interval = cfg->bookmark_interval;
+    ds->admin = cfg->admin;
+    luna_ds_faults_init(&ds->faults);
+    ds->store = luna_ds_store_new(cfg->history);
+    ds->types = ds->store ? luna_ds_types_new(ds->store) : NULL;
+    if (!ds->types) {
+        luna_ds_api_free(ds);
+        return luna_error_set(err, LUNA_ENOMEM, "dev server: out of memory");
+    }
     static const char *const defaults[] = { "default", "kube-node-lease", "kube-public",
                                             "kube-system" };
-    luna_ds_type *nt = luna_ds_types_namespaces();
+    luna_ds_type *nt = luna_ds_types_namespaces(ds->types);
     for (size_t i = 0; i < 4; i++) {
         json_t *doc = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace",
                                 "metadata", "name", defaults[i]);
-        json_t *out = NULL;
+        json_t *created = NULL;
         luna_ds_status st = { 0 };
-        if (luna_ds_write_create(nt, doc, "kube-apiserver", &out, &st) == 0)
-            json_decref(out);
+        int rc = doc ? luna_ds_write_create(ds, nt, doc, "kube-apiserver", &created, &st)
+                     : LUNA_ENOMEM;
+        json_decref(created);
         luna_ds_status_clear(&st);
+        if (rc < 0) {
+            luna_ds_api_free(ds);
+            return luna_error_set(err, rc, "dev server: cannot create namespace %s",
+                                  defaults[i]);
+        }
     }
+    *out = ds;
+    return 0;
 }
 
-void luna_ds_api_shutdown(void)
+void luna_ds_api_free(luna_ds *ds)
 {
-    luna_ds_gc_shutdown();
-    luna_ds_types_shutdown();
+    if (!ds)
+        return;
+    luna_ds_gc_shutdown(ds);
+    luna_ds_types_free(ds->types);
+    luna_ds_store_free(ds->store);
+    free(ds);
 }

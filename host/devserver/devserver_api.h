@@ -6,6 +6,7 @@
  *
  * The transport (devserver_http) hands over one complete request and gets
  * back one response: a body, or a watch to stream (devserver_request).
+ * Everything one server owns hangs off its luna_ds (devserver_state).
  * The parts: devserver_validate (checks before a write), devserver_write
  * (the write pipeline and its hooks), devserver_gc (deletion, garbage
  * collection, the namespace finalizer), devserver_list (LIST and WATCH
@@ -17,26 +18,30 @@
 #define LUNA_DEVSERVER_API_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "devserver/devserver_request.h"
+#include "base/error.h"
+
+typedef struct luna_ds luna_ds;
 
 typedef struct luna_ds_api_config {
-    const char *server_address;   /* "host:port" for /api */
+    const char *server_address;   /* "host:port" for /api (copied) */
     double bookmark_interval;     /* seconds between watch BOOKMARKs */
     bool admin;                   /* serve /luna/v1/faults */
+    size_t history;               /* watch events kept per resource; 0: 10000 */
 } luna_ds_api_config;
 
-/* Registers the types, creates the default namespaces.  cfg is copied;
- * its strings must live as long as the server. */
-void luna_ds_api_init(const luna_ds_api_config *cfg);
-
-/* The configuration luna_ds_api_init() was given. */
-const luna_ds_api_config *luna_ds_api_config_get(void);
+/* A new server with the built-in types and the default namespaces
+ * (default, kube-node-lease, kube-public, kube-system), and no faults.
+ * Returns 0 and *out (free with luna_ds_api_free), or a negative LUNA_E*
+ * code with err set. */
+int luna_ds_api_new(const luna_ds_api_config *cfg, luna_ds **out, luna_error *err);
 
 /* Answers one request. */
-void luna_ds_api_handle(const luna_ds_request *req, luna_ds_response *resp);
+void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_response *resp);
 
-/* Frees the types and objects (after every watch is freed). */
-void luna_ds_api_shutdown(void);
+/* Frees the server's objects and types (after every watch is freed). */
+void luna_ds_api_free(luna_ds *ds);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "devserver/devserver_patch.h"
+#include "base/error.h"
 
 #define MAX_DEPTH 64
 #define SEP '\n'   /* joins path elements in a flat set (no field name holds it) */
@@ -19,6 +20,7 @@ struct walk {
     int nnames;
     char path[4096];
     size_t plen;
+    bool oom;                      /* an allocation failed: the set is incomplete */
 };
 
 static size_t push(struct walk *w, const char *elem)
@@ -65,29 +67,32 @@ static bool skipped(int depth, const char *parent, const char *k)
     return false;
 }
 
-static char *item_key(const json_t *item, const char *key)
+/* "PREFIX:JSON" for v (caller frees), or NULL with w->oom set. */
+static char *element(struct walk *w, char prefix, const json_t *v)
 {
-    json_t *k = json_object();
-    json_object_set(k, key, json_object_get(item, key));
-    char *s = json_dumps(k, JSON_COMPACT);
-    json_decref(k);
-    char *out = malloc(strlen(s) + 3);
-    if (!out)
-        abort();
-    sprintf(out, "k:%s", s);
+    char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    char *out = s ? malloc(strlen(s) + 3) : NULL;
+    if (out)
+        sprintf(out, "%c:%s", prefix, s);
+    else
+        w->oom = true;
     free(s);
     return out;
 }
 
-static char *set_member(const json_t *v)
+/* A keyed list item's element: k:{"KEY":value}. */
+static char *item_key(struct walk *w, const json_t *item, const char *key)
 {
-    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    char *out = malloc(strlen(s) + 3);
-    if (!out)
-        abort();
-    sprintf(out, "v:%s", s);
-    free(s);
+    json_t *k = json_pack("{s:O}", key, json_object_get(item, key));
+    char *out = element(w, 'k', k);
+    json_decref(k);
     return out;
+}
+
+/* A set member's element: v:value. */
+static char *set_member(struct walk *w, const json_t *v)
+{
+    return element(w, 'v', v);
 }
 
 /* Adds every field of obj (at w's path) to set.  dots: mark maps and list
@@ -118,7 +123,9 @@ static void collect(json_t *set, struct walk *w, const json_t *obj, bool dots, i
                 json_array_foreach(v, i, item) {
                     if (!json_is_object(item) || !json_object_get(item, key))
                         continue;
-                    char *ik = item_key(item, key);
+                    char *ik = item_key(w, item, key);
+                    if (!ik)
+                        continue;
                     size_t s2 = push(w, ik);
                     free(ik);
                     add(set, w, ".");
@@ -129,8 +136,9 @@ static void collect(json_t *set, struct walk *w, const json_t *obj, bool dots, i
                 size_t i;
                 json_t *item;
                 json_array_foreach(v, i, item) {
-                    char *m = set_member(item);
-                    add(set, w, m);
+                    char *m = set_member(w, item);
+                    if (m)
+                        add(set, w, m);
                     free(m);
                 }
             } else {
@@ -186,7 +194,9 @@ static void diff(json_t *set, struct walk *w, const json_t *a, const json_t *b, 
                                 olditem = o;
                     if (olditem && json_equal(olditem, item))
                         continue;
-                    char *ik = item_key(item, key);
+                    char *ik = item_key(w, item, key);
+                    if (!ik)
+                        continue;
                     size_t s2 = push(w, ik);
                     free(ik);
                     if (!olditem)
@@ -206,8 +216,9 @@ static void diff(json_t *set, struct walk *w, const json_t *a, const json_t *b, 
                             if (json_equal(o, item))
                                 had = true;
                     if (!had) {
-                        char *m = set_member(item);
-                        add(set, w, m);
+                        char *m = set_member(w, item);
+                        if (m)
+                            add(set, w, m);
                         free(m);
                     }
                 }
@@ -356,8 +367,8 @@ static const char *api_version_of(const json_t *doc, const luna_ds_type *t)
     return av ? av : t->api_version;
 }
 
-void luna_ds_apply_track_update(json_t *newdoc, const json_t *olddoc, const luna_ds_type *t,
-                                const char *manager, const char *subresource, const char *now)
+int luna_ds_apply_track_update(json_t *newdoc, const json_t *olddoc, const luna_ds_type *t,
+                               const char *manager, const char *subresource, const char *now)
 {
     json_t *md = json_object_get(newdoc, "metadata");
     const json_t *oldmd = olddoc ? json_object_get(olddoc, "metadata") : NULL;
@@ -367,13 +378,18 @@ void luna_ds_apply_track_update(json_t *newdoc, const json_t *olddoc, const luna
     diff(changed, &w, olddoc, newdoc, 0);
     /* removed fields: leave every manager */
     json_t *removed = json_object();
-    if (olddoc) {
-        struct walk w2 = { .type = t };
+    struct walk w2 = { .type = t };
+    if (olddoc)
         diff(removed, &w2, newdoc, olddoc, 0);
-    }
     json_t *taken = json_object();
     json_object_update(taken, changed);
     json_object_update(taken, removed);
+    if (w.oom || w2.oom || !changed || !removed || !taken) {
+        json_decref(changed);
+        json_decref(removed);
+        json_decref(taken);
+        return LUNA_ENOMEM;
+    }
     json_t *entries = rebuild(json_is_array(old_entries) ? old_entries : NULL, manager, "Update",
                               subresource, changed, taken, api_version_of(newdoc, t), now, false);
     /* removed paths also leave this manager's own entry */
@@ -394,12 +410,15 @@ void luna_ds_apply_track_update(json_t *newdoc, const json_t *olddoc, const luna
     json_decref(changed);
     json_decref(removed);
     json_decref(taken);
+    if (!entries)
+        return LUNA_ENOMEM;
     if (json_array_size(entries))
         json_object_set_new(md, "managedFields", entries);
     else {
         json_decref(entries);
         json_object_del(md, "managedFields");
     }
+    return 0;
 }
 
 /* ---- apply ---- */
@@ -578,6 +597,11 @@ json_t *luna_ds_apply(const json_t *cur, const json_t *applied, const luna_ds_ty
     struct walk w = { .type = t };
     json_t *newset = json_object();
     collect(newset, &w, applied, false, 0);
+    if (w.oom || !newset) {
+        json_decref(newset);
+        luna_ds_status_oom(st);
+        return NULL;
+    }
 
     /* conflicts: a field another manager owns, which this apply changes */
     json_t *conflicts = json_array();
@@ -682,8 +706,12 @@ json_t *luna_ds_apply(const json_t *cur, const json_t *applied, const luna_ds_ty
     }
     json_t *rebuilt = rebuild(entries, manager, "Apply", subresource, newset, taken,
                               api_version_of(applied, t), now, true);
-    json_object_set_new(md, "managedFields", rebuilt);
     json_decref(newset);
     json_decref(taken);
+    if (mw.oom || !rebuilt || json_object_set_new(md, "managedFields", rebuilt) < 0) {
+        json_decref(result);
+        luna_ds_status_oom(st);
+        return NULL;
+    }
     return result;
 }

@@ -26,13 +26,15 @@
 
 /* Sets newdoc's metadata.managedFields for an Update by `manager` that
  * turned olddoc (NULL on create) into newdoc.  subresource is NULL or
- * "status"; now is an RFC 3339 time. */
-void luna_ds_apply_track_update(json_t *newdoc, const json_t *olddoc, const luna_ds_type *t,
-                                const char *manager, const char *subresource, const char *now);
+ * "status"; now is an RFC 3339 time.  Returns 0, or LUNA_ENOMEM with
+ * managedFields left as they were. */
+int luna_ds_apply_track_update(json_t *newdoc, const json_t *olddoc, const luna_ds_type *t,
+                               const char *manager, const char *subresource, const char *now);
 
 /* Applies `applied` (the request body) by `manager` to cur (NULL when the
  * object does not exist yet).  Returns the new document with managedFields
- * updated, or NULL with st set (409 Conflict listing the conflicts). */
+ * updated, or NULL with st set (409 Conflict listing the conflicts; 500
+ * when out of memory). */
 json_t *luna_ds_apply(const json_t *cur, const json_t *applied, const luna_ds_type *t,
                       const char *manager, bool force, const char *subresource,
                       const char *now, luna_ds_status *st);

@@ -15,7 +15,7 @@
 char *luna_ds_continue_encode(uint64_t rv, const char *last_key);
 
 /* Decodes tok: returns 0 with *rv and *start (malloc'd, the key to start
- * after), or -1 when tok is not a valid token. */
+ * after), LUNA_EINVAL when tok is not a valid token, or LUNA_ENOMEM. */
 int luna_ds_continue_decode(const char *tok, uint64_t *rv, char **start);
 
 #endif

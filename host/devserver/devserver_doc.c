@@ -7,6 +7,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "devserver/devserver_state.h"
+
 void luna_ds_doc_now(char out[32])
 {
     time_t t = time(NULL);
@@ -39,7 +41,8 @@ json_t *luna_ds_doc_meta(json_t *doc)
     json_t *md = json_object_get(doc, "metadata");
     if (!json_is_object(md)) {
         md = json_object();
-        json_object_set_new(doc, "metadata", md);
+        if (json_object_set_new(doc, "metadata", md) < 0)
+            return NULL; /* out of memory (or doc NULL): md was released */
     }
     return md;
 }
@@ -64,15 +67,17 @@ static json_t *sorted_map(json_t *obj)
     if (n < 2)
         return json_incref(obj);
     const char **keys = malloc(n * sizeof *keys);
-    if (!keys)
-        abort();
+    json_t *out = keys ? json_object() : NULL;
+    if (!out) {
+        free(keys);
+        return json_incref(obj); /* out of memory: left in its order */
+    }
     size_t i = 0;
     const char *k;
     json_t *v;
     json_object_foreach(obj, k, v)
         keys[i++] = k;
     qsort(keys, n, sizeof *keys, cmp_str);
-    json_t *out = json_object();
     for (i = 0; i < n; i++)
         json_object_set(out, keys[i], json_object_get(obj, keys[i]));
     free(keys);
@@ -88,45 +93,54 @@ void luna_ds_doc_normalize(json_t *doc)
         "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
         "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences",
         "finalizers", "managedFields" };
+    /* Out of memory part-way: the document is left as it was (its key order
+     * is cosmetic; its content must not change). */
     json_t *md = json_object_get(doc, "metadata");
     if (json_is_object(md)) {
         json_t *nm = json_object();
-        for (size_t i = 0; i < sizeof md_order / sizeof *md_order; i++) {
+        bool ok = nm != NULL;
+        for (size_t i = 0; ok && i < sizeof md_order / sizeof *md_order; i++) {
             json_t *v = json_object_get(md, md_order[i]);
             if (v && (strcmp(md_order[i], "labels") == 0 || strcmp(md_order[i], "annotations") == 0))
-                json_object_set_new(nm, md_order[i], sorted_map(v));
+                ok = json_object_set_new(nm, md_order[i], sorted_map(v)) == 0;
             else if (v)
-                json_object_set(nm, md_order[i], v);
+                ok = json_object_set(nm, md_order[i], v) == 0;
         }
         const char *k;
         json_t *v;
         json_object_foreach(md, k, v)
-            if (!json_object_get(nm, k))
-                json_object_set(nm, k, v);
-        json_object_set_new(doc, "metadata", nm);
+            if (ok && !json_object_get(nm, k))
+                ok = json_object_set(nm, k, v) == 0;
+        if (ok)
+            json_object_set_new(doc, "metadata", nm);
+        else
+            json_decref(nm);
     }
     json_t *copy = json_object();
-    for (size_t i = 0; i < 3; i++) {
+    bool ok = copy != NULL;
+    for (size_t i = 0; ok && i < 3; i++) {
         json_t *v = json_object_get(doc, top[i]);
         if (v)
-            json_object_set(copy, top[i], v);
+            ok = json_object_set(copy, top[i], v) == 0;
     }
     const char *k;
     json_t *v;
     json_object_foreach(doc, k, v)
-        if (!json_object_get(copy, k))
-            json_object_set(copy, k, v);
-    json_object_clear(doc);
-    json_object_update(doc, copy);
+        if (ok && !json_object_get(copy, k))
+            ok = json_object_set(copy, k, v) == 0;
+    if (ok) {
+        json_object_clear(doc);
+        ok = json_object_update(doc, copy) == 0;
+    }
     json_decref(copy);
 }
 
 /* The object as a document of type t's version (caller owns). */
-json_t *luna_ds_doc_as(luna_ds_type *t, const luna_ds_obj *o)
+json_t *luna_ds_doc_as(luna_ds *ds, luna_ds_type *t, const luna_ds_obj *o)
 {
     json_t *doc = luna_ds_obj_doc(o);
-    luna_ds_type *s = luna_ds_types_storage_of(t);
-    if (s != t)
+    luna_ds_type *s = luna_ds_types_storage_of(ds->types, t);
+    if (doc && s != t)
         luna_ds_types_convert(doc, s, t);
     return doc;
 }

@@ -18,6 +18,8 @@
 #include "devserver/devserver_store.h"
 #include "devserver/devserver_types.h"
 
+typedef struct luna_ds luna_ds;
+
 /* The current time as RFC 3339 ("2006-01-02T15:04:05Z"). */
 void luna_ds_doc_now(char out[32]);
 /* A random (version 4) uid. */
@@ -25,7 +27,8 @@ void luna_ds_doc_new_uid(char out[37]);
 
 /* o[k] when it is a string, else NULL (borrowed from o). */
 const char *luna_ds_doc_str(const json_t *o, const char *k);
-/* doc.metadata, created as {} when absent or not an object (borrowed). */
+/* doc.metadata, created as {} when absent or not an object (borrowed);
+ * NULL when out of memory (jansson's setters ignore a NULL object). */
 json_t *luna_ds_doc_meta(json_t *doc);
 /* Sets metadata.resourceVersion to rv. */
 void luna_ds_doc_set_rv(json_t *doc, uint64_t rv);
@@ -35,8 +38,9 @@ void luna_ds_doc_normalize(json_t *doc);
 /* True if the array arr holds the string s. */
 bool luna_ds_doc_has_string(const json_t *arr, const char *s);
 
-/* The stored object as a new document in type t's version (caller owns). */
-json_t *luna_ds_doc_as(luna_ds_type *t, const luna_ds_obj *o);
+/* The stored object as a new document in type t's version (caller owns);
+ * NULL when out of memory. */
+json_t *luna_ds_doc_as(luna_ds *ds, luna_ds_type *t, const luna_ds_obj *o);
 /* The store key of name in ns ("ns/name", or "name" for a cluster-scoped
  * type). */
 void luna_ds_doc_key(char *out, size_t n, const luna_ds_type *t, const char *ns,

@@ -5,17 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-static luna_ds_faults current = { .error_code = 500, .retry_after = 1, .seed = 1 };
-static unsigned rng_state = 1;
+static const luna_ds_faults none = { .error_code = 500, .retry_after = 1, .seed = 1, .rng = 1 };
 
-luna_ds_faults *luna_ds_faults_get(void) { return &current; }
+void luna_ds_faults_init(luna_ds_faults *f) { *f = none; }
 
 static int parse_number(const char *v, double lo, double hi, double *out)
 {
     char *end;
     double d = strtod(v, &end);
     if (end == v || *end || d < lo || d > hi)
-        return -1;
+        return LUNA_EINVAL;
     *out = d;
     return 0;
 }
@@ -29,15 +28,15 @@ static int parse_scope(const char *v, enum luna_ds_fault_scope *out)
             *out = (enum luna_ds_fault_scope)i;
             return 0;
         }
-    return -1;
+    return LUNA_EINVAL;
 }
 
-int luna_ds_faults_set(const char *spec, char *msg, size_t msgsize)
+int luna_ds_faults_set(luna_ds_faults *out, const char *spec, luna_error *err)
 {
-    luna_ds_faults f = { .error_code = 500, .retry_after = 1, .seed = 1 };
+    luna_ds_faults f = none;
     char *copy = strdup(spec ? spec : "");
     if (!copy)
-        abort();
+        return luna_error_set(err, LUNA_ENOMEM, "faults: out of memory");
     char *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         while (*tok == ' ')
@@ -46,9 +45,9 @@ int luna_ds_faults_set(const char *spec, char *msg, size_t msgsize)
             continue;
         char *eq = strchr(tok, '=');
         if (!eq) {
-            snprintf(msg, msgsize, "fault '%s' needs a value (key=value)", tok);
+            luna_error_set(err, LUNA_EINVAL, "fault '%s' needs a value (key=value)", tok);
             free(copy);
-            return -1;
+            return LUNA_EINVAL;
         }
         *eq = '\0';
         const char *k = tok, *v = eq + 1;
@@ -83,56 +82,56 @@ int luna_ds_faults_set(const char *spec, char *msg, size_t msgsize)
         else if (strcmp(k, "seed") == 0)
             bad = parse_number(v, 0, 4e9, &d) || ((f.seed = (unsigned)d), 0);
         else {
-            snprintf(msg, msgsize, "unknown fault '%s'", k);
+            luna_error_set(err, LUNA_EINVAL, "unknown fault '%s'", k);
             free(copy);
-            return -1;
+            return LUNA_EINVAL;
         }
         if (bad) {
-            snprintf(msg, msgsize, "fault '%s': bad value '%s'", k, v);
+            luna_error_set(err, LUNA_EINVAL, "fault '%s': bad value '%s'", k, v);
             free(copy);
-            return -1;
+            return LUNA_EINVAL;
         }
     }
     free(copy);
-    current = f;
-    rng_state = f.seed ? f.seed : 1;
+    f.rng = f.seed ? f.seed : 1;
+    *out = f;
     return 0;
 }
 
-json_t *luna_ds_faults_json(void)
+json_t *luna_ds_faults_json(const luna_ds_faults *f)
 {
     return json_pack("{s:i,s:f,s:f,s:s,s:s,s:f,s:i,s:s,s:i,s:i,s:i,s:i,s:i}",
-                     "watch-close-after", current.watch_close_after,
-                     "watch-close-random", current.watch_close_random,
-                     "delay", current.delay,
-                     "delay-path", current.delay_path,
-                     "delay-on", scopes[current.delay_on],
-                     "error-rate", current.error_rate,
-                     "error-code", current.error_code,
-                     "error-on", scopes[current.error_on],
-                     "retry-after", current.retry_after,
-                     "truncate-event", current.truncate_event,
-                     "malformed-event", current.malformed_event,
-                     "gone", current.gone,
-                     "seed", (int)current.seed);
+                     "watch-close-after", f->watch_close_after,
+                     "watch-close-random", f->watch_close_random,
+                     "delay", f->delay,
+                     "delay-path", f->delay_path,
+                     "delay-on", scopes[f->delay_on],
+                     "error-rate", f->error_rate,
+                     "error-code", f->error_code,
+                     "error-on", scopes[f->error_on],
+                     "retry-after", f->retry_after,
+                     "truncate-event", f->truncate_event,
+                     "malformed-event", f->malformed_event,
+                     "gone", f->gone,
+                     "seed", (int)f->seed);
 }
 
-double luna_ds_faults_delay_for(const char *path)
+double luna_ds_faults_delay_for(const luna_ds_faults *f, const char *path)
 {
-    if (current.delay <= 0 || strncmp(path, "/luna/v1/", 9) == 0)
+    if (f->delay <= 0 || strncmp(path, "/luna/v1/", 9) == 0)
         return 0;
-    if (current.delay_path[0] && !strstr(path, current.delay_path))
+    if (f->delay_path[0] && !strstr(path, f->delay_path))
         return 0;
-    return current.delay;
+    return f->delay;
 }
 
-bool luna_ds_faults_chance(double p)
+bool luna_ds_faults_chance(luna_ds_faults *f, double p)
 {
     if (p <= 0)
         return false;
     if (p >= 1)
         return true;
-    return (double)rand_r(&rng_state) / ((double)RAND_MAX + 1.0) < p;
+    return (double)rand_r(&f->rng) / ((double)RAND_MAX + 1.0) < p;
 }
 
 bool luna_ds_faults_applies(enum luna_ds_fault_scope scope, const char *method, bool watch)

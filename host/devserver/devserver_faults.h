@@ -24,7 +24,8 @@
  *   gone=N                 the next N watches get 410 Expired at once
  *   seed=N                 seed of the random choices (default 1)
  * Counters (truncate-event, malformed-event, gone) count down as used.
- * Runs on the loop thread; the state is process-wide.
+ * The settings are a value owned by one server (struct luna_ds); the
+ * functions take it.  Runs on the loop thread.
  */
 #ifndef LUNA_DEVSERVER_FAULTS_H
 #define LUNA_DEVSERVER_FAULTS_H
@@ -32,6 +33,8 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "base/error.h"
 
 enum luna_ds_fault_scope {
     LUNA_DS_FAULT_ALL,
@@ -54,24 +57,25 @@ typedef struct luna_ds_faults {
     int malformed_event;
     int gone;
     unsigned seed;
+    unsigned rng;               /* the random generator's state (from seed) */
 } luna_ds_faults;
 
-/* The current settings (mutable: the counters are decremented in place). */
-luna_ds_faults *luna_ds_faults_get(void);
+/* No faults (the defaults). */
+void luna_ds_faults_init(luna_ds_faults *f);
 
-/* Replaces the settings with SPEC; on error leaves them unchanged, returns
- * -1 and writes a message to msg. */
-int luna_ds_faults_set(const char *spec, char *msg, size_t msgsize);
+/* Replaces the settings with SPEC.  Returns 0, or LUNA_EINVAL (or
+ * LUNA_ENOMEM) with err set and the settings unchanged. */
+int luna_ds_faults_set(luna_ds_faults *f, const char *spec, luna_error *err);
 
 /* The settings as a JSON object (caller owns). */
-json_t *luna_ds_faults_json(void);
+json_t *luna_ds_faults_json(const luna_ds_faults *f);
 
 /* The delay to inject into a response to a request for path (0 = none);
  * the admin endpoint (/luna/v1/...) is never delayed. */
-double luna_ds_faults_delay_for(const char *path);
+double luna_ds_faults_delay_for(const luna_ds_faults *f, const char *path);
 
-/* True with probability p, from the seeded generator. */
-bool luna_ds_faults_chance(double p);
+/* True with probability p, from f's seeded generator. */
+bool luna_ds_faults_chance(luna_ds_faults *f, double p);
 
 /* True if scope (error_on, delay_on) covers a request with this method;
  * watch: the request is a GET with watch=true. */

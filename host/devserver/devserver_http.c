@@ -12,6 +12,7 @@
 
 #include "devserver/devserver_api.h"
 #include "devserver/devserver_faults.h"
+#include "devserver/devserver_state.h"
 #include "devserver/devserver_status.h"
 #include "devserver/devserver_watch.h"
 #include "base/log.h"
@@ -30,6 +31,7 @@ struct suspension {
 
 struct luna_ds_http {
     struct luna_mhd_loop ml; /* the daemon on the loop */
+    luna_ds *ds;             /* the server's state (borrowed) */
     struct suspension *suspended;
     const char *token;
     int port;
@@ -96,9 +98,16 @@ static void kick(luna_ds_http *srv)
 
 /* ---- responses ---- */
 
+/* Takes ownership of body (NULL: an empty one).  NULL when out of memory
+ * (MHD then drops the connection). */
 static struct MHD_Response *json_response(char *body, size_t len)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *r = MHD_create_response_from_buffer(body ? len : 0, body,
+                                                             MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return NULL;
+    }
     MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, "Cache-Control", "no-cache, private");
     return r;
@@ -106,17 +115,10 @@ static struct MHD_Response *json_response(char *body, size_t len)
 
 static struct MHD_Response *status_response(luna_ds_status *st)
 {
-    json_t *j = luna_ds_status_json(st);
-    char *s = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    size_t n = strlen(s);
-    char *b = realloc(s, n + 2);
-    if (!b)
-        abort();
-    b[n] = '\n';
-    b[n + 1] = '\0';
-    struct MHD_Response *r = json_response(b, n + 1);
-    if (st->retry_after > 0) {
+    luna_ds_response resp = { 0 };
+    luna_ds_reply_json(&resp, st->code, luna_ds_status_json(st));
+    struct MHD_Response *r = json_response(resp.body, resp.len);
+    if (r && st->retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", st->retry_after);
         MHD_add_response_header(r, "Retry-After", ra);
@@ -142,9 +144,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     ssize_t n = luna_ds_watch_read(s->watch, buf, max);
     if (n > 0)
         return n;
-    if (n == -1)
+    if (n == LUNA_DS_WATCH_END)
         return MHD_CONTENT_READER_END_OF_STREAM;
-    if (n == -2)
+    if (n == LUNA_DS_WATCH_DROP)
         return MHD_CONTENT_READER_END_WITH_ERROR;
     /* nothing queued: sleep until the watch wakes us */
     s->suspended = true;
@@ -209,9 +211,9 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
         *code = 413;
         return status_response(&st);
     }
-    luna_ds_faults *f = luna_ds_faults_get();
+    luna_ds_faults *f = &srv->ds->faults;
     if (!is_admin_path(url) && luna_ds_faults_applies(f->error_on, method, is_watch(c)) &&
-        luna_ds_faults_chance(f->error_rate)) {
+        luna_ds_faults_chance(f, f->error_rate)) {
         int ec = f->error_code;
         if (ec == 429)
             luna_ds_status_set(&st, 429, "TooManyRequests",
@@ -248,18 +250,26 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
         .body_len = r->len,
     };
     luna_ds_response resp;
-    luna_ds_api_handle(&req, &resp);
+    luna_ds_api_handle(srv->ds, &req, &resp);
     *code = (unsigned)resp.code;
     if (resp.watch) {
         struct stream *s = calloc(1, sizeof *s);
-        if (!s)
-            abort();
+        if (!s) {
+            luna_ds_watch_free(resp.watch);
+            luna_ds_status_oom(&st);
+            *code = 500;
+            return status_response(&st);
+        }
         s->srv = srv;
         s->conn = c;
         s->watch = resp.watch;
         luna_ds_watch_set_wake(resp.watch, on_wake, s);
         struct MHD_Response *mr = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
                                                                     stream_read, s, stream_free);
+        if (!mr) {
+            stream_free(s);
+            return NULL;
+        }
         MHD_add_response_header(mr, "Content-Type", "application/json");
         MHD_add_response_header(mr, "Cache-Control", "no-cache, private");
         return mr;
@@ -270,9 +280,12 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
         mr = json_response(resp.body, resp.len);
     } else {
         mr = MHD_create_response_from_buffer(resp.len, resp.body, MHD_RESPMEM_MUST_FREE);
-        MHD_add_response_header(mr, "Content-Type", "text/plain; charset=utf-8");
+        if (!mr)
+            free(resp.body);
+        else
+            MHD_add_response_header(mr, "Content-Type", "text/plain; charset=utf-8");
     }
-    if (resp.retry_after > 0) {
+    if (mr && resp.retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", resp.retry_after);
         MHD_add_response_header(mr, "Retry-After", ra);
@@ -332,8 +345,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     unsigned code = 500;
     struct MHD_Response *resp = dispatch(r, url, method, &code);
-    luna_ds_faults *f = luna_ds_faults_get();
-    double delay = luna_ds_faults_delay_for(url);
+    if (!resp)
+        return MHD_NO; /* out of memory: MHD closes the connection */
+    luna_ds_faults *f = &srv->ds->faults;
+    double delay = luna_ds_faults_delay_for(f, url);
     if (delay > 0 && luna_ds_faults_applies(f->delay_on, method, is_watch(c))) {
         r->ready = resp;
         r->ready_code = code;
@@ -395,9 +410,12 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
 {
     luna_ds_http *srv = calloc(1, sizeof *srv);
-    if (!srv)
-        abort();
+    if (!srv) {
+        luna_error_set(err, LUNA_ENOMEM, "dev server: out of memory");
+        return NULL;
+    }
     struct MHD_Daemon *daemon = NULL;
+    srv->ds = opts->ds;
     srv->token = opts->token;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);

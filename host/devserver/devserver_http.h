@@ -8,7 +8,9 @@
  * nothing to send is suspended and resumed when its watch queues bytes, so
  * nothing polls.  HTTP/2 is not offered (libmicrohttpd has no HTTP/2).
  *
- * Requests are handed to devserver_api.  Runs on the loop thread.
+ * Requests are handed to devserver_api.  Out of memory, a request is
+ * answered 500 or, when not even that can be built, its connection is
+ * closed.  Runs on the loop thread.
  */
 #ifndef LUNA_DEVSERVER_HTTP_H
 #define LUNA_DEVSERVER_HTTP_H
@@ -17,7 +19,10 @@
 
 #include "base/error.h"
 
+typedef struct luna_ds luna_ds;
+
 typedef struct luna_ds_http_opts {
+    luna_ds *ds;            /* the server to hand requests to (borrowed while running) */
     const char *host;       /* numeric address to bind, e.g. 127.0.0.1 or ::1 */
     int port;               /* 0 = any free port */
     const char *token;      /* NULL = no auth; else "Authorization: Bearer TOKEN" required */

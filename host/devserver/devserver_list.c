@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "devserver/devserver_api.h"
 #include "devserver/devserver_continue.h"
 #include "devserver/devserver_doc.h"
+#include "devserver/devserver_state.h"
 #include "devserver/devserver_store.h"
 #include "devserver/devserver_watch.h"
 #include "base/selector.h"
@@ -20,19 +20,24 @@ int luna_ds_list_filter(const luna_ds_request *req, luna_ds_type *t, const char 
 {
     memset(f, 0, sizeof *f);
     luna_error err;
-    if (luna_selector_parse(luna_ds_request_arg(req, "labelSelector"), LUNA_SELECTOR_LABELS, &f->labels, &err) < 0)
-        return luna_ds_status_bad_request(st, "%s", err.msg);
-    const char *allowed[64] = { "metadata.name", "metadata.namespace" };
-    int n = 2;
-    for (const char *const *p = t->fields; p && *p && n < 63; p++)
-        allowed[n++] = *p;
-    allowed[n] = NULL;
-    if (luna_selector_parse_fields(luna_ds_request_arg(req, "fieldSelector"), allowed, &f->fields, &err) < 0) {
-        luna_ds_filter_clear(f);
-        return luna_ds_status_bad_request(st, "%s", err.msg);
+    int rc = luna_selector_parse(luna_ds_request_arg(req, "labelSelector"), LUNA_SELECTOR_LABELS,
+                                 &f->labels, &err);
+    if (rc == 0) {
+        const char *allowed[64] = { "metadata.name", "metadata.namespace" };
+        int n = 2;
+        for (const char *const *p = t->fields; p && *p && n < 63; p++)
+            allowed[n++] = *p;
+        allowed[n] = NULL;
+        rc = luna_selector_parse_fields(luna_ds_request_arg(req, "fieldSelector"), allowed,
+                                        &f->fields, &err);
     }
-    if (ns && *ns) {
-        f->ns = strdup(ns);
+    if (rc == 0 && ns && *ns && !(f->ns = strdup(ns)))
+        rc = LUNA_ENOMEM;
+    if (rc < 0) {
+        luna_ds_filter_clear(f);
+        if (rc == LUNA_ENOMEM)
+            return luna_ds_status_oom(st);
+        return luna_ds_status_bad_request(st, "%s", err.msg);
     }
     return 0;
 }
@@ -47,13 +52,13 @@ static int parse_rv(const char *s, uint64_t *rv, luna_ds_status *st)
     return 0;
 }
 
-static int too_large(uint64_t rv, luna_ds_status *st)
+static int too_large(luna_ds *ds, uint64_t rv, luna_ds_status *st)
 {
     luna_ds_status_set(st, 504, "Timeout", "Timeout: Too large resource version: %llu, current: %llu",
-                       (unsigned long long)rv, (unsigned long long)luna_ds_store_rv());
+                       (unsigned long long)rv, (unsigned long long)luna_ds_store_rv(ds->store));
     st->details = json_pack("{s:[{s:s,s:s}],s:i}", "causes", "reason", "ResourceVersionTooLarge",
                             "message", "Too large resource version", "retryAfterSeconds", 1);
-    return -504;
+    return LUNA_ETIMEOUT;
 }
 
 static int list_options_invalid(luna_ds_status *st, const char *field, const char *what)
@@ -63,7 +68,7 @@ static int list_options_invalid(luna_ds_status *st, const char *field, const cha
     st->details = json_pack("{s:s,s:s,s:[{s:s,s:s,s:s}]}", "group", "meta.k8s.io", "kind",
                             "ListOptions", "causes", "reason", "FieldValueInvalid", "message",
                             what, "field", field);
-    return -422;
+    return LUNA_EINVAL;
 }
 
 /* ---- LIST ---- */
@@ -83,15 +88,15 @@ static size_t lower_bound(luna_ds_obj **items, size_t n, const char *key, bool s
     return lo;
 }
 
-static void handle_watch(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+static void handle_watch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                          luna_ds_response *resp);
 
-void luna_ds_list_serve(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                         luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
     if (luna_ds_request_flag(req, "watch")) {
-        handle_watch(req, t, ns, resp);
+        handle_watch(ds, req, t, ns, resp);
         return;
     }
     luna_ds_filter f;
@@ -116,7 +121,7 @@ void luna_ds_list_serve(const luna_ds_request *req, luna_ds_type *t, const char 
         match = NULL;
     if (cont && !*cont)
         cont = NULL;
-    uint64_t now = luna_ds_store_rv();
+    uint64_t now = luna_ds_store_rv(ds->store);
     uint64_t snap = now;
     char *start = NULL;
     int rc = 0;
@@ -140,7 +145,9 @@ void luna_ds_list_serve(const luna_ds_request *req, luna_ds_type *t, const char 
         if (rvs && strcmp(rvs, "0") != 0)
             rc = luna_ds_status_bad_request(&st, "specifying resource version is not allowed "
                                             "when using continue");
-        else if (luna_ds_continue_decode(cont, &snap, &start) < 0)
+        else if ((rc = luna_ds_continue_decode(cont, &snap, &start)) == LUNA_ENOMEM)
+            luna_ds_status_oom(&st);
+        else if (rc < 0)
             rc = luna_ds_status_bad_request(&st, "continue key is not valid: incorrect encoded "
                                             "start resourceVersion (version meta.k8s.io/v1)");
         else if (snap < luna_ds_store_floor(t->coll) || snap > now) {
@@ -152,19 +159,19 @@ void luna_ds_list_serve(const luna_ds_request *req, luna_ds_type *t, const char 
                                "list - objects that were created, modified, or deleted between "
                                "the time the first chunk was returned and now may show up in "
                                "the list.");
-            rc = -410;
+            rc = LUNA_ENOTFOUND;
         }
     } else if (rvs) {
         uint64_t want;
         rc = parse_rv(rvs, &want, &st);
         if (rc == 0 && want != 0) {
             if (want > now)
-                rc = too_large(want, &st);
+                rc = too_large(ds, want, &st);
             else if (match && strcmp(match, "Exact") == 0) {
                 if (want < luna_ds_store_floor(t->coll)) {
                     luna_ds_status_set(&st, 410, "Expired",
                                        "The resourceVersion for the provided list is too old.");
-                    rc = -410;
+                    rc = LUNA_ENOTFOUND;
                 } else {
                     snap = want;
                 }
@@ -181,7 +188,14 @@ void luna_ds_list_serve(const luna_ds_request *req, luna_ds_type *t, const char 
     }
     luna_ds_obj **items;
     size_t n;
-    luna_ds_store_snapshot(t->coll, snap == now ? 0 : snap, &items, &n);
+    if (luna_ds_store_snapshot(t->coll, snap == now ? 0 : snap, &items, &n) < 0) {
+        /* not too old (checked above): out of memory */
+        free(start);
+        luna_ds_filter_clear(&f);
+        luna_ds_status_oom(&st);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
     size_t i = 0, end = n;
     if (t->namespaced && f.ns) {
         char prefix[300];
@@ -195,7 +209,7 @@ void luna_ds_list_serve(const luna_ds_request *req, luna_ds_type *t, const char 
         if (s > i)
             i = s;
     }
-    bool convert = luna_ds_types_storage_of(t) != t;
+    bool convert = luna_ds_types_storage_of(ds->types, t) != t;
     bool selects = luna_ds_filter_selects(&f);
     struct luna_textbuf b = LUNA_TEXTBUF_INIT;
     size_t est = 256;
@@ -219,9 +233,12 @@ void luna_ds_list_serve(const luna_ds_request *req, luna_ds_type *t, const char 
         if (count)
             luna_textbuf_putc(&b, ',');
         if (convert) {
-            json_t *doc = luna_ds_doc_as(t, o);
-            char *s = json_dumps(doc, JSON_COMPACT);
-            luna_textbuf_puts(&b, s);
+            json_t *doc = luna_ds_doc_as(ds, t, o);
+            char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+            if (s)
+                luna_textbuf_puts(&b, s);
+            else
+                b.failed = true;
             free(s);
             json_decref(doc);
         } else {
@@ -234,10 +251,12 @@ void luna_ds_list_serve(const luna_ds_request *req, luna_ds_type *t, const char 
     if (limit > 0 && k < end && last_key) {
         /* more keys remain: a continue token, and a count without selectors */
         char *tok = luna_ds_continue_encode(snap, last_key);
+        if (!tok)
+            b.failed = true;
         struct luna_textbuf out = LUNA_TEXTBUF_INIT;
         luna_textbuf_reserve(&out, b.len + 128);
         luna_textbuf_append(&out, b.data, meta_end);
-        luna_textbuf_printf(&out, ",\"continue\":\"%s\"", tok);
+        luna_textbuf_printf(&out, ",\"continue\":\"%s\"", tok ? tok : "");
         if (!selects)
             luna_textbuf_printf(&out, ",\"remainingItemCount\":%zu", end - k);
         free(tok);
@@ -250,17 +269,29 @@ void luna_ds_list_serve(const luna_ds_request *req, luna_ds_type *t, const char 
     free(items);
     free(start);
     luna_ds_filter_clear(&f);
+    if (b.failed) {
+        luna_textbuf_free(&b);
+        luna_ds_reply_oom(resp);
+        return;
+    }
     resp->code = 200;
     resp->body = luna_textbuf_steal(&b, &resp->len);
 }
 
 /* ---- WATCH ---- */
 
-static void handle_watch(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+static void handle_watch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                          luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
-    luna_ds_watch_opts o = { .type = t, .bookmark_interval = luna_ds_api_config_get()->bookmark_interval };
+    luna_ds_watch_opts o = {
+        .watches = &ds->watches,
+        .faults = &ds->faults,
+        .store = ds->store,
+        .type = t,
+        .storage = luna_ds_types_storage_of(ds->types, t),
+        .bookmark_interval = ds->bookmark_interval,
+    };
     if (luna_ds_list_filter(req, t, ns, &o.filter, &st) < 0) {
         luna_ds_reply_status(resp, &st);
         return;
@@ -287,8 +318,8 @@ static void handle_watch(const luna_ds_request *req, luna_ds_type *t, const char
                                   "Forbidden: resourceVersionMatch is forbidden for watch");
     } else if (rvs && *rvs && strcmp(rvs, "0") != 0) {
         rc = parse_rv(rvs, &o.rv, &st);
-        if (rc == 0 && o.rv > luna_ds_store_rv())
-            rc = too_large(o.rv, &st);
+        if (rc == 0 && o.rv > luna_ds_store_rv(ds->store))
+            rc = too_large(ds, o.rv, &st);
         o.start = LUNA_DS_WATCH_FROM_RV;
     } else {
         o.start = LUNA_DS_WATCH_FROM_STATE;
@@ -298,6 +329,10 @@ static void handle_watch(const luna_ds_request *req, luna_ds_type *t, const char
         luna_ds_reply_status(resp, &st);
         return;
     }
-    resp->code = 200;
     resp->watch = luna_ds_watch_start(&o);
+    if (!resp->watch) {
+        luna_ds_reply_oom(resp);
+        return;
+    }
+    resp->code = 200;
 }

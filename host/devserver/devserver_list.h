@@ -18,9 +18,11 @@
 #include "devserver/devserver_status.h"
 #include "devserver/devserver_types.h"
 
+typedef struct luna_ds luna_ds;
+
 /* Answers GET on type t's collection in ns (NULL or "": every namespace):
  * a LIST, or with ?watch=true a WATCH. */
-void luna_ds_list_serve(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                         luna_ds_response *resp);
 
 /* The request's namespace and label and field selectors as a filter (the

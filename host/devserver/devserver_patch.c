@@ -7,6 +7,15 @@
 
 #define MAX_PATH 64
 
+/* Results of the internal steps; the public functions turn them into a
+ * Status (400 BadRequest, 422 Invalid, 500 out of memory). */
+enum {
+    PATCH_OK = 0,
+    PATCH_MALFORMED = -1,      /* the patch itself is wrong: 400 */
+    PATCH_UNPROCESSABLE = -2,  /* it does not apply to the object: 422 */
+    PATCH_NOMEM = -3,
+};
+
 /* ---- list schema ---- */
 
 static bool is_container_list(const char *f)
@@ -113,8 +122,9 @@ static bool parse_index(const char *tok, size_t max, size_t *idx)
 }
 
 /* Resolves the parent of pointer's last token.  *last gets the unescaped
- * token (malloc'd).  Returns the parent container or NULL. */
-static json_t *resolve_parent(json_t *doc, const char *ptr, char **last)
+ * token (malloc'd).  Returns the parent container, or NULL when the path
+ * does not exist or (with *oom set) memory ran out. */
+static json_t *resolve_parent(json_t *doc, const char *ptr, char **last, bool *oom)
 {
     *last = NULL;
     if (*ptr != '/')
@@ -124,8 +134,10 @@ static json_t *resolve_parent(json_t *doc, const char *ptr, char **last)
     for (;;) {
         size_t n = strcspn(p, "/");
         char *tok = malloc(n + 1);
-        if (!tok)
-            abort();
+        if (!tok) {
+            *oom = true;
+            return NULL;
+        }
         unescape_token(p, n, tok);
         if (p[n] == '\0') {
             *last = tok;
@@ -147,12 +159,12 @@ static json_t *resolve_parent(json_t *doc, const char *ptr, char **last)
     }
 }
 
-static json_t *get_ptr(json_t *doc, const char *ptr)
+static json_t *get_ptr(json_t *doc, const char *ptr, bool *oom)
 {
     if (*ptr == '\0')
         return doc;
     char *last;
-    json_t *parent = resolve_parent(doc, ptr, &last);
+    json_t *parent = resolve_parent(doc, ptr, &last, oom);
     json_t *v = NULL;
     if (parent && json_is_object(parent))
         v = json_object_get(parent, last);
@@ -168,18 +180,24 @@ static json_t *get_ptr(json_t *doc, const char *ptr)
 /* add: value is stolen. */
 static int ptr_add(json_t **doc, const char *ptr, json_t *value, char *msg, size_t n)
 {
+    if (!value)
+        return PATCH_NOMEM; /* a copy that failed */
     if (*ptr == '\0') {
         json_decref(*doc);
         *doc = value;
         return 0;
     }
     char *last;
-    json_t *parent = resolve_parent(*doc, ptr, &last);
+    bool oom = false;
+    json_t *parent = resolve_parent(*doc, ptr, &last, &oom);
     int rc = 0;
-    if (!parent) {
+    if (oom) {
+        json_decref(value);
+        rc = PATCH_NOMEM;
+    } else if (!parent) {
         snprintf(msg, n, "add operation does not apply: doc is missing path: \"%s\": missing value", ptr);
         json_decref(value);
-        rc = 422;
+        rc = PATCH_UNPROCESSABLE;
     } else if (json_is_object(parent)) {
         json_object_set_new(parent, last, value);
     } else if (json_is_array(parent)) {
@@ -191,12 +209,12 @@ static int ptr_add(json_t **doc, const char *ptr, json_t *value, char *msg, size
         else {
             snprintf(msg, n, "add operation does not apply: doc is missing path: \"%s\": invalid index", ptr);
             json_decref(value);
-            rc = 422;
+            rc = PATCH_UNPROCESSABLE;
         }
     } else {
         snprintf(msg, n, "add operation does not apply: doc is missing path: \"%s\"", ptr);
         json_decref(value);
-        rc = 422;
+        rc = PATCH_UNPROCESSABLE;
     }
     free(last);
     return rc;
@@ -207,8 +225,9 @@ static int ptr_remove(json_t *doc, const char *ptr, json_t **removed, const char
                       char *msg, size_t n)
 {
     char *last;
-    json_t *parent = resolve_parent(doc, ptr, &last);
-    int rc = 422;
+    bool oom = false;
+    json_t *parent = resolve_parent(doc, ptr, &last, &oom);
+    int rc = oom ? PATCH_NOMEM : PATCH_UNPROCESSABLE;
     if (parent && json_is_object(parent) && json_object_get(parent, last)) {
         if (removed)
             *removed = json_incref(json_object_get(parent, last));
@@ -223,19 +242,19 @@ static int ptr_remove(json_t *doc, const char *ptr, json_t **removed, const char
             rc = 0;
         }
     }
-    if (rc)
+    if (rc == PATCH_UNPROCESSABLE)
         snprintf(msg, n, "%s operation does not apply: doc is missing path: \"%s\": missing value",
                  op, ptr);
     free(last);
     return rc;
 }
 
-int luna_ds_patch_json(json_t **doc, const json_t *ops, char *msg, size_t msgsize)
+static int json_patch(json_t **doc, const json_t *ops, char *msg, size_t msgsize)
 {
     if (!json_is_array(ops)) {
         snprintf(msg, msgsize, "json: cannot unmarshal %s into Go value of type jsonpatch.Patch",
                  json_is_object(ops) ? "object" : "value");
-        return 400;
+        return PATCH_MALFORMED;
     }
     size_t i;
     json_t *op;
@@ -246,17 +265,17 @@ int luna_ds_patch_json(json_t **doc, const json_t *ops, char *msg, size_t msgsiz
         const char *from = json_string_value(json_object_get(op, "from"));
         if (!json_is_object(op) || !name) {
             snprintf(msg, msgsize, "Unexpected kind: %s", name ? name : "unknown");
-            return 400;
+            return PATCH_MALFORMED;
         }
         if (!path) {
             snprintf(msg, msgsize, "%s operation missing path", name);
-            return 422;
+            return PATCH_UNPROCESSABLE;
         }
         int rc = 0;
         if (strcmp(name, "add") == 0) {
             if (!value) {
                 snprintf(msg, msgsize, "add operation missing value");
-                return 422;
+                return PATCH_UNPROCESSABLE;
             }
             rc = ptr_add(doc, path, json_deep_copy(value), msg, msgsize);
         } else if (strcmp(name, "remove") == 0) {
@@ -264,44 +283,53 @@ int luna_ds_patch_json(json_t **doc, const json_t *ops, char *msg, size_t msgsiz
         } else if (strcmp(name, "replace") == 0) {
             if (!value) {
                 snprintf(msg, msgsize, "replace operation missing value");
-                return 422;
+                return PATCH_UNPROCESSABLE;
             }
             if (*path == '\0') {
+                json_t *copy = json_deep_copy(value);
+                if (!copy)
+                    return PATCH_NOMEM;
                 json_decref(*doc);
-                *doc = json_deep_copy(value);
+                *doc = copy;
             } else if ((rc = ptr_remove(*doc, path, NULL, "replace", msg, msgsize)) == 0) {
                 rc = ptr_add(doc, path, json_deep_copy(value), msg, msgsize);
             }
         } else if (strcmp(name, "move") == 0 || strcmp(name, "copy") == 0) {
             if (!from) {
                 snprintf(msg, msgsize, "%s operation missing from", name);
-                return 422;
+                return PATCH_UNPROCESSABLE;
             }
             json_t *v = NULL;
             if (strcmp(name, "move") == 0) {
                 rc = ptr_remove(*doc, from, &v, "move", msg, msgsize);
             } else {
-                json_t *src = get_ptr(*doc, from);
-                if (src)
+                bool oom = false;
+                json_t *src = get_ptr(*doc, from, &oom);
+                if (oom)
+                    rc = PATCH_NOMEM;
+                else if (src)
                     v = json_deep_copy(src);
                 else {
                     snprintf(msg, msgsize, "copy operation does not apply: doc is missing from path: \"%s\"", from);
-                    rc = 422;
+                    rc = PATCH_UNPROCESSABLE;
                 }
             }
             if (rc == 0)
                 rc = ptr_add(doc, path, v, msg, msgsize);
         } else if (strcmp(name, "test") == 0) {
-            json_t *cur = get_ptr(*doc, path);
+            bool oom = false;
+            json_t *cur = get_ptr(*doc, path, &oom);
+            if (oom)
+                return PATCH_NOMEM;
             if (!value)
                 value = json_null();
             if (!(cur ? json_equal(cur, value) : json_is_null(value))) {
                 snprintf(msg, msgsize, "testing value %s failed: test failed", path);
-                rc = 422;
+                rc = PATCH_UNPROCESSABLE;
             }
         } else {
             snprintf(msg, msgsize, "Unexpected kind: %s", name);
-            return 400;
+            return PATCH_MALFORMED;
         }
         if (rc)
             return rc;
@@ -392,12 +420,12 @@ static int smp_list(struct smp *s, json_t *parent, const char *field, json_t *ta
     json_array_foreach(patch, i, item) {
         if (!json_is_object(item)) {
             snprintf(s->msg, s->msgsize, "unable to find api field in struct for the list %s", field);
-            return 400;
+            return PATCH_MALFORMED;
         }
         json_t *kv = json_object_get(item, key);
         if (!kv) {
             snprintf(s->msg, s->msgsize, "map does not contain declared merge key: %s", key);
-            return 400;
+            return PATCH_MALFORMED;
         }
         size_t found = (size_t)-1;
         size_t j;
@@ -440,7 +468,7 @@ static int smp_map(struct smp *s, json_t *target, const json_t *patch)
     }
     if (d && strcmp(d, "merge") != 0) {
         snprintf(s->msg, s->msgsize, "Unknown patch type: %s in map: %s", d, "patch");
-        return 400;
+        return PATCH_MALFORMED;
     }
     const char *k;
     json_t *v;
@@ -466,7 +494,7 @@ static int smp_map(struct smp *s, json_t *target, const json_t *patch)
         }
         if (s->depth >= MAX_PATH) {
             snprintf(s->msg, s->msgsize, "patch nested too deeply");
-            return 422;
+            return PATCH_UNPROCESSABLE;
         }
         s->path[s->depth++] = k;
         json_t *cur = json_object_get(target, k);
@@ -507,14 +535,31 @@ static int smp_map(struct smp *s, json_t *target, const json_t *patch)
     return 0;
 }
 
-int luna_ds_patch_strategic(json_t *doc, const json_t *patch, const luna_ds_type *t,
-                            char *msg, size_t msgsize)
+/* The Status for an internal result (msg: its message). */
+static int patch_status(int rc, const char *msg, luna_ds_status *st)
 {
-    if (!json_is_object(patch)) {
-        snprintf(msg, msgsize, "json: cannot unmarshal %s into Go value of type map[string]interface {}",
-                 json_is_array(patch) ? "array" : "value");
-        return 400;
+    switch (rc) {
+    case PATCH_OK:            return 0;
+    case PATCH_MALFORMED:     return luna_ds_status_bad_request(st, "%s", msg);
+    case PATCH_UNPROCESSABLE: return luna_ds_status_set(st, 422, "Invalid", "%s", msg);
+    default:                  return luna_ds_status_oom(st);
     }
-    struct smp s = { .type = t, .msg = msg, .msgsize = msgsize };
-    return smp_map(&s, doc, patch);
+}
+
+int luna_ds_patch_json(json_t **doc, const json_t *ops, luna_ds_status *st)
+{
+    char msg[1024] = "";
+    return patch_status(json_patch(doc, ops, msg, sizeof msg), msg, st);
+}
+
+int luna_ds_patch_strategic(json_t *doc, const json_t *patch, const luna_ds_type *t,
+                            luna_ds_status *st)
+{
+    if (!json_is_object(patch))
+        return luna_ds_status_bad_request(st, "json: cannot unmarshal %s into Go value of type "
+                                          "map[string]interface {}",
+                                          json_is_array(patch) ? "array" : "value");
+    char msg[1024] = "";
+    struct smp s = { .type = t, .msg = msg, .msgsize = sizeof msg };
+    return patch_status(smp_map(&s, doc, patch), msg, st);
 }

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "devserver/devserver_status.h"
 #include "devserver/devserver_types.h"
 
 enum luna_ds_list_kind { LUNA_DS_LIST_ATOMIC, LUNA_DS_LIST_MAP, LUNA_DS_LIST_SET };
@@ -34,14 +35,17 @@ enum luna_ds_list_kind luna_ds_patch_list_key(const luna_ds_type *t, const char 
 json_t *luna_ds_patch_merge(json_t *target, const json_t *patch);
 
 /* RFC 6902: applies ops to *doc (replacing *doc when the root is replaced).
- * Returns 0; 400 when ops is malformed; 422 when an operation does not
- * apply (missing path, failed test).  msg gets the reason. */
-int luna_ds_patch_json(json_t **doc, const json_t *ops, char *msg, size_t msgsize);
+ * Returns 0, or a negative LUNA_E* code with st set: 400 BadRequest when
+ * ops is malformed, 422 Invalid when an operation does not apply (missing
+ * path, failed test), 500 when out of memory.  *doc may be partly patched
+ * then: the caller drops it. */
+int luna_ds_patch_json(json_t **doc, const json_t *ops, luna_ds_status *st);
 
 /* Strategic merge patch onto doc (an object) for type t; handles the
  * $patch (replace/delete/merge), $retainKeys, $deleteFromPrimitiveList/ and
- * $setElementOrder/ directives.  Returns 0, or 400/422 with msg. */
+ * $setElementOrder/ directives.  Returns 0, or a negative LUNA_E* code with
+ * st set (400, 422 or 500 as luna_ds_patch_json). */
 int luna_ds_patch_strategic(json_t *doc, const json_t *patch, const luna_ds_type *t,
-                            char *msg, size_t msgsize);
+                            luna_ds_status *st);
 
 #endif

@@ -11,15 +11,33 @@ void luna_ds_reply_bytes(luna_ds_response *resp, int code, char *body)
     resp->len = strlen(body);
 }
 
+void luna_ds_reply_oom(luna_ds_response *resp)
+{
+    static const char body[] = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                               "\"status\":\"Failure\",\"message\":\"Internal error occurred: "
+                               "out of memory\",\"reason\":\"InternalError\",\"code\":500}\n";
+    free(resp->body);
+    resp->code = 500;
+    resp->body = strdup(body);
+    resp->len = resp->body ? sizeof body - 1 : 0;
+}
+
 /* Takes ownership of doc. */
 void luna_ds_reply_json(luna_ds_response *resp, int code, json_t *doc)
 {
-    char *s = json_dumps(doc, JSON_COMPACT);
+    char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
+    if (!s) {
+        luna_ds_reply_oom(resp);
+        return;
+    }
     size_t n = strlen(s);
     char *b = realloc(s, n + 2);
-    if (!b)
-        abort();
+    if (!b) {
+        free(s);
+        luna_ds_reply_oom(resp);
+        return;
+    }
     b[n] = '\n';
     b[n + 1] = '\0';
     luna_ds_reply_bytes(resp, code, b);

@@ -6,7 +6,8 @@
  *
  * The request is borrowed for the call.  The response owns its body
  * (free()) or its watch (luna_ds_watch_free()); the reply helpers fill it
- * in.  Runs on the loop thread.
+ * in.  jansson returns NULL when out of memory, so a helper given NULL
+ * answers 500 out of memory.  Runs on the loop thread.
  */
 #ifndef LUNA_DEVSERVER_REQUEST_H
 #define LUNA_DEVSERVER_REQUEST_H
@@ -49,7 +50,11 @@ const char *luna_ds_request_manager(const luna_ds_request *req, char *buf, size_
 
 /* Answers body (a NUL-terminated string; takes ownership). */
 void luna_ds_reply_bytes(luna_ds_response *resp, int code, char *body);
-/* Answers doc as one compact JSON line (takes ownership of doc). */
+/* Answers 500 InternalError "out of memory" (an empty body if even that
+ * cannot be allocated). */
+void luna_ds_reply_oom(luna_ds_response *resp);
+/* Answers doc as one compact JSON line (takes ownership of doc; NULL, or a
+ * document that cannot be serialised, answers luna_ds_reply_oom). */
 void luna_ds_reply_json(luna_ds_response *resp, int code, json_t *doc);
 /* Answers the Status in st and clears st. */
 void luna_ds_reply_status(luna_ds_response *resp, luna_ds_status *st);

@@ -11,13 +11,16 @@
 
 #include "base/error.h"
 
+typedef struct luna_ds luna_ds;
+
 /* Creates (or, if it exists, replaces) one object from a seed document
  * (borrowed); creates its namespace if missing ("default" when the object
  * names none).  A `kind: List` or `*List` document seeds each item.
  * Returns 0 or a negative LUNA_E* code with err set. */
-int luna_ds_seed_load(const json_t *doc, luna_error *err);
+int luna_ds_seed_load(luna_ds *ds, const json_t *doc, luna_error *err);
 
-/* Every served object, as a `kind: List` (caller owns). */
-json_t *luna_ds_seed_dump(void);
+/* Every served object, as a `kind: List` (caller owns); NULL when out of
+ * memory. */
+json_t *luna_ds_seed_dump(luna_ds *ds);
 
 #endif

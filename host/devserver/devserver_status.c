@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/error.h"
+
 static void set_message(luna_ds_status *st, const char *fmt, va_list ap)
 {
     vsnprintf(st->message, sizeof st->message, fmt, ap);
@@ -20,6 +22,16 @@ static void reset(luna_ds_status *st, int code, const char *reason)
     st->retry_after = 0;
 }
 
+int luna_ds_status_errcode(int http)
+{
+    switch (http) {
+    case 404: case 410: return LUNA_ENOTFOUND;
+    case 413: return LUNA_ETOOBIG;
+    case 504: return LUNA_ETIMEOUT;
+    default:  return LUNA_EINVAL;
+    }
+}
+
 int luna_ds_status_set(luna_ds_status *st, int code, const char *reason,
                        const char *fmt, ...)
 {
@@ -28,7 +40,14 @@ int luna_ds_status_set(luna_ds_status *st, int code, const char *reason,
     va_start(ap, fmt);
     set_message(st, fmt, ap);
     va_end(ap);
-    return -code;
+    return luna_ds_status_errcode(code);
+}
+
+int luna_ds_status_oom(luna_ds_status *st)
+{
+    reset(st, 500, "InternalError");
+    snprintf(st->message, sizeof st->message, "Internal error occurred: out of memory");
+    return LUNA_ENOMEM;
 }
 
 static json_t *named_details(const char *group, const char *resource, const char *name)
@@ -58,7 +77,7 @@ int luna_ds_status_not_found(luna_ds_status *st, const char *group,
     luna_ds_status_set(st, 404, "NotFound", "%s \"%s\" not found",
                        qualified(gr, sizeof gr, group, resource), name);
     st->details = named_details(group, resource, name);
-    return -404;
+    return LUNA_ENOTFOUND;
 }
 
 int luna_ds_status_already_exists(luna_ds_status *st, const char *group,
@@ -68,7 +87,7 @@ int luna_ds_status_already_exists(luna_ds_status *st, const char *group,
     luna_ds_status_set(st, 409, "AlreadyExists", "%s \"%s\" already exists",
                        qualified(gr, sizeof gr, group, resource), name);
     st->details = named_details(group, resource, name);
-    return -409;
+    return LUNA_EINVAL;
 }
 
 int luna_ds_status_conflict(luna_ds_status *st, const char *group,
@@ -78,7 +97,7 @@ int luna_ds_status_conflict(luna_ds_status *st, const char *group,
     luna_ds_status_set(st, 409, "Conflict", "Operation cannot be fulfilled on %s \"%s\": %s",
                        qualified(gr, sizeof gr, group, resource), name, why);
     st->details = named_details(group, resource, name);
-    return -409;
+    return LUNA_EINVAL;
 }
 
 int luna_ds_status_bad_request(luna_ds_status *st, const char *fmt, ...)
@@ -88,7 +107,7 @@ int luna_ds_status_bad_request(luna_ds_status *st, const char *fmt, ...)
     va_start(ap, fmt);
     set_message(st, fmt, ap);
     va_end(ap);
-    return -400;
+    return LUNA_EINVAL;
 }
 
 int luna_ds_status_invalid(luna_ds_status *st, const char *group, const char *kind,
@@ -114,7 +133,7 @@ int luna_ds_status_invalid(luna_ds_status *st, const char *group, const char *ki
     json_array_append_new(causes, cause);
     json_object_set_new(d, "causes", causes);
     st->details = d;
-    return -422;
+    return LUNA_EINVAL;
 }
 
 void luna_ds_status_clear(luna_ds_status *st)

@@ -9,12 +9,18 @@
  * that found the problem (store, patch, selector) to the HTTP layer, which
  * renders it with luna_ds_status_json().  `details` is owned by the value:
  * free it with luna_ds_status_clear().  Runs on the loop thread.
+ *
+ * Functions that fill one in return, as the rest of luna does, 0 or a
+ * negative LUNA_E* code (luna_ds_status_errcode() of the HTTP status); the
+ * HTTP status itself travels in the value.
  */
 #ifndef LUNA_DEVSERVER_STATUS_H
 #define LUNA_DEVSERVER_STATUS_H
 
 #include <jansson.h>
 #include <stdbool.h>
+
+#include "base/error.h"
 
 typedef struct luna_ds_status {
     int code;             /* HTTP status; 0 = no error recorded */
@@ -24,8 +30,13 @@ typedef struct luna_ds_status {
     int retry_after;      /* seconds; > 0 adds a Retry-After header */
 } luna_ds_status;
 
-/* Records an error in st (replacing what was there) and returns -code, so a
- * caller can `return luna_ds_status_set(st, 404, "NotFound", ...)`. */
+/* The LUNA_E* code for an HTTP error status: LUNA_ENOTFOUND (404, 410),
+ * LUNA_ETOOBIG (413), LUNA_ETIMEOUT (504), else LUNA_EINVAL. */
+int luna_ds_status_errcode(int http);
+
+/* Records an error in st (replacing what was there) and returns
+ * luna_ds_status_errcode(code), so a caller can
+ * `return luna_ds_status_set(st, 404, "NotFound", ...)`. */
 int luna_ds_status_set(luna_ds_status *st, int code, const char *reason,
                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
@@ -45,6 +56,10 @@ int luna_ds_status_invalid(luna_ds_status *st, const char *group, const char *ki
                            const char *name, const char *cause_reason,
                            const char *field, const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
+
+/* 500 InternalError "out of memory" (without allocating); returns
+ * LUNA_ENOMEM. */
+int luna_ds_status_oom(luna_ds_status *st);
 
 /* Frees details and resets st to "no error". */
 void luna_ds_status_clear(luna_ds_status *st);

@@ -1,8 +1,12 @@
 /* devserver_store.c — see devserver_store.h. */
 #include "devserver/devserver_store.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+/* A failed hash-table allocation leaves the element out (hh.tbl NULL)
+ * instead of exiting the process. */
+#define HASH_NONFATAL_OOM 1
 #include <uthash.h>
 
 struct entry {
@@ -19,7 +23,13 @@ struct sorted_entry {
     luna_ds_obj *obj;         /* the entry's current object */
 };
 
+struct luna_ds_store {
+    size_t history;           /* events kept per collection */
+    uint64_t rv;              /* the RV of the last write */
+};
+
 struct luna_ds_coll {
+    luna_ds_store *store;
     struct entry *map;
     struct sorted_entry *sorted; /* valid if and only if !dirty */
     size_t nsorted;
@@ -30,27 +40,32 @@ struct luna_ds_coll {
     luna_ds_listener *listeners;
 };
 
-static size_t history_cap = 10000;
-static uint64_t global_rv;
-
-void luna_ds_store_set_history(size_t events)
+luna_ds_store *luna_ds_store_new(size_t history)
 {
-    history_cap = events ? events : 1;
+    luna_ds_store *s = calloc(1, sizeof *s);
+    if (s)
+        s->history = history ? history : LUNA_DS_HISTORY_DEFAULT;
+    return s;
 }
 
-uint64_t luna_ds_store_rv(void) { return global_rv; }
-uint64_t luna_ds_store_next_rv(void) { return ++global_rv; }
+void luna_ds_store_free(luna_ds_store *s) { free(s); }
 
-luna_ds_coll *luna_ds_store_coll_new(void)
+uint64_t luna_ds_store_rv(const luna_ds_store *s) { return s->rv; }
+uint64_t luna_ds_store_next_rv(luna_ds_store *s) { return ++s->rv; }
+
+luna_ds_coll *luna_ds_store_coll_new(luna_ds_store *s)
 {
     luna_ds_coll *c = calloc(1, sizeof *c);
     if (!c)
-        abort();
-    c->cap = history_cap;
+        return NULL;
+    c->store = s;
+    c->cap = s->history;
     c->ring = calloc(c->cap, sizeof *c->ring);
-    if (!c->ring)
-        abort();
-    c->floor = global_rv;
+    if (!c->ring) {
+        free(c);
+        return NULL;
+    }
+    c->floor = s->rv;
     c->dirty = true;
     return c;
 }
@@ -79,11 +94,12 @@ void luna_ds_store_coll_free(luna_ds_coll *c)
 
 /* ---- objects ---- */
 
-static char *dup_str(const char *s)
+/* A copy of s ("" for NULL); *ok becomes false when out of memory. */
+static char *dup_str(const char *s, bool *ok)
 {
     char *d = strdup(s ? s : "");
     if (!d)
-        abort();
+        *ok = false;
     return d;
 }
 
@@ -91,50 +107,53 @@ luna_ds_obj *luna_ds_obj_new(const json_t *doc, uint64_t rv)
 {
     luna_ds_obj *o = calloc(1, sizeof *o);
     if (!o)
-        abort();
+        return NULL;
     o->refs = 1;
     o->rv = rv;
     o->bytes = json_dumps(doc, JSON_COMPACT);
-    if (!o->bytes)
-        abort();
-    o->len = strlen(o->bytes);
+    bool ok = o->bytes != NULL;
+    o->len = ok ? strlen(o->bytes) : 0;
     json_t *md = json_object_get(doc, "metadata");
     const char *ns = json_string_value(json_object_get(md, "namespace"));
     const char *name = json_string_value(json_object_get(md, "name"));
-    o->ns = dup_str(ns);
-    o->name = dup_str(name);
-    if (ns && *ns) {
+    o->ns = dup_str(ns, &ok);
+    o->name = dup_str(name, &ok);
+    if (ns && *ns && o->name) {
         size_t n = strlen(ns) + strlen(o->name) + 2;
         o->key = malloc(n);
-        if (!o->key)
-            abort();
-        memcpy(o->key, ns, strlen(ns));
-        o->key[strlen(ns)] = '/';
-        strcpy(o->key + strlen(ns) + 1, o->name);
+        if (o->key)
+            snprintf(o->key, n, "%s/%s", ns, o->name);
+        else
+            ok = false;
     } else {
-        o->key = dup_str(o->name);
+        o->key = dup_str(o->name, &ok);
     }
-    o->uid = dup_str(json_string_value(json_object_get(md, "uid")));
+    o->uid = dup_str(json_string_value(json_object_get(md, "uid")), &ok);
     json_t *labels = json_object_get(md, "labels");
-    if (json_is_object(labels) && json_object_size(labels))
+    if (json_is_object(labels) && json_object_size(labels)) {
         o->labels = json_deep_copy(labels);
+        ok = ok && o->labels;
+    }
     json_t *refs = json_object_get(md, "ownerReferences");
     if (json_is_array(refs) && json_array_size(refs)) {
         o->owner_uids = calloc(json_array_size(refs), sizeof *o->owner_uids);
-        if (!o->owner_uids)
-            abort();
+        ok = ok && o->owner_uids;
         size_t i;
         json_t *r;
         json_array_foreach(refs, i, r) {
             const char *uid = json_string_value(json_object_get(r, "uid"));
-            if (uid)
-                o->owner_uids[o->nowners++] = dup_str(uid);
+            if (uid && o->owner_uids && (o->owner_uids[o->nowners] = dup_str(uid, &ok)))
+                o->nowners++;
         }
     }
     o->deleting = json_object_get(md, "deletionTimestamp") != NULL &&
                   !json_is_null(json_object_get(md, "deletionTimestamp"));
     json_t *fin = json_object_get(md, "finalizers");
     o->nfinalizers = json_is_array(fin) ? (int)json_array_size(fin) : 0;
+    if (!ok) {
+        luna_ds_obj_unref(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -163,10 +182,8 @@ void luna_ds_obj_unref(luna_ds_obj *o)
 
 json_t *luna_ds_obj_doc(const luna_ds_obj *o)
 {
-    json_t *doc = json_loadb(o->bytes, o->len, 0, NULL);
-    if (!doc)
-        abort(); /* the bytes were produced by json_dumps */
-    return doc;
+    /* the bytes were produced by json_dumps: only memory can fail */
+    return json_loadb(o->bytes, o->len, 0, NULL);
 }
 
 /* ---- collection ---- */
@@ -221,10 +238,23 @@ static struct sorted_entry *find_sorted(luna_ds_coll *c, const char *key)
     return NULL;
 }
 
-void luna_ds_store_put(luna_ds_coll *c, enum luna_ds_event_type type, luna_ds_obj *obj)
+int luna_ds_store_put(luna_ds_coll *c, enum luna_ds_event_type type, luna_ds_obj *obj)
 {
     struct entry *e;
     HASH_FIND_STR(c->map, obj->key, e);
+    struct entry *added = NULL;
+    if (type != LUNA_DS_DELETED && !e) {
+        /* everything that can fail, before anything changes */
+        added = calloc(1, sizeof *added);
+        if (added && !(added->key = strdup(obj->key))) {
+            free(added);
+            added = NULL;
+        }
+        if (!added) {
+            luna_ds_obj_unref(obj);
+            return LUNA_ENOMEM;
+        }
+    }
     luna_ds_obj *prev = e ? e->obj : NULL;
     if (type == LUNA_DS_DELETED) {
         if (e) {
@@ -244,18 +274,22 @@ void luna_ds_store_put(luna_ds_coll *c, enum luna_ds_event_type type, luna_ds_ob
                 c->dirty = true;
         }
     } else {
-        e = calloc(1, sizeof *e);
-        if (!e)
-            abort();
-        e->key = dup_str(obj->key);
-        e->obj = luna_ds_obj_ref(obj);
+        e = added;
         HASH_ADD_KEYPTR(hh, c->map, e->key, strlen(e->key), e);
+        if (!e->hh.tbl) {
+            free(e->key);
+            free(e);
+            luna_ds_obj_unref(obj);
+            return LUNA_ENOMEM;
+        }
+        e->obj = luna_ds_obj_ref(obj);
         c->dirty = true;
     }
     record(c, type, obj, prev);
     if (prev)
         luna_ds_obj_unref(prev);
     luna_ds_obj_unref(obj);
+    return 0;
 }
 
 static int by_key(const void *a, const void *b)
@@ -263,21 +297,23 @@ static int by_key(const void *a, const void *b)
     return strcmp(((const struct sorted_entry *)a)->key, ((const struct sorted_entry *)b)->key);
 }
 
-static void sort_current(luna_ds_coll *c)
+static int sort_current(luna_ds_coll *c)
 {
     if (!c->dirty)
-        return;
+        return 0;
     size_t n = HASH_COUNT(c->map);
+    struct sorted_entry *sorted = malloc((n ? n : 1) * sizeof *sorted);
+    if (!sorted)
+        return LUNA_ENOMEM;
     free(c->sorted);
-    c->sorted = malloc((n ? n : 1) * sizeof *c->sorted);
-    if (!c->sorted)
-        abort();
+    c->sorted = sorted;
     size_t i = 0;
     for (struct entry *e = c->map; e; e = e->hh.next)
         c->sorted[i++] = (struct sorted_entry){ e->key, e->obj };
     qsort(c->sorted, n, sizeof *c->sorted, by_key);
     c->nsorted = n;
     c->dirty = false;
+    return 0;
 }
 
 struct past {
@@ -300,7 +336,8 @@ int luna_ds_store_snapshot(luna_ds_coll *c, uint64_t rv, luna_ds_obj ***items, s
 {
     if (rv && rv < c->floor)
         return LUNA_ENOTFOUND;
-    sort_current(c);
+    if (sort_current(c) < 0)
+        return LUNA_ENOMEM;
     /* Keys written after rv: their state at rv is the prev of their first
      * later event (NULL when that event created them). */
     size_t first = c->count;
@@ -316,7 +353,7 @@ int luna_ds_store_snapshot(luna_ds_coll *c, uint64_t rv, luna_ds_obj ***items, s
     if (first < c->count) {
         past = malloc((c->count - first) * sizeof *past);
         if (!past)
-            abort();
+            return LUNA_ENOMEM;
         for (size_t i = first; i < c->count; i++) {
             luna_ds_event *ev = &c->ring[(c->head + i) % c->cap];
             past[npast].key = ev->obj->key;
@@ -332,8 +369,10 @@ int luna_ds_store_snapshot(luna_ds_coll *c, uint64_t rv, luna_ds_obj ***items, s
         npast = u;
     }
     luna_ds_obj **out = malloc((c->nsorted + npast + 1) * sizeof *out);
-    if (!out)
-        abort();
+    if (!out) {
+        free(past);
+        return LUNA_ENOMEM;
+    }
     size_t k = 0, i = 0, j = 0;
     while (i < c->nsorted || j < npast) {
         int d;

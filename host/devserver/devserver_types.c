@@ -7,8 +7,10 @@
 
 #include "devserver/devserver_store.h"
 
-static luna_ds_type *types;      /* registration order = discovery order */
-static bool initialized;
+struct luna_ds_types {
+    luna_ds_type *head;       /* registration order = discovery order */
+    luna_ds_store *store;     /* where new collections come from */
+};
 
 static const char *const pod_fields[] = { "spec.nodeName", "spec.restartPolicy",
     "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork",
@@ -41,154 +43,226 @@ static json_t *strings(const char *csv)
     return a;
 }
 
-static char *xstrdup(const char *s)
+static void type_free(luna_ds_type *t)
+{
+    free(t->group);
+    free(t->version);
+    free(t->api_version);
+    free(t->resource);
+    free(t->singular);
+    free(t->kind);
+    free(t->list_kind);
+    free(t->crd_name);
+    json_decref(t->short_names);
+    json_decref(t->categories);
+    free(t);
+}
+
+/* A copy of s ("" for NULL); *ok becomes false when out of memory. */
+static char *dup_str(const char *s, bool *ok)
 {
     char *d = strdup(s ? s : "");
     if (!d)
-        abort();
+        *ok = false;
     return d;
 }
 
+/* A new type (not yet registered), or NULL when out of memory. */
 static luna_ds_type *new_type(const char *group, const char *version, const char *resource,
                               const char *singular, const char *kind, bool namespaced)
 {
     luna_ds_type *t = calloc(1, sizeof *t);
     if (!t)
-        abort();
-    t->group = xstrdup(group);
-    t->version = xstrdup(version);
+        return NULL;
+    bool ok = true;
+    t->group = dup_str(group, &ok);
+    t->version = dup_str(version, &ok);
     char av[512];
     if (*group)
         snprintf(av, sizeof av, "%s/%s", group, version);
     else
         snprintf(av, sizeof av, "%s", version);
-    t->api_version = xstrdup(av);
-    t->resource = xstrdup(resource);
-    t->singular = xstrdup(singular);
-    t->kind = xstrdup(kind);
+    t->api_version = dup_str(av, &ok);
+    t->resource = dup_str(resource, &ok);
+    t->singular = dup_str(singular, &ok);
+    t->kind = dup_str(kind, &ok);
     char lk[300];
     snprintf(lk, sizeof lk, "%sList", kind);
-    t->list_kind = xstrdup(lk);
+    t->list_kind = dup_str(lk, &ok);
     t->namespaced = namespaced;
     t->served = true;
     t->storage = true;
+    if (!ok) {
+        type_free(t);
+        return NULL;
+    }
     return t;
 }
 
-static void append(luna_ds_type *t)
+static void append(luna_ds_types *reg, luna_ds_type *t)
 {
-    luna_ds_type **p = &types;
+    luna_ds_type **p = &reg->head;
     while (*p)
         p = &(*p)->next;
     *p = t;
 }
 
-static luna_ds_type *builtin(const char *group, const char *version, const char *resource,
-                             const char *singular, const char *kind, bool namespaced,
-                             const char *shorts, const char *categories)
+/* Registers a built-in type with its own collection; NULL when out of
+ * memory (nothing registered). */
+static luna_ds_type *builtin(luna_ds_types *reg, const char *group, const char *version,
+                             const char *resource, const char *singular, const char *kind,
+                             bool namespaced, const char *shorts, const char *categories)
 {
     luna_ds_type *t = new_type(group, version, resource, singular, kind, namespaced);
+    if (!t)
+        return NULL;
     t->short_names = strings(shorts);
     t->categories = strings(categories);
-    t->coll = luna_ds_store_coll_new();
-    append(t);
+    t->coll = luna_ds_store_coll_new(reg->store);
+    if (!t->short_names || !t->categories || !t->coll) {
+        luna_ds_store_coll_free(t->coll);
+        type_free(t);
+        return NULL;
+    }
+    append(reg, t);
     return t;
 }
 
-void luna_ds_types_init(void)
+/* The built-in types, in discovery order.  0, or LUNA_ENOMEM. */
+static int register_builtins(luna_ds_types *reg)
 {
-    if (initialized)
-        return;
-    initialized = true;
     luna_ds_type *t;
-    t = builtin("", "v1", "configmaps", "configmap", "ConfigMap", true, "cm", NULL);
-    (void)t;
-    t = builtin("", "v1", "events", "event", "Event", true, "ev", NULL);
+    t = builtin(reg, "", "v1", "configmaps", "configmap", "ConfigMap", true, "cm", NULL);
+    if (!t)
+        return LUNA_ENOMEM;
+    t = builtin(reg, "", "v1", "events", "event", "Event", true, "ev", NULL);
+    if (!t)
+        return LUNA_ENOMEM;
     t->fields = event_fields;
     luna_ds_type *core_events = t;
-    t = builtin("", "v1", "namespaces", "namespace", "Namespace", false, "ns", NULL);
+    t = builtin(reg, "", "v1", "namespaces", "namespace", "Namespace", false, "ns", NULL);
+    if (!t)
+        return LUNA_ENOMEM;
     t->has_status = true;
     t->return_deleted = true;
     t->fields = namespace_fields;
-    t = builtin("", "v1", "pods", "pod", "Pod", true, "po", "all");
+    t = builtin(reg, "", "v1", "pods", "pod", "Pod", true, "po", "all");
+    if (!t)
+        return LUNA_ENOMEM;
     t->has_status = true;
     t->return_deleted = true;
     t->fields = pod_fields;
-    t = builtin("", "v1", "secrets", "secret", "Secret", true, NULL, NULL);
+    t = builtin(reg, "", "v1", "secrets", "secret", "Secret", true, NULL, NULL);
+    if (!t)
+        return LUNA_ENOMEM;
     t->fields = secret_fields;
-    t = builtin("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, "sa", NULL);
-    t = builtin("", "v1", "services", "service", "Service", true, "svc", "all");
+    t = builtin(reg, "", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, "sa", NULL);
+    if (!t)
+        return LUNA_ENOMEM;
+    t = builtin(reg, "", "v1", "services", "service", "Service", true, "svc", "all");
+    if (!t)
+        return LUNA_ENOMEM;
     t->has_status = true;
     t->return_deleted = true;
-    t = builtin("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+    t = builtin(reg, "apiextensions.k8s.io", "v1", "customresourcedefinitions",
                 "customresourcedefinition", "CustomResourceDefinition", false, "crd,crds",
                 "api-extensions");
+    if (!t)
+        return LUNA_ENOMEM;
     t->has_status = true;
     t->has_generation = true;
     t->return_deleted = true;
-    t = builtin("apps", "v1", "deployments", "deployment", "Deployment", true, "deploy", "all");
+    t = builtin(reg, "apps", "v1", "deployments", "deployment", "Deployment", true, "deploy", "all");
+    if (!t)
+        return LUNA_ENOMEM;
     t->has_status = true;
     t->has_generation = true;
-    t = builtin("apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, "rs", "all");
+    t = builtin(reg, "apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, "rs", "all");
+    if (!t)
+        return LUNA_ENOMEM;
     t->has_status = true;
     t->has_generation = true;
-    t = builtin("apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, "sts", "all");
+    t = builtin(reg, "apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, "sts", "all");
+    if (!t)
+        return LUNA_ENOMEM;
     t->has_status = true;
     t->has_generation = true;
-    t = builtin("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, NULL, NULL);
+    t = builtin(reg, "coordination.k8s.io", "v1", "leases", "lease", "Lease", true, NULL, NULL);
+    if (!t)
+        return LUNA_ENOMEM;
     /* events.k8s.io/v1 Events are the core Events, seen through another version. */
     t = new_type("events.k8s.io", "v1", "events", "event", "Event", true);
+    if (!t)
+        return LUNA_ENOMEM;
     t->short_names = strings("ev");
     t->categories = strings(NULL);
     t->coll = core_events->coll;
     t->storage = false;
     t->conv = LUNA_DS_CONV_EVENTS_V1;
     t->fields = event_v1_fields;
-    append(t);
+    if (!t->short_names || !t->categories) {
+        type_free(t);
+        return LUNA_ENOMEM;
+    }
+    append(reg, t);
+    return 0;
 }
 
-luna_ds_type *luna_ds_types_storage_of(luna_ds_type *t)
+luna_ds_types *luna_ds_types_new(luna_ds_store *store)
 {
-    luna_ds_type *s = luna_ds_types_storage(t->coll);
+    luna_ds_types *reg = calloc(1, sizeof *reg);
+    if (!reg)
+        return NULL;
+    reg->store = store;
+    if (register_builtins(reg) < 0) {
+        luna_ds_types_free(reg);
+        return NULL;
+    }
+    return reg;
+}
+
+luna_ds_type *luna_ds_types_storage_of(const luna_ds_types *reg, luna_ds_type *t)
+{
+    luna_ds_type *s = luna_ds_types_storage(reg, t->coll);
     return s ? s : t;
 }
 
-static luna_ds_type *find_storage_type(const char *group, const char *resource)
+static luna_ds_type *find_storage_type(const luna_ds_types *reg, const char *group,
+                                       const char *resource)
 {
-    for (luna_ds_type *t = luna_ds_types_all(); t; t = t->next)
+    for (luna_ds_type *t = reg->head; t; t = t->next)
         if (t->storage && strcmp(t->group, group) == 0 && strcmp(t->resource, resource) == 0)
             return t;
     return NULL;
 }
 
-luna_ds_type *luna_ds_types_namespaces(void)
+luna_ds_type *luna_ds_types_namespaces(const luna_ds_types *reg)
 {
-    return find_storage_type("", "namespaces");
+    return find_storage_type(reg, "", "namespaces");
 }
 
+luna_ds_type *luna_ds_types_all(const luna_ds_types *reg) { return reg->head; }
 
-luna_ds_type *luna_ds_types_all(void) { return types; }
-
-luna_ds_type *luna_ds_types_find(const char *group, const char *version, const char *resource)
+luna_ds_type *luna_ds_types_find(const luna_ds_types *reg, const char *group, const char *version, const char *resource)
 {
-    for (luna_ds_type *t = types; t; t = t->next)
+    for (luna_ds_type *t = reg->head; t; t = t->next)
         if (t->served && strcmp(t->group, group) == 0 && strcmp(t->version, version) == 0 &&
             strcmp(t->resource, resource) == 0)
             return t;
     return NULL;
 }
 
-luna_ds_type *luna_ds_types_find_kind(const char *api_version, const char *kind)
+luna_ds_type *luna_ds_types_find_kind(const luna_ds_types *reg, const char *api_version, const char *kind)
 {
-    for (luna_ds_type *t = types; t; t = t->next)
+    for (luna_ds_type *t = reg->head; t; t = t->next)
         if (t->served && strcmp(t->api_version, api_version) == 0 && strcmp(t->kind, kind) == 0)
             return t;
     return NULL;
 }
 
-luna_ds_type *luna_ds_types_storage(const struct luna_ds_coll *coll)
+luna_ds_type *luna_ds_types_storage(const luna_ds_types *reg, const struct luna_ds_coll *coll)
 {
-    for (luna_ds_type *t = types; t; t = t->next)
+    for (luna_ds_type *t = reg->head; t; t = t->next)
         if (t->coll == coll && t->storage)
             return t;
     return NULL;
@@ -223,10 +297,10 @@ static json_t *group_version(const char *group, const char *version)
 }
 
 /* Versions of `group` in registration order, each once; NULL if none. */
-static json_t *group_doc(const char *group)
+static json_t *group_doc(const luna_ds_types *reg, const char *group)
 {
     json_t *versions = json_array();
-    for (luna_ds_type *t = types; t; t = t->next) {
+    for (luna_ds_type *t = reg->head; t; t = t->next) {
         if (!t->served || strcmp(t->group, group) != 0)
             continue;
         bool seen = false;
@@ -248,7 +322,7 @@ static json_t *group_doc(const char *group)
     /* Preferred: the storage version of the group's first resource, as a
      * CRD's storage version is what kube prefers for it. */
     json_t *pref = json_array_get(versions, 0);
-    for (luna_ds_type *t = types; t; t = t->next)
+    for (luna_ds_type *t = reg->head; t; t = t->next)
         if (t->served && t->storage && strcmp(t->group, group) == 0) {
             size_t i;
             json_t *v;
@@ -261,13 +335,13 @@ static json_t *group_doc(const char *group)
     return g;
 }
 
-json_t *luna_ds_types_group_list(void)
+json_t *luna_ds_types_group_list(const luna_ds_types *reg)
 {
     json_t *o = json_object();
     json_object_set_new(o, "kind", json_string("APIGroupList"));
     json_object_set_new(o, "apiVersion", json_string("v1"));
     json_t *groups = json_array();
-    for (luna_ds_type *t = types; t; t = t->next) {
+    for (luna_ds_type *t = reg->head; t; t = t->next) {
         if (!t->served || !*t->group)
             continue;
         bool seen = false;
@@ -277,7 +351,7 @@ json_t *luna_ds_types_group_list(void)
             if (strcmp(json_string_value(json_object_get(g, "name")), t->group) == 0)
                 seen = true;
         if (!seen) {
-            json_t *doc = group_doc(t->group);
+            json_t *doc = group_doc(reg, t->group);
             if (doc)
                 json_array_append_new(groups, doc);
         }
@@ -286,11 +360,11 @@ json_t *luna_ds_types_group_list(void)
     return o;
 }
 
-json_t *luna_ds_types_group(const char *group)
+json_t *luna_ds_types_group(const luna_ds_types *reg, const char *group)
 {
     if (!*group)
         return NULL;
-    json_t *g = group_doc(group);
+    json_t *g = group_doc(reg, group);
     if (!g)
         return NULL;
     json_t *o = json_object();
@@ -303,11 +377,12 @@ json_t *luna_ds_types_group(const char *group)
 
 static json_t *verbs(const char *csv) { return strings(csv); }
 
-json_t *luna_ds_types_resource_list(const char *group, const char *version)
+json_t *luna_ds_types_resource_list(const luna_ds_types *reg, const char *group,
+                                    const char *version)
 {
     json_t *res = json_array();
     bool any = false;
-    for (luna_ds_type *t = types; t; t = t->next) {
+    for (luna_ds_type *t = reg->head; t; t = t->next) {
         if (!t->served || strcmp(t->group, group) != 0 || strcmp(t->version, version) != 0)
             continue;
         any = true;
@@ -362,17 +437,17 @@ static void gv_path(const luna_ds_type *t, char *out, size_t n)
         snprintf(out, n, "api/%s", t->version);
 }
 
-json_t *luna_ds_types_openapi_index(void)
+json_t *luna_ds_types_openapi_index(const luna_ds_types *reg)
 {
     json_t *paths = json_object();
-    for (luna_ds_type *t = types; t; t = t->next) {
+    for (luna_ds_type *t = reg->head; t; t = t->next) {
         if (!t->served)
             continue;
         char p[512], url[600];
         gv_path(t, p, sizeof p);
         /* the hash changes when the served types change, so clients refetch */
         unsigned long h = 5381;
-        for (luna_ds_type *u = types; u; u = u->next)
+        for (luna_ds_type *u = reg->head; u; u = u->next)
             if (u->served)
                 for (const char *c = u->resource; *c; c++)
                     h = h * 33 + (unsigned char)*c;
@@ -382,11 +457,11 @@ json_t *luna_ds_types_openapi_index(void)
     return json_pack("{s:o}", "paths", paths);
 }
 
-json_t *luna_ds_types_openapi_gv(const char *gvpath)
+json_t *luna_ds_types_openapi_gv(const luna_ds_types *reg, const char *gvpath)
 {
     json_t *paths = json_object();
     bool any = false;
-    for (luna_ds_type *t = types; t; t = t->next) {
+    for (luna_ds_type *t = reg->head; t; t = t->next) {
         char p[512];
         gv_path(t, p, sizeof p);
         if (!t->served || strcmp(p, gvpath) != 0)
@@ -434,7 +509,7 @@ static int crd_invalid(luna_ds_status *st, const char *name, const char *field,
                                   name, "FieldValueRequired", field, "%s", what);
 }
 
-int luna_ds_types_crd_validate(const json_t *crd, luna_ds_status *st)
+int luna_ds_types_crd_validate(const luna_ds_types *reg, const json_t *crd, luna_ds_status *st)
 {
     const char *name = str_at(json_object_get(crd, "metadata"), "name");
     json_t *spec = json_object_get(crd, "spec");
@@ -478,7 +553,7 @@ int luna_ds_types_crd_validate(const json_t *crd, luna_ds_status *st)
                                       name, "FieldValueInvalid", "spec.versions",
                                       "Invalid value: must have exactly one version marked as storage version");
     /* The resource must not already be served by a built-in or another CRD. */
-    for (luna_ds_type *t = types; t; t = t->next)
+    for (luna_ds_type *t = reg->head; t; t = t->next)
         if (t->served && strcmp(t->group, group) == 0 && strcmp(t->resource, plural) == 0 &&
             (!t->custom || strcmp(t->crd_name, name) != 0))
             return luna_ds_status_invalid(st, "apiextensions.k8s.io", "CustomResourceDefinition",
@@ -487,7 +562,7 @@ int luna_ds_types_crd_validate(const json_t *crd, luna_ds_status *st)
     return 0;
 }
 
-void luna_ds_types_crd_sync(const json_t *crd)
+int luna_ds_types_crd_sync(luna_ds_types *reg, const json_t *crd)
 {
     const char *name = str_at(json_object_get(crd, "metadata"), "name");
     json_t *spec = json_object_get(crd, "spec");
@@ -511,39 +586,46 @@ void luna_ds_types_crd_sync(const json_t *crd)
     /* The collection shared by every version of this CRD (reused if it
      * existed before under the same name, so old history stays valid). */
     struct luna_ds_coll *coll = NULL;
-    for (luna_ds_type *t = types; t; t = t->next)
+    for (luna_ds_type *t = reg->head; t; t = t->next)
         if (t->custom && strcmp(t->crd_name, name) == 0 && strcmp(t->group, group) == 0 &&
             strcmp(t->resource, plural) == 0)
             coll = t->coll;
-    if (!coll)
-        coll = luna_ds_store_coll_new();
-    for (luna_ds_type *t = types; t; t = t->next)
+    if (!coll && !(coll = luna_ds_store_coll_new(reg->store)))
+        return LUNA_ENOMEM;
+    for (luna_ds_type *t = reg->head; t; t = t->next)
         if (t->custom && strcmp(t->crd_name, name) == 0)
             t->served = false;
     json_t *versions = json_object_get(spec, "versions");
+    int rc = 0;
     size_t i;
     json_t *v;
     json_array_foreach(versions, i, v) {
         const char *ver = str_at(v, "name");
         bool served = !json_is_false(json_object_get(v, "served"));
         luna_ds_type *t = NULL;
-        for (luna_ds_type *u = types; u; u = u->next)
+        for (luna_ds_type *u = reg->head; u; u = u->next)
             if (u->custom && strcmp(u->crd_name, name) == 0 && strcmp(u->version, ver) == 0 &&
                 strcmp(u->group, group) == 0 && strcmp(u->resource, plural) == 0 &&
                 strcmp(u->kind, kind) == 0 && u->namespaced == namespaced)
                 t = u;
         if (!t) {
             t = new_type(group, ver, plural, singular, kind, namespaced);
+            if (!t || !(t->crd_name = strdup(name))) {
+                if (t)
+                    type_free(t);
+                rc = LUNA_ENOMEM;
+                continue;
+            }
             t->custom = true;
-            t->crd_name = xstrdup(name);
             t->coll = coll;
             t->short_names = json_array();
             t->categories = json_array();
-            append(t);
+            append(reg, t);
         }
-        if (list_kind) {
+        char *lk = list_kind ? strdup(list_kind) : NULL;
+        if (lk) {
             free(t->list_kind);
-            t->list_kind = xstrdup(list_kind);
+            t->list_kind = lk;
         }
         json_decref(t->short_names);
         json_t *sn = json_object_get(names, "shortNames");
@@ -558,11 +640,12 @@ void luna_ds_types_crd_sync(const json_t *crd)
         json_t *sub = json_object_get(v, "subresources");
         t->has_status = json_object_get(sub, "status") != NULL;
     }
+    return rc;
 }
 
-void luna_ds_types_crd_remove(const char *crd_name)
+void luna_ds_types_crd_remove(luna_ds_types *reg, const char *crd_name)
 {
-    for (luna_ds_type *t = types; t; t = t->next)
+    for (luna_ds_type *t = reg->head; t; t = t->next)
         if (t->custom && strcmp(t->crd_name, crd_name) == 0)
             t->served = false;
 }
@@ -608,31 +691,22 @@ void luna_ds_types_convert(json_t *doc, const luna_ds_type *from, const luna_ds_
     json_object_set_new(doc, "apiVersion", json_string(to->api_version));
 }
 
-void luna_ds_types_shutdown(void)
+void luna_ds_types_free(luna_ds_types *reg)
 {
-    luna_ds_type *t = types;
+    if (!reg)
+        return;
+    luna_ds_type *t = reg->head;
     while (t) {
         luna_ds_type *next = t->next;
-        /* A collection is freed by its storage type only (versions share it). */
+        /* A collection is freed by its last type only (versions share it). */
         bool owner = true;
         for (luna_ds_type *u = next; u && owner; u = u->next)
             if (u->coll == t->coll)
                 owner = false;
         if (owner)
             luna_ds_store_coll_free(t->coll);
-        free(t->group);
-        free(t->version);
-        free(t->api_version);
-        free(t->resource);
-        free(t->singular);
-        free(t->kind);
-        free(t->list_kind);
-        free(t->crd_name);
-        json_decref(t->short_names);
-        json_decref(t->categories);
-        free(t);
+        type_free(t);
         t = next;
     }
-    types = NULL;
-    initialized = false;
+    free(reg);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "devserver/devserver_doc.h"
+#include "devserver/devserver_state.h"
 #include "devserver/devserver_store.h"
 
 static bool dns_label(const char *s, size_t n, bool letter_first)
@@ -134,12 +135,12 @@ int luna_ds_validate_namespace(luna_ds_type *t, json_t *doc, const char *ns, lun
 }
 
 /* 404 when the namespace does not exist; 403 on create in a terminating one. */
-int luna_ds_validate_namespace_usable(luna_ds_type *t, const char *ns, const char *name, bool creating,
+int luna_ds_validate_namespace_usable(luna_ds *ds, luna_ds_type *t, const char *ns, const char *name, bool creating,
                             luna_ds_status *st)
 {
     if (!t->namespaced)
         return 0;
-    luna_ds_obj *n = luna_ds_store_get(luna_ds_types_namespaces()->coll, ns);
+    luna_ds_obj *n = luna_ds_store_get(luna_ds_types_namespaces(ds->types)->coll, ns);
     if (!n)
         return luna_ds_status_not_found(st, "", "namespaces", ns);
     if (creating && n->deleting) {
@@ -147,7 +148,7 @@ int luna_ds_validate_namespace_usable(luna_ds_type *t, const char *ns, const cha
                            "content in namespace %s because it is being terminated", t->resource,
                            *t->group ? "." : "", t->group, name, ns);
         st->details = json_pack("{s:s,s:s}", "name", name, "kind", t->resource);
-        return -403;
+        return LUNA_EINVAL;
     }
     return 0;
 }

@@ -20,6 +20,8 @@
 #include "devserver/devserver_status.h"
 #include "devserver/devserver_types.h"
 
+typedef struct luna_ds luna_ds;
+
 /* The request body as a new JSON object (caller owns), or NULL with st set
  * (400) when it is empty, not JSON, or not an object. */
 json_t *luna_ds_validate_body(const luna_ds_request *req, luna_ds_status *st);
@@ -29,7 +31,7 @@ int luna_ds_validate_kind(luna_ds_type *t, json_t *doc, luna_ds_status *st);
  * type, removed for a cluster-scoped one). */
 int luna_ds_validate_namespace(luna_ds_type *t, json_t *doc, const char *ns, luna_ds_status *st);
 /* 404 when ns does not exist; 403 when creating in a terminating one. */
-int luna_ds_validate_namespace_usable(luna_ds_type *t, const char *ns, const char *name,
+int luna_ds_validate_namespace_usable(luna_ds *ds, luna_ds_type *t, const char *ns, const char *name,
                                       bool creating, luna_ds_status *st);
 /* metadata.name for type t (422 Invalid with kube's message). */
 int luna_ds_validate_name(const luna_ds_type *t, const char *name, luna_ds_status *st);

@@ -7,6 +7,7 @@
 
 #include "devserver/devserver_apply.h"
 #include "devserver/devserver_doc.h"
+#include "devserver/devserver_state.h"
 #include "devserver/devserver_gc.h"
 #include "devserver/devserver_list.h"
 #include "devserver/devserver_patch.h"
@@ -16,7 +17,7 @@
 #include "devserver/devserver_yaml.h"
 #include "base/textbuf.h"
 
-void luna_ds_verbs_create(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                           luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
@@ -29,7 +30,7 @@ void luna_ds_verbs_create(const luna_ds_request *req, luna_ds_type *t, const cha
     char mb[128];
     const char *manager = luna_ds_request_manager(req, mb, sizeof mb);
     json_t *out = NULL;
-    if (luna_ds_write_create(t, doc, manager, &out, &st) < 0) {
+    if (luna_ds_write_create(ds, t, doc, manager, &out, &st) < 0) {
         luna_ds_reply_status(resp, &st);
         return;
     }
@@ -47,7 +48,7 @@ static luna_ds_obj *lookup(luna_ds_type *t, const char *ns, const char *name,
     return o;
 }
 
-void luna_ds_verbs_get(luna_ds_type *t, const char *ns, const char *name, luna_ds_response *resp)
+void luna_ds_verbs_get(luna_ds *ds, luna_ds_type *t, const char *ns, const char *name, luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
     luna_ds_obj *o = lookup(t, ns, name, &st);
@@ -55,10 +56,12 @@ void luna_ds_verbs_get(luna_ds_type *t, const char *ns, const char *name, luna_d
         luna_ds_reply_status(resp, &st);
         return;
     }
-    if (luna_ds_types_storage_of(t) == t) {
+    if (luna_ds_types_storage_of(ds->types, t) == t) {
         char *b = malloc(o->len + 2);
-        if (!b)
-            abort();
+        if (!b) {
+            luna_ds_reply_oom(resp);
+            return;
+        }
         memcpy(b, o->bytes, o->len);
         b[o->len] = '\n';
         b[o->len + 1] = '\0';
@@ -67,10 +70,10 @@ void luna_ds_verbs_get(luna_ds_type *t, const char *ns, const char *name, luna_d
         resp->len = o->len + 1;
         return;
     }
-    luna_ds_reply_json(resp, 200, luna_ds_doc_as(t, o));
+    luna_ds_reply_json(resp, 200, luna_ds_doc_as(ds, t, o));
 }
 
-void luna_ds_verbs_update(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+void luna_ds_verbs_update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                           const char *name, const char *sub, luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
@@ -97,7 +100,7 @@ void luna_ds_verbs_update(const luna_ds_request *req, luna_ds_type *t, const cha
     char mb[128];
     const char *manager = luna_ds_request_manager(req, mb, sizeof mb);
     json_t *out = NULL;
-    if (luna_ds_write_update(t, cur, doc, sub, manager, &out, &st) < 0) {
+    if (luna_ds_write_update(ds, t, cur, doc, sub, manager, &out, &st) < 0) {
         luna_ds_reply_status(resp, &st);
         return;
     }
@@ -121,7 +124,7 @@ static json_t *body_or_null(const luna_ds_request *req)
     return json_loadb(req->body, req->body_len, 0, NULL);
 }
 
-void luna_ds_verbs_delete(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+void luna_ds_verbs_delete(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                           const char *name, luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
@@ -187,11 +190,15 @@ void luna_ds_verbs_delete(const luna_ds_request *req, luna_ds_type *t, const cha
     json_decref(opts);
     json_t *out = NULL;
     bool removed;
-    luna_ds_gc_delete(t, cur, prop, &out, &removed, &st);
+    if (luna_ds_gc_delete(ds, t, cur, prop, &out, &removed, &st) < 0) {
+        json_decref(out);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
     luna_ds_reply_json(resp, 200, out);
 }
 
-void luna_ds_verbs_delete_collection(const luna_ds_request *req, luna_ds_type *t,
+void luna_ds_verbs_delete_collection(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t,
                                      const char *ns, luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
@@ -202,14 +209,26 @@ void luna_ds_verbs_delete_collection(const luna_ds_request *req, luna_ds_type *t
     }
     luna_ds_obj **items;
     size_t n;
-    luna_ds_store_snapshot(t->coll, 0, &items, &n);
-    char **keys = calloc(n + 1, sizeof *keys);
+    char **keys = NULL;
     size_t nk = 0;
-    for (size_t i = 0; i < n; i++)
-        if (luna_ds_filter_match(&f, items[i]))
-            keys[nk++] = strdup(items[i]->key);
-    free(items);
+    bool oom = luna_ds_store_snapshot(t->coll, 0, &items, &n) < 0;
+    if (!oom) {
+        keys = calloc(n + 1, sizeof *keys);
+        oom = !keys;
+        for (size_t i = 0; !oom && i < n; i++)
+            if (luna_ds_filter_match(&f, items[i]) && !(keys[nk++] = strdup(items[i]->key)))
+                oom = true;
+        free(items);
+    }
     luna_ds_filter_clear(&f);
+    if (oom) {
+        /* nothing deleted yet */
+        for (size_t i = 0; i < nk; i++)
+            free(keys[i]);
+        free(keys);
+        luna_ds_reply_oom(resp);
+        return;
+    }
     struct luna_textbuf b = LUNA_TEXTBUF_INIT;
     luna_textbuf_printf(&b, "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{},"
                         "\"items\":[", t->list_kind, t->api_version);
@@ -219,13 +238,19 @@ void luna_ds_verbs_delete_collection(const luna_ds_request *req, luna_ds_type *t
         free(keys[i]);
         if (!o)
             continue;
-        json_t *doc = luna_ds_doc_as(t, o);
+        json_t *doc = luna_ds_doc_as(ds, t, o);
         json_t *out = NULL;
         bool removed;
-        luna_ds_gc_delete(t, o, LUNA_DS_PROP_BACKGROUND, &out, &removed, &st);
+        int rc = luna_ds_gc_delete(ds, t, o, LUNA_DS_PROP_BACKGROUND, &out, &removed, &st);
+        luna_ds_status_clear(&st);
         json_decref(out);
-        char *s = json_dumps(doc, JSON_COMPACT);
+        char *s = doc && rc == 0 ? json_dumps(doc, JSON_COMPACT) : NULL;
         json_decref(doc);
+        if (!s) {
+            /* out of memory: what was deleted is gone; the answer says the rest */
+            b.failed = true;
+            continue;
+        }
         if (count++)
             luna_textbuf_putc(&b, ',');
         luna_textbuf_puts(&b, s);
@@ -233,6 +258,11 @@ void luna_ds_verbs_delete_collection(const luna_ds_request *req, luna_ds_type *t
     }
     free(keys);
     luna_textbuf_puts(&b, "]}\n");
+    if (b.failed) {
+        luna_textbuf_free(&b);
+        luna_ds_reply_oom(resp);
+        return;
+    }
     resp->code = 200;
     resp->body = luna_textbuf_steal(&b, &resp->len);
 }
@@ -244,7 +274,7 @@ static bool content_type_is(const luna_ds_request *req, const char *want)
     return strncmp(ct, want, n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
 }
 
-void luna_ds_verbs_patch(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+void luna_ds_verbs_patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                          const char *name, const char *sub, luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
@@ -327,7 +357,7 @@ void luna_ds_verbs_patch(const luna_ds_request *req, luna_ds_type *t, const char
         luna_ds_obj *cur = luna_ds_store_get(t->coll, key);
         char now[32];
         luna_ds_doc_now(now);
-        json_t *curdoc = cur ? luna_ds_doc_as(t, cur) : NULL;
+        json_t *curdoc = cur ? luna_ds_doc_as(ds, t, cur) : NULL;
         json_t *result = luna_ds_apply(curdoc, applied, t, fm, force, sub, now, &st);
         json_decref(applied);
         if (!result) {
@@ -347,7 +377,7 @@ void luna_ds_verbs_patch(const luna_ds_request *req, luna_ds_type *t, const char
             }
             json_object_set_new(result, "kind", json_string(t->kind));
             json_object_set_new(result, "apiVersion", json_string(t->api_version));
-            rc = luna_ds_write_create(t, result, NULL, &out, &st);
+            rc = luna_ds_write_create(ds, t, result, NULL, &out, &st);
             if (rc < 0) {
                 luna_ds_reply_status(resp, &st);
                 return;
@@ -359,7 +389,7 @@ void luna_ds_verbs_patch(const luna_ds_request *req, luna_ds_type *t, const char
         json_t *arv = json_object_get(luna_ds_doc_meta(result), "resourceVersion");
         (void)arv;
         json_decref(curdoc);
-        rc = luna_ds_write_update(t, cur, result, sub, NULL, &out, &st);
+        rc = luna_ds_write_update(ds, t, cur, result, sub, NULL, &out, &st);
         if (rc < 0) {
             luna_ds_reply_status(resp, &st);
             return;
@@ -383,31 +413,27 @@ void luna_ds_verbs_patch(const luna_ds_request *req, luna_ds_type *t, const char
         luna_ds_reply_status(resp, &st);
         return;
     }
-    json_t *doc = luna_ds_doc_as(t, cur);
-    char msg[1024] = "";
+    json_t *doc = luna_ds_doc_as(ds, t, cur);
     int rc = 0;
-    if (kind == MERGE) {
+    if (!doc)
+        rc = luna_ds_status_oom(&st);
+    else if (kind == MERGE) {
         if (!json_is_object(patch))
-            rc = 400, snprintf(msg, sizeof msg, "json: cannot unmarshal %s into Go value of type "
-                               "map[string]interface {}", json_is_array(patch) ? "array" : "value");
-        else
-            doc = luna_ds_patch_merge(doc, patch);
+            rc = luna_ds_status_bad_request(&st, "json: cannot unmarshal %s into Go value of "
+                                            "type map[string]interface {}",
+                                            json_is_array(patch) ? "array" : "value");
+        else if (!(doc = luna_ds_patch_merge(doc, patch)))
+            rc = luna_ds_status_oom(&st);
     } else if (kind == JSONPATCH) {
-        rc = luna_ds_patch_json(&doc, patch, msg, sizeof msg);
+        rc = luna_ds_patch_json(&doc, patch, &st);
     } else {
-        rc = luna_ds_patch_strategic(doc, patch, t, msg, sizeof msg);
+        rc = luna_ds_patch_strategic(doc, patch, t, &st);
     }
     json_decref(patch);
-    if (rc == 0 && !json_is_object(doc)) {
-        rc = 422;
-        snprintf(msg, sizeof msg, "the patched object is not a JSON object");
-    }
-    if (rc) {
+    if (rc == 0 && !json_is_object(doc))
+        rc = luna_ds_status_set(&st, 422, "Invalid", "the patched object is not a JSON object");
+    if (rc < 0) {
         json_decref(doc);
-        if (rc == 400)
-            luna_ds_status_bad_request(&st, "%s", msg);
-        else
-            luna_ds_status_set(&st, 422, "Invalid", "%s", msg);
         luna_ds_reply_status(resp, &st);
         return;
     }
@@ -426,7 +452,7 @@ void luna_ds_verbs_patch(const luna_ds_request *req, luna_ds_type *t, const char
         return;
     }
     json_t *out = NULL;
-    if (luna_ds_write_update(t, cur, doc, sub, manager, &out, &st) < 0) {
+    if (luna_ds_write_update(ds, t, cur, doc, sub, manager, &out, &st) < 0) {
         luna_ds_reply_status(resp, &st);
         return;
     }

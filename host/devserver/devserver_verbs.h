@@ -14,18 +14,20 @@
 #include "devserver/devserver_request.h"
 #include "devserver/devserver_types.h"
 
-void luna_ds_verbs_create(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+typedef struct luna_ds luna_ds;
+
+void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                           luna_ds_response *resp);
-void luna_ds_verbs_get(luna_ds_type *t, const char *ns, const char *name, luna_ds_response *resp);
-void luna_ds_verbs_update(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+void luna_ds_verbs_get(luna_ds *ds, luna_ds_type *t, const char *ns, const char *name, luna_ds_response *resp);
+void luna_ds_verbs_update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                           const char *name, const char *sub, luna_ds_response *resp);
-void luna_ds_verbs_patch(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+void luna_ds_verbs_patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                          const char *name, const char *sub, luna_ds_response *resp);
-void luna_ds_verbs_delete(const luna_ds_request *req, luna_ds_type *t, const char *ns,
+void luna_ds_verbs_delete(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                           const char *name, luna_ds_response *resp);
 /* DELETE on a collection: every selected object, background propagation;
  * answers the list of what was deleted. */
-void luna_ds_verbs_delete_collection(const luna_ds_request *req, luna_ds_type *t,
+void luna_ds_verbs_delete_collection(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t,
                                      const char *ns, luna_ds_response *resp);
 
 #endif

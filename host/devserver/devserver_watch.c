@@ -16,6 +16,9 @@ struct luna_ds_watch {
     luna_ds_listener listener;      /* first: cast back in the callback */
     ev_timer timeout_timer;
     ev_timer bookmark_timer;
+    luna_ds_watches *reg;
+    luna_ds_faults *faults;
+    const luna_ds_store *store;
     luna_ds_type *type;
     luna_ds_type *storage;
     luna_ds_filter filter;
@@ -30,10 +33,16 @@ struct luna_ds_watch {
     struct luna_ds_watch *prev_open, *next_open;
 };
 
-static luna_ds_watch *open_watches;
-static int nopen;
+int luna_ds_watch_count(const luna_ds_watches *reg) { return reg->count; }
 
-int luna_ds_watch_count(void) { return nopen; }
+static void end_stream(luna_ds_watch *w);
+
+/* Ends the stream and has the transport drop the connection. */
+static void drop(luna_ds_watch *w)
+{
+    w->drop = true;
+    end_stream(w);
+}
 
 static void queue(luna_ds_watch *w, const char *s, size_t n)
 {
@@ -50,8 +59,10 @@ static void queue(luna_ds_watch *w, const char *s, size_t n)
             while (cap < w->len + n)
                 cap *= 2;
             char *b = realloc(w->buf, cap);
-            if (!b)
-                abort();
+            if (!b) {
+                drop(w);
+                return;
+            }
             w->buf = b;
             w->cap = cap;
         }
@@ -93,12 +104,16 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
 {
     if (w->ended)
         return;
-    luna_ds_faults *f = luna_ds_faults_get();
+    luna_ds_faults *f = w->faults;
     char *converted = NULL;
     const char *bytes = obj->bytes;
     size_t len = obj->len;
     if (rv_override || w->type != w->storage) {
         json_t *doc = luna_ds_obj_doc(obj);
+        if (!doc) {
+            drop(w);
+            return;
+        }
         if (w->type != w->storage)
             luna_ds_types_convert(doc, w->storage, w->type);
         if (rv_override) {
@@ -109,6 +124,10 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
         }
         converted = json_dumps(doc, JSON_COMPACT);
         json_decref(doc);
+        if (!converted) {
+            drop(w);
+            return;
+        }
         bytes = converted;
         len = strlen(converted);
     }
@@ -117,8 +136,7 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
     if (luna_ds_faults_take(&f->truncate_event)) {
         queue(w, head, (size_t)hn);
         queue(w, bytes, len / 2);
-        w->drop = true;
-        end_stream(w);
+        drop(w);
     } else if (luna_ds_faults_take(&f->malformed_event)) {
         queue(w, head, (size_t)hn);
         queue(w, "{\"kind\":", 8);
@@ -134,15 +152,29 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
     if (w->len - w->off > MAX_QUEUED)
         end_stream(w);
     if ((f->watch_close_after > 0 && w->events_sent >= f->watch_close_after) ||
-        luna_ds_faults_chance(f->watch_close_random))
+        luna_ds_faults_chance(f, f->watch_close_random))
         end_stream(w);
+}
+
+/* Queues doc (consumed) as one line. */
+static void queue_line(luna_ds_watch *w, json_t *doc)
+{
+    char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (!s) {
+        drop(w);
+        return;
+    }
+    queue(w, s, strlen(s));
+    queue(w, "\n", 1);
+    free(s);
 }
 
 static void send_bookmark(luna_ds_watch *w, bool initial_end)
 {
     json_t *md = json_object();
     char rv[32];
-    snprintf(rv, sizeof rv, "%llu", (unsigned long long)luna_ds_store_rv());
+    snprintf(rv, sizeof rv, "%llu", (unsigned long long)luna_ds_store_rv(w->store));
     json_object_set_new(md, "resourceVersion", json_string(rv));
     if (initial_end)
         json_object_set_new(md, "annotations",
@@ -150,11 +182,7 @@ static void send_bookmark(luna_ds_watch *w, bool initial_end)
     json_t *o = json_pack("{s:s,s:{s:s,s:s,s:o}}", "type", "BOOKMARK", "object",
                           "kind", w->type->kind, "apiVersion", w->type->api_version,
                           "metadata", md);
-    char *s = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    queue(w, s, strlen(s));
-    queue(w, "\n", 1);
-    free(s);
+    queue_line(w, o);
 }
 
 static void send_expired(luna_ds_watch *w, uint64_t rv, uint64_t floor)
@@ -165,11 +193,7 @@ static void send_expired(luna_ds_watch *w, uint64_t rv, uint64_t floor)
     json_t *o = json_pack("{s:s,s:{s:s,s:s,s:{},s:s,s:s,s:s,s:i}}", "type", "ERROR", "object",
                           "kind", "Status", "apiVersion", "v1", "metadata", "status",
                           "Failure", "message", msg, "reason", "Expired", "code", 410);
-    char *s = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    queue(w, s, strlen(s));
-    queue(w, "\n", 1);
-    free(s);
+    queue_line(w, o);
     end_stream(w);
 }
 
@@ -230,12 +254,15 @@ static void on_bookmark(struct ev_loop *loop, ev_timer *t, int revents)
 luna_ds_watch *luna_ds_watch_start(luna_ds_watch_opts *opts)
 {
     luna_ds_watch *w = calloc(1, sizeof *w);
-    if (!w)
-        abort();
+    if (!w) {
+        luna_ds_filter_clear(&opts->filter);
+        return NULL;
+    }
+    w->reg = opts->watches;
+    w->faults = opts->faults;
+    w->store = opts->store;
     w->type = opts->type;
-    w->storage = luna_ds_types_storage(opts->type->coll);
-    if (!w->storage)
-        w->storage = opts->type;
+    w->storage = opts->storage ? opts->storage : opts->type;
     w->filter = opts->filter;
     memset(&opts->filter, 0, sizeof opts->filter);
     w->bookmarks = opts->bookmarks;
@@ -243,17 +270,17 @@ luna_ds_watch *luna_ds_watch_start(luna_ds_watch_opts *opts)
     ev_timer_init(&w->timeout_timer, on_timeout, opts->timeout, 0);
     double bi = opts->bookmark_interval > 0 ? opts->bookmark_interval : 60;
     ev_timer_init(&w->bookmark_timer, on_bookmark, bi, bi);
-    w->next_open = open_watches;
-    if (open_watches)
-        open_watches->prev_open = w;
-    open_watches = w;
-    nopen++;
+    w->next_open = w->reg->open;
+    if (w->reg->open)
+        w->reg->open->prev_open = w;
+    w->reg->open = w;
+    w->reg->count++;
 
     luna_ds_coll *c = opts->type->coll;
-    luna_ds_faults *f = luna_ds_faults_get();
+    luna_ds_faults *f = w->faults;
+    uint64_t now = luna_ds_store_rv(w->store);
     if (luna_ds_faults_take(&f->gone)) {
-        uint64_t rv = opts->start == LUNA_DS_WATCH_FROM_RV ? opts->rv : luna_ds_store_rv();
-        send_expired(w, rv, luna_ds_store_rv());
+        send_expired(w, opts->start == LUNA_DS_WATCH_FROM_RV ? opts->rv : now, now);
         return w;
     }
     if (opts->start == LUNA_DS_WATCH_FROM_RV && !opts->send_initial_events) {
@@ -264,7 +291,10 @@ luna_ds_watch *luna_ds_watch_start(luna_ds_watch_opts *opts)
     } else {
         luna_ds_obj **items;
         size_t n;
-        luna_ds_store_snapshot(c, 0, &items, &n);
+        if (luna_ds_store_snapshot(c, 0, &items, &n) < 0) {
+            drop(w);
+            return w;
+        }
         for (size_t i = 0; i < n && !w->ended; i++)
             if (luna_ds_filter_match(&w->filter, items[i]))
                 send_event(w, "ADDED", items[i], 0);
@@ -300,13 +330,13 @@ ssize_t luna_ds_watch_read(luna_ds_watch *w, char *buf, size_t max)
         return (ssize_t)n;
     }
     if (w->ended)
-        return w->drop ? -2 : -1;
+        return w->drop ? LUNA_DS_WATCH_DROP : LUNA_DS_WATCH_END;
     return 0;
 }
 
-void luna_ds_watch_end_all(void)
+void luna_ds_watch_end_all(luna_ds_watches *reg)
 {
-    for (luna_ds_watch *w = open_watches; w; w = w->next_open) {
+    for (luna_ds_watch *w = reg->open; w; w = w->next_open) {
         end_stream(w);
         wake(w);
     }
@@ -320,10 +350,10 @@ void luna_ds_watch_free(luna_ds_watch *w)
     if (w->prev_open)
         w->prev_open->next_open = w->next_open;
     else
-        open_watches = w->next_open;
+        w->reg->open = w->next_open;
     if (w->next_open)
         w->next_open->prev_open = w->prev_open;
-    nopen--;
+    w->reg->count--;
     luna_ds_filter_clear(&w->filter);
     free(w->buf);
     free(w);

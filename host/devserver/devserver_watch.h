@@ -11,8 +11,16 @@
  * Bookmarks, timeoutSeconds, 410 Expired (as an ERROR event) and injected
  * faults are handled here.  It uses the libev loop for its timers.
  *
+ * A watch that cannot queue (out of memory) ends with its connection
+ * dropped, as an injected truncation does: the client re-watches from the
+ * last resourceVersion it saw and loses nothing.
+ *
+ * The open watches of one server are linked in its luna_ds_watches, so
+ * the server can end them all at shutdown.
+ *
  * Invariants: `ended` is true if and only if no more bytes will be queued;
- * the watch is subscribed if and only if !ended.  Runs on the loop thread.
+ * the watch is subscribed if and only if !ended; a watch is in its
+ * registry's list if and only if it is not freed.  Runs on the loop thread.
  */
 #ifndef LUNA_DEVSERVER_WATCH_H
 #define LUNA_DEVSERVER_WATCH_H
@@ -21,11 +29,19 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "devserver/devserver_faults.h"
 #include "devserver/devserver_filter.h"
 #include "devserver/devserver_status.h"
+#include "devserver/devserver_store.h"
 #include "devserver/devserver_types.h"
 
 typedef struct luna_ds_watch luna_ds_watch;
+
+/* The open watches of one server (zero-initialise; caller storage). */
+typedef struct luna_ds_watches {
+    luna_ds_watch *open;
+    int count;
+} luna_ds_watches;
 
 enum luna_ds_watch_start {
     LUNA_DS_WATCH_FROM_STATE, /* RV unset or "0": ADDED for every object, then live */
@@ -33,7 +49,11 @@ enum luna_ds_watch_start {
 };
 
 typedef struct luna_ds_watch_opts {
-    luna_ds_type *type;
+    luna_ds_watches *watches;       /* the registry it joins (borrowed) */
+    luna_ds_faults *faults;         /* injected faults (borrowed) */
+    const luna_ds_store *store;     /* for the bookmarks' RV (borrowed) */
+    luna_ds_type *type;             /* the requested version */
+    luna_ds_type *storage;          /* the storage version of its collection */
     luna_ds_filter filter;          /* moved into the watch (cleared here) */
     enum luna_ds_watch_start start;
     uint64_t rv;
@@ -44,24 +64,32 @@ typedef struct luna_ds_watch_opts {
     double bookmark_interval;       /* seconds between BOOKMARKs */
 } luna_ds_watch_opts;
 
-/* Starts a watch; the filter is moved out of opts.  Never fails: a too-old
- * RV yields a stream holding one ERROR (410 Expired) event. */
+/* Starts a watch; the filter is moved out of opts.  A too-old RV yields a
+ * stream holding one ERROR (410 Expired) event.  NULL only when out of
+ * memory (the filter is then cleared).  The pointers in opts must outlive
+ * the watch. */
 luna_ds_watch *luna_ds_watch_start(luna_ds_watch_opts *opts);
 
 /* The transport's wake-up: called (from the loop) when bytes are queued or
  * the stream ends while the transport waits. */
 void luna_ds_watch_set_wake(luna_ds_watch *w, void (*wake)(void *ctx), void *ctx);
 
+enum {
+    LUNA_DS_WATCH_END = -1,   /* the stream ended cleanly */
+    LUNA_DS_WATCH_DROP = -2,  /* drop the connection (injected fault, out of memory) */
+};
+
 /* Copies up to max queued bytes into buf.  Returns the count (> 0), 0 when
- * nothing is queued yet (the transport waits for wake), -1 at the end of
- * the stream, -2 when the connection must be dropped (injected fault). */
+ * nothing is queued yet (the transport waits for wake), LUNA_DS_WATCH_END
+ * at the end of the stream, LUNA_DS_WATCH_DROP when the connection must be
+ * dropped. */
 ssize_t luna_ds_watch_read(luna_ds_watch *w, char *buf, size_t max);
 
-/* Number of watches open (for the dump and tests). */
-int luna_ds_watch_count(void);
+/* Number of watches open. */
+int luna_ds_watch_count(const luna_ds_watches *reg);
 
-/* Ends every open watch cleanly (server shutdown). */
-void luna_ds_watch_end_all(void);
+/* Ends every open watch of reg cleanly (server shutdown). */
+void luna_ds_watch_end_all(luna_ds_watches *reg);
 
 void luna_ds_watch_free(luna_ds_watch *w);
 

@@ -10,16 +10,19 @@
 
 #include "devserver/devserver_apply.h"
 #include "devserver/devserver_doc.h"
+#include "devserver/devserver_state.h"
 #include "devserver/devserver_gc.h"
 #include "devserver/devserver_validate.h"
+#include "base/log.h"
 
-static void after_write(luna_ds_type *t, enum luna_ds_event_type type, const json_t *doc);
+static void after_write(luna_ds *ds, luna_ds_type *t, enum luna_ds_event_type type, const json_t *doc);
 
-/* Secrets: stringData folds into data (base64), type defaults to Opaque. */
-static void secret_defaults(luna_ds_type *t, json_t *doc)
+/* Secrets: stringData folds into data (base64), type defaults to Opaque.
+ * 0, or LUNA_ENOMEM with st set. */
+static int secret_defaults(luna_ds_type *t, json_t *doc, luna_ds_status *st)
 {
     if (t->custom || strcmp(t->resource, "secrets") != 0 || *t->group)
-        return;
+        return 0;
     json_t *sd = json_object_get(doc, "stringData");
     if (json_is_object(sd)) {
         json_t *data = json_object_get(doc, "data");
@@ -36,7 +39,7 @@ static void secret_defaults(luna_ds_type *t, json_t *doc)
             size_t n = strlen(s);
             unsigned char *out = malloc(4 * ((n + 2) / 3) + 1);
             if (!out)
-                abort();
+                return luna_ds_status_oom(st);
             EVP_EncodeBlock(out, (const unsigned char *)s, (int)n);
             json_object_set_new(data, k, json_string((char *)out));
             free(out);
@@ -45,24 +48,27 @@ static void secret_defaults(luna_ds_type *t, json_t *doc)
     json_object_del(doc, "stringData");
     if (!luna_ds_doc_str(doc, "type"))
         json_object_set_new(doc, "type", json_string("Opaque"));
+    return 0;
 }
 
-
-/* Stores doc (type t's version, consumed) as the new state of its key, runs
- * the write hooks, and returns a new reference to the key's current object
- * (after the hooks' own writes), or for DELETED to the deleted state. */
-luna_ds_obj *luna_ds_write_store(luna_ds_type *t, enum luna_ds_event_type type, json_t *doc)
+luna_ds_obj *luna_ds_write_store(luna_ds *ds, luna_ds_type *t, enum luna_ds_event_type type,
+                                 json_t *doc)
 {
-    luna_ds_type *s = luna_ds_types_storage_of(t);
+    if (!doc)
+        return NULL;
+    luna_ds_type *s = luna_ds_types_storage_of(ds->types, t);
     if (s != t)
         luna_ds_types_convert(doc, t, s);
-    uint64_t rv = luna_ds_store_next_rv();
+    uint64_t rv = luna_ds_store_next_rv(ds->store);
     luna_ds_doc_set_rv(doc, rv);
     luna_ds_doc_normalize(doc);
     luna_ds_obj *o = luna_ds_obj_new(doc, rv);
-    luna_ds_obj_ref(o);
-    luna_ds_store_put(s->coll, type, o);
-    after_write(s, type, doc);
+    if (!o || luna_ds_store_put(s->coll, type, luna_ds_obj_ref(o)) < 0) {
+        luna_ds_obj_unref(o);
+        json_decref(doc);
+        return NULL;
+    }
+    after_write(ds, s, type, doc);
     json_decref(doc);
     if (type != LUNA_DS_DELETED) {
         luna_ds_obj *cur = luna_ds_store_get(s->coll, o->key);
@@ -75,20 +81,16 @@ luna_ds_obj *luna_ds_write_store(luna_ds_type *t, enum luna_ds_event_type type, 
     return o;
 }
 
-
-/* Removes the object for good (a DELETED event at a new RV). */
-luna_ds_obj *luna_ds_write_remove(luna_ds_type *t, luna_ds_obj *cur)
+luna_ds_obj *luna_ds_write_remove(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur)
 {
-    luna_ds_type *s = luna_ds_types_storage_of(t);
-    json_t *doc = luna_ds_obj_doc(cur);
-    char *uid = strdup(cur->uid);
-    char *ns = strdup(cur->ns);
-    luna_ds_obj *o = luna_ds_write_store(s, LUNA_DS_DELETED, doc);
-    luna_ds_gc_after_removal(uid);
-    if (*ns)
-        luna_ds_gc_namespace_finalize(ns);
-    free(uid);
-    free(ns);
+    luna_ds_type *s = luna_ds_types_storage_of(ds->types, t);
+    luna_ds_obj *o = luna_ds_write_store(ds, s, LUNA_DS_DELETED, luna_ds_obj_doc(cur));
+    if (!o)
+        return NULL;
+    /* o is the deleted state: its uid and namespace are cur's */
+    luna_ds_gc_after_removal(ds, o->uid);
+    if (*o->ns)
+        luna_ds_gc_namespace_finalize(ds, o->ns);
     return o; /* caller unrefs */
 }
 
@@ -108,10 +110,14 @@ static json_t *spec_part(const json_t *doc, bool drop_status)
  * not tracked (server writes).  *out gets the stored state (or cur for a
  * no-op), as a new document in t's version; NULL if the write removed the
  * object. */
-int luna_ds_write_update(luna_ds_type *t, luna_ds_obj *cur, json_t *newdoc, const char *sub,
+int luna_ds_write_update(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur, json_t *newdoc, const char *sub,
                          const char *manager, json_t **out, luna_ds_status *st)
 {
-    json_t *old = luna_ds_doc_as(t, cur);
+    json_t *old = luna_ds_doc_as(ds, t, cur);
+    if (!old) {
+        json_decref(newdoc);
+        return luna_ds_status_oom(st);
+    }
     json_t *omd = luna_ds_doc_meta(old);
     json_t *nmd = luna_ds_doc_meta(newdoc);
     const char *name = cur->name;
@@ -132,12 +138,17 @@ int luna_ds_write_update(luna_ds_type *t, luna_ds_obj *cur, json_t *newdoc, cons
                  "UID in object meta: %s", nuid, cur->uid);
         json_decref(old);
         json_decref(newdoc);
-        return -409;
+        return LUNA_EINVAL;
     }
     json_t *result;
     if (sub) {
         /* status: only status (and managedFields) change */
         result = json_deep_copy(old);
+        if (!result) {
+            json_decref(old);
+            json_decref(newdoc);
+            return luna_ds_status_oom(st);
+        }
         json_t *status = json_object_get(newdoc, "status");
         if (status)
             json_object_set(result, "status", status);
@@ -174,7 +185,11 @@ int luna_ds_write_update(luna_ds_type *t, luna_ds_obj *cur, json_t *newdoc, cons
             else
                 json_object_del(result, "status");
         }
-        secret_defaults(t, result);
+        if (secret_defaults(t, result, st) < 0) {
+            json_decref(old);
+            json_decref(result);
+            return LUNA_ENOMEM;
+        }
         /* no new finalizers while being deleted */
         if (cur->deleting) {
             json_t *nf = json_object_get(rmd, "finalizers");
@@ -193,7 +208,7 @@ int luna_ds_write_update(luna_ds_type *t, luna_ds_obj *cur, json_t *newdoc, cons
                 }
         }
         if (strcmp(t->resource, "customresourcedefinitions") == 0 && !t->custom) {
-            int rc = luna_ds_types_crd_validate(result, st);
+            int rc = luna_ds_types_crd_validate(ds->types, result, st);
             if (rc < 0) {
                 json_decref(old);
                 json_decref(result);
@@ -216,7 +231,11 @@ int luna_ds_write_update(luna_ds_type *t, luna_ds_obj *cur, json_t *newdoc, cons
     if (manager) {
         char now[32];
         luna_ds_doc_now(now);
-        luna_ds_apply_track_update(result, old, t, manager, sub, now);
+        if (luna_ds_apply_track_update(result, old, t, manager, sub, now) < 0) {
+            json_decref(old);
+            json_decref(result);
+            return luna_ds_status_oom(st);
+        }
     }
     /* no-op: nothing stored, no event, same resourceVersion */
     json_t *a = json_deep_copy(old), *b = json_deep_copy(result);
@@ -235,25 +254,28 @@ int luna_ds_write_update(luna_ds_type *t, luna_ds_obj *cur, json_t *newdoc, cons
     if (json_is_array(fin) && json_array_size(fin) == 0)
         json_object_del(rmd, "finalizers");
     bool deleting = json_object_get(rmd, "deletionTimestamp") != NULL;
+    luna_ds_obj *o = luna_ds_write_store(ds, t, LUNA_DS_MODIFIED, result);
+    if (!o)
+        return luna_ds_status_oom(st);
     if (deleting && json_array_size(json_object_get(rmd, "finalizers")) == 0) {
         /* the last finalizer is gone: the object goes now */
-        luna_ds_obj *o = luna_ds_write_store(t, LUNA_DS_MODIFIED, result);
-        luna_ds_obj *gone = luna_ds_write_remove(t, o);
-        luna_ds_obj_unref(gone);
+        luna_ds_obj *gone = luna_ds_write_remove(ds, t, o);
         luna_ds_obj_unref(o);
+        if (!gone)
+            return luna_ds_status_oom(st);
+        luna_ds_obj_unref(gone);
         *out = NULL;
         return 0;
     }
-    luna_ds_obj *o = luna_ds_write_store(t, LUNA_DS_MODIFIED, result);
-    *out = luna_ds_doc_as(t, o);
+    *out = luna_ds_doc_as(ds, t, o);
     luna_ds_obj_unref(o);
-    return 0;
+    return *out ? 0 : luna_ds_status_oom(st);
 }
 
 /* Creates doc (t's version, consumed; kind/namespace already checked).
  * manager NULL: managedFields already set (apply).  *out: the stored
  * document in t's version. */
-int luna_ds_write_create(luna_ds_type *t, json_t *doc, const char *manager, json_t **out,
+int luna_ds_write_create(luna_ds *ds, luna_ds_type *t, json_t *doc, const char *manager, json_t **out,
                          luna_ds_status *st)
 {
     json_t *md = luna_ds_doc_meta(doc);
@@ -286,9 +308,9 @@ int luna_ds_write_create(luna_ds_type *t, json_t *doc, const char *manager, json
     }
     int rc = luna_ds_validate_name(t, name, st);
     if (rc == 0)
-        rc = luna_ds_validate_namespace_usable(t, ns, name, true, st);
+        rc = luna_ds_validate_namespace_usable(ds, t, ns, name, true, st);
     if (rc == 0 && strcmp(t->resource, "customresourcedefinitions") == 0 && !t->custom)
-        rc = luna_ds_types_crd_validate(doc, st);
+        rc = luna_ds_types_crd_validate(ds->types, doc, st);
     char key[600];
     luna_ds_doc_key(key, sizeof key, t, ns ? ns : "", name);
     if (rc == 0 && luna_ds_store_get(t->coll, key))
@@ -334,22 +356,30 @@ int luna_ds_write_create(luna_ds_type *t, json_t *doc, const char *manager, json
         } else if (strcmp(t->resource, "services") == 0)
             json_object_set_new(doc, "status", json_pack("{s:{}}", "loadBalancer"));
     }
-    secret_defaults(t, doc);
+    if (secret_defaults(t, doc, st) < 0) {
+        json_decref(doc);
+        return LUNA_ENOMEM;
+    }
     if (manager) {
         json_object_del(md, "managedFields");
-        luna_ds_apply_track_update(doc, NULL, t, manager, NULL, now);
+        if (luna_ds_apply_track_update(doc, NULL, t, manager, NULL, now) < 0) {
+            json_decref(doc);
+            return luna_ds_status_oom(st);
+        }
     }
-    luna_ds_obj *o = luna_ds_write_store(t, LUNA_DS_ADDED, doc);
-    *out = luna_ds_doc_as(t, o);
+    luna_ds_obj *o = luna_ds_write_store(ds, t, LUNA_DS_ADDED, doc);
+    if (!o)
+        return luna_ds_status_oom(st);
+    *out = luna_ds_doc_as(ds, t, o);
     luna_ds_obj_unref(o);
-    return 0;
+    return *out ? 0 : luna_ds_status_oom(st);
 }
 
 
 /* What the apiextensions controller writes once a CRD's names are
  * accepted: conditions NamesAccepted and Established, acceptedNames,
  * storedVersions.  Written (a MODIFIED) only when it differs. */
-static void crd_set_status(luna_ds_type *t, const json_t *doc)
+static void crd_set_status(luna_ds *ds, luna_ds_type *t, const json_t *doc)
 {
     json_t *spec = json_object_get(doc, "spec");
     json_t *names = json_deep_copy(json_object_get(spec, "names"));
@@ -395,47 +425,79 @@ static void crd_set_status(luna_ds_type *t, const json_t *doc)
                               "reason", "InitialNamesAccepted",
                               "message", "the initial names have been accepted");
     json_t *copy = json_deep_copy(doc);
-    json_object_set_new(copy, "status", json_pack("{s:o,s:o,s:o}", "conditions", conds,
-                                                  "acceptedNames", names, "storedVersions", stored));
-    luna_ds_obj *o = luna_ds_write_store(t, LUNA_DS_MODIFIED, copy);
+    json_t *status = json_pack("{s:o,s:o,s:o}", "conditions", conds, "acceptedNames", names,
+                               "storedVersions", stored);
+    if (!copy || json_object_set_new(copy, "status", status) < 0) {
+        json_decref(copy);
+        luna_warn("CRD status not written: out of memory", "crd",
+                  luna_ds_doc_str(json_object_get(doc, "metadata"), "name"));
+        return;
+    }
+    luna_ds_obj *o = luna_ds_write_store(ds, t, LUNA_DS_MODIFIED, copy);
+    if (!o)
+        luna_warn("CRD status not written: out of memory", "crd",
+                  luna_ds_doc_str(json_object_get(doc, "metadata"), "name"));
     luna_ds_obj_unref(o);
 }
 
+/* Store callback: the first object it is shown. */
+static bool first_object(void *ctx, luna_ds_obj *o)
+{
+    *(luna_ds_obj **)ctx = o;
+    return false;
+}
+
+/* Removes every object of a deleted CRD's collection (u: its storage
+ * type), in key order as kube-apiserver does, or when the keys cannot be
+ * listed (out of memory), one by one in any order. */
+static void remove_all(luna_ds *ds, luna_ds_type *u)
+{
+    luna_ds_obj **items;
+    size_t n;
+    char **keys = NULL;
+    if (luna_ds_store_snapshot(u->coll, 0, &items, &n) == 0) {
+        keys = calloc(n + 1, sizeof *keys);
+        for (size_t i = 0; keys && i < n; i++)
+            if (!(keys[i] = strdup(items[i]->key)))
+                break;
+        free(items);
+    }
+    for (size_t i = 0; keys && keys[i]; i++) {
+        luna_ds_obj *o = luna_ds_store_get(u->coll, keys[i]);
+        if (o)
+            luna_ds_obj_unref(luna_ds_write_remove(ds, u, o));
+        free(keys[i]);
+    }
+    free(keys);
+    for (;;) {
+        luna_ds_obj *o = NULL;
+        luna_ds_store_each(u->coll, first_object, &o);
+        luna_ds_obj *gone = o ? luna_ds_write_remove(ds, u, o) : NULL;
+        if (!gone)
+            break;
+        luna_ds_obj_unref(gone);
+    }
+}
+
 /* Hooks after every write (storage type). */
-static void after_write(luna_ds_type *t, enum luna_ds_event_type type, const json_t *doc)
+static void after_write(luna_ds *ds, luna_ds_type *t, enum luna_ds_event_type type, const json_t *doc)
 {
     if (type != LUNA_DS_DELETED)
-        luna_ds_gc_check_orphan_later(t, doc);
+        luna_ds_gc_check_orphan_later(ds, t, doc);
     if (!t->custom && strcmp(t->resource, "customresourcedefinitions") == 0) {
         const char *name = luna_ds_doc_str(json_object_get(doc, "metadata"), "name");
         if (type == LUNA_DS_DELETED) {
             /* the CRD's objects go with it */
-            for (luna_ds_type *u = luna_ds_types_all(); u; u = u->next) {
-                if (!u->custom || !u->storage || !u->served || strcmp(u->crd_name, name) != 0)
-                    continue;
-                luna_ds_obj **items;
-                size_t n;
-                luna_ds_store_snapshot(u->coll, 0, &items, &n);
-                char **keys = calloc(n + 1, sizeof *keys);
-                for (size_t i = 0; i < n; i++)
-                    keys[i] = strdup(items[i]->key);
-                free(items);
-                for (size_t i = 0; i < n; i++) {
-                    luna_ds_obj *o = luna_ds_store_get(u->coll, keys[i]);
-                    if (o) {
-                        luna_ds_obj *gone = luna_ds_write_remove(u, o);
-                        luna_ds_obj_unref(gone);
-                    }
-                    free(keys[i]);
-                }
-                free(keys);
-            }
-            luna_ds_types_crd_remove(name);
+            for (luna_ds_type *u = luna_ds_types_all(ds->types); u; u = u->next)
+                if (u->custom && u->storage && u->served && strcmp(u->crd_name, name) == 0)
+                    remove_all(ds, u);
+            luna_ds_types_crd_remove(ds->types, name);
         } else {
-            luna_ds_types_crd_sync(doc);
-            crd_set_status(t, doc);
+            if (luna_ds_types_crd_sync(ds->types, doc) < 0)
+                luna_warn("CRD version not served: out of memory", "crd", name);
+            crd_set_status(ds, t, doc);
         }
     }
     if (type == LUNA_DS_DELETED)
-        luna_ds_gc_recheck_owners(doc);
+        luna_ds_gc_recheck_owners(ds, doc);
 }

@@ -30,23 +30,25 @@
 #include "devserver/devserver_store.h"
 #include "devserver/devserver_types.h"
 
+typedef struct luna_ds luna_ds;
+
 /* Stores doc (type t's version, consumed) as the new state of its key,
  * runs the write hooks, and returns a new reference to the key's current
  * object (after the hooks' own writes), or for DELETED to the deleted
  * state. */
-luna_ds_obj *luna_ds_write_store(luna_ds_type *t, enum luna_ds_event_type type, json_t *doc);
+luna_ds_obj *luna_ds_write_store(luna_ds *ds, luna_ds_type *t, enum luna_ds_event_type type, json_t *doc);
 
 /* Removes cur for good (a DELETED event at a new RV), then runs the
  * garbage collector for its dependents and its namespace's finalizer.
  * Returns a new reference to the deleted state. */
-luna_ds_obj *luna_ds_write_remove(luna_ds_type *t, luna_ds_obj *cur);
+luna_ds_obj *luna_ds_write_remove(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur);
 
 /* Replaces cur with newdoc (t's version, consumed).  sub is NULL or
  * "status".  manager NULL: managedFields already computed (apply) or not
  * tracked (server writes).  *out gets the stored state (or cur for a
  * no-op) as a new document in t's version, or NULL if the write removed
  * the object. */
-int luna_ds_write_update(luna_ds_type *t, luna_ds_obj *cur, json_t *newdoc, const char *sub,
+int luna_ds_write_update(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur, json_t *newdoc, const char *sub,
                          const char *manager, json_t **out, luna_ds_status *st);
 
 /* Creates doc (t's version, consumed; kind and namespace already checked):
@@ -54,7 +56,7 @@ int luna_ds_write_update(luna_ds_type *t, luna_ds_obj *cur, json_t *newdoc, cons
  * creationTimestamp, generation, the built-in types' defaults.  manager
  * NULL: managedFields already set (apply).  *out: the stored document in
  * t's version. */
-int luna_ds_write_create(luna_ds_type *t, json_t *doc, const char *manager, json_t **out,
+int luna_ds_write_create(luna_ds *ds, luna_ds_type *t, json_t *doc, const char *manager, json_t **out,
                          luna_ds_status *st);
 
 #endif

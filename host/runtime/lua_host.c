@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "testing/lua_core.h"
+#include "lua/lua_core.h"
 #include "runtime/controller_spec.h"
 #include "runtime/lua_sandbox.h"
 #include "lua/lua_util.h"
@@ -66,6 +66,17 @@ int luna_lua_host_find_lib(const char *argv0, const char **dir, luna_error *err)
                           exe);
 }
 
+/* luna.core in a runtime state: the script-facing table and the
+ * controller spec reader luna.controller{} uses (controller_spec.h).  The
+ * runtime adds core.runtime when it installs the script API
+ * (lua_runtime.h). */
+static int open_core(lua_State *L)
+{
+    luna_lua_core_push(L);
+    luna_lua_controller_spec_register(L);
+    return 1;
+}
+
 lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err)
 {
     lua_State *L = luaL_newstate();
@@ -79,7 +90,7 @@ lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err)
     lua_pushfstring(L, "%s/?.lua;%s/?/init.lua", lib_dir, lib_dir);
     lua_setfield(L, -2, "path");
     lua_getfield(L, -1, "preload");
-    lua_pushcfunction(L, luaopen_luna_core);
+    lua_pushcfunction(L, open_core);
     lua_setfield(L, -2, "luna.core");
     lua_pop(L, 2);
 

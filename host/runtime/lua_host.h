@@ -1,11 +1,13 @@
 /*
  * lua_host.h — a LuaJIT state that hosts controller scripts.
  *
- * Uses: LuaJIT, lua_core (preloaded as `luna.core`).  Runs on the loop thread.
+ * Uses: LuaJIT, lua/lua_core (the script-facing `luna.core`, preloaded).
+ * Runs on the loop thread.
  *
  * A state has the standard libraries, package.path pointing at luna's Lua
  * library (so `require "luna"` finds lua/luna/init.lua), `luna.core`
- * preloaded, a watchdog (watchdog.h: JIT compiler off, instruction/time
+ * preloaded (version, json, crypto; core.runtime once lua_runtime installs
+ * it; none of the spec-only bindings), a watchdog (watchdog.h: JIT compiler off, instruction/time
  * budgets, heap cap; default settings until luna_watchdog_configure) and
  * the script sandbox (lua_sandbox.h).  Loading a controller file runs it in
  * its own sandboxed environment, inside a watchdog guard ("controller

@@ -86,6 +86,7 @@ struct runtime {
     size_t draining;
     int exit_code;
     char dev_kubeconfig[64];       /* temp kubeconfig of the embedded dev server */
+    struct luna_devserver *dev_server; /* the embedded dev server, or NULL */
     ev_timer sync_check;
     ev_timer grace;
     ev_signal sigterm, sigint, sighup;
@@ -539,7 +540,8 @@ static int setup_servers(struct runtime *rt, luna_error *err)
 static int start_dev_server(struct runtime *rt, luna_error *err)
 {
     char url[128];
-    int rc = rt->cfg->dev_server_start(rt->cfg->seeds, rt->cfg->nseeds, url, sizeof url, err);
+    int rc = rt->cfg->dev_server_start(rt->cfg->seeds, rt->cfg->nseeds, url, sizeof url,
+                                       &rt->dev_server, err);
     if (rc < 0)
         return rc;
     snprintf(rt->dev_kubeconfig, sizeof rt->dev_kubeconfig, "/tmp/luna-dev-XXXXXX");
@@ -621,7 +623,8 @@ static void teardown(struct runtime *rt)
     luna_runtime_metrics_free(rt->rm);
     luna_health_free(rt->health);
     if (rt->cfg->dev_server) {
-        rt->cfg->dev_server_stop();
+        rt->cfg->dev_server_stop(rt->dev_server);
+        rt->dev_server = NULL;
         if (rt->dev_kubeconfig[0])
             unlink(rt->dev_kubeconfig);
     }

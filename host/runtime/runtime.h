@@ -40,6 +40,8 @@
 
 struct luna_watchdog_config;
 
+struct luna_devserver; /* the embedded dev server (host/devserver/, linked by main.c) */
+
 struct luna_run_config {
     const char *argv0;
     const char *dir;           /* controller files */
@@ -57,8 +59,8 @@ struct luna_run_config {
      * the dev server archive; the core library does not).  Required when
      * dev_server is set. */
     int (*dev_server_start)(const char *const *seeds, int nseeds, char *url,
-                            size_t url_size, luna_error *err);
-    void (*dev_server_stop)(void);
+                            size_t url_size, struct luna_devserver **out, luna_error *err);
+    void (*dev_server_stop)(struct luna_devserver *srv);
     bool watch;                /* --watch: reload on changes of dir (stored for the reloader) */
     const char *metrics_bind_address;       /* NULL: ":8080"; "0": off */
     const char *health_probe_bind_address;  /* NULL: ":8081"; "0": off */

@@ -8,18 +8,14 @@
 
 #include "base/log.h"
 #include "lua/lua_util.h"
-#include "testing/lua_workqueue.h"
 #include "runtime/metrics.h"
-#include "runtime/runtime_metrics.h"
+#include "testing/lua_runtime_metrics.h"
+#include "testing/lua_workqueue_export.h"
 #include "base/textbuf.h"
-#include "runtime/workqueue_export.h"
 
 #define REGISTRY_MT "luna.metrics"
 #define FAMILY_MT "luna.metrics.family"
 #define CHILD_MT "luna.metrics.child"
-#define RUNTIME_MT "luna.metrics.runtime"
-#define CONTROLLER_MT "luna.metrics.controller"
-#define EXPORT_MT "luna.metrics.workqueue"
 
 struct lua_registry {
     struct luna_metrics *reg;      /* owned */
@@ -28,23 +24,20 @@ struct lua_registry {
 };
 struct lua_family { struct luna_metric_family *f; };       /* a reference */
 struct lua_child { struct luna_metric_child *c; };         /* a reference */
-struct lua_runtime { struct luna_runtime_metrics *rm; };   /* owned */
-struct lua_controller { struct luna_controller_metrics *cm; }; /* owned; NULL once removed */
-struct lua_export { struct luna_workqueue_export *x; };    /* the queue's; NULL once detached */
 
 /* The state of the binding call in progress: what function series are
  * called with and release their Lua function on.  Set by every entry point
  * that can render, read a value or destroy a series. */
 static lua_State *current;
 
-static lua_State *enter(lua_State *L)
+lua_State *luna_lua_metrics_enter(lua_State *L)
 {
     lua_State *outer = current;
     current = L;
     return outer;
 }
 
-static void leave(lua_State *outer) { current = outer; }
+void luna_lua_metrics_leave(lua_State *outer) { current = outer; }
 
 static const void *universe(lua_State *L)
 {
@@ -56,14 +49,31 @@ static const void *universe(lua_State *L)
 
 /* ---- function series ------------------------------------------------------ */
 
-struct lua_fn {
+struct luna_lua_metrics_fn {
     int ref;                 /* the function, in the Lua registry */
     const void *universe;
 };
 
-static double call_fn(void *ud)
+struct luna_lua_metrics_fn *luna_lua_metrics_fn_new(lua_State *L, int idx)
 {
-    struct lua_fn *fn = ud;
+    struct luna_lua_metrics_fn *fn = malloc(sizeof *fn);
+    if (!fn)
+        return NULL;
+    lua_pushvalue(L, idx);
+    fn->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    fn->universe = universe(L);
+    return fn;
+}
+
+void luna_lua_metrics_fn_discard(lua_State *L, struct luna_lua_metrics_fn *fn)
+{
+    luaL_unref(L, LUA_REGISTRYINDEX, fn->ref);
+    free(fn);
+}
+
+double luna_lua_metrics_fn_call(void *ud)
+{
+    struct luna_lua_metrics_fn *fn = ud;
     lua_State *L = current;
     if (!L || universe(L) != fn->universe || !lua_checkstack(L, 4))
         return NAN;
@@ -79,9 +89,9 @@ static double call_fn(void *ud)
     return v;
 }
 
-static void release_fn(void *ud)
+void luna_lua_metrics_fn_release(void *ud)
 {
-    struct lua_fn *fn = ud;
+    struct luna_lua_metrics_fn *fn = ud;
     if (current && universe(current) == fn->universe)
         luaL_unref(current, LUA_REGISTRYINDEX, fn->ref);
     free(fn);
@@ -97,6 +107,11 @@ static struct lua_registry *check_registry(lua_State *L, int idx)
     return r;
 }
 
+struct luna_metrics *luna_lua_metrics_check(lua_State *L, int idx)
+{
+    return check_registry(L, idx)->reg;
+}
+
 static struct luna_metric_family *check_family(lua_State *L)
 {
     return ((struct lua_family *)luaL_checkudata(L, 1, FAMILY_MT))->f;
@@ -107,7 +122,7 @@ static struct luna_metric_child *check_child(lua_State *L)
     return ((struct lua_child *)luaL_checkudata(L, 1, CHILD_MT))->c;
 }
 
-static const char *check_string(lua_State *L, int idx, const char *what)
+const char *luna_lua_metrics_check_string(lua_State *L, int idx, const char *what)
 {
     if (lua_type(L, idx) != LUA_TSTRING)
         luaL_error(L, "metrics: %s must be a string, got %s", what, luaL_typename(L, idx));
@@ -118,7 +133,7 @@ static const char *check_string(lua_State *L, int idx, const char *what)
     return s;
 }
 
-static lua_Number check_number(lua_State *L, int idx)
+lua_Number luna_lua_metrics_check_number(lua_State *L, int idx)
 {
     if (lua_type(L, idx) != LUA_TNUMBER)
         luaL_typerror(L, idx, "number");
@@ -136,13 +151,13 @@ static void check_values(lua_State *L, int first, const char **values)
         if (lua_type(L, first + i) != LUA_TSTRING)
             luaL_error(L, "metrics: label value #%d must be a string, got %s", i + 1,
                        luaL_typename(L, first + i));
-        values[i] = check_string(L, first + i, "a label value");
+        values[i] = luna_lua_metrics_check_string(L, first + i, "a label value");
     }
     values[n] = NULL;
 }
 
 /* Raises for misuse (EINVAL), returns nil, err otherwise. */
-static int fail(lua_State *L, int rc, const luna_error *err)
+int luna_lua_metrics_fail(lua_State *L, int rc, const luna_error *err)
 {
     if (rc == LUNA_EINVAL)
         return luaL_error(L, "%s", err->msg);
@@ -151,7 +166,7 @@ static int fail(lua_State *L, int rc, const luna_error *err)
 
 /* Pushes a new userdata of size with metatable mt sharing the environment
  * of the object at idx (or a new table { owner } if share is false). */
-static void *push_object(lua_State *L, size_t size, const char *mt, int idx, int share)
+void *luna_lua_metrics_push_object(lua_State *L, size_t size, const char *mt, int idx, int share)
 {
     idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
     void *p = lua_newuserdata(L, size);
@@ -182,16 +197,16 @@ static int luna_lua_metrics_new(lua_State *L)
     luna_error err;
     int rc = luna_metrics_new(&r->reg, &err);
     if (rc)
-        return fail(L, rc, &err);
+        return luna_lua_metrics_fail(L, rc, &err);
     return 1;
 }
 
 static int luna_lua_metrics_registry_gc(lua_State *L)
 {
     struct lua_registry *r = luaL_checkudata(L, 1, REGISTRY_MT);
-    lua_State *outer = enter(L);
+    lua_State *outer = luna_lua_metrics_enter(L);
     luna_metrics_free(r->reg);
-    leave(outer);
+    luna_lua_metrics_leave(outer);
     r->reg = NULL;
     luna_textbuf_free(&r->buf);
     return 0;
@@ -242,15 +257,15 @@ static int define(lua_State *L, enum luna_metric_type type)
     double buckets[LUNA_METRICS_MAX_BUCKETS + 1];
     struct luna_metric_desc d = { .type = type };
     lua_getfield(L, 2, "name");
-    d.name = check_string(L, -1, "field 'name'");
+    d.name = luna_lua_metrics_check_string(L, -1, "field 'name'");
     lua_getfield(L, 2, "help");
-    d.help = lua_isnil(L, -1) ? "" : check_string(L, -1, "field 'help'");
+    d.help = lua_isnil(L, -1) ? "" : luna_lua_metrics_check_string(L, -1, "field 'help'");
     int n = array_field(L, 2, "labels", LUNA_METRICS_MAX_LABELS);
     if (n >= 0) {
         int t = lua_gettop(L);
         for (int i = 0; i < n; i++) {
             lua_rawgeti(L, t, i + 1);
-            labels[i] = check_string(L, -1, "a label name");
+            labels[i] = luna_lua_metrics_check_string(L, -1, "a label name");
         }
         labels[n] = NULL;
         d.labels = labels;
@@ -273,12 +288,12 @@ static int define(lua_State *L, enum luna_metric_type type)
         d.buckets = buckets;
         d.nbuckets = (size_t)n;
     }
-    struct lua_family *u = push_object(L, sizeof *u, FAMILY_MT, 1, 0);
+    struct lua_family *u = luna_lua_metrics_push_object(L, sizeof *u, FAMILY_MT, 1, 0);
     luna_error err;
     int rc = luna_metrics_register(r->reg, &d, &u->f, &err);
     if (rc) {
         u->f = NULL;
-        return fail(L, rc, &err);
+        return luna_lua_metrics_fail(L, rc, &err);
     }
     luna_metric_family_ref(u->f);
     return 1;
@@ -294,13 +309,13 @@ static int luna_lua_metrics_histogram(lua_State *L)
 static int luna_lua_metrics_find(lua_State *L)
 {
     struct lua_registry *r = check_registry(L, 1);
-    const char *name = check_string(L, 2, "name");
+    const char *name = luna_lua_metrics_check_string(L, 2, "name");
     struct luna_metric_family *f = luna_metrics_find(r->reg, name);
     if (!f) {
         lua_pushnil(L);
         return 1;
     }
-    struct lua_family *u = push_object(L, sizeof *u, FAMILY_MT, 1, 0);
+    struct lua_family *u = luna_lua_metrics_push_object(L, sizeof *u, FAMILY_MT, 1, 0);
     u->f = f;
     luna_metric_family_ref(f);
     return 1;
@@ -309,10 +324,10 @@ static int luna_lua_metrics_find(lua_State *L)
 static int luna_lua_metrics_unregister(lua_State *L)
 {
     struct lua_registry *r = check_registry(L, 1);
-    struct luna_metric_family *f = luna_metrics_find(r->reg, check_string(L, 2, "name"));
-    lua_State *outer = enter(L);
+    struct luna_metric_family *f = luna_metrics_find(r->reg, luna_lua_metrics_check_string(L, 2, "name"));
+    lua_State *outer = luna_lua_metrics_enter(L);
     int rc = f ? luna_metric_family_unregister(f) : LUNA_ENOTFOUND;
-    leave(outer);
+    luna_lua_metrics_leave(outer);
     if (rc == LUNA_EINVAL)
         return luaL_error(L, "metrics: cannot unregister during a render");
     lua_pushboolean(L, rc == 0);
@@ -322,11 +337,11 @@ static int luna_lua_metrics_unregister(lua_State *L)
 static int luna_lua_metrics_remove_matching(lua_State *L)
 {
     struct lua_registry *r = check_registry(L, 1);
-    const char *label = check_string(L, 2, "label");
-    const char *value = check_string(L, 3, "value");
-    lua_State *outer = enter(L);
+    const char *label = luna_lua_metrics_check_string(L, 2, "label");
+    const char *value = luna_lua_metrics_check_string(L, 3, "value");
+    lua_State *outer = luna_lua_metrics_enter(L);
     int n = luna_metrics_remove_matching(r->reg, label, value);
-    leave(outer);
+    luna_lua_metrics_leave(outer);
     if (n < 0)
         return luaL_error(L, "metrics: cannot remove series during a render");
     lua_pushinteger(L, n);
@@ -340,13 +355,13 @@ static int luna_lua_metrics_render(lua_State *L)
         return luaL_error(L, "metrics: render called from a metric function");
     luna_textbuf_reset(&r->buf);
     luna_error err;
-    lua_State *outer = enter(L);
+    lua_State *outer = luna_lua_metrics_enter(L);
     r->rendering = true;
     int rc = luna_metrics_render(r->reg, &r->buf, &err);
     r->rendering = false;
-    leave(outer);
+    luna_lua_metrics_leave(outer);
     if (rc)
-        return fail(L, rc, &err);
+        return luna_lua_metrics_fail(L, rc, &err);
     lua_pushlstring(L, r->buf.data ? r->buf.data : "", r->buf.len);
     return 1;
 }
@@ -391,12 +406,12 @@ static int luna_lua_metrics_labels(lua_State *L)
     struct luna_metric_family *f = check_live_family(L);
     const char *values[LUNA_METRICS_MAX_LABELS + 1];
     check_values(L, 2, values);
-    struct lua_child *u = push_object(L, sizeof *u, CHILD_MT, 1, 1);
+    struct lua_child *u = luna_lua_metrics_push_object(L, sizeof *u, CHILD_MT, 1, 1);
     luna_error err;
     struct luna_metric_child *c;
     int rc = luna_metric_child(f, values, &c, &err);
     if (rc)
-        return fail(L, rc, &err);
+        return luna_lua_metrics_fail(L, rc, &err);
     luna_metric_child_ref(c);
     u->c = c;
     return 1;
@@ -408,23 +423,17 @@ static int luna_lua_metrics_func(lua_State *L)
     luaL_checktype(L, 2, LUA_TFUNCTION);
     const char *values[LUNA_METRICS_MAX_LABELS + 1];
     check_values(L, 3, values);
-    struct lua_child *u = push_object(L, sizeof *u, CHILD_MT, 1, 1);
-    lua_pushvalue(L, 2);
-    int ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    struct lua_fn *fn = malloc(sizeof *fn);
-    if (!fn) {
-        luaL_unref(L, LUA_REGISTRYINDEX, ref);
+    struct lua_child *u = luna_lua_metrics_push_object(L, sizeof *u, CHILD_MT, 1, 1);
+    struct luna_lua_metrics_fn *fn = luna_lua_metrics_fn_new(L, 2);
+    if (!fn)
         return luna_lua_push_error(L, LUNA_ENOMEM, "ENOMEM", "metrics: out of memory");
-    }
-    fn->ref = ref;
-    fn->universe = universe(L);
     luna_error err;
     struct luna_metric_child *c;
-    int rc = luna_metric_func(f, values, call_fn, fn, release_fn, &c, &err);
+    int rc = luna_metric_func(f, values, luna_lua_metrics_fn_call, fn,
+                              luna_lua_metrics_fn_release, &c, &err);
     if (rc) {
-        luaL_unref(L, LUA_REGISTRYINDEX, ref);
-        free(fn);
-        return fail(L, rc, &err);
+        luna_lua_metrics_fn_discard(L, fn);
+        return luna_lua_metrics_fail(L, rc, &err);
     }
     luna_metric_child_ref(c);
     u->c = c;
@@ -440,9 +449,9 @@ static int luna_lua_metrics_family_remove(lua_State *L)
         return luaL_error(L, "metrics %s: %d label values for %d labels",
                           luna_metric_family_name(f), lua_gettop(L) - 1,
                           (int)luna_metric_family_label_count(f));
-    lua_State *outer = enter(L);
+    lua_State *outer = luna_lua_metrics_enter(L);
     int rc = luna_metric_remove(f, values);
-    leave(outer);
+    luna_lua_metrics_leave(outer);
     if (rc == LUNA_EINVAL)
         return luaL_error(L, "metrics: cannot remove series during a render");
     lua_pushboolean(L, rc == 0);
@@ -452,11 +461,11 @@ static int luna_lua_metrics_family_remove(lua_State *L)
 static int luna_lua_metrics_family_remove_matching(lua_State *L)
 {
     struct luna_metric_family *f = check_live_family(L);
-    const char *label = check_string(L, 2, "label");
-    const char *value = check_string(L, 3, "value");
-    lua_State *outer = enter(L);
+    const char *label = luna_lua_metrics_check_string(L, 2, "label");
+    const char *value = luna_lua_metrics_check_string(L, 3, "value");
+    lua_State *outer = luna_lua_metrics_enter(L);
     int n = luna_metric_family_remove_matching(f, label, value);
-    leave(outer);
+    luna_lua_metrics_leave(outer);
     if (n < 0)
         return luaL_error(L, "metrics: cannot remove series during a render");
     lua_pushinteger(L, n);
@@ -466,9 +475,9 @@ static int luna_lua_metrics_family_remove_matching(lua_State *L)
 static int luna_lua_metrics_family_clear(lua_State *L)
 {
     struct luna_metric_family *f = check_live_family(L);
-    lua_State *outer = enter(L);
+    lua_State *outer = luna_lua_metrics_enter(L);
     int rc = luna_metric_family_clear(f);
-    leave(outer);
+    luna_lua_metrics_leave(outer);
     if (rc)
         return luaL_error(L, "metrics: cannot remove series during a render");
     return 0;
@@ -477,9 +486,9 @@ static int luna_lua_metrics_family_clear(lua_State *L)
 static int luna_lua_metrics_family_unregister(lua_State *L)
 {
     struct luna_metric_family *f = check_live_family(L);
-    lua_State *outer = enter(L);
+    lua_State *outer = luna_lua_metrics_enter(L);
     int rc = luna_metric_family_unregister(f);
-    leave(outer);
+    luna_lua_metrics_leave(outer);
     if (rc == LUNA_EINVAL)
         return luaL_error(L, "metrics: cannot unregister during a render");
     lua_pushboolean(L, rc == 0);
@@ -557,9 +566,9 @@ static int luna_lua_metrics_family_tostring(lua_State *L)
 static int luna_lua_metrics_child_gc(lua_State *L)
 {
     struct lua_child *u = luaL_checkudata(L, 1, CHILD_MT);
-    lua_State *outer = enter(L);
+    lua_State *outer = luna_lua_metrics_enter(L);
     luna_metric_child_unref(u->c);
-    leave(outer);
+    luna_lua_metrics_leave(outer);
     u->c = NULL;
     return 0;
 }
@@ -602,7 +611,7 @@ static int luna_lua_metrics_inc(lua_State *L)
 static int luna_lua_metrics_add(lua_State *L)
 {
     struct luna_metric_child *c = check_live_child(L);
-    lua_Number v = check_number(L, 2);
+    lua_Number v = luna_lua_metrics_check_number(L, 2);
     check_kind(L, c, "add", true, true, false);
     if (luna_metric_add(c, v))
         return luaL_error(L, "metrics %s: counters only go up (add %f)", child_desc(c), v);
@@ -620,7 +629,7 @@ static int luna_lua_metrics_dec(lua_State *L)
 static int luna_lua_metrics_set(lua_State *L)
 {
     struct luna_metric_child *c = check_live_child(L);
-    lua_Number v = check_number(L, 2);
+    lua_Number v = luna_lua_metrics_check_number(L, 2);
     check_kind(L, c, "set", false, true, false);
     luna_metric_set(c, v);
     return 0;
@@ -629,7 +638,7 @@ static int luna_lua_metrics_set(lua_State *L)
 static int luna_lua_metrics_observe(lua_State *L)
 {
     struct luna_metric_child *c = check_live_child(L);
-    lua_Number v = check_number(L, 2);
+    lua_Number v = luna_lua_metrics_check_number(L, 2);
     check_kind(L, c, "observe", false, false, true);
     luna_metric_observe(c, v);
     return 0;
@@ -641,9 +650,9 @@ static int luna_lua_metrics_value(lua_State *L)
     if (luna_metric_family_type(luna_metric_child_family(c)) == LUNA_METRIC_HISTOGRAM)
         return luaL_error(L, "metrics %s: value of a histogram (use histogram())",
                           child_desc(c));
-    lua_State *outer = enter(L);
+    lua_State *outer = luna_lua_metrics_enter(L);
     double v = luna_metric_value(c);
-    leave(outer);
+    luna_lua_metrics_leave(outer);
     lua_pushnumber(L, v);
     return 1;
 }
@@ -676,9 +685,9 @@ static int luna_lua_metrics_histogram_read(lua_State *L)
 static int luna_lua_metrics_child_remove(lua_State *L)
 {
     struct luna_metric_child *c = check_live_child(L);
-    lua_State *outer = enter(L);
+    lua_State *outer = luna_lua_metrics_enter(L);
     int rc = luna_metric_child_remove(c);
-    leave(outer);
+    luna_lua_metrics_leave(outer);
     if (rc == LUNA_EINVAL)
         return luaL_error(L, "metrics: cannot remove series during a render");
     lua_pushboolean(L, rc == 0);
@@ -714,271 +723,14 @@ static int luna_lua_metrics_child_tostring(lua_State *L)
     return 1;
 }
 
-/* ---- runtime set ----------------------------------------------------------------- */
 
-static struct luna_runtime_metrics *check_runtime(lua_State *L)
-{
-    struct lua_runtime *u = luaL_checkudata(L, 1, RUNTIME_MT);
-    if (!u->rm)
-        luaL_error(L, "runtime metrics are closed");
-    return u->rm;
-}
-
-static int luna_lua_metrics_runtime(lua_State *L)
-{
-    struct lua_registry *r = check_registry(L, 1);
-    lua_settop(L, 1);
-    struct lua_runtime *u = push_object(L, sizeof *u, RUNTIME_MT, 1, 0);
-    luna_error err;
-    int rc = luna_runtime_metrics_new(r->reg, &u->rm, &err);
-    if (rc)
-        return fail(L, rc, &err);
-    /* The registry anchors the set: it lives as long as the registry, so
-     * its families are never unregistered from under a render. */
-    lua_getfenv(L, 1);
-    lua_pushvalue(L, -2);
-    lua_pushboolean(L, 1);
-    lua_rawset(L, -3);
-    lua_pop(L, 1);
-    return 1;
-}
-
-static int luna_lua_metrics_runtime_gc(lua_State *L)
-{
-    struct lua_runtime *u = luaL_checkudata(L, 1, RUNTIME_MT);
-    lua_State *outer = enter(L);
-    luna_runtime_metrics_free(u->rm);
-    leave(outer);
-    u->rm = NULL;
-    return 0;
-}
-
-static int luna_lua_metrics_controller(lua_State *L)
-{
-    struct luna_runtime_metrics *rm = check_runtime(L);
-    const char *name = check_string(L, 2, "controller name");
-    lua_Number workers = check_number(L, 3);
-    if (workers < 1 || workers > 1e6 || workers != floor(workers))
-        return luaL_argerror(L, 3, "workers must be an integer >= 1");
-    struct lua_controller *u = push_object(L, sizeof *u, CONTROLLER_MT, 1, 0);
-    luna_error err;
-    int rc = luna_runtime_metrics_controller_new(rm, name, (int)workers, &u->cm, &err);
-    if (rc) {
-        u->cm = NULL;
-        return fail(L, rc, &err);
-    }
-    return 1;
-}
-
-static struct luna_controller_metrics *check_controller(lua_State *L)
-{
-    struct lua_controller *u = luaL_checkudata(L, 1, CONTROLLER_MT);
-    if (!u->cm)
-        luaL_error(L, "controller metrics are removed");
-    return u->cm;
-}
-
-static int luna_lua_metrics_controller_remove(lua_State *L)
-{
-    struct lua_controller *u = luaL_checkudata(L, 1, CONTROLLER_MT);
-    lua_State *outer = enter(L);
-    luna_runtime_metrics_controller_free(u->cm);
-    leave(outer);
-    u->cm = NULL;
-    return 0;
-}
-
-static int luna_lua_metrics_reconcile_start(lua_State *L)
-{
-    luna_runtime_metrics_reconcile_start(check_controller(L));
-    return 0;
-}
-
-static int luna_lua_metrics_reconcile_done(lua_State *L)
-{
-    struct luna_controller_metrics *cm = check_controller(L);
-    static const char *const results[] = { "success", "error", "requeue", "requeue_after",
-                                           NULL };
-    int result = luaL_checkoption(L, 2, NULL, results);
-    lua_Number seconds = check_number(L, 3);
-    luna_runtime_metrics_reconcile_done(cm, (enum luna_reconcile_result)result, seconds);
-    return 0;
-}
-
-static int luna_lua_metrics_reconcile_panic(lua_State *L)
-{
-    luna_runtime_metrics_reconcile_panic(check_controller(L));
-    return 0;
-}
-
-static int luna_lua_metrics_set_workers(lua_State *L)
-{
-    struct luna_controller_metrics *cm = check_controller(L);
-    lua_Number workers = check_number(L, 2);
-    if (workers < 1 || workers > 1e6 || workers != floor(workers))
-        return luaL_argerror(L, 2, "workers must be an integer >= 1");
-    luna_runtime_metrics_set_workers(cm, (int)workers);
-    return 0;
-}
-
-static int luna_lua_metrics_script(lua_State *L)
-{
-    struct luna_controller_metrics *cm = check_controller(L);
-    const char *sha = check_string(L, 2, "sha256");
-    lua_State *outer = enter(L);
-    luna_error err;
-    int rc = luna_runtime_metrics_script(cm, sha, &err);
-    leave(outer);
-    if (rc)
-        return fail(L, rc, &err);
-    return 0;
-}
-
-static int luna_lua_metrics_rest_request(lua_State *L)
-{
-    struct luna_runtime_metrics *rm = check_runtime(L);
-    lua_Number code = check_number(L, 2);
-    if (code != floor(code) || code < 0 || code > 999)
-        return luaL_argerror(L, 2, "code must be an HTTP status (0 for no response)");
-    luna_runtime_metrics_rest_request(rm, (int)code, check_string(L, 3, "method"),
-                                      check_string(L, 4, "host"));
-    return 0;
-}
-
-static int luna_lua_metrics_informer(lua_State *L)
-{
-    struct luna_runtime_metrics *rm = check_runtime(L);
-    const char *resource = check_string(L, 2, "resource");
-    luaL_checktype(L, 3, LUA_TFUNCTION);
-    lua_pushvalue(L, 3);
-    int ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    struct lua_fn *fn = malloc(sizeof *fn);
-    if (!fn) {
-        luaL_unref(L, LUA_REGISTRYINDEX, ref);
-        return luna_lua_push_error(L, LUNA_ENOMEM, "ENOMEM", "metrics: out of memory");
-    }
-    fn->ref = ref;
-    fn->universe = universe(L);
-    luna_error err;
-    int rc = luna_runtime_metrics_informer_add(rm, resource, call_fn, fn, release_fn, &err);
-    if (rc) {
-        luaL_unref(L, LUA_REGISTRYINDEX, ref);
-        free(fn);
-        return fail(L, rc, &err);
-    }
-    return 0;
-}
-
-static int luna_lua_metrics_informer_remove(lua_State *L)
-{
-    struct luna_runtime_metrics *rm = check_runtime(L);
-    const char *resource = check_string(L, 2, "resource");
-    lua_State *outer = enter(L);
-    luna_runtime_metrics_informer_remove(rm, resource);
-    leave(outer);
-    return 0;
-}
-
-static int luna_lua_metrics_relist(lua_State *L)
-{
-    struct luna_runtime_metrics *rm = check_runtime(L);
-    luna_runtime_metrics_informer_relist(rm, check_string(L, 2, "resource"));
-    return 0;
-}
-
-static int luna_lua_metrics_watch_restart(lua_State *L)
-{
-    struct luna_runtime_metrics *rm = check_runtime(L);
-    luna_runtime_metrics_watch_restart(rm, check_string(L, 2, "resource"),
-                                       check_string(L, 3, "reason"));
-    return 0;
-}
-
-static int luna_lua_metrics_reload(lua_State *L)
-{
-    struct luna_runtime_metrics *rm = check_runtime(L);
-    luaL_checktype(L, 2, LUA_TBOOLEAN);
-    luna_runtime_metrics_reload(rm, lua_toboolean(L, 2), check_number(L, 3));
-    return 0;
-}
-
-static int luna_lua_metrics_leader(lua_State *L)
-{
-    struct luna_runtime_metrics *rm = check_runtime(L);
-    const char *lease = check_string(L, 2, "lease");
-    luaL_checktype(L, 3, LUA_TBOOLEAN);
-    luna_runtime_metrics_leader(rm, lease, lua_toboolean(L, 3));
-    return 0;
-}
-
-/* The calling thread is anchored in the set's environment (as a key) for
- * as long as the set lives, so a series reading its heap never outlives
- * it. */
-static int luna_lua_metrics_lua_state(lua_State *L)
-{
-    struct luna_runtime_metrics *rm = check_runtime(L);
-    const char *name = check_string(L, 2, "state name");
-    lua_settop(L, 2);
-    lua_getfenv(L, 1);
-    lua_pushthread(L);
-    lua_pushboolean(L, 1);
-    lua_rawset(L, 3);
-    luna_error err;
-    int rc = luna_runtime_metrics_lua_state_add(rm, name, L, &err);
-    if (rc)
-        return fail(L, rc, &err);
-    return 0;
-}
-
-static int luna_lua_metrics_lua_state_remove(lua_State *L)
-{
-    struct luna_runtime_metrics *rm = check_runtime(L);
-    luna_runtime_metrics_lua_state_remove(rm, check_string(L, 2, "state name"));
-    return 0;
-}
-
-/* ---- workqueue exports ----------------------------------------------------------- */
-
-static int luna_lua_metrics_export_workqueue(lua_State *L)
-{
-    struct lua_registry *r = check_registry(L, 1);
-    struct luna_workqueue *q = luna_lua_workqueue_check(L, 2);
-    lua_settop(L, 2);
-    struct lua_export *u = lua_newuserdata(L, sizeof *u);
-    u->x = NULL;
-    luaL_getmetatable(L, EXPORT_MT);
-    lua_setmetatable(L, -2);
-    lua_createtable(L, 2, 0); /* anchors the queue (and so the export) */
-    lua_pushvalue(L, 1);
-    lua_rawseti(L, -2, 1);
-    lua_pushvalue(L, 2);
-    lua_rawseti(L, -2, 2);
-    lua_setfenv(L, -2);
-    luna_error err;
-    int rc = luna_workqueue_export_attach(r->reg, q, &u->x, &err);
-    if (rc)
-        return fail(L, rc, &err);
-    return 1;
-}
-
-static int luna_lua_metrics_export_detach(lua_State *L)
-{
-    struct lua_export *u = luaL_checkudata(L, 1, EXPORT_MT);
-    lua_State *outer = enter(L);
-    luna_workqueue_export_detach(u->x);
-    leave(outer);
-    u->x = NULL;
-    lua_createtable(L, 0, 0);
-    lua_setfenv(L, 1);
-    return 0;
-}
 
 /* ---- registration ---------------------------------------------------------------- */
 
 static int luna_lua_metrics_format_value(lua_State *L)
 {
     char buf[32];
-    size_t n = luna_metrics_format_value(check_number(L, 1), buf);
+    size_t n = luna_metrics_format_value(luna_lua_metrics_check_number(L, 1), buf);
     lua_pushlstring(L, buf, n);
     return 1;
 }
@@ -1025,48 +777,15 @@ void luna_lua_metrics_register(lua_State *L)
         { "labels", luna_lua_metrics_child_labels },
         { NULL, NULL },
     };
-    static const luaL_Reg runtime_methods[] = {
-        { "controller", luna_lua_metrics_controller },
-        { "rest_request", luna_lua_metrics_rest_request },
-        { "informer", luna_lua_metrics_informer },
-        { "informer_remove", luna_lua_metrics_informer_remove },
-        { "relist", luna_lua_metrics_relist },
-        { "watch_restart", luna_lua_metrics_watch_restart },
-        { "reload", luna_lua_metrics_reload },
-        { "leader", luna_lua_metrics_leader },
-        { "lua_state", luna_lua_metrics_lua_state },
-        { "lua_state_remove", luna_lua_metrics_lua_state_remove },
-        { NULL, NULL },
-    };
-    static const luaL_Reg controller_methods[] = {
-        { "reconcile_start", luna_lua_metrics_reconcile_start },
-        { "reconcile_done", luna_lua_metrics_reconcile_done },
-        { "panic", luna_lua_metrics_reconcile_panic },
-        { "set_workers", luna_lua_metrics_set_workers },
-        { "script", luna_lua_metrics_script },
-        { "remove", luna_lua_metrics_controller_remove },
-        { NULL, NULL },
-    };
-    static const luaL_Reg export_methods[] = {
-        { "detach", luna_lua_metrics_export_detach },
-        { NULL, NULL },
-    };
     luna_lua_new_locked_class(L, REGISTRY_MT, registry_methods, luna_lua_metrics_registry_gc,
                               luna_lua_metrics_registry_tostring);
     luna_lua_new_locked_class(L, FAMILY_MT, family_methods, luna_lua_metrics_family_gc,
                               luna_lua_metrics_family_tostring);
     luna_lua_new_locked_class(L, CHILD_MT, child_methods, luna_lua_metrics_child_gc,
                               luna_lua_metrics_child_tostring);
-    luna_lua_new_locked_class(L, RUNTIME_MT, runtime_methods, luna_lua_metrics_runtime_gc,
-                              NULL);
-    luna_lua_new_locked_class(L, CONTROLLER_MT, controller_methods,
-                              luna_lua_metrics_controller_remove, NULL);
-    luna_lua_new_locked_class(L, EXPORT_MT, export_methods, NULL, NULL);
 
     static const luaL_Reg funcs[] = {
         { "new", luna_lua_metrics_new },
-        { "runtime", luna_lua_metrics_runtime },
-        { "export_workqueue", luna_lua_metrics_export_workqueue },
         { "format_value", luna_lua_metrics_format_value },
         { NULL, NULL },
     };
@@ -1074,5 +793,7 @@ void luna_lua_metrics_register(lua_State *L)
     lua_getfield(L, -1, "metrics");
     lua_pushliteral(L, LUNA_METRICS_CONTENT_TYPE);
     lua_setfield(L, -2, "content_type");
+    luna_lua_runtime_metrics_register(L);
+    luna_lua_workqueue_export_register(L);
     lua_pop(L, 1);
 }

@@ -1,7 +1,7 @@
 /*
- * lua_metrics.h — core.metrics: metric registries (metrics.h), the runtime
- * metric set (runtime_metrics.h) and workqueue exports (workqueue_export.h)
- * from Lua, for specs and tools.
+ * lua_metrics.h — core.metrics: metric registries (metrics.h) from Lua, for
+ * specs and tools; the runtime metric set (lua_runtime_metrics.h) and
+ * workqueue exports (lua_workqueue_export.h) hang off the same table.
  *
  *   core.metrics.new()                 a registry of its own
  *   core.metrics.content_type          "text/plain; version=0.0.4; charset=utf-8"
@@ -25,20 +25,8 @@
  *                                      buckets = { cumulative..., +Inf last } }
  *   child:remove() -> bool  child:listed() -> bool  child:labels() -> { v1, ... }
  *
- *   core.metrics.runtime(reg) -> rt    the runtime set registered in reg
- *   rt:controller(name, workers) -> ctl
- *   ctl:reconcile_start()  ctl:reconcile_done(result, seconds)  ctl:panic()
- *   ctl:set_workers(n)  ctl:script(sha256)  ctl:remove()
- *       result: "success", "error", "requeue", "requeue_after"
- *   rt:rest_request(code, method, host)
- *   rt:informer(resource, fn)   rt:informer_remove(resource)
- *   rt:relist(resource)         rt:watch_restart(resource, reason)
- *   rt:reload(ok, unix_seconds)  rt:leader(lease, leading)
- *   rt:lua_state(name)          rt:lua_state_remove(name)
- *       (the memory of the Lua state making the call)
- *
- *   core.metrics.export_workqueue(reg, q) -> x   q's workqueue_* series
- *   x:detach()                          removes them (so does collecting q)
+ *   core.metrics.runtime(reg), core.metrics.export_workqueue(reg, q):
+ *   see lua_runtime_metrics.h and lua_workqueue_export.h.
  *
  * Misuse raises: wrong types, label values that are not strings (or hold
  * NUL bytes or bad UTF-8), a wrong number of them, inc on a histogram,
@@ -55,6 +43,42 @@
 
 #include <lua.h>
 
+#include "base/error.h"
+
+struct luna_metrics;
+
+/* Adds core.metrics (with runtime and export_workqueue) to the table on
+ * top of the stack. */
 void luna_lua_metrics_register(lua_State *L);
+
+/* ---- shared with lua_runtime_metrics.c and lua_workqueue_export.c ---- */
+
+/* The registry of the core.metrics.new() object at idx (raises if it is
+ * not one). */
+struct luna_metrics *luna_lua_metrics_check(lua_State *L, int idx);
+/* A string / number argument (raises with `what` / a type error). */
+const char *luna_lua_metrics_check_string(lua_State *L, int idx, const char *what);
+lua_Number luna_lua_metrics_check_number(lua_State *L, int idx);
+/* Raises for misuse (LUNA_EINVAL), else returns nil, err (2 values). */
+int luna_lua_metrics_fail(lua_State *L, int rc, const luna_error *err);
+/* Pushes a zeroed userdata of size with metatable mt whose environment is
+ * the object at idx's (share) or a new table { object at idx }. */
+void *luna_lua_metrics_push_object(lua_State *L, size_t size, const char *mt, int idx,
+                                   int share);
+/* Binding calls that may render, read or destroy a function series run
+ * between enter (returns the outer state) and leave(outer): function
+ * series are called with, and release their function on, that state. */
+lua_State *luna_lua_metrics_enter(lua_State *L);
+void luna_lua_metrics_leave(lua_State *outer);
+
+/* A Lua function (at idx, anchored in the registry) as a series' value
+ * source: pass luna_lua_metrics_fn_call and _release with it to the metrics
+ * module, which then owns it.  NULL when out of memory.  If it is never
+ * handed over, free it with luna_lua_metrics_fn_discard(). */
+struct luna_lua_metrics_fn;
+struct luna_lua_metrics_fn *luna_lua_metrics_fn_new(lua_State *L, int idx);
+void luna_lua_metrics_fn_discard(lua_State *L, struct luna_lua_metrics_fn *fn);
+double luna_lua_metrics_fn_call(void *fn);
+void luna_lua_metrics_fn_release(void *fn);
 
 #endif

@@ -1,32 +1,30 @@
-/* lua_core.c — see lua_core.h. */
-#include "testing/lua_core.h"
+/* lua_module.c — see lua_module.h. */
+#include "testing/lua_module.h"
 
 #include <dlfcn.h>
 #include <lauxlib.h>
 
+#include "lua/lua_core.h"
+#include "lua/lua_selector.h"
 #include "testing/lua_backoff.h"
-#include "lua/lua_crypto.h"
-#include "testing/lua_kubeconfig.h"
+#include "testing/lua_health.h"
 #include "testing/lua_http.h"
-#include "lua/lua_json.h"
 #include "testing/lua_informer.h"
+#include "testing/lua_kubeconfig.h"
 #include "testing/lua_leader.h"
 #include "testing/lua_loop.h"
-#include "testing/lua_object_stream.h"
-#include "testing/lua_health.h"
 #include "testing/lua_metrics.h"
-#include "lua/lua_selector.h"
-#include "testing/lua_store.h"
+#include "testing/lua_object_stream.h"
 #include "runtime/controller_spec.h"
 #include "runtime/lua_pattern.h"
 #include "runtime/lua_sort.h"
 #include "testing/lua_ratelimit.h"
+#include "testing/lua_store.h"
 #include "testing/lua_workqueue.h"
 
 /* luajit dlcloses C modules when its state closes, but libcurl and libev
  * keep process-wide state (handlers, atexit hooks) pointing into this
- * module: keep it mapped until the process exits.  A no-op when linked into
- * the luna executable. */
+ * module: keep it mapped until the process exits. */
 static void pin_module(void)
 {
     Dl_info info;
@@ -37,21 +35,17 @@ static void pin_module(void)
 int luaopen_luna_core(lua_State *L)
 {
     pin_module();
-    lua_newtable(L);
-    lua_pushstring(L, LUNA_VERSION);
-    lua_setfield(L, -2, "version");
+    luna_lua_core_push(L);
     luna_lua_loop_register(L);
     luna_lua_informer_register(L);
     luna_lua_object_stream_register(L);
     luna_lua_store_register(L);
     luna_lua_selector_register(L);
     luna_lua_backoff_register(L);
-    luna_lua_crypto_register(L);
     luna_lua_ratelimit_register(L);
     luna_lua_workqueue_register(L);
     luna_lua_kubeconfig_register(L);
     luna_lua_http_register(L);
-    luna_lua_json_register(L);
     luna_lua_metrics_register(L);
     luna_lua_health_register(L);
     luna_lua_leader_register(L);

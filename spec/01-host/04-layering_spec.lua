@@ -1,0 +1,104 @@
+-- host/ is layered (docs/internals.md): a folder includes only from the
+-- layers below it, the dev server only from base/ (it is its own archive,
+-- linked into `luna` only), and nothing in the core includes the dev
+-- server.  The luna executable's Lua states get the script-facing
+-- luna.core only: the spec-only bindings are not even linked into it.
+local helpers = require("helpers")
+
+-- Lower rank = lower layer.  A file may include its own folder and any
+-- folder of a lower rank.
+local RANK = { base = 0, client = 1, cache = 2, queue = 3, lua = 4, runtime = 5, testing = 6 }
+
+-- Tools run without the ASan runtime `make test` preloads into busted.
+local function sh(cmd)
+  return helpers.run("env -u LD_PRELOAD -u ASAN_OPTIONS " .. cmd)
+end
+
+local function sources()
+  local out, rc = sh("find host -name '*.[ch]'")
+  assert.equal(0, rc, out)
+  local files = {}
+  for path in out:gmatch("[^\n]+") do files[#files + 1] = path end
+  table.sort(files)
+  return files
+end
+
+-- Every `#include "dir/file.h"` of a file: { line = n, dir = "dir", text = ... }.
+local function includes(path)
+  local list, n = {}, 0
+  for line in assert(io.open(path)):lines() do
+    n = n + 1
+    local target = line:match('^%s*#%s*include%s+"([^"]+)"')
+    if target then
+      list[#list + 1] = { line = n, dir = target:match("^([^/]+)/"), text = target }
+    end
+  end
+  return list
+end
+
+-- Why `from` (a folder of host/, or "main") may not include `to`, or nil.
+local function violation(from, to)
+  if not to then return "include without a layer folder" end
+  if from == to then return nil end
+  if from == "main" then return to == "testing" and "main.c uses the spec-only bindings" or nil end
+  if from == "devserver" then
+    return to ~= "base" and "the dev server depends on base/ only" or nil
+  end
+  if to == "devserver" then return "the core does not include the dev server" end
+  if not RANK[from] or not RANK[to] then return "unknown layer" end
+  if RANK[to] > RANK[from] then return "upward include" end
+  return nil
+end
+
+describe("host/ layering", function()
+  it("has every source file in a layer folder", function()
+    for _, path in ipairs(sources()) do
+      local dir = path:match("^host/([^/]+)/")
+      assert(path == "host/main.c" or RANK[dir] or dir == "devserver",
+             path .. " is not in a layer folder")
+    end
+  end)
+
+  it("includes only downward", function()
+    local bad = {}
+    local checked = 0
+    for _, path in ipairs(sources()) do
+      local from = path == "host/main.c" and "main" or path:match("^host/([^/]+)/")
+      for _, inc in ipairs(includes(path)) do
+        checked = checked + 1
+        local why = violation(from, inc.dir)
+        if why then bad[#bad + 1] = ("%s:%d: %s (%s)"):format(path, inc.line, inc.text, why) end
+      end
+    end
+    assert(checked > 300, "too few includes found: " .. checked)
+    assert(#bad == 0, "layering violations:\n" .. table.concat(bad, "\n"))
+  end)
+
+  it("rejects the kinds of include it is there to catch", function()
+    assert.truthy(violation("runtime", "testing"))
+    assert.truthy(violation("base", "client"))
+    assert.truthy(violation("cache", "devserver"))
+    assert.truthy(violation("devserver", "runtime"))
+    assert.truthy(violation("main", "testing"))
+    assert.is_nil(violation("runtime", "lua"))
+    assert.is_nil(violation("devserver", "base"))
+    assert.is_nil(violation("main", "devserver"))
+  end)
+end)
+
+describe("the luna executable", function()
+  it("does not contain the spec-only Lua bindings", function()
+    local out, rc = sh("nm " .. helpers.luna)
+    assert.equal(0, rc, out)
+    local function defines(sym) return out:find(" T " .. sym .. "\n", 1, true) ~= nil end
+    -- what it must contain, so an empty or stripped symbol table cannot pass
+    assert(defines("luna_lua_core_push"), "luna lacks the script-facing luna.core")
+    assert(defines("luna_lua_json_register"), "luna lacks core.json")
+    for _, sym in ipairs{ "luaopen_luna_core", "luna_lua_loop_register",
+                          "luna_lua_informer_register", "luna_lua_http_register",
+                          "luna_lua_workqueue_register", "luna_lua_metrics_register",
+                          "luna_lua_leader_register", "luna_lua_kubeconfig_register" } do
+      assert(not defines(sym), "luna links the spec-only " .. sym)
+    end
+  end)
+end)
