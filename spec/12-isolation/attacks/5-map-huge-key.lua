@@ -1,5 +1,6 @@
 -- attack: a watches map returning a 10 MiB key, and a key with a NUL byte
 -- expect: runs
+-- reached: watches map result ignored
 local luna = require "luna"
 return luna.controller {
   name = "5-map-huge-key", watch = { "v1/ConfigMap", namespace = "@NS@", labels = { none = "none" } },
