@@ -454,10 +454,19 @@ static void wire_metrics(struct runtime *rt, struct luna_reload *gen,
                 luna_warn("workqueue metrics unavailable", "controller", name, "error", e.msg);
         }
     }
-    /* Controllers that are gone take their series with them. */
+    /* Controllers that are gone take their series with them.  Their old
+     * code may still be finishing reconciles (retiring reloads): detach
+     * the series from it first, or those reconciles would report into
+     * freed memory. */
     struct ctl_metrics *m, *tmp;
     HASH_ITER(hh, rt->cms, m, tmp) {
         if (!luna_reload_find(gen, m->name)) {
+            struct luna_controller *gone = old ? luna_reload_find(old, m->name) : NULL;
+            if (gone)
+                luna_controller_set_metrics(gone, NULL);
+            for (struct retiring *r = rt->retiring; r; r = r->next)
+                if ((gone = luna_reload_find(r->gen, m->name)) != NULL)
+                    luna_controller_set_metrics(gone, NULL);
             HASH_DEL(rt->cms, m);
             luna_runtime_metrics_controller_free(m->cm);
             free(m->name);

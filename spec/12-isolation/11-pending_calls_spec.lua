@@ -151,6 +151,50 @@ return luna.controller {
   end)
 end)
 
+describe("a pending API call at reload #integration", function()
+  local client = require("support.apiserver_client")
+  if client.real() then
+    pending("needs the dev server's delay-path fault injection")
+    return
+  end
+  local srv, p
+  setup(function() srv = client.start{ args = { "--admin" } } srv.namespaces = {} end)
+  teardown(function()
+    srv:request("PUT", "/luna/v1/faults", "", { content_type = "text/plain" })
+    support.stop(srv)
+  end)
+
+  it("finishes on the old code after its controller was removed, into nothing freed", function()
+    support.fresh_namespace(srv)
+    srv:request("PUT", "/luna/v1/faults", "delay=2,delay-path=/configmaps/held", { content_type = "text/plain" })
+    p = support.run(srv, {
+      ["a.lua"] = controller("leaving", [[
+    local cm = luna.get("v1/ConfigMap", req.namespace, req.name)
+    print("leaving got", cm and cm.metadata.name)
+]]),
+      ["b.lua"] = controller("staying", "    print('staying reconciled', req.name)"),
+    }, { "--metrics-bind-address", "127.0.0.1:0" })
+    support.wait_line(p, { "caches synced" }, 30)
+    srv:create_cm("held")
+    support.wait_line(p, { "http request start", "/configmaps/held" }, 30)
+    os.remove(p.dir .. "/a.lua")
+    p:kill(1)
+    support.wait_line(p, { "reload done" }, 30)
+    support.wait_line(p, { "controller removed controller=leaving" }, 30)
+    -- the answer arrives for a controller whose metrics and queue are gone
+    support.wait_line(p, { "leaving got held" }, 30)
+    support.wait_line(p, { "reconcile done", "controller=leaving" }, 30)
+    srv:create_cm("later")
+    support.wait_line(p, { "staying reconciled later" }, 30)
+    p:kill(15)
+    local rc = p:wait(20)
+    local out = table.concat(p.out, "\n")
+    p:stop()
+    assert.equal(0, rc, out)
+    assert.is_nil(out:find("Sanitizer", 1, true), out)
+  end)
+end)
+
 describe("class 2 attack files #integration", function()
   local srv
   setup(function() srv = support.server() end)
