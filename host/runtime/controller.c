@@ -380,6 +380,7 @@ void luna_controller_maybe_drained(struct luna_controller *c)
 static struct {
     unsigned int iteration;
     double used;                      /* script seconds in this iteration */
+    bool forced;                      /* a deferred controller started one */
     bool valid;
 } slice;
 
@@ -390,6 +391,7 @@ static void slice_roll(void)
         slice.valid = true;
         slice.iteration = it;
         slice.used = 0;
+        slice.forced = false;
     }
 }
 
@@ -401,8 +403,8 @@ void luna_controller_charge(double seconds)
 
 /* Starts reconciles while keys and workers are free and the iteration's
  * script time is under the slice (past it, the watchers go on in the next
- * iteration; a controller deferred DISPATCH_MAX_DEFERRALS times starts one
- * anyway).  Runs from the dispatch watchers, and right after an informer
+ * iteration; one controller deferred DISPATCH_MAX_DEFERRALS times per
+ * iteration starts one anyway).  Runs from the dispatch watchers, and right after an informer
  * drain step (so an event's reconcile starts in the loop iteration the
  * event arrived in); never nested in itself. */
 static void dispatch(struct luna_controller *c)
@@ -413,12 +415,19 @@ static void dispatch(struct luna_controller *c)
     bool started = false;
     while (!c->stopping && c->active < c->workers) {
         slice_roll();
-        if (slice.used > DISPATCH_SLICE && (started || c->deferrals < DISPATCH_MAX_DEFERRALS)) {
-            if (!started)
-                c->deferrals++;
-            c->dispatching = false;
-            luna_controller_kick(c);
-            return;
+        if (slice.used > DISPATCH_SLICE) {
+            /* past the slice: one start per iteration, for a controller
+             * deferred long enough (no controller starves, and spinning
+             * controllers do not all start in the same iteration) */
+            bool force = !started && !slice.forced && c->deferrals >= DISPATCH_MAX_DEFERRALS;
+            if (!force) {
+                if (!started)
+                    c->deferrals++;
+                c->dispatching = false;
+                luna_controller_kick(c);
+                return;
+            }
+            slice.forced = true;
         }
         const char *key;
         if (luna_workqueue_get(c->queue, &key) != LUNA_WORKQUEUE_ITEM)

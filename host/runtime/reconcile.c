@@ -373,8 +373,7 @@ void luna_reconcile_start(struct luna_controller *c, const char *key)
 void luna_reconcile_abandon(struct luna_reconcile *r, bool requeue)
 {
     struct luna_controller *c = r->c;
-    if (r->cancel)
-        r->cancel(r->cancel_ud);
+    /* reconcile_free cancels the operation it waits for, once */
     if (c->queue) {
         /* An abandoned reconcile's key goes back to the queue (it has
          * a successor after a reload, or nobody after shutdown). */
