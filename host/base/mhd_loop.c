@@ -5,11 +5,21 @@
 
 #include "base/loop.h"
 
+/* MHD_run calls per wake-up while MHD still has work it can do at once
+ * (a connection accepted in one run is read and answered in the next):
+ * a request is served within one loop iteration, however long the other
+ * watchers of that iteration take (script code up to its time budget). */
+#define RUNS_PER_WAKE 8
+
 static void run(struct luna_mhd_loop *ml)
 {
     ml->kicked = false;
-    MHD_run(ml->daemon);
     MHD_UNSIGNED_LONG_LONG ms;
+    for (int i = 0; i < RUNS_PER_WAKE; i++) {
+        MHD_run(ml->daemon);
+        if (ml->kicked || MHD_get_timeout(ml->daemon, &ms) != MHD_YES || ms != 0)
+            break;
+    }
     ev_timer_stop(luna_loop(), &ml->timer);
     if (ml->kicked) {
         ev_timer_set(&ml->timer, 0.0, 0.0);

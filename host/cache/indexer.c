@@ -39,9 +39,8 @@ struct luna_indexer {
 
 int luna_index_values_add(struct luna_index_values *vals, const char *value)
 {
-    for (size_t i = 0; i < vals->n; i++)
-        if (strcmp(vals->v[i], value) == 0)
-            return 0;
+    if (vals->n >= LUNA_INDEX_MAX_VALUES || strlen(value) > LUNA_INDEX_MAX_VALUE_LEN)
+        return LUNA_ETOOBIG;
     if (vals->n == vals->cap) {
         size_t cap = vals->cap ? vals->cap * 2 : 2;
         char **v = realloc(vals->v, cap * sizeof *v);
@@ -55,6 +54,28 @@ int luna_index_values_add(struct luna_index_values *vals, const char *value)
         return LUNA_ENOMEM;
     vals->v[vals->n++] = copy;
     return 0;
+}
+
+static int compare_values(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Drops repeated values: sorted, then each kept once (n log n, n at most
+ * LUNA_INDEX_MAX_VALUES). */
+static void values_dedupe(struct luna_index_values *vals)
+{
+    if (vals->n < 2)
+        return;
+    qsort(vals->v, vals->n, sizeof *vals->v, compare_values);
+    size_t kept = 1;
+    for (size_t i = 1; i < vals->n; i++) {
+        if (strcmp(vals->v[i], vals->v[kept - 1]) == 0)
+            free(vals->v[i]);
+        else
+            vals->v[kept++] = vals->v[i];
+    }
+    vals->n = kept;
 }
 
 static void values_clear(struct luna_index_values *vals)
@@ -132,9 +153,12 @@ static void index_remove(struct index *ix, struct luna_object *obj)
     const char *key = luna_object_key(obj);
     if (ix->pure) {
         struct luna_index_values vals = { 0 };
-        if (ix->fn(obj, &vals, ix->ud, NULL) == 0)
+        luna_error err = { 0 };
+        if (ix->fn(obj, &vals, ix->ud, &err) == 0) {
+            values_dedupe(&vals);
             for (size_t i = 0; i < vals.n; i++)
                 bucket_remove(ix, vals.v[i], obj);
+        }
         values_clear(&vals);
         return;
     }
@@ -160,6 +184,7 @@ static void index_add(struct index *ix, struct luna_object *obj)
         values_clear(&vals);
         return;
     }
+    values_dedupe(&vals);
     for (size_t i = 0; i < vals.n; i++) {
         if (bucket_add(ix, vals.v[i], obj) < 0) {
             luna_error("index update failed", "index", ix->name, "key", luna_object_key(obj),

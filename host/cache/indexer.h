@@ -39,6 +39,11 @@ struct luna_index_values {
     size_t n, cap;
     char **v;
 };
+/* Bounds on what one object's index function may return: more values, or
+ * a longer value, is LUNA_ETOOBIG (the object is left out of the index).
+ * Repeated values are dropped once the function returns (sorted: n log n). */
+#define LUNA_INDEX_MAX_VALUES 1024
+#define LUNA_INDEX_MAX_VALUE_LEN 4096
 int luna_index_values_add(struct luna_index_values *vals, const char *value);
 
 /* Computes obj's values into out; returns 0, or a negative code with err

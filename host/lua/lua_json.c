@@ -72,6 +72,7 @@ struct builder {
     int results;  /* stack index of the results table (multiple), or 0 */
     int nresults;
     int nf;       /* open containers */
+    bool bigint_double; /* integers past 64 bits: the nearest double */
     struct frame frames[HARD_MAX_DEPTH];
 };
 
@@ -220,6 +221,10 @@ static int build_event(void *ud, const luna_json_event *ev, luna_error *err)
             lua_pushnumber(L, ev->d);
             break;
         case LUNA_JSON_BIGINT:
+            if (b->bigint_double && isfinite(ev->d)) {
+                lua_pushnumber(L, ev->d);
+                break;
+            }
             luna_error_set(err, LUNA_EINVAL, "integer %.*s%s does not fit in 64 bits",
                            (int)(ev->len > 40 ? 40 : ev->len), ev->str,
                            ev->len > 40 ? "..." : "");
@@ -331,7 +336,7 @@ static struct decoder *cached_decoder(lua_State *L)
 
 /* Decodes one document with d; pushes the value or returns an error code. */
 static int decode_with(lua_State *L, struct decoder *d, const char *s, size_t len,
-                       const luna_json_options *opts, luna_error *err)
+                       const luna_json_options *opts, bool bigint_double, luna_error *err)
 {
     if (luna_json_parser_reset(d->p, opts))
         return luna_json_parser_finish(d->p, err);
@@ -346,6 +351,7 @@ static int decode_with(lua_State *L, struct decoder *d, const char *s, size_t le
     d->b.results = 0;
     d->b.nresults = 0;
     d->b.nf = 0;
+    d->b.bigint_double = bigint_double;
     d->busy = true;
     int rc = luna_json_parser_feed(d->p, s, len, err);
     if (!rc)
@@ -362,7 +368,7 @@ static int decode_with(lua_State *L, struct decoder *d, const char *s, size_t le
 int luna_lua_json_push(lua_State *L, const char *json, size_t len, luna_error *err)
 {
     luna_json_options opts = { .max_depth = HARD_MAX_DEPTH };
-    return decode_with(L, cached_decoder(L), json, len, &opts, err);
+    return decode_with(L, cached_decoder(L), json, len, &opts, true, err);
 }
 
 /* core.json.decode(s [, opts]) -> value | nil, err */
@@ -372,9 +378,16 @@ static int luna_lua_json_decode(lua_State *L)
     const char *s = luaL_checklstring(L, 1, &len);
     luna_json_options opts;
     read_options(L, 2, &opts, false);
+    bool bigint_double = false;
+    if (lua_istable(L, 2)) {
+        const char *how = luna_lua_opt_string_field(L, 2, "bigint", "error");
+        if (strcmp(how, "double") != 0 && strcmp(how, "error") != 0)
+            return luaL_error(L, "bigint must be \"error\" or \"double\"");
+        bigint_double = strcmp(how, "double") == 0;
+    }
     struct decoder *d = lua_touserdata(L, lua_upvalueindex(1));
     luna_error err = { 0 };
-    if (decode_with(L, d, s, len, &opts, &err))
+    if (decode_with(L, d, s, len, &opts, bigint_double, &err))
         return push_decode_error(L, &err);
     return 1;
 }

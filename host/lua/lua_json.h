@@ -10,7 +10,9 @@
  *   core.json.array_mt, core.json.object_mt   the two marker metatables
  *   core.json.is_array(v), core.json.is_object(v)
  *
- * opts: max_depth (default and upper bound 1000), and for decode/decoder
+ * opts: max_depth (default and upper bound 1000); for decode, bigint =
+ * "error" (default) or "double" (an integer past 64 bits becomes the
+ * nearest double: how cache reads decode); and for decode/decoder
  * max_size (bytes, default unlimited) and, for decoder, multiple = true (a
  * stream of values such as a watch stream).
  *
@@ -57,8 +59,11 @@
 /* Adds core.json to the table on top of the stack. */
 void luna_lua_json_register(lua_State *L);
 
-/* Pushes the Lua value of the JSON document json[0..len) (mapping above)
- * and returns 0; or pushes nothing and returns a negative code with err
+/* Pushes the Lua value of the JSON document json[0..len) (mapping above,
+ * except that an integer past 64 bits becomes the nearest double, as the
+ * API server's own decoding makes it: this is how the host hands cached
+ * objects to scripts, and one such object must not make every read of
+ * the cache fail) and returns 0; or pushes nothing and returns a negative code with err
  * filled.  json is borrowed for the call.  May raise only when Lua runs out
  * of memory. */
 int luna_lua_json_push(lua_State *L, const char *json, size_t len,

@@ -77,11 +77,11 @@ static int guarded_call(struct luna_controller *c, lua_State *T, int nargs, int 
 static bool predicates_pass(struct luna_controller *c, const char *type,
                             struct luna_object *old, struct luna_object *obj)
 {
-    if (c->spec.predicates_ref == LUA_NOREF)
+    if (c->spec->predicates_ref == LUA_NOREF)
         return true;
     lua_State *T = c->env.T;
     int top = lua_gettop(T);
-    lua_rawgeti(T, LUA_REGISTRYINDEX, c->spec.predicates_ref);
+    lua_rawgeti(T, LUA_REGISTRYINDEX, c->spec->predicates_ref);
     int list = lua_gettop(T);
     int n = (int)lua_objlen(T, list);
     bool pass = true;
@@ -187,16 +187,30 @@ static void enqueue_owner(struct source *src, struct luna_object *obj)
         enqueue(c, key);
 }
 
-/* Enqueues one request of a watches map result: a non-empty key string or
- * a {namespace=, name=} table.  Returns false (enqueuing nothing) if the
- * value at idx is neither.  Raw reads only: no metamethod runs here,
- * outside the protected call. */
-static bool enqueue_one(struct luna_controller *c, lua_State *T, int idx)
+/* Bounds on what a watches map may enqueue: keys per result, the length
+ * of a key, and how many keys the queue may hold before map results are
+ * refused (each queued key is C memory the Lua cap does not see). */
+#define MAP_MAX_KEYS 1000
+#define MAP_MAX_KEY_LEN 317          /* namespace (63) / name (253) */
+#define MAP_MAX_QUEUED 100000
+
+static bool name_ok(lua_State *T, int idx, size_t max)
+{
+    size_t len;
+    const char *s = lua_tolstring(T, idx, &len);
+    return len > 0 && len <= max && !memchr(s, '\0', len);
+}
+
+/* Checks one request of a watches map result: a non-empty key string or a
+ * {namespace=, name=} table of names of Kubernetes length.  Writes its key
+ * to key (size MAP_MAX_KEY_LEN + 1) and returns true, or returns false.
+ * Raw reads only: no metamethod runs here, outside the protected call. */
+static bool request_key(lua_State *T, int idx, char *key)
 {
     if (lua_type(T, idx) == LUA_TSTRING) {
-        if (lua_objlen(T, idx) == 0)
+        if (!name_ok(T, idx, MAP_MAX_KEY_LEN))
             return false;
-        enqueue(c, lua_tostring(T, idx));
+        snprintf(key, MAP_MAX_KEY_LEN + 1, "%s", lua_tostring(T, idx));
         return true;
     }
     if (!lua_istable(T, idx))
@@ -205,39 +219,68 @@ static bool enqueue_one(struct luna_controller *c, lua_State *T, int idx)
     lua_rawget(T, idx);
     lua_pushliteral(T, "namespace");
     lua_rawget(T, idx);
-    bool ok = lua_type(T, -2) == LUA_TSTRING && lua_objlen(T, -2) > 0 &&
-              (lua_isnil(T, -1) || lua_type(T, -1) == LUA_TSTRING);
-    char key[520];
-    if (ok && luna_object_make_key(key, sizeof key, lua_tostring(T, -1), lua_tostring(T, -2)) > 0)
-        enqueue(c, key);
+    bool ok = lua_type(T, -2) == LUA_TSTRING && name_ok(T, -2, 253) &&
+              (lua_isnil(T, -1) || (lua_type(T, -1) == LUA_TSTRING &&
+                                    (lua_objlen(T, -1) == 0 || name_ok(T, -1, 63))));
+    if (ok)
+        ok = luna_object_make_key(key, MAP_MAX_KEY_LEN + 1, lua_tostring(T, -1),
+                                  lua_tostring(T, -2)) > 0;
     lua_pop(T, 2);
     return ok;
 }
 
 /* Enqueues what a watches map returned at idx: nil (nothing), one request,
- * or a list of requests (not of lists: a result is never walked deeper, so
- * a cyclic table cannot recurse).  Anything else is logged and ignored. */
+ * or a list of at most MAP_MAX_KEYS requests (not of lists: a result is
+ * never walked deeper, so a cyclic table cannot recurse; a bad item is
+ * logged, the others enqueued).  Anything else, a longer list, or a queue
+ * already holding MAP_MAX_QUEUED keys is logged and the result ignored. */
 static void enqueue_request(struct luna_controller *c, lua_State *T, int idx)
 {
-    if (lua_isnil(T, idx) || enqueue_one(c, T, idx))
+    char key[MAP_MAX_KEY_LEN + 1];
+    if (lua_isnil(T, idx))
         return;
-    bool bad = !lua_istable(T, idx);
-    if (!bad) {
-        lua_pushliteral(T, "name");
-        lua_rawget(T, idx);
-        bad = !lua_isnil(T, -1); /* a request table with a bad name */
-        lua_pop(T, 1);
+    const char *error = NULL;
+    size_t n = 0;
+    bool single = request_key(T, idx, key);
+    if (!single) {
+        bool list = lua_istable(T, idx);
+        if (list) {
+            lua_pushliteral(T, "name");
+            lua_rawget(T, idx);
+            list = lua_isnil(T, -1); /* else a request table with a bad name */
+            lua_pop(T, 1);
+        }
+        n = list ? lua_objlen(T, idx) : 0;
+        if (!list)
+            error = "map must return a key, a {namespace=, name=} table, a list of them, or nil "
+                    "(keys of at most 317 bytes, names of Kubernetes length)";
+        else if (n > MAP_MAX_KEYS)
+            error = "map returned more than 1000 requests";
     }
-    int n = bad ? 0 : (int)lua_objlen(T, idx);
-    for (int i = 1; i <= n; i++) {
-        lua_rawgeti(T, idx, i);
-        if (!enqueue_one(c, T, lua_gettop(T)))
+    if (!error && luna_workqueue_len(c->queue) >= MAP_MAX_QUEUED)
+        error = "the workqueue already holds 100000 keys: map results are refused until it drains";
+    if (error) {
+        luna_error("watches map result ignored", "controller", c->name, "error", error);
+        return;
+    }
+    if (single) {
+        enqueue(c, key);
+        return;
+    }
+    /* a list: its good items are enqueued, a bad one is reported */
+    bool bad = false;
+    for (size_t i = 1; i <= n; i++) {
+        lua_rawgeti(T, idx, (int)i);
+        if (request_key(T, lua_gettop(T), key))
+            enqueue(c, key);
+        else
             bad = true;
         lua_pop(T, 1);
     }
     if (bad)
-        luna_warn("watches map result ignored", "controller", c->name, "error",
-                  "map must return a key, a {namespace=, name=} table, a list of them, or nil");
+        luna_error("watches map result ignored", "controller", c->name, "error",
+                   "map must return a key, a {namespace=, name=} table, a list of them, or nil "
+                   "(keys of at most 317 bytes, names of Kubernetes length)");
 }
 
 static void enqueue_mapped(struct source *src, struct luna_object *obj)
@@ -313,21 +356,76 @@ void luna_controller_maybe_drained(struct luna_controller *c)
     }
 }
 
-/* Starts reconciles while keys and workers are free.  Runs from the
- * dispatch watchers, and right after an informer drain step (so an event's
- * reconcile starts in the loop iteration the event arrived in); never
- * nested in itself. */
+/* How much script time one loop iteration may spend before the
+ * dispatchers stop starting reconciles and let the loop serve I/O
+ * (probes, watches, API answers).  A reconcile that ends without yielding
+ * frees its worker at once: without this, a queue of keys whose
+ * reconciles each spin up to the time budget would hold the loop for
+ * keys x budget. */
+#define DISPATCH_SLICE 0.010
+/* Iterations a controller lets pass while the slice is used up before it
+ * starts one reconcile anyway (no controller starves). */
+#define DISPATCH_MAX_DEFERRALS 3
+
+static struct {
+    unsigned int iteration;
+    double used;                      /* script seconds in this iteration */
+    bool forced;                      /* a deferred controller started one */
+    bool valid;
+} slice;
+
+static void slice_roll(void)
+{
+    unsigned int it = ev_iteration(luna_loop());
+    if (!slice.valid || it != slice.iteration) {
+        slice.valid = true;
+        slice.iteration = it;
+        slice.used = 0;
+        slice.forced = false;
+    }
+}
+
+void luna_controller_charge(double seconds)
+{
+    slice_roll();
+    slice.used += seconds;
+}
+
+/* Starts reconciles while keys and workers are free and the iteration's
+ * script time is under the slice (past it, the watchers go on in the next
+ * iteration; one controller deferred DISPATCH_MAX_DEFERRALS times per
+ * iteration starts one anyway).  Runs from the dispatch watchers, and right after an informer
+ * drain step (so an event's reconcile starts in the loop iteration the
+ * event arrived in); never nested in itself. */
 static void dispatch(struct luna_controller *c)
 {
     if (!c->started || c->dispatching)
         return;
     c->dispatching = true;
+    bool started = false;
     while (!c->stopping && c->active < c->workers) {
+        slice_roll();
+        if (slice.used > DISPATCH_SLICE) {
+            /* past the slice: one start per iteration, for a controller
+             * deferred long enough (no controller starves, and spinning
+             * controllers do not all start in the same iteration) */
+            bool force = !started && !slice.forced && c->deferrals >= DISPATCH_MAX_DEFERRALS;
+            if (!force) {
+                if (!started)
+                    c->deferrals++;
+                c->dispatching = false;
+                luna_controller_kick(c);
+                return;
+            }
+            slice.forced = true;
+        }
         const char *key;
         if (luna_workqueue_get(c->queue, &key) != LUNA_WORKQUEUE_ITEM)
             break;
         /* key is borrowed from the queue until done: copy before Lua runs */
+        c->deferrals = 0;
         luna_reconcile_start(c, key);
+        started = true;
     }
     c->dispatching = false;
     if (c->stopping || c->active >= c->workers || !luna_workqueue_len(c->queue)) {
@@ -354,7 +452,8 @@ static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents) {}
 /* ---- construction -------------------------------------------------------- */
 
 /* Acquires the informer of c's next source and adds the handlers. */
-static int add_source(struct luna_controller *c, struct luna_source_spec *ss, luna_error *err)
+static int add_source(struct luna_controller *c, const struct luna_source_spec *ss,
+                      luna_error *err)
 {
     struct source *src = &c->sources[c->nsources];
     memset(src, 0, sizeof *src);
@@ -365,36 +464,70 @@ static int add_source(struct luna_controller *c, struct luna_source_spec *ss, lu
         .namespace_ = ss->namespace_,
         .label_selector = ss->labels,
         .field_selector = ss->fields,
-        .keep_managed_fields = c->spec.keep_managed_fields,
-        .resync = ss->role == LUNA_SOURCE_WATCH ? c->spec.resync : 0,
+        .keep_managed_fields = c->spec->keep_managed_fields,
+        .resync = ss->role == LUNA_SOURCE_WATCH ? c->spec->resync : 0,
     };
     src->si = luna_informer_factory_acquire(c->env.factory, &spec, err);
     if (!src->si)
         return err ? err->code : LUNA_EINVAL;
     c->nsources++;
-    struct luna_informer_handler h = { on_add, on_update, on_delete, src, on_batch_end };
-    src->handler_id = luna_informer_add_handler(luna_shared_informer_informer(src->si), &h);
     return 0;
 }
 
-/* Custom indexes on the primary informer, named "<controller>/<name>" so
- * controllers sharing an informer cannot collide.  Runs in a protected
- * call (adding an index raises on a duplicate name): c at 1. */
+/* Routes the events of every source to c.  A synced informer replays its
+ * cache to a new handler at once, running predicates and map functions:
+ * so this comes after the indexes they may read exist. */
+static void add_handlers(struct luna_controller *c)
+{
+    for (size_t i = 0; i < c->nsources; i++) {
+        struct source *src = &c->sources[i];
+        struct luna_informer_handler h = { on_add, on_update, on_delete, src, on_batch_end };
+        src->handler_id = luna_informer_add_handler(luna_shared_informer_informer(src->si), &h);
+    }
+}
+
+/* Custom indexes on the primary informer.  Each controller instance names
+ * its own "<controller>/<name>#<instance>": controllers sharing an
+ * informer cannot collide, and neither can the old and the new code of one
+ * controller during a reload (both live until the old one is freed).
+ * Runs in a protected call (adding an index raises on a duplicate name):
+ * c at 1. */
 static int add_indexes(lua_State *L)
 {
+    static unsigned long instances;
     struct luna_controller *c = lua_touserdata(L, 1);
+    unsigned long instance = ++instances;
     struct luna_indexer *idx =
         luna_informer_indexer(luna_shared_informer_informer(c->sources[0].si));
-    for (size_t i = 0; i < c->spec.nindexes; i++) {
-        struct luna_index_spec *ix = &c->spec.indexes[i];
-        lua_pushfstring(L, "%s/%s", c->name, ix->name);
+    c->index_names = calloc(c->spec->nindexes, sizeof *c->index_names);
+    if (!c->index_names)
+        return luaL_error(L, "out of memory");
+    for (size_t i = 0; i < c->spec->nindexes; i++) {
+        const struct luna_index_spec *ix = &c->spec->indexes[i];
+        char serial[24];
+        snprintf(serial, sizeof serial, "%lu", instance);
+        lua_pushfstring(L, "%s/%s#%s", c->name, ix->name, serial);
+        c->index_names[i] = strdup(lua_tostring(L, -1));
+        if (!c->index_names[i])
+            return luaL_error(L, "out of memory");
         lua_rawgeti(L, LUA_REGISTRYINDEX, ix->fn_ref);
-        luna_lua_cache_add_index(L, idx, lua_tostring(L, -2), lua_gettop(L), &c->env.T,
-                                 luna_lua_cache_push_table);
+        luna_lua_cache_add_index(L, idx, c->index_names[i], lua_gettop(L), &c->env.T,
+                                 luna_lua_cache_push_table, &c->limits);
         c->nindexes++;
         lua_pop(L, 2);
     }
     return 0;
+}
+
+const char *luna_controller_index_name(const struct luna_controller *c,
+                                       const struct luna_informer *inf, const char *name)
+{
+    if (c->nsources == 0 || inf != luna_shared_informer_informer(c->sources[0].si))
+        return NULL;
+    for (size_t i = 0; i < c->nindexes; i++)
+        if (strcmp(c->spec->indexes[i].name, name) == 0)
+            return c->index_names[i];
+    return NULL;
 }
 
 int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
@@ -402,25 +535,27 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
 {
     lua_State *L = env->L;
     *out = NULL;
+    const struct luna_controller_spec *spec = luna_controller_spec_get(L, ctl_idx);
+    if (!spec || spec->nsources == 0)
+        return luna_error_set(err, LUNA_EINVAL, "not a controller made by luna.controller{}");
     struct luna_controller *c = calloc(1, sizeof *c);
     if (!c)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");
-    int rc = luna_controller_spec_read(L, ctl_idx, &c->spec, err);
-    if (rc < 0) {
-        free(c);
-        return rc;
-    }
+    lua_pushvalue(L, ctl_idx);
+    c->spec_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    c->spec = spec;
     c->env = *env;
-    c->name = c->spec.name;
-    c->workers = c->spec.workers;
-    c->limits = c->spec.limits;
+    c->name = spec->name;
+    c->workers = spec->workers;
+    c->limits = luna_controller_spec_limits(L, spec);
+    int rc = 0;
     ev_check_init(&c->dispatch_check, dispatch_cb);
     ev_idle_init(&c->dispatch_idle, idle_cb);
 
     struct luna_ratelimit *limiter = NULL;
     struct luna_workqueue_options qo = { .name = c->name, .clock = env->clock, .loop = luna_loop() };
-    c->sources = calloc(c->spec.nsources, sizeof *c->sources);
-    if (!c->sources || luna_ratelimit_new(&c->spec.rate_limit, env->clock, &limiter, err) < 0) {
+    c->sources = calloc(c->spec->nsources, sizeof *c->sources);
+    if (!c->sources || luna_ratelimit_new(&c->spec->rate_limit, env->clock, &limiter, err) < 0) {
         luna_controller_free(c);
         return err && err->code ? err->code : luna_error_set(err, LUNA_ENOMEM, "out of memory");
     }
@@ -431,9 +566,9 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
     }
     luna_workqueue_set_ready_cb(c->queue, on_ready, c);
 
-    for (size_t i = 0; i < c->spec.nsources && rc == 0; i++)
-        rc = add_source(c, &c->spec.sources[i], err);
-    if (rc == 0 && c->spec.nindexes > 0) {
+    for (size_t i = 0; i < c->spec->nsources && rc == 0; i++)
+        rc = add_source(c, &c->spec->sources[i], err);
+    if (rc == 0 && c->spec->nindexes > 0) {
         lua_pushcfunction(L, add_indexes);
         lua_pushlightuserdata(L, c);
         if (lua_pcall(L, 1, 0, 0) != 0) {
@@ -446,6 +581,7 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
         luna_controller_free(c);
         return rc;
     }
+    add_handlers(c);
     *out = c;
     return 0;
 }
@@ -580,21 +716,22 @@ void luna_controller_free(struct luna_controller *c)
     if (c->nindexes > 0 && c->nsources > 0) {
         struct luna_indexer *idx =
             luna_informer_indexer(luna_shared_informer_informer(c->sources[0].si));
-        for (size_t i = 0; i < c->nindexes; i++) {
-            char name[512];
-            snprintf(name, sizeof name, "%s/%s", c->name, c->spec.indexes[i].name);
-            luna_indexer_remove_index(idx, name);
-        }
+        for (size_t i = 0; i < c->nindexes; i++)
+            luna_indexer_remove_index(idx, c->index_names[i]);
     }
+    for (size_t i = 0; c->index_names && i < c->spec->nindexes; i++)
+        free(c->index_names[i]);
+    free(c->index_names);
     for (size_t i = 0; i < c->nsources; i++) {
         struct source *s = &c->sources[i];
-        luna_informer_remove_handler(luna_shared_informer_informer(s->si), s->handler_id);
+        if (s->handler_id > 0)
+            luna_informer_remove_handler(luna_shared_informer_informer(s->si), s->handler_id);
         luna_informer_factory_release(c->env.factory, s->si);
     }
     free(c->sources);
     if (!c->queue_borrowed)
         luna_workqueue_free(c->queue);
-    luna_controller_spec_free(L, &c->spec);
+    luaL_unref(L, LUA_REGISTRYINDEX, c->spec_ref);
     free(c);
 }
 

@@ -153,5 +153,11 @@ struct luna_controller *luna_controller_in_handler(void);
 struct luna_informer *luna_controller_informer_for(struct luna_controller *c,
                                                    const char *group, const char *version,
                                                    const char *kind);
+struct luna_informer_factory *luna_controller_factory(struct luna_controller *c);
+/* The name the index c declared as `name` has in inf's indexer (borrowed
+ * until c is freed), or NULL if c declares no such index on inf (indexes
+ * live on the primary informer only). */
+const char *luna_controller_index_name(const struct luna_controller *c,
+                                       const struct luna_informer *inf, const char *name);
 
 #endif

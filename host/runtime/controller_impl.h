@@ -19,25 +19,29 @@
 
 struct source {
     struct luna_controller *c;
-    struct luna_source_spec *spec;    /* in c->spec.sources */
+    const struct luna_source_spec *spec; /* in c->spec->sources */
     struct luna_shared_informer *si;
     int handler_id;
     bool not_served_logged;           /* "controller kind not served" said, not taken back */
 };
 
 struct luna_controller {
-    struct luna_controller_spec spec; /* owned: read once at construction */
-    const char *name;                 /* spec.name */
+    const struct luna_controller_spec *spec; /* borrowed from its userdata */
+    int spec_ref;                     /* keeps the userdata alive */
+    const char *name;                 /* spec->name */
     struct luna_controller_env env;
     struct luna_workqueue *queue;
     bool queue_borrowed;              /* retired: the queue moved to a successor */
     struct source *sources;           /* one per spec source, acquired */
     size_t nsources;
+    char **index_names;               /* per spec index: its name in sources[0]'s
+                                       * indexer, "<controller>/<name>#<instance>" */
     size_t nindexes;                  /* custom indexes added to sources[0] */
     int workers, active;
     struct luna_watchdog_limits limits; /* budgets of its Lua code */
     bool started, stopping;
     bool dispatching;                 /* inside dispatch(): it does not nest */
+    unsigned deferrals;               /* dispatches skipped for the time slice */
     void (*drained)(void *ud);
     void *drained_ud;
     struct luna_reconcile *running;   /* list of in-flight reconciles */
@@ -49,6 +53,8 @@ struct luna_controller {
 
 /* Starts the dispatch watchers if keys and workers are free. */
 void luna_controller_kick(struct luna_controller *c);
+/* Adds script time run in this loop iteration (the dispatch slice). */
+void luna_controller_charge(double seconds);
 /* Calls the drained callback once stopping and nothing is in flight. */
 void luna_controller_maybe_drained(struct luna_controller *c);
 

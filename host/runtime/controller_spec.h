@@ -1,25 +1,44 @@
 /*
- * controller_spec.h — what a controller is, read once out of the table
- * luna.controller{} returned into memory the host owns.
+ * controller_spec.h — what a controller is, validated once and copied out
+ * of the table the script passed to luna.controller{} into memory the
+ * host owns.
  *
- * Uses: the Lua state that loaded the file, watchdog, resource (kinds).
- * Runs on the loop thread.
+ *   core.controller_spec(table) → spec | nil, message, field
+ *   core.is_controller_spec(v)  → boolean
  *
- * luna_controller_spec_read runs the whole read in one protected call in
- * a watchdog guard: any script code a read triggers is bounded, and an
- * error in it is a load error of the controller, never a raise in the
- * host.  After it returns, the host reads the spec only: the script's
- * tables are not touched again.
+ * Uses: resource (kinds), selector (label and field selectors), ratelimit
+ * (its defaults).  Runs on the loop thread (or in a spec's state).
+ *
+ * lua/luna/init.lua's luna.controller{} calls core.controller_spec: it
+ * reads the script's table with raw reads only (no metamethod, no script
+ * code runs: a table with __index, __pairs or a trapped metatable reads as
+ * the plain table it is), checks every field against its type and range,
+ * and copies what it needs into a C struct inside a userdata.  The script
+ * gets that userdata (the "controller"): it has no fields to write, its
+ * metatable is locked, and reading a field (c.name, c.watch, ...) returns
+ * a fresh copy.  The host builds controllers from the struct only: the
+ * script's tables are never touched again.  On a bad spec it returns nil,
+ * a message naming the field (and the nearest known field for a
+ * misspelled one), and the field's path ("watch.labels"), for
+ * luna.controller to raise at the caller's line.
+ *
+ * Bounds (refused with a clear message beyond them): workers 1..1024;
+ * resync 0 (off) or 1..31536000 s; limits.instructions 0..1e12, limits.seconds
+ * 0..86400 (0: unlimited); rate_limit delays 0..1e6 s with base_delay <=
+ * max_delay, qps in (0, 1e6], burst an integer 1..1e6; at most 64 sources
+ * (watch + owns + watches), 64 indexes, 64 predicates; selectors of at most
+ * 2047 bytes that parse; names and namespaces as Kubernetes spells them;
+ * every number finite.
  *
  * Invariants:
  *   - nsources >= 1 and sources[0] is the primary (`watch`) source;
  *   - a Lua value the spec needs later (reconcile, predicates, map and
- *     index functions) is a registry reference of the reading state.
+ *     index functions) is a registry reference of the state that made it;
+ *     the predicates are a private list only the host can reach.
  *
- * Ownership: the spec owns its strings and arrays and holds its registry
- * references; luna_controller_spec_free(L, spec) releases both (L is the
- * state it was read from).  Moving the spec into a controller moves all
- * of it (zero the source afterwards).
+ * Ownership: the userdata owns the struct, its strings and its registry
+ * references; its __gc releases them.  A controller built from it keeps
+ * the userdata alive (a registry reference) and borrows the struct.
  */
 #ifndef LUNA_CONTROLLER_SPEC_H
 #define LUNA_CONTROLLER_SPEC_H
@@ -28,14 +47,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "base/error.h"
 #include "queue/ratelimit.h"
 #include "runtime/watchdog.h"
+
+#define LUNA_SPEC_MAX_SOURCES 64
+#define LUNA_SPEC_MAX_INDEXES 64
+#define LUNA_SPEC_MAX_PREDICATES 64
+#define LUNA_SPEC_MAX_WORKERS 1024
+#define LUNA_SPEC_MAX_SELECTOR 2048
 
 enum luna_source_role { LUNA_SOURCE_WATCH, LUNA_SOURCE_OWNS, LUNA_SOURCE_WATCHES };
 
 struct luna_source_spec {
     enum luna_source_role role;
+    char *kind_text;                  /* as written: "apps/v1/Deployment" */
     char group[256], version[64], kind[128];
     char *namespace_;                 /* NULL: every namespace */
     char *labels, *fields;            /* selectors in kube syntax; "" none */
@@ -47,27 +72,47 @@ struct luna_index_spec {
     int fn_ref;                       /* the index function */
 };
 
+/* limits_set bits */
+#define LUNA_SPEC_LIMIT_INSTRUCTIONS 1u
+#define LUNA_SPEC_LIMIT_SECONDS 2u
+
 struct luna_controller_spec {
     char *name;
-    int workers;                      /* >= 1 */
+    int workers;                      /* 1..LUNA_SPEC_MAX_WORKERS */
     double resync;                    /* seconds; 0: none */
     bool keep_managed_fields;
-    struct luna_watchdog_limits limits; /* its budgets (the state's defaults filled in) */
-    struct luna_ratelimit_config rate_limit;
+    struct luna_watchdog_limits limits; /* the fields limits_set names */
+    unsigned limits_set;
+    struct luna_ratelimit_config rate_limit; /* defaults filled in */
     int reconcile_ref;
-    int predicates_ref;               /* a list of functions, or LUA_NOREF */
+    int predicates_ref;               /* a private list of functions, or LUA_NOREF */
+    size_t npredicates;
     struct luna_source_spec *sources;
     size_t nsources;
     struct luna_index_spec *indexes;
     size_t nindexes;
 };
 
-/* Reads the controller table at idx of L into *spec (zeroed first).  On
- * failure returns a negative code with err set, and *spec holds nothing
- * (already freed). */
-int luna_controller_spec_read(lua_State *L, int idx, struct luna_controller_spec *spec,
-                              luna_error *err);
-/* Releases what the spec holds; L is the state it was read from. */
-void luna_controller_spec_free(lua_State *L, struct luna_controller_spec *spec);
+/* Adds controller_spec and is_controller_spec to the table on top of L's
+ * stack (luna.core). */
+void luna_lua_controller_spec_register(lua_State *L);
+
+/* The spec of the controller userdata at idx, or NULL if the value is not
+ * one (borrowed while the userdata lives). */
+const struct luna_controller_spec *luna_controller_spec_get(lua_State *L, int idx);
+
+/* The last spec core.controller_spec refused in L (message and field
+ * path), then forgets it; false if none since the last call. */
+bool luna_controller_spec_last_error(lua_State *L, char *msg, size_t msg_size, char *field,
+                                     size_t field_size);
+/* The line of the file at path that sets the field of path `field`
+ * ("watch.labels": the first line setting `watch`, then the next setting
+ * `labels`), or 0 if no line does. */
+int luna_controller_spec_field_line(const char *path, const char *field);
+
+/* The watchdog budgets of spec: its own, the state's defaults for the
+ * ones it leaves out. */
+struct luna_watchdog_limits luna_controller_spec_limits(lua_State *L,
+                                                        const struct luna_controller_spec *spec);
 
 #endif

@@ -118,9 +118,16 @@ static int luna_lua_cache_by_index(lua_State *L)
     struct luna_informer *inf = informer_arg(L, "luna.cache():by_index");
     const char *index = luaL_checkstring(L, 2);
     const char *value = luaL_checkstring(L, 3);
+    struct luna_reconcile *r = luna_reconcile_of(L);
+    struct luna_controller *c = r ? luna_reconcile_controller(r) : luna_controller_in_handler();
+    const char *name = luna_controller_index_name(c, inf, index);
+    if (!name)
+        return luaL_error(L, "controller %s has no index named '%s' on %s (declare it in "
+                             "`indexes`; indexes are on the watched kind)",
+                          luna_controller_name(c), index, lua_tostring(L, 1));
     struct list_ctx ctx = { L, NULL, 0 };
     lua_newtable(L);
-    if (luna_indexer_each_indexed(luna_informer_indexer(inf), index, value, collect, &ctx) ==
+    if (luna_indexer_each_indexed(luna_informer_indexer(inf), name, value, collect, &ctx) ==
         LUNA_ENOTFOUND)
         return luaL_error(L, "no index named '%s'", index);
     return 1;
@@ -148,6 +155,7 @@ struct lua_index_fn {
     lua_State **Lp;
     int fn_ref;
     luna_lua_cache_push_fn push;
+    const struct luna_watchdog_limits *limits; /* NULL: the state's defaults */
 };
 
 static void lua_index_fn_free(void *ud)
@@ -156,6 +164,25 @@ static void lua_index_fn_free(void *ud)
     if (*fn->Lp)
         luaL_unref(*fn->Lp, LUA_REGISTRYINDEX, fn->fn_ref);
     free(fn);
+}
+
+/* Adds the string on top of L (a NUL byte or an oversized value is an
+ * error: the value would be cut or grow the index without bound). */
+static int add_value(lua_State *L, struct luna_index_values *out, luna_error *err)
+{
+    size_t len;
+    const char *v = lua_tolstring(L, -1, &len);
+    if (len > LUNA_INDEX_MAX_VALUE_LEN)
+        return luna_error_set(err, LUNA_ETOOBIG, "index value of %zu bytes (at most %d)", len,
+                              LUNA_INDEX_MAX_VALUE_LEN);
+    if (memchr(v, '\0', len))
+        return luna_error_set(err, LUNA_EINVAL, "index value holds a NUL byte");
+    int rc = luna_index_values_add(out, v);
+    if (rc < 0)
+        return luna_error_set(err, rc, rc == LUNA_ETOOBIG ? "index function returned more than "
+                                                           "%d values" : "out of memory",
+                              LUNA_INDEX_MAX_VALUES);
+    return 0;
 }
 
 static int lua_index_fn(const struct luna_object *obj, struct luna_index_values *out,
@@ -173,7 +200,7 @@ static int lua_index_fn(const struct luna_object *obj, struct luna_index_values 
     }
     /* script code: in a watchdog guard with the state's default budgets
      * (a no-op in a state without a watchdog) */
-    struct luna_watchdog_guard g = { .what = "index function" };
+    struct luna_watchdog_guard g = { .what = "index function", .limits = fn->limits };
     if (luna_watchdog_pcall(L, 1, 1, top + 1, &g) != 0) {
         if (g.stop != LUNA_WATCHDOG_RUNNING) {
             char reason[256];
@@ -183,13 +210,16 @@ static int lua_index_fn(const struct luna_object *obj, struct luna_index_values 
             rc = luna_error_set(err, LUNA_ELUA, "%s", lua_tostring(L, -1));
         }
     } else if (lua_type(L, -1) == LUA_TSTRING) {
-        rc = luna_index_values_add(out, lua_tostring(L, -1));
+        rc = add_value(L, out, err);
     } else if (lua_istable(L, -1)) {
-        int n = (int)lua_objlen(L, -1);
-        for (int i = 1; i <= n && rc == 0; i++) {
-            lua_rawgeti(L, -1, i);
+        size_t n = lua_objlen(L, -1);
+        if (n > LUNA_INDEX_MAX_VALUES)
+            rc = luna_error_set(err, LUNA_ETOOBIG, "index function returned %zu values (at most %d)",
+                                n, LUNA_INDEX_MAX_VALUES);
+        for (size_t i = 1; i <= n && rc == 0; i++) {
+            lua_rawgeti(L, -1, (int)i);
             if (lua_type(L, -1) == LUA_TSTRING)
-                rc = luna_index_values_add(out, lua_tostring(L, -1));
+                rc = add_value(L, out, err);
             else
                 rc = luna_error_set(err, LUNA_EINVAL, "index values must be strings");
             lua_pop(L, 1);
@@ -205,7 +235,8 @@ static int lua_index_fn(const struct luna_object *obj, struct luna_index_values 
 }
 
 int luna_lua_cache_add_index(lua_State *L, struct luna_indexer *idx, const char *name,
-                             int fn_idx, lua_State **Lp, luna_lua_cache_push_fn push)
+                             int fn_idx, lua_State **Lp, luna_lua_cache_push_fn push,
+                             const struct luna_watchdog_limits *limits)
 {
     luaL_checktype(L, fn_idx, LUA_TFUNCTION);
     if (luna_indexer_has_index(idx, name))
@@ -217,6 +248,7 @@ int luna_lua_cache_add_index(lua_State *L, struct luna_indexer *idx, const char 
     fn->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     fn->Lp = Lp;
     fn->push = push;
+    fn->limits = limits;
     luna_error err;
     /* add_index frees fn itself on failure */
     if (luna_indexer_add_index(idx, name, lua_index_fn, fn, lua_index_fn_free, false, &err) < 0)

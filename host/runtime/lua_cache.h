@@ -39,11 +39,17 @@ int luna_lua_cache_push_table(lua_State *L, const struct luna_object *obj, luna_
 
 /* Adds index `name` to idx, computed by the Lua function at fn_idx of L,
  * which receives the object as push makes it and returns a string, a list
- * of strings or nil.  The function is anchored in the registry until the
- * index is removed, and runs on *Lp in a watchdog guard with the state's
- * default budgets (the owner keeps *Lp pointing at a state that may call
- * Lua whenever the indexer can be updated).  Raises on a duplicate name. */
+ * of strings or nil: at most LUNA_INDEX_MAX_VALUES values of at most
+ * LUNA_INDEX_MAX_VALUE_LEN bytes, else the object is left out of the index
+ * ("index function failed").  The function is anchored in the registry
+ * until the index is removed, and runs on *Lp in a protected call in a
+ * watchdog guard with `limits` (borrowed until the index is removed; NULL:
+ * the state's defaults).  The owner keeps *Lp pointing at a state that may
+ * call Lua whenever the indexer can be updated.  Raises on a duplicate
+ * name. */
+struct luna_watchdog_limits;
 int luna_lua_cache_add_index(lua_State *L, struct luna_indexer *idx, const char *name,
-                             int fn_idx, lua_State **Lp, luna_lua_cache_push_fn push);
+                             int fn_idx, lua_State **Lp, luna_lua_cache_push_fn push,
+                             const struct luna_watchdog_limits *limits);
 
 #endif

@@ -11,12 +11,21 @@
 static struct luna_kube_client *the_kc;
 static struct luna_discovery *the_disc;
 
+/* The reconcile running on L, which must be able to wait there: raises
+ * (before anything starts) outside a reconcile, on a coroutine the script
+ * made, or where a yield cannot cross a C function (a table.sort
+ * comparator, a gsub or xpcall handler, a metamethod the host or a
+ * library function calls). */
 static struct luna_reconcile *need_reconcile(lua_State *L, const char *fn)
 {
     struct luna_reconcile *r = luna_reconcile_of(L);
     if (!r)
         luaL_error(L, "%s can only be called inside reconcile (on its own coroutine, not one "
                       "it created)", fn);
+    if (!lua_isyieldable(L))
+        luaL_error(L, "%s cannot wait here: it is called from inside a library function (a "
+                      "table.sort comparator, a string.gsub function, an xpcall message handler, "
+                      "a __tostring or another callback); call it from reconcile's own code", fn);
     return r;
 }
 

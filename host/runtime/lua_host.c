@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "lua/lua_core.h"
+#include "runtime/controller_spec.h"
 #include "runtime/lua_sandbox.h"
 #include "lua/lua_util.h"
 #include "runtime/watchdog.h"
@@ -65,11 +66,14 @@ int luna_lua_host_find_lib(const char *argv0, const char **dir, luna_error *err)
                           exe);
 }
 
-/* luna.core in a runtime state: the script-facing table.  The runtime
- * adds core.runtime when it installs the script API (lua_runtime.h). */
+/* luna.core in a runtime state: the script-facing table and the
+ * controller spec reader luna.controller{} uses (controller_spec.h).  The
+ * runtime adds core.runtime when it installs the script API
+ * (lua_runtime.h). */
 static int open_core(lua_State *L)
 {
     luna_lua_core_push(L);
+    luna_lua_controller_spec_register(L);
     return 1;
 }
 
@@ -102,6 +106,19 @@ lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err)
     return L;
 }
 
+static void hex_digest(EVP_MD_CTX *ctx, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx, md, &len);
+    static const char hex[] = "0123456789abcdef";
+    for (unsigned int i = 0; i < len && i < 32; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[64] = '\0';
+}
+
 /* Hex SHA-256 of the file's bytes ("" if it cannot be read). */
 static void file_sha256(const char *path, char out[65])
 {
@@ -120,39 +137,89 @@ static void file_sha256(const char *path, char out[65])
     while ((n = fread(buf, 1, sizeof buf, f)) > 0)
         EVP_DigestUpdate(ctx, buf, n);
     fclose(f);
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx, md, &len);
+    hex_digest(ctx, out);
     EVP_MD_CTX_free(ctx);
-    static const char hex[] = "0123456789abcdef";
-    for (unsigned int i = 0; i < len && i < 32; i++) {
-        out[2 * i] = hex[md[i] >> 4];
-        out[2 * i + 1] = hex[md[i] & 15];
-    }
-    out[64] = '\0';
 }
 
-/* [-1, +1]: validates the value a controller file returned through
- * luna.is_controller(value); pushes the controller or an error string. */
+/* The digest of a controller: its file's, or when it required modules of
+ * the controllers directory while loading (the list at deps), the SHA-256
+ * of "<file digest>\n" and "<path> <digest>\n" per module in path order,
+ * so a change to a module it uses is a change of the controller. */
+static void controller_sha256(lua_State *L, const char *path, int deps, char out[65])
+{
+    file_sha256(path, out);
+    int n = (int)lua_objlen(L, deps);
+    if (n == 0)
+        return;
+    lua_getglobal(L, "table");
+    lua_getfield(L, -1, "sort");
+    lua_pushvalue(L, deps);
+    lua_call(L, 1, 0); /* strings only: cannot raise */
+    lua_pop(L, 1);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+        EVP_MD_CTX_free(ctx);
+        return;
+    }
+    EVP_DigestUpdate(ctx, out, strlen(out));
+    EVP_DigestUpdate(ctx, "\n", 1);
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, deps, i);
+        const char *dep = lua_tostring(L, -1);
+        char sha[65];
+        file_sha256(dep, sha);
+        EVP_DigestUpdate(ctx, dep, strlen(dep));
+        EVP_DigestUpdate(ctx, " ", 1);
+        EVP_DigestUpdate(ctx, sha, strlen(sha));
+        EVP_DigestUpdate(ctx, "\n", 1);
+        lua_pop(L, 1);
+    }
+    hex_digest(ctx, out);
+    EVP_MD_CTX_free(ctx);
+}
+
+/* [-1, +1]: checks the value a controller file returned is a controller
+ * luna.controller made; pushes it or raises. */
 static int check_controller(lua_State *L)
 {
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "luna");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "is_controller");
-    lua_pushvalue(L, 1);
-    lua_call(L, 1, 1);
-    if (!lua_toboolean(L, -1))
+    if (!luna_controller_spec_get(L, 1))
         return luaL_error(L, "the file must return luna.controller{...}, got %s",
                           luaL_typename(L, 1));
     lua_pushvalue(L, 1);
     return 1;
 }
 
-/* Runs path (text only, sandboxed; `require` finds modules under path's
- * directory); on success appends the returned controller to the registry
- * list and returns 0.  On failure nothing is added. */
-static int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
+/* The load error of path when luna.controller refused the spec: "path:line:
+ * message" without a traceback (the line sets the offending field, else the
+ * line of the call when the message has it); false when the error at the
+ * top is something else. */
+static bool spec_load_error(lua_State *L, const char *path, luna_error *err)
+{
+    char msg[512], field[128];
+    if (!luna_controller_spec_last_error(L, msg, sizeof msg, field, sizeof field))
+        return false;
+    const char *raised = lua_tostring(L, -1);
+    const char *at = raised ? strstr(raised, msg) : NULL;
+    if (!msg[0] || !at)
+        return false; /* a refused spec the script caught, then another error */
+    int line = field[0] ? luna_controller_spec_field_line(path, field) : 0;
+    if (line == 0 && at > raised) {
+        /* "chunk:N: message" from the caller's frame */
+        const char *colon = at - 2 >= raised && at[-1] == ' ' && at[-2] == ':' ? at - 2 : NULL;
+        const char *digits = colon;
+        while (digits && digits > raised && digits[-1] >= '0' && digits[-1] <= '9')
+            digits--;
+        if (digits && digits < colon && digits > raised && digits[-1] == ':')
+            line = atoi(digits);
+    }
+    if (line > 0)
+        luna_error_set(err, LUNA_ELUA, "%s:%d: %s", path, line, msg);
+    else
+        luna_error_set(err, LUNA_ELUA, "%s: %s", path, msg);
+    return true;
+}
+
+int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
 {
     int top = lua_gettop(L);
     char dir[PATH_MAX];
@@ -165,10 +232,17 @@ static int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *e
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     if (luna_lua_sandbox_loadfile(L, path, dir, err) < 0)
         return LUNA_ELUA;
+    char stale[8], stale_field[8];
+    luna_controller_spec_last_error(L, stale, sizeof stale, stale_field, sizeof stale_field);
     lua_pushcfunction(L, luna_lua_traceback);
     lua_insert(L, -2);
     struct luna_watchdog_guard g = { .what = "controller file" };
-    if (luna_watchdog_pcall(L, 0, 1, -2, &g) != 0) {
+    luna_lua_sandbox_deps_begin(L);
+    int rc = luna_watchdog_pcall(L, 0, 1, -2, &g);
+    luna_lua_sandbox_deps_end(L);
+    lua_insert(L, -2); /* traceback, deps, result */
+    int deps = lua_gettop(L) - 1;
+    if (rc != 0) {
         /* A message without the file's position (raised from a tail call,
          * or a non-string error) gets the path in front. */
         const char *msg = lua_tostring(L, -1);
@@ -177,6 +251,8 @@ static int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *e
             char reason[256];
             luna_watchdog_describe(&g, reason, sizeof reason);
             luna_error_set(err, LUNA_ELUA, "%s: %s", path, reason);
+        } else if (spec_load_error(L, path, err)) {
+            /* set */
         } else if (msg && strncmp(msg, path, plen) == 0) {
             luna_error_set(err, LUNA_ELUA, "%s", msg);
         } else {
@@ -187,10 +263,10 @@ static int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *e
             lua_gc(L, LUA_GCCOLLECT, 0);
         return LUNA_ELUA;
     }
-    /* stack: traceback, value */
+    /* stack: traceback, deps, value */
     lua_pushcfunction(L, check_controller);
     lua_insert(L, -2);
-    if (lua_pcall(L, 1, 1, -3) != 0) {
+    if (lua_pcall(L, 1, 1, -4) != 0) {
         luna_error_set(err, LUNA_ELUA, "%s: %s", path, lua_tostring(L, -1));
         lua_settop(L, top);
         return LUNA_ELUA;
@@ -202,7 +278,7 @@ static int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *e
     /* Where it came from, and a digest of the file to tell on reload
      * whether the code changed. */
     char sha[65];
-    file_sha256(path, sha);
+    controller_sha256(L, path, deps, sha);
     lua_getfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
     lua_createtable(L, 0, 2);
     lua_pushstring(L, path);

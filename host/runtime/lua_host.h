@@ -48,7 +48,10 @@ int luna_lua_host_load_dir(lua_State *L, const char *dir, luna_error *err);
 int luna_lua_host_count(lua_State *L);
 
 /* The file controller i (1-based, load order) came from and the hex
- * SHA-256 of that file's bytes at load time; both borrowed from the state.
+ * SHA-256 of that file's bytes at load time, or, when the file required
+ * modules of the controllers directory while loading, a SHA-256 over the
+ * file's digest and each module's path and digest (so editing a module
+ * changes the controllers that use it); both borrowed from the state.
  * LUNA_ENOTFOUND if i is out of range. */
 int luna_lua_host_source(lua_State *L, int i, const char **file, const char **sha256);
 

@@ -10,6 +10,8 @@
 
 #include "runtime/controller.h"
 #include "base/log.h"
+#include "runtime/lua_pattern.h"
+#include "runtime/lua_sort.h"
 #include "runtime/watchdog.h"
 
 /* Registry keys (their addresses). */
@@ -21,6 +23,9 @@ static char k_script_mts;  /* weak set: metatables scripts set */
 static char k_modules;     /* path -> value of a module from the controllers dir */
 static char k_loading;     /* value of k_modules entries being loaded */
 static char k_core_view;   /* the view scripts get for require "luna.core" */
+static char k_deps;        /* while tracking: the module paths required, in order */
+static char k_host_threads; /* weak set: coroutines only the host may resume */
+static char k_string_methods; /* the sandbox's string functions, for ("x"):f() */
 
 /* The allow lists (docs/isolation.md lists the same). */
 static const char *const base_names[] = {
@@ -333,6 +338,7 @@ static int handler_trampoline(lua_State *L)
     const struct luna_watchdog_guard *g = luna_watchdog_current(L);
     if (g && g->stop != LUNA_WATCHDOG_RUNNING)
         return 1;
+    luna_watchdog_check_cstack(L);
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_insert(L, 1);
     lua_call(L, lua_gettop(L) - 1, 1);
@@ -346,6 +352,79 @@ static int wrap_handler(lua_State *L)
         lua_pushcclosure(L, handler_trampoline, 1);
     }
     return 1;
+}
+
+void luna_lua_sandbox_protect_top(lua_State *L)
+{
+    registry_get(L, &k_host_threads);
+    if (lua_istable(L, -1)) {
+        lua_pushvalue(L, -2);
+        lua_pushboolean(L, 1);
+        lua_rawset(L, -3);
+    }
+    lua_pop(L, 1);
+}
+
+/* is_host(v): whether v is a coroutine the host resumes (upvalue-free;
+ * reads the registry set). */
+static int is_host_thread(lua_State *L)
+{
+    registry_get(L, &k_host_threads);
+    lua_pushvalue(L, 1);
+    lua_rawget(L, -2);
+    return 1;
+}
+
+/* coroutine.resume refuses the host's coroutines: a script resuming a
+ * reconcile that waits for the API would hand it a forged answer, and the
+ * real one would arrive for a coroutine that moved on.  A Lua function
+ * around the real resume, like xpcall below. */
+static const char resume_src[] =
+    "local resume, is_host, error, check = ...\n"
+    "return function(co, ...)\n"
+    "  check()\n"
+    "  if is_host(co) then\n"
+    "    error(\"coroutine.resume: this coroutine belongs to the host (a reconcile waiting for \"\n"
+    "      .. \"the API, or a callback thread): scripts cannot resume it\", 2)\n"
+    "  end\n"
+    "  return resume(co, ...)\n"
+    "end\n";
+
+/* A library function that calls back into Lua, behind the C-stack guard:
+ * a Lua function that checks, then tail-calls the real one (so no C frame
+ * of its own). */
+static const char guarded_src[] =
+    "local check, f = ...\n"
+    "return function(...)\n"
+    "  check()\n"
+    "  return f(...)\n"
+    "end\n";
+
+/* coroutine.wrap: the function it returns resumes, so that is guarded. */
+static const char wrap_src[] =
+    "local check, wrap = ...\n"
+    "return function(fn)\n"
+    "  local w = wrap(fn)\n"
+    "  return function(...)\n"
+    "    check()\n"
+    "    return w(...)\n"
+    "  end\n"
+    "end\n";
+
+/* Replaces t[name] (t on top) with the result of chunk(check, t[name]). */
+static int guard_field(lua_State *L, const char *chunk, size_t len, const char *name,
+                       luna_error *err)
+{
+    if (luaL_loadbuffer(L, chunk, len, "=luna.sandbox") != 0) {
+        luna_error_set(err, LUNA_ELUA, "sandbox %s: %s", name, lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return LUNA_ELUA;
+    }
+    lua_pushcfunction(L, luna_watchdog_check_cstack);
+    lua_getfield(L, -3, name);
+    lua_call(L, 2, 1);
+    lua_setfield(L, -2, name);
+    return 0;
 }
 
 /* xpcall stays a Lua function around the real one, so a reconcile can
@@ -390,6 +469,7 @@ static int sb_print(lua_State *L)
 {
     if (!luna_log_enabled(LUNA_LOG_INFO))
         return 0;
+    luna_watchdog_check_cstack(L); /* __tostring may print again */
     int n = lua_gettop(L);
     lua_getglobal(L, "tostring");
     int ts = lua_gettop(L);
@@ -494,9 +574,47 @@ static bool valid_module_name(const char *name)
 
 static void push_env(lua_State *L, const char *dir);
 
+/* Adds path to the tracked dependencies, if tracking (once per path). */
+static void record_dep(lua_State *L, const char *path)
+{
+    registry_get(L, &k_deps);
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_getfield(L, -1, path);
+    bool seen = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (!seen) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, path);
+        lua_pushstring(L, path);
+        lua_rawseti(L, -2, (int)lua_objlen(L, -2) + 1);
+    }
+    lua_pop(L, 1);
+}
+
+void luna_lua_sandbox_deps_begin(lua_State *L)
+{
+    lua_newtable(L);
+    registry_set(L, &k_deps);
+}
+
+void luna_lua_sandbox_deps_end(lua_State *L)
+{
+    registry_get(L, &k_deps);
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+    }
+    lua_pushnil(L);
+    registry_set(L, &k_deps);
+}
+
 /* require(name): upvalue 1 the controllers directory. */
 static int sb_require(lua_State *L)
 {
+    luna_watchdog_check_cstack(L);
     const char *name = luaL_checkstring(L, 1);
     const char *dir = lua_tostring(L, lua_upvalueindex(1));
     if (in_list(luna_modules, name)) {
@@ -535,6 +653,7 @@ static int sb_require(lua_State *L)
     for (char *p = path + strlen(dir) + 1; p < path + len - 4; p++)
         if (*p == '.')
             *p = '/';
+    record_dep(L, path);
     registry_get(L, &k_modules);
     int modules = lua_gettop(L);
     lua_getfield(L, modules, path);
@@ -699,8 +818,40 @@ int luna_lua_sandbox_install(lua_State *L, luna_error *err)
     lua_pushcfunction(L, wrap_handler);
     lua_call(L, 2, 1);
     lua_setfield(L, base, "xpcall");
+    new_weak_table(L);
+    registry_set(L, &k_host_threads);
     for (const struct lib_allow *lib = libs; lib->name; lib++) {
         push_lib_copy(L, lib);
+        int rc = 0;
+        if (strcmp(lib->name, "string") == 0) {
+            /* our own pattern functions: they count their steps (class 4) */
+            luna_lua_pattern_register(L);
+            rc = guard_field(L, guarded_src, sizeof guarded_src - 1, "format", err);
+            lua_pushvalue(L, -1);
+            registry_set(L, &k_string_methods);
+        } else if (strcmp(lib->name, "table") == 0) {
+            /* our own sort: counts its comparisons (class 4), C-stack guard */
+            luna_lua_sort_register(L);
+        } else if (strcmp(lib->name, "coroutine") == 0) {
+            rc = guard_field(L, wrap_src, sizeof wrap_src - 1, "wrap", err);
+            if (rc == 0 && luaL_loadbuffer(L, resume_src, sizeof resume_src - 1,
+                                           "=luna.sandbox") != 0) {
+                luna_error_set(err, LUNA_ELUA, "sandbox resume: %s", lua_tostring(L, -1));
+                rc = LUNA_ELUA;
+            }
+            if (rc == 0) {
+                lua_getfield(L, -2, "resume");
+                lua_pushcfunction(L, is_host_thread);
+                lua_getglobal(L, "error");
+                lua_pushcfunction(L, luna_watchdog_check_cstack);
+                lua_call(L, 4, 1);
+                lua_setfield(L, -2, "resume");
+            }
+        }
+        if (rc < 0) {
+            lua_settop(L, base - 1);
+            return rc;
+        }
         push_view(L, -1, lib->name, true);
         lua_setfield(L, base, lib->name);
         lua_pop(L, 1);
@@ -708,10 +859,11 @@ int luna_lua_sandbox_install(lua_State *L, luna_error *err)
     registry_set(L, &k_base);
 
     /* Methods on strings ("x"):rep(3) read the string metatable's __index:
-     * the same functions as the sandbox's string, without dump. */
+     * the same functions as the sandbox's string (without dump, with our
+     * pattern functions and guards). */
     lua_pushliteral(L, "");
     if (lua_getmetatable(L, -1)) {
-        push_lib_copy(L, &libs[0]);
+        registry_get(L, &k_string_methods);
         lua_setfield(L, -2, "__index");
         lua_pop(L, 1);
     }

@@ -38,6 +38,9 @@
  *     load's 4th argument);
  *   - getmetatable returns only metatables scripts set themselves (or a
  *     __metatable field): the host's and the library's stay out of reach;
+ *   - coroutine.resume refuses the host's coroutines (reconciles, the
+ *     callback thread): a script cannot resume a reconcile waiting for the
+ *     API (and hand it a forged answer);
  *   - xpcall's message handler is skipped (the message goes through as is)
  *     when the watchdog raised the error: LuaJIT runs handlers with the
  *     hook marked active, where a looping handler could not be stopped;
@@ -65,5 +68,16 @@ int luna_lua_sandbox_install(lua_State *L, luna_error *err);
  * Pushes the function and returns 0, or returns LUNA_ELUA with the
  * message ("path:line: ...") and pushes nothing. */
 int luna_lua_sandbox_loadfile(lua_State *L, const char *path, const char *dir, luna_error *err);
+
+/* Marks the coroutine at the top of L's stack (not popped) as the host's:
+ * the sandbox's coroutine.resume refuses it.  A no-op without a sandbox. */
+void luna_lua_sandbox_protect_top(lua_State *L);
+
+/* Dependency tracking (one at a time): between begin and end, the path of
+ * every module from the controllers directory that require is asked for
+ * (loaded then or before) is recorded once.  end pushes the list (a table
+ * of paths in first-require order) and stops tracking.  Never raise. */
+void luna_lua_sandbox_deps_begin(lua_State *L);
+void luna_lua_sandbox_deps_end(lua_State *L);
 
 #endif

@@ -12,6 +12,7 @@
 #include "cache/event_latency.h"
 #include "queue/workqueue.h"
 #include "runtime/controller_impl.h"
+#include "runtime/lua_sandbox.h"
 #include "runtime/runtime_metrics.h"
 #include "runtime/watchdog.h"
 
@@ -45,9 +46,18 @@ const char *luna_reconcile_key(const struct luna_reconcile *r) { return r->key; 
 const char *luna_reconcile_id(const struct luna_reconcile *r) { return r->id; }
 lua_State *luna_reconcile_thread(const struct luna_reconcile *r) { return r->co; }
 
+/* Frees r; an operation it still waits for is cancelled first, whatever
+ * ended the reconcile (an error after the operation started, a watchdog
+ * stop, abandonment), so no answer is ever delivered to a freed
+ * reconcile. */
 static void reconcile_free(struct luna_reconcile *r)
 {
     struct luna_controller *c = r->c;
+    if (r->cancel) {
+        void (*cancel)(void *) = r->cancel;
+        r->cancel = NULL;
+        cancel(r->cancel_ud);
+    }
     HASH_DEL(by_thread, r);
     if (r->prev)
         r->prev->next = r->next;
@@ -256,7 +266,9 @@ static void resume(struct luna_reconcile *r, int nargs)
     struct luna_controller *c = r->c;
     struct luna_watchdog_guard g = { .what = "reconcile", .owner = c->name, .key = r->key,
                                      .limits = &c->limits };
+    double t0 = ev_time();
     int rc = luna_watchdog_resume(r->co, nargs, &g);
+    luna_controller_charge(ev_time() - t0);
     if (g.stop != LUNA_WATCHDOG_RUNNING) {
         char reason[256];
         luna_watchdog_describe(&g, reason, sizeof reason);
@@ -289,6 +301,14 @@ void luna_reconcile_wait(struct luna_reconcile *r, void (*cancel)(void *ud), voi
 
 void luna_reconcile_resume(struct luna_reconcile *r, int nres)
 {
+    if (!r->cancel || lua_status(r->co) != LUA_YIELD) {
+        /* An answer for a reconcile that is not waiting (delivered while
+         * its call was still starting): never resume it out of turn. */
+        luna_error("api answer dropped", "controller", r->c->name, "key", r->key,
+                   "reconcile_id", r->id, "error", "the reconcile was not waiting for it");
+        lua_pop(r->co, nres);
+        return;
+    }
     r->cancel = NULL;
     r->cancel_ud = NULL;
     resume(r, nres);
@@ -314,6 +334,7 @@ void luna_reconcile_start(struct luna_controller *c, const char *key)
     static unsigned long next_reconcile_id;
     snprintf(r->id, sizeof r->id, "%lx", ++next_reconcile_id);
     r->co = lua_newthread(L);
+    luna_lua_sandbox_protect_top(L); /* scripts cannot resume it */
     r->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     HASH_ADD_PTR(by_thread, co, r);
     r->next = c->running;
@@ -331,7 +352,7 @@ void luna_reconcile_start(struct luna_controller *c, const char *key)
                    "namespace", ns[0] ? ns : NULL, "name", name);
     }
     lua_State *co = r->co;
-    lua_rawgeti(co, LUA_REGISTRYINDEX, c->spec.reconcile_ref);
+    lua_rawgeti(co, LUA_REGISTRYINDEX, c->spec->reconcile_ref);
     lua_createtable(co, 0, 4);
     const char *slash = strchr(key, '/');
     if (slash) {
@@ -352,8 +373,7 @@ void luna_reconcile_start(struct luna_controller *c, const char *key)
 void luna_reconcile_abandon(struct luna_reconcile *r, bool requeue)
 {
     struct luna_controller *c = r->c;
-    if (r->cancel)
-        r->cancel(r->cancel_ud);
+    /* reconcile_free cancels the operation it waits for, once */
     if (c->queue) {
         /* An abandoned reconcile's key goes back to the queue (it has
          * a successor after a reload, or nobody after shutdown). */

@@ -7,7 +7,9 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "runtime/controller_spec.h"
 #include "runtime/lua_host.h"
+#include "runtime/lua_sandbox.h"
 #include "runtime/lua_runtime.h"
 #include "runtime/watchdog.h"
 
@@ -50,24 +52,23 @@ int luna_reload_load(const char *lib_dir, const char *dir,
     lua_getfield(g->L, LUA_REGISTRYINDEX, "luna.controllers");
     for (int i = 1; i <= n; i++) {
         lua_rawgeti(g->L, -1, i);
-        lua_getfield(g->L, -1, "name");
-        const char *name = lua_tostring(g->L, -1);
-        for (int j = 1; j < i; j++) {
-            lua_rawgeti(g->L, -3, j);
-            lua_getfield(g->L, -1, "name");
-            bool dup = name && lua_tostring(g->L, -1) && strcmp(name, lua_tostring(g->L, -1)) == 0;
-            lua_pop(g->L, 2);
+        const struct luna_controller_spec *si = luna_controller_spec_get(g->L, -1);
+        for (int j = 1; si && j < i; j++) {
+            lua_rawgeti(g->L, -2, j);
+            const struct luna_controller_spec *sj = luna_controller_spec_get(g->L, -1);
+            bool dup = sj && strcmp(si->name, sj->name) == 0;
+            lua_pop(g->L, 1);
             if (dup) {
                 const char *file, *sha;
                 luna_lua_host_source(g->L, i, &file, &sha);
                 luna_error_set(err, LUNA_ELUA, "%s: controller name \"%s\" is already used", file,
-                               name);
-                lua_pop(g->L, 3);
+                               si->name);
+                lua_pop(g->L, 2);
                 luna_reload_free(g);
                 return LUNA_ELUA;
             }
         }
-        lua_pop(g->L, 2);
+        lua_pop(g->L, 1);
     }
     lua_pop(g->L, 1);
     *out = g;
@@ -90,6 +91,7 @@ int luna_reload_build(struct luna_reload *g, struct luna_informer_factory *facto
     if (!g->controllers || !g->sha)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");
     lua_State *T = lua_newthread(L);
+    luna_lua_sandbox_protect_top(L);
     g->thread_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     struct luna_controller_env env = {
         .factory = factory, .clock = luna_clock_monotonic(), .L = L, .T = T,

@@ -3,6 +3,8 @@
 
 #include <lauxlib.h>
 #include <luajit.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -277,4 +279,68 @@ size_t luna_watchdog_memory(lua_State *L)
 {
     struct luna_watchdog *wd = watchdog_of(L);
     return wd ? wd->used : 0;
+}
+
+void luna_watchdog_charge(lua_State *L, double steps)
+{
+    struct luna_watchdog *wd = watchdog_of(L);
+    struct luna_watchdog_guard *g = wd ? wd->current : NULL;
+    if (!g)
+        return;
+    if (g->stop == LUNA_WATCHDOG_RUNNING) {
+        g->executed += steps;
+        if (g->lim.instructions > 0 && g->executed >= g->lim.instructions)
+            g->stop = LUNA_WATCHDOG_INSTRUCTIONS;
+        else if (g->deadline > 0 && now() >= g->deadline)
+            g->stop = LUNA_WATCHDOG_TIME;
+        else
+            return;
+        arm(g);
+    }
+    char msg[256];
+    luna_watchdog_describe(g, msg, sizeof msg);
+    luaL_where(L, 2); /* the script line that called the C function */
+    lua_pushstring(L, msg);
+    lua_concat(L, 2);
+    lua_error(L);
+}
+
+/* This thread's stack: lowest and highest address (0: unknown). */
+static _Thread_local uintptr_t stack_low, stack_high;
+static _Thread_local int stack_known;
+
+size_t luna_watchdog_cstack_left(void)
+{
+    if (!stack_known) {
+        stack_known = 1;
+        pthread_attr_t attr;
+        if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+            void *addr = NULL;
+            size_t size = 0;
+            if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+                stack_low = (uintptr_t)addr;
+                stack_high = stack_low + size;
+            }
+            pthread_attr_destroy(&attr);
+        }
+    }
+    char probe;
+    uintptr_t here = (uintptr_t)&probe;
+    if (!stack_low || here <= stack_low || here >= stack_high)
+        return SIZE_MAX;
+    size_t left = (size_t)(here - stack_low);
+    size_t used = (size_t)(stack_high - here);
+    /* scripts get at most LUNA_WATCHDOG_CSTACK_MAX_USED of it in all */
+    if (used > LUNA_WATCHDOG_CSTACK_MAX_USED)
+        return 0;
+    return left;
+}
+
+int luna_watchdog_check_cstack(lua_State *L)
+{
+    if (luna_watchdog_cstack_left() < LUNA_WATCHDOG_CSTACK_MARGIN)
+        return luaL_error(L, "C stack overflow: too many nested calls through library functions "
+                             "(string.gsub, table.sort, coroutine.resume or wrap, xpcall "
+                             "handlers, print, require, ...)");
+    return 0;
 }

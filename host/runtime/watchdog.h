@@ -132,6 +132,34 @@ void luna_watchdog_describe(const struct luna_watchdog_guard *g, char *buf, size
 /* "instructions", "time", "memory" (or "running"). */
 const char *luna_watchdog_stop_name(enum luna_watchdog_stop stop);
 
+/* For a C function working on behalf of script code (a pattern match, a
+ * sort): counts `steps` units of work as that many instructions of the
+ * innermost guard and checks its clock.  When the guard is (or so becomes)
+ * stopped, raises the guard's error in L (a longjmp: the caller holds no
+ * malloc'd memory).  A no-op without a guard.  Cheap enough to call every
+ * few thousand steps. */
+void luna_watchdog_charge(lua_State *L, double steps);
+
+/* The C-stack guard.  Every library function that calls back into Lua
+ * (string.gsub, table.sort, coroutine.resume and wrap, xpcall handlers,
+ * print, require, string.format, the host's own callbacks) checks, before
+ * it calls, that this thread has at least LUNA_WATCHDOG_CSTACK_MARGIN
+ * bytes of C stack left and has used at most LUNA_WATCHDOG_CSTACK_MAX_USED
+ * (far more than any sane chain needs, far less than the stack: an error
+ * unwinds quickly); otherwise it raises "C stack overflow" as a normal Lua
+ * error.  A chain of such calls (a gsub callback that calls
+ * gsub, coroutine.wrap in coroutine.wrap) therefore ends with an error
+ * instead of a segfault, whatever the chain.  The stack's bounds come from
+ * pthread_getattr_np, once per thread. */
+#define LUNA_WATCHDOG_CSTACK_MARGIN ((size_t)1 << 20)
+#define LUNA_WATCHDOG_CSTACK_MAX_USED ((size_t)1 << 20)
+/* Raises in L if the C stack is nearly used up.  Also a lua_CFunction
+ * (returns 0 results). */
+int luna_watchdog_check_cstack(lua_State *L);
+/* Bytes of C stack left below the caller's frame (SIZE_MAX if unknown; 0
+ * once more than LUNA_WATCHDOG_CSTACK_MAX_USED is in use). */
+size_t luna_watchdog_cstack_left(void);
+
 /* Bytes in the Lua heap as the watchdog counts them (0 without one). */
 size_t luna_watchdog_memory(lua_State *L);
 

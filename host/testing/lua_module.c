@@ -15,6 +15,9 @@
 #include "testing/lua_loop.h"
 #include "testing/lua_metrics.h"
 #include "testing/lua_object_stream.h"
+#include "runtime/controller_spec.h"
+#include "runtime/lua_pattern.h"
+#include "runtime/lua_sort.h"
 #include "testing/lua_ratelimit.h"
 #include "testing/lua_store.h"
 #include "testing/lua_workqueue.h"
@@ -46,5 +49,10 @@ int luaopen_luna_core(lua_State *L)
     luna_lua_metrics_register(L);
     luna_lua_health_register(L);
     luna_lua_leader_register(L);
+    luna_lua_controller_spec_register(L);
+    lua_newtable(L); /* core.pattern: the sandbox's matcher, for specs */
+    luna_lua_pattern_register(L);
+    luna_lua_sort_register(L);
+    lua_setfield(L, -2, "pattern");
     return 1;
 }

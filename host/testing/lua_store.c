@@ -332,7 +332,7 @@ static int push_object_arg(lua_State *L, const struct luna_object *obj, luna_err
 int luna_lua_store_add_index(lua_State *L, struct luna_indexer *idx, const char *name,
                              int fn_idx, lua_State **Lp)
 {
-    return luna_lua_cache_add_index(L, idx, name, fn_idx, Lp, push_object_arg);
+    return luna_lua_cache_add_index(L, idx, name, fn_idx, Lp, push_object_arg, NULL);
 }
 
 static int indexer_add_index(lua_State *L)

@@ -82,6 +82,11 @@ local function send(fn, method, kind, namespace, name, subresource, query, body,
   if not (cur and cur.key) then
     util.raise("%s can only be called inside reconcile (on its own coroutine, not one it created)", fn)
   end
+  if not coroutine.isyieldable() then
+    util.raise("%s cannot wait here: it is called from inside a library function (a table.sort "
+      .. "comparator, a string.gsub function, an xpcall message handler, a __tostring or another "
+      .. "callback); call it from reconcile's own code", fn)
+  end
   local res, err = rt.resolve(kind)
   if not res then return nil, err end
   if res.namespaced and name and (not namespace or namespace == "") then
@@ -222,9 +227,7 @@ function Lister:list(opts)
 end
 
 function Lister:by_index(name, value)
-  local rt = runtime("luna.cache")
-  local cur = rt.current()
-  return rt.cache_by_index(self.kind, (cur and cur.controller or "") .. "/" .. name, value)
+  return runtime("luna.cache").cache_by_index(self.kind, name, value)
 end
 
 function api.cache(kind)

@@ -78,7 +78,7 @@ return c
 ]] })
     local out, rc = helpers.run(helpers.luna .. " run " .. dir)
     assert.equal(1, rc)
-    assert.matches("a.lua:2: controller has unknown field 'wacth'", out)
+    assert.matches("a.lua:2: controller has unknown field 'wacth' %(did you mean 'watch'%?%)", out)
   end)
 
   it("names the file when a tail-called luna.controller rejects the spec", function()
@@ -87,7 +87,7 @@ return require("luna").controller { name = "Bad Name", watch = "v1/ConfigMap", r
 ]] })
     local out, rc = helpers.run(helpers.luna .. " run " .. dir)
     assert.equal(1, rc)
-    assert.matches("a.lua: controller field 'name' must be a lowercase DNS%-style name", out)
+    assert.matches("a.lua:1: controller field 'name' must be a lowercase DNS%-style name", out)
   end)
 
   it("rejects a file that does not return a controller", function()

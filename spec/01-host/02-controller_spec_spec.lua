@@ -22,7 +22,7 @@ describe("luna.controller", function()
     local c = luna.controller(ok_spec({ watch = { "apps/v1/Deployment", namespace = "prod", labels = { app = "x" } } }))
     assert.same({ group = "apps", version = "v1", kind = "Deployment", api_version = "apps/v1" }, c.watch.type)
     assert.equal("prod", c.watch.namespace)
-    assert.same({ app = "x" }, c.watch.labels)
+    assert.equal("app=x", c.watch.labels)
     local w = luna.parse_kind("example.com/v1alpha1/Widget")
     assert.equal("example.com/v1alpha1", w.api_version)
   end)
@@ -50,7 +50,7 @@ describe("luna.controller", function()
 
   local bad = {
     { "a non-table", 42, "takes a table" },
-    { "an unknown field", ok_spec({ wtach = 1 }), "unknown field 'wtach'" },
+    { "an unknown field", ok_spec({ wtach = 1 }), "unknown field 'wtach' (did you mean 'watch'?)" },
     { "a missing name", ok_spec({ name = false }), "'name' must be" },
     { "an uppercase name", ok_spec({ name = "Demo" }), "'name' must be" },
     { "a missing watch", ok_spec({ watch = false }), "must be a kind string" },
@@ -70,7 +70,7 @@ describe("luna.controller", function()
     { "a NaN limit", ok_spec({ limits = { seconds = 0 / 0 } }), "'limits.seconds' must be a number >= 0" },
     { "an unknown rate_limit key", ok_spec({ rate_limit = { base = 1 } }), "'rate_limit' has unknown key 'base'" },
     { "a rate_limit that is not a number", ok_spec({ rate_limit = { qps = "10" } }),
-      "'rate_limit.qps' must be a number >= 0" },
+      "'rate_limit.qps' must be a number > 0" },
   }
   for _, case in ipairs(bad) do
     it("rejects " .. case[1], function()

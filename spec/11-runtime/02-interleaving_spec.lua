@@ -75,7 +75,8 @@ describe("reconcile interleaving #integration", function()
   end
 
   it("finishes other keys while one reconcile waits on a slow API call", function()
-    faults("delay=1,delay-path=/configmaps/held")
+    -- long enough that creating the fast objects fits in it on a busy machine
+    faults("delay=5,delay-path=/configmaps/held")
     local label = { [rt.LABEL] = token }
     rt.cm(env, "slow", {}, label)
     rt.wait(env, rt.msg("reconcile start", { controller = "interleave", key = ns .. "/slow" }), 10,
@@ -89,7 +90,7 @@ describe("reconcile interleaving #integration", function()
     local done = function(name)
       return rt.msg("reconcile done", { controller = "interleave", key = ns .. "/" .. name })
     end
-    rt.wait_count(env, done("slow"), 2, 15, "both slow reconciles")
+    rt.wait_count(env, done("slow"), 2, 40, "both slow reconciles")
     local slow_start = index_of(rt.msg("reconcile start", { controller = "interleave", key = ns .. "/slow" }))
     local slow_done = index_of(done("slow"))
     for i = 1, 3 do

@@ -126,7 +126,7 @@ local luna = require "luna"
 return luna.controller {
   name = "@NAME@",
   watch = { "v1/ConfigMap", labels = { ["luna.dev/spec"] = "@TOKEN@", ["@NAME@"] = "yes" } },
-  resync = 0.3,
+  resync = 1, -- the shortest resync luna accepts
   predicates = { @PREDICATES@ },
   reconcile = function(req) end,
 }

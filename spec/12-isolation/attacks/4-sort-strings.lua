@@ -1,0 +1,13 @@
+-- attack: sort a long list of strings with the default order
+-- expect: runs
+local luna = require "luna"
+return luna.controller {
+  name = "4-sort-strings", watch = { "v1/ConfigMap", namespace = "@NS@" },
+  -- stopped after 0.25 s: the loop is back long before /healthz must answer (1 s)
+  limits = { seconds = 0.25 },
+  reconcile = function(req)
+    local t = {}
+    for i = 1, 4e5 do t[i] = tostring((i * 7919) % 1000003) end
+    table.sort(t)
+  end,
+}
