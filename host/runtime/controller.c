@@ -385,6 +385,51 @@ static void slice_roll(void)
     }
 }
 
+/* The deferred line (controller_impl.h): a forced start goes to its head,
+ * so every controller deferred past the slice gets its turn in the order
+ * it was deferred, however many spin. */
+static struct {
+    struct luna_controller *head, *tail;
+} deferred_line;
+
+static void deferred_join(struct luna_controller *c)
+{
+    if (c->in_deferred_line)
+        return;
+    c->in_deferred_line = true;
+    c->deferred_next = NULL;
+    c->deferred_prev = deferred_line.tail;
+    if (deferred_line.tail)
+        deferred_line.tail->deferred_next = c;
+    else
+        deferred_line.head = c;
+    deferred_line.tail = c;
+}
+
+static void deferred_leave(struct luna_controller *c)
+{
+    if (!c->in_deferred_line)
+        return;
+    if (c->deferred_prev)
+        c->deferred_prev->deferred_next = c->deferred_next;
+    else
+        deferred_line.head = c->deferred_next;
+    if (c->deferred_next)
+        c->deferred_next->deferred_prev = c->deferred_prev;
+    else
+        deferred_line.tail = c->deferred_prev;
+    c->deferred_prev = c->deferred_next = NULL;
+    c->in_deferred_line = false;
+}
+
+/* Stops c's dispatch watchers; it leaves the deferred line with them. */
+static void dispatch_stop(struct luna_controller *c)
+{
+    ev_check_stop(luna_loop(), &c->dispatch_check);
+    ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    deferred_leave(c);
+}
+
 void luna_controller_charge(double seconds)
 {
     slice_roll();
@@ -406,10 +451,14 @@ static void dispatch(struct luna_controller *c)
     while (!c->stopping && c->active < c->workers) {
         slice_roll();
         if (slice.used > DISPATCH_SLICE) {
-            /* past the slice: one start per iteration, for a controller
-             * deferred long enough (no controller starves, and spinning
-             * controllers do not all start in the same iteration) */
-            bool force = !started && !slice.forced && c->deferrals >= DISPATCH_MAX_DEFERRALS;
+            /* past the slice: one start per iteration, for the controller
+             * deferred longest, once deferred long enough (no controller
+             * starves, and spinning controllers do not all start in the
+             * same iteration) */
+            if (!started)
+                deferred_join(c);
+            bool force = !started && !slice.forced && deferred_line.head == c &&
+                         c->deferrals >= DISPATCH_MAX_DEFERRALS;
             if (!force) {
                 if (!started)
                     c->deferrals++;
@@ -424,14 +473,13 @@ static void dispatch(struct luna_controller *c)
             break;
         /* key is borrowed from the queue until done: copy before Lua runs */
         c->deferrals = 0;
+        deferred_leave(c);
         luna_reconcile_start(c, key);
         started = true;
     }
     c->dispatching = false;
-    if (c->stopping || c->active >= c->workers || !luna_workqueue_len(c->queue)) {
-        ev_check_stop(luna_loop(), &c->dispatch_check);
-        ev_idle_stop(luna_loop(), &c->dispatch_idle);
-    }
+    if (c->stopping || c->active >= c->workers || !luna_workqueue_len(c->queue))
+        dispatch_stop(c);
 }
 
 static void dispatch_cb(struct ev_loop *loop, ev_check *w, int revents)
@@ -685,8 +733,7 @@ void luna_controller_shutdown(struct luna_controller *c, void (*drained)(void *u
     c->stopping = true;
     c->drained = drained;
     c->drained_ud = ud;
-    ev_check_stop(luna_loop(), &c->dispatch_check);
-    ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    dispatch_stop(c);
     luna_workqueue_shutdown(c->queue);
     luna_controller_maybe_drained(c);
 }
@@ -709,8 +756,7 @@ void luna_controller_free(struct luna_controller *c)
     if (!c)
         return;
     lua_State *L = c->env.L;
-    ev_check_stop(luna_loop(), &c->dispatch_check);
-    ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    dispatch_stop(c);
     while (c->running)
         luna_reconcile_abandon(c->running, c->queue_borrowed);
     if (c->nindexes > 0 && c->nsources > 0) {
@@ -750,8 +796,7 @@ void luna_controller_retire(struct luna_controller *c, void (*drained)(void *ud)
     c->stopping = true;
     c->drained = drained;
     c->drained_ud = ud;
-    ev_check_stop(luna_loop(), &c->dispatch_check);
-    ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    dispatch_stop(c);
     if (!c->queue_borrowed)
         luna_workqueue_shutdown(c->queue);
     luna_controller_maybe_drained(c);

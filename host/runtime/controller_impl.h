@@ -42,6 +42,11 @@ struct luna_controller {
     bool started, stopping;
     bool dispatching;                 /* inside dispatch(): it does not nest */
     unsigned deferrals;               /* dispatches skipped for the time slice */
+    /* The line of controllers deferred by the time slice, oldest first: c
+     * is in it if and only if it has keys and free workers but was
+     * deferred since it last started a reconcile. */
+    struct luna_controller *deferred_prev, *deferred_next;
+    bool in_deferred_line;
     void (*drained)(void *ud);
     void *drained_ud;
     struct luna_reconcile *running;   /* list of in-flight reconciles */

@@ -230,7 +230,7 @@ int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
         snprintf(dir, sizeof dir, "/");
     else
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    if (luna_lua_sandbox_loadfile(L, path, dir, err) < 0)
+    if (luna_lua_sandbox_preload(L, err) < 0 || luna_lua_sandbox_loadfile(L, path, dir, err) < 0)
         return LUNA_ELUA;
     char stale[8], stale_field[8];
     luna_controller_spec_last_error(L, stale, sizeof stale, stale_field, sizeof stale_field);

@@ -764,6 +764,31 @@ static void push_lib_copy(lua_State *L, const struct lib_allow *lib)
     lua_remove(L, real);
 }
 
+/* [-0, +0] luna_lua_sandbox_preload's protected body. */
+static int preload_modules(lua_State *L)
+{
+    for (const char *const *m = luna_modules; *m; m++) {
+        lua_getglobal(L, "require");
+        lua_pushstring(L, *m);
+        lua_call(L, 1, 0);
+    }
+    push_core_view(L);
+    lua_pop(L, 1);
+    return 0;
+}
+
+int luna_lua_sandbox_preload(lua_State *L, luna_error *err)
+{
+    lua_pushcfunction(L, preload_modules);
+    if (lua_pcall(L, 0, 0, 0) != 0) {
+        const char *msg = lua_tostring(L, -1);
+        luna_error_set(err, LUNA_ELUA, "loading luna's Lua library: %s", msg ? msg : "(error)");
+        lua_pop(L, 1);
+        return LUNA_ELUA;
+    }
+    return 0;
+}
+
 int luna_lua_sandbox_install(lua_State *L, luna_error *err)
 {
     lua_getglobal(L, "string");

@@ -63,6 +63,15 @@
  * without dump) once per state.  Needs the standard libraries opened. */
 int luna_lua_sandbox_install(lua_State *L, luna_error *err);
 
+/* Loads luna's own Lua library (the modules scripts may require, and the
+ * view of luna.core) with the real require, in a protected call outside
+ * any watchdog guard.  The host runs it before the first script, so the
+ * library's load time is never charged to a script's budget, and a script
+ * stopped by its watchdog can never leave a half-loaded luna module
+ * ("loop or previous error loading module") for the files after it.
+ * Idempotent.  Returns 0, or LUNA_ELUA with the message. */
+int luna_lua_sandbox_preload(lua_State *L, luna_error *err);
+
 /* Loads the file at path as a text chunk (a binary chunk is refused) and
  * gives it a fresh environment whose require finds modules under dir.
  * Pushes the function and returns 0, or returns LUNA_ELUA with the

@@ -17,16 +17,20 @@ local function http_get(url)
   return tonumber(out:match("(%d%d%d)%s*$")), helpers.read_file(tmp .. "/b") or ""
 end
 
-local PROBES = { "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0" }
+-- plain HTTP metrics (the default is HTTPS with scrapes reviewed by the
+-- API server): these specs read them with curl
+local PROBES = { "--metrics-secure=false", "--metrics-bind-address=127.0.0.1:0",
+                 "--health-probe-bind-address=127.0.0.1:0" }
 
--- The servers' base URL (one address serves metrics and probes).
+-- The servers' base URLs: metrics and probes listen on their own addresses.
 local function base_url(env)
-  local rec = rt.wait(env, rt.msg("metrics server listening"), 20, "the metrics server")
-  return "http://" .. rec.address
+  local m = rt.wait(env, rt.msg("metrics server listening"), 20, "the metrics server")
+  local h = rt.wait(env, rt.msg("health probe server listening"), 20, "the probe server")
+  return { metrics = "http://" .. m.address, probes = "http://" .. h.address }
 end
 
 local function metric(url, name, labels)
-  local code, body = http_get(url .. "/metrics")
+  local code, body = http_get(url.metrics .. "/metrics")
   assert(code == 200, "GET /metrics: " .. tostring(code))
   return expo.get(expo.parse(body), name, labels)
 end
@@ -85,7 +89,7 @@ describe("a kind the server does not serve #integration", function()
     assert.is_nil(rt.find(env, rt.msg("needs-thing reconciled")))
     assert.is_nil(rt.find(env, rt.msg("caches synced")))
 
-    local code, body = http_get(url .. "/readyz/informers-synced")
+    local code, body = http_get(url.probes .. "/readyz/informers-synced")
     assert.equal(500, code)
     assert.matches('controller needs%-thing: ' .. kind:gsub("%p", "%%%0") ..
                    ' not served %(no matches for kind "Thing"', body)
@@ -102,7 +106,7 @@ describe("a kind the server does not serve #integration", function()
     rt.wait(env, rt.msg("controller started", { controller = "needs-thing" }), 30, "needs-thing started")
     rt.wait(env, rt.msg("needs-thing reconciled", { name = "one" }), 30, "needs-thing reconciles")
     rt.wait(env, rt.msg("caches synced"), 10, "caches synced")
-    assert.same({ 200, "ok" }, { http_get(url .. "/readyz/informers-synced") })
+    assert.same({ 200, "ok" }, { http_get(url.probes .. "/readyz/informers-synced") })
     assert.equal(0, metric(url, "luna_controller_kinds_not_served", { controller = "needs-thing" }))
   end)
 
@@ -110,7 +114,7 @@ describe("a kind the server does not serve #integration", function()
     local token = rt.token()
     env = rt.start{ args = PROBES, sources = { ["a.lua"] = controller("stamper", token) } }
     local url = base_url(env)
-    assert.same({ 200, "ok" }, { http_get(url .. "/readyz") })
+    assert.same({ 200, "ok" }, { http_get(url.probes .. "/readyz") })
 
     -- a typo'd kind: the reload is applied, and reported as unresolved
     helpers.write_file(env.dir .. "/a.lua", controller("stamper", token, { watch = "v1/ConfigMaps" }))
@@ -122,7 +126,7 @@ describe("a kind the server does not serve #integration", function()
                  done.unresolved)
     rt.wait(env, rt.msg("controller kind not served", { controller = "stamper", kind = "v1/ConfigMaps" }),
             10, "the controller's error")
-    local code, body = http_get(url .. "/readyz/informers-synced")
+    local code, body = http_get(url.probes .. "/readyz/informers-synced")
     assert.equal(500, code)
     assert.matches("controller stamper: v1/ConfigMaps not served", body, 1, true)
     assert.equal(1, metric(url, "luna_reloads_total", { result = "unresolved" }))
@@ -137,7 +141,7 @@ describe("a kind the server does not serve #integration", function()
     assert.is_nil(fixed.unresolved)
     rt.cm(env, "after", {}, { [rt.LABEL] = token })
     rt.wait(env, rt.msg("stamper reconciled", { name = "after" }), 20, "the fixed controller reconciles")
-    assert.same({ 200, "ok" }, { http_get(url .. "/readyz/informers-synced") })
+    assert.same({ 200, "ok" }, { http_get(url.probes .. "/readyz/informers-synced") })
     assert.equal(1, metric(url, "luna_reloads_total", { result = "success" }))
     assert.equal(0, metric(url, "luna_controller_kinds_not_served", { controller = "stamper" }))
   end)
@@ -152,7 +156,7 @@ describe("a kind the server does not serve #integration", function()
     rt.wait(env, rt.msg("controller kind not served", { controller = "typo", kind = "v1/Namespaces" }), 20,
             "the typo reported")
     rt.wait(env, rt.msg("controller started", { controller = "fine" }), 20, "the other controller runs")
-    local code, body = http_get(url .. "/readyz")
+    local code, body = http_get(url.probes .. "/readyz")
     assert.equal(500, code)
     assert.matches('controller typo: v1/Namespaces not served (no matches for kind "Namespaces" in version "v1")',
                    body, 1, true)

@@ -7,17 +7,7 @@
 local support = require("12-isolation.support")
 local attacks = require("12-isolation.attack_files")
 
-local function controller(name, body, extra)
-  return ([[
-local luna = require "luna"
-return luna.controller {
-  name = %q, watch = { "v1/ConfigMap", namespace = "@NS@" }, %s
-  reconcile = function(req)
-%s
-  end,
-}
-]]):format(name, extra or "", body)
-end
+local controller = support.controller
 
 local GET = 'luna.get("v1/ConfigMap", req.namespace, req.name)'
 
@@ -27,15 +17,7 @@ describe("a pending API call #integration", function()
   teardown(function() support.stop(srv) end)
   before_each(function() support.fresh_namespace(srv) end)
   after_each(function()
-    if p then
-      p:kill(15)
-      local rc = p:wait(20)
-      local out = table.concat(p.out, "\n")
-      p:stop()
-      assert.equal(0, rc, out)
-      assert.is_nil(out:find("Sanitizer", 1, true), out)
-      assert.is_nil(out:find("api answer dropped", 1, true), out)
-    end
+    if p then support.stop_host(p, { "Sanitizer", "api answer dropped" }) end
     p = nil
   end)
 

@@ -6,17 +6,7 @@
 local support = require("12-isolation.support")
 local attacks = require("12-isolation.attack_files")
 
-local function controller(name, body)
-  return ([[
-local luna = require "luna"
-return luna.controller {
-  name = %q, watch = { "v1/ConfigMap", namespace = "@NS@" },
-  reconcile = function(req)
-%s
-  end,
-}
-]]):format(name, body)
-end
+local controller = support.controller
 
 describe("C recursion through library functions #integration", function()
   local srv, p
@@ -24,14 +14,7 @@ describe("C recursion through library functions #integration", function()
   teardown(function() support.stop(srv) end)
   before_each(function() support.fresh_namespace(srv) end)
   after_each(function()
-    if p then
-      p:kill(15)
-      local rc = p:wait(20)
-      local out = table.concat(p.out, "\n")
-      p:stop()
-      assert.equal(0, rc, out)
-      assert.is_nil(out:find("Sanitizer", 1, true), out)
-    end
+    if p then support.stop_host(p, { "Sanitizer" }) end
     p = nil
   end)
 

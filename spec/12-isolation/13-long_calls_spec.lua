@@ -121,13 +121,7 @@ describe("one long C call #integration", function()
   teardown(function() support.stop(srv) end)
   before_each(function() support.fresh_namespace(srv) end)
   after_each(function()
-    if p then
-      p:kill(15)
-      local rc = p:wait(20)
-      local out = table.concat(p.out, "\n")
-      p:stop()
-      assert.equal(0, rc, out)
-    end
+    if p then support.stop_host(p) end
     p = nil
   end)
 

@@ -8,17 +8,7 @@
 local support = require("12-isolation.support")
 local attacks = require("12-isolation.attack_files")
 
-local function controller(name, extra, body)
-  return ([[
-local luna = require "luna"
-return luna.controller {
-  name = %q, watch = { "v1/ConfigMap", namespace = "@NS@" }, %s
-  reconcile = function(req)
-%s
-  end,
-}
-]]):format(name, extra, body)
-end
+local function controller(name, extra, body) return support.controller(name, body, extra) end
 
 describe("bounded growth #integration", function()
   local srv, p
@@ -26,13 +16,7 @@ describe("bounded growth #integration", function()
   teardown(function() support.stop(srv) end)
   before_each(function() support.fresh_namespace(srv) end)
   after_each(function()
-    if p then
-      p:kill(15)
-      local rc = p:wait(20)
-      local out = table.concat(p.out, "\n")
-      p:stop()
-      assert.equal(0, rc, out)
-    end
+    if p then support.stop_host(p) end
     p = nil
   end)
 

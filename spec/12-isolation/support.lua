@@ -16,7 +16,14 @@
 --                                       all parts
 --   support.load_only(files, args)      `luna run` with no cluster: loads the
 --                                       files, then fails; returns the output
+--   support.controller(name, body, extra)
+--                                       the source of a controller watching the
+--                                       spec namespace's ConfigMaps; extra goes
+--                                       into the spec table, body into reconcile
+--   support.stop_host(p, forbidden)     SIGTERM p and assert it exits 0 and its
+--                                       output has none of the forbidden strings
 local helpers = require("helpers")
+local assert = require("luassert")
 local client = require("support.apiserver_client")
 
 local support = {}
@@ -107,6 +114,27 @@ function support.load_only(files, args)
   cmd[#cmd + 1] = dir
   local out, rc = helpers.run(table.concat(cmd, " "))
   return out, rc, dir
+end
+
+function support.controller(name, body, extra)
+  return ([[
+local luna = require "luna"
+return luna.controller {
+  name = %q, watch = { "v1/ConfigMap", namespace = "@NS@" }, %s
+  reconcile = function(req)
+%s
+  end,
+}
+]]):format(name, extra or "", body)
+end
+
+function support.stop_host(p, forbidden)
+  p:kill(15)
+  local rc = p:wait(20)
+  local out = table.concat(p.out, "\n")
+  p:stop()
+  assert.equal(0, rc, out)
+  for _, s in ipairs(forbidden or {}) do assert.is_nil(out:find(s, 1, true), out) end
 end
 
 return support

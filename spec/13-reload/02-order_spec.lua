@@ -92,7 +92,7 @@ return luna.controller {
   end,
 }
 ]], { TOKEN = token })
-    env = rt.start{ args = { "--metrics-bind-address=127.0.0.1:0" }, sources = {
+    env = rt.start{ args = { "--metrics-secure=false", "--metrics-bind-address=127.0.0.1:0" }, sources = {
       ["a.lua"] = held, ["b.lua"] = controller("survivor", "v1/ConfigMap", token) },
       server_args = { "--faults", "delay=1,delay-path=/configmaps/held-" } }
     rt.cm(env, "one", {}, { [rt.LABEL] = token })
