@@ -22,6 +22,7 @@
 #define LUNA_DEVSERVER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/error.h"
 
@@ -39,5 +40,11 @@ int luna_devserver_embed_start(const char *const *seeds, int nseeds, char *url, 
                                struct luna_devserver **out, luna_error *err);
 /* Stops and frees an embedded server (NULL: nothing). */
 void luna_devserver_embed_stop(struct luna_devserver *srv);
+/* Seconds between watch BOOKMARKs of servers embedded from now on (0: the
+ * default, 60).  `luna test` asks for 0.05 so every informer learns the
+ * latest resourceVersion at once (test_control.h: idle). */
+void luna_devserver_embed_set_bookmark_interval(double seconds);
+/* The latest resourceVersion the embedded server handed out (0: NULL). */
+uint64_t luna_devserver_embed_revision(struct luna_devserver *srv);
 
 #endif
