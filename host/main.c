@@ -31,7 +31,7 @@
 #include "runtime/lua_host.h"
 #include "runtime/runtime.h"
 #include "runtime/watchdog.h"
-#include "testing/lua_module.h"
+#include "lua/lua_core.h"
 
 static void usage(FILE *out)
 {
@@ -373,8 +373,10 @@ static int cmd_run(int argc, char **argv)
 
 /* `luna test` and `luna stubs`: lua/luna/testing_cli.lua in a plain LuaJIT
  * state (not the controllers' sandbox: specs drive the runtime from
- * outside) with the full luna.core (http, loop, json) preloaded.  The
- * runtime under test is this executable, run as a child process. */
+ * outside) with the script-facing luna.core (json, crypto).  The runtime
+ * under test is this executable, run as a child process; the runner talks
+ * to it, and through it to the dev server, over its stdin and stdout
+ * (runtime/test_control.h), so no spec-only binding is linked into luna. */
 static int cmd_lua_tool(int argc, char **argv)
 {
     const char *lib;
@@ -399,8 +401,8 @@ static int cmd_lua_tool(int argc, char **argv)
     lua_getglobal(L, "package");
     lua_pushfstring(L, "%s/?.lua;%s/?/init.lua", lib, lib);
     lua_setfield(L, -2, "path");
-    lua_getfield(L, -1, "preload");
-    lua_pushcfunction(L, luaopen_luna_core);
+    lua_getfield(L, -1, "loaded");
+    luna_lua_core_push(L);
     lua_setfield(L, -2, "luna.core");
     lua_pop(L, 2);
     lua_getglobal(L, "debug");

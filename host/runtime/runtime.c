@@ -930,6 +930,7 @@ static void on_dir_changed(void *ud) { reload(ud, "watch"); }
 static struct luna_reload *tc_current(void *ud) { return ((struct runtime *)ud)->gen; }
 static struct luna_informer_factory *tc_factory(void *ud) { return ((struct runtime *)ud)->factory; }
 static bool tc_reload_pending(void *ud) { return ((struct runtime *)ud)->pending != NULL; }
+static struct luna_kube_client *tc_client(void *ud) { return ((struct runtime *)ud)->kc; }
 static uint64_t tc_server_rv(void *ud)
 {
     struct runtime *rt = ud;
@@ -940,7 +941,7 @@ static int setup_test_control(struct runtime *rt, luna_error *err)
 {
     struct luna_test_control_source src = {
         .current = tc_current, .factory = tc_factory, .server_rv = tc_server_rv,
-        .reload_pending = tc_reload_pending, .url = rt->dev_url, .ud = rt,
+        .reload_pending = tc_reload_pending, .client = tc_client, .url = rt->dev_url, .ud = rt,
     };
     return luna_test_control_start(&src, err);
 }

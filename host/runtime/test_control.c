@@ -18,12 +18,13 @@
 #include "cache/informer.h"
 #include "cache/informer_factory.h"
 #include "cache/reflector.h"
+#include "client/kube_client.h"
 #include "queue/workqueue.h"
 #include "runtime/controller.h"
 #include "runtime/reload.h"
 
 #define MAX_CALLS 10000
-#define MAX_LINE 4096
+#define MAX_LINE (64u << 20) /* a request command carries its body */
 
 struct call {
     uint64_t seq;
@@ -38,8 +39,9 @@ static struct {
     struct luna_test_control_source src;
     char *url;
     ev_io in;
-    char line[MAX_LINE];
-    size_t len;
+    char *line;                 /* the command being read, malloc'd, cap bytes */
+    size_t len, cap;
+    struct luna_kube_request *req; /* a `request` in flight, or NULL */
     bool overlong;              /* the current line passed MAX_LINE: dropped */
     struct call *calls;         /* ring of MAX_CALLS: calls[(first + i) % MAX_CALLS] */
     size_t first, ncalls;
@@ -249,6 +251,55 @@ static json_t *advance(const char *arg)
     return json_pack("{s:f}", "clock", luna_clock_now(&tc.clock.clock));
 }
 
+static void answer(json_t *o);
+
+static void on_request_done(void *ud, const luna_http_response *resp, const luna_http_failure *fail)
+{
+    tc.req = NULL;
+    if (fail) {
+        answer(json_pack("{s:s}", "error", fail->err.msg));
+        return;
+    }
+    answer(json_pack("{s:i,s:s%}", "status", (int)resp->status, "body",
+                     resp->body ? resp->body : "", resp->body ? resp->body_len : (size_t)0));
+}
+
+/* request {"method":…, "path":…, "content_type":…, "body":…}: the request
+ * goes to the API server through the runtime's client; the answer comes
+ * when it is done. */
+static void request(const char *arg)
+{
+    struct luna_kube_client *kc = tc.src.client ? tc.src.client(tc.src.ud) : NULL;
+    if (!kc) {
+        answer(json_pack("{s:s}", "error", "not connected yet"));
+        return;
+    }
+    if (tc.req) {
+        answer(json_pack("{s:s}", "error", "a request is in flight: one command at a time"));
+        return;
+    }
+    json_error_t jerr;
+    json_t *o = json_loads(arg, 0, &jerr);
+    const char *method = NULL, *path = NULL, *ct = NULL, *body = NULL;
+    size_t body_len = 0;
+    if (!o || json_unpack(o, "{s:s,s:s,s?s,s?s%}", "method", &method, "path", &path,
+                          "content_type", &ct, "body", &body, &body_len) < 0 || path[0] != '/') {
+        json_decref(o);
+        answer(json_pack("{s:s}", "error", "request wants {\"method\", \"path\": \"/…\", "
+                                           "\"content_type\", \"body\"}"));
+        return;
+    }
+    struct luna_kube_request_options ro = {
+        .method = method, .path = path, .body = body, .body_len = body_len,
+        .content_type = ct, .timeout = 60, .on_done = on_request_done,
+    };
+    luna_error err = { 0 };
+    tc.req = luna_kube_request_start(kc, &ro, &err);
+    json_decref(o);
+    if (!tc.req)
+        answer(json_pack("{s:s}", "error", err.msg));
+}
+
 static void answer(json_t *o)
 {
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -274,13 +325,15 @@ static void command(char *line)
         answer(advance(line + 8));
     else if (strcmp(line, "calls") == 0)
         answer(take_calls());
+    else if (strncmp(line, "request ", 8) == 0)
+        request(line + 8);
     else
         answer(json_pack("{s:s+}", "error", "unknown command: ", line));
 }
 
 static void on_input(struct ev_loop *loop, ev_io *w, int revents)
 {
-    char buf[1024];
+    char buf[65536];
     ssize_t n = read(w->fd, buf, sizeof buf);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
@@ -293,18 +346,30 @@ static void on_input(struct ev_loop *loop, ev_io *w, int revents)
     }
     for (ssize_t i = 0; i < n; i++) {
         if (buf[i] == '\n') {
-            tc.line[tc.len] = '\0';
-            if (tc.overlong)
-                answer(json_pack("{s:s}", "error", "command line too long"));
-            else
+            if (tc.overlong || !tc.line)
+                answer(json_pack("{s:s}", "error", tc.overlong ? "command line too long"
+                                                               : "empty command"));
+            else {
+                tc.line[tc.len] = '\0';
                 command(tc.line);
+            }
             tc.len = 0;
             tc.overlong = false;
-        } else if (tc.len + 1 < sizeof tc.line) {
-            tc.line[tc.len++] = buf[i];
-        } else {
-            tc.overlong = true;
+            continue;
         }
+        if (tc.overlong)
+            continue;
+        if (tc.len + 2 > tc.cap) {
+            size_t cap = tc.cap ? tc.cap * 2 : 4096;
+            char *grown = cap <= MAX_LINE ? realloc(tc.line, cap) : NULL;
+            if (!grown) {
+                tc.overlong = true;
+                continue;
+            }
+            tc.line = grown;
+            tc.cap = cap;
+        }
+        tc.line[tc.len++] = buf[i];
     }
 }
 
@@ -328,6 +393,11 @@ void luna_test_control_stop(void)
     if (tc.started)
         ev_io_stop(luna_loop(), &tc.in);
     tc.started = false;
+    luna_kube_request_cancel(tc.req);
+    tc.req = NULL;
+    free(tc.line);
+    tc.line = NULL;
+    tc.len = tc.cap = 0;
     for (size_t i = 0; i < tc.ncalls; i++)
         call_clear(&tc.calls[(tc.first + i) % MAX_CALLS]);
     free(tc.calls);

@@ -30,7 +30,14 @@
  *                   "content_type","body","status"}] (status 0: no answer
  *                   yet or the transfer failed); at most 10,000 are kept,
  *                   older ones are dropped and counted in "dropped"
+ *   request {"method":M,"path":"/…","content_type":T,"body":B}
+ *                   sends the request to the API server through the
+ *                   runtime's own client (so `luna test` needs no HTTP
+ *                   client of its own): {"status":N,"body":…} once answered,
+ *                   or {"error":…}; not recorded as a controller's call
  *   anything else   {"error":"unknown command …"}
+ * One command at a time: the runner sends the next after the answer.  A
+ * command line may be up to 64 MiB (a request's body).
  *
  * End of stdin (the test runner went away) shuts the runtime down as
  * SIGTERM does, so no test leaves a process behind.
@@ -57,6 +64,7 @@
 
 struct luna_reload;
 struct luna_informer_factory;
+struct luna_kube_client;
 
 /* What the channel reads of the runtime; every callback may return NULL/0
  * before the runtime has that part. */
@@ -65,6 +73,7 @@ struct luna_test_control_source {
     struct luna_informer_factory *(*factory)(void *ud);
     uint64_t (*server_rv)(void *ud);                    /* dev server's latest RV */
     bool (*reload_pending)(void *ud);
+    struct luna_kube_client *(*client)(void *ud);       /* for `request` */
     const char *url;                                    /* copied */
     void *ud;
 };

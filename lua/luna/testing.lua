@@ -58,11 +58,26 @@ for _, decl in ipairs {
   "char *mkdtemp(char *template);",
   "int symlink(const char *target, const char *linkpath);",
   "extern char **environ;",
+  "int clock_gettime(int clk, void *ts);",
 } do pcall(ffi.cdef, decl) end
 local C = ffi.C
 local O_WRONLY, O_CREAT, O_TRUNC = 1, 64, 512
 local F_SETFD, FD_CLOEXEC, POLLIN, WNOHANG = 2, 1, 1, 1
 local SIGTERM, SIGKILL = 15, 9
+
+local timespec_t = ffi.typeof("struct { long s; long ns; }[1]")
+-- Monotonic seconds.
+local function now()
+  local t = timespec_t()
+  C.clock_gettime(1, ffi.cast("void *", t))
+  return tonumber(t[0].s) + tonumber(t[0].ns) / 1e9
+end
+testing.now = now
+
+-- Waits up to secs without spinning (poll on nothing).
+local function pause(secs)
+  C.poll(nil, 0, math.floor(secs * 1000))
+end
 
 -- ---- values --------------------------------------------------------------
 
@@ -319,7 +334,7 @@ function Env:command(cmd, secs)
   if self.stopped then error("the runtime was stopped", 2) end
   local line = cmd .. "\n"
   if C.write(self.inp, line, #line) ~= #line then self:_fail("luna exited (control channel closed)", 2) end
-  local deadline = os.time() + (secs or self.timeout)
+  local deadline = now() + (secs or self.timeout)
   local pfd = ffi.new("struct luna_testing_pollfd[1]")
   local buf = ffi.new("char[65536]")
   while true do
@@ -338,7 +353,7 @@ function Env:command(cmd, secs)
       local got = C.read(self.out, buf, 65536)
       if got <= 0 then self:_fail("luna exited before answering " .. cmd, 2) end
       self.buf = self.buf .. ffi.string(buf, got)
-    elseif os.time() > deadline then
+    elseif now() > deadline then
       self:_fail("luna did not answer " .. cmd, 2)
     end
   end
@@ -351,13 +366,13 @@ function Env:status() return self:command("status") end
 -- status.  Delayed keys (requeue_after, retry backoff) do not count:
 -- status.controllers[i].waiting / .next say when they are due.
 function Env:wait_idle(secs)
-  local deadline = core.loop.now() + (secs or self.timeout)
+  local deadline = now() + (secs or self.timeout)
   local st
   repeat
     st = self:command("status")
     if st.idle then return st end
-    core.loop.run(0.01)
-  until core.loop.now() > deadline
+    pause(0.01)
+  until now() > deadline
   self:_fail("controllers not idle after " .. (secs or self.timeout) .. " s: " ..
     table.concat(st.busy or {}, "; "), 2)
 end
@@ -398,22 +413,16 @@ end
 
 -- ---- the dev server ------------------------------------------------------
 
+-- One request to the dev server, sent by the runtime under test (its
+-- control channel's `request`): status, decoded body (nil if empty).
 function Env:request(method, path, body, content_type)
-  local done, resp, err
-  local headers = { Accept = "application/json" }
-  if body ~= nil then
-    if type(body) ~= "string" then body = assert(json.encode(body)) end
-    headers["Content-Type"] = content_type or "application/json"
-  end
-  local h, herr = core.http.request { url = self.url .. path, method = method, headers = headers,
-    body = body, timeout = self.timeout,
-    on_done = function(r, e) done, resp, err = true, r, e end }
-  if not h then error(tostring(herr and herr.message or herr), 2) end
-  core.loop.run_until(function() return done end, self.timeout + 5)
-  if not done then h:cancel(); error(method .. " " .. path .. ": no answer", 2) end
-  if not resp then error(method .. " " .. path .. ": " .. tostring(err.message), 2) end
-  local obj = resp.body ~= "" and json.decode(resp.body) or nil
-  return resp.status, obj
+  if body ~= nil and type(body) ~= "string" then body = assert(json.encode(body)) end
+  local cmd = assert(json.encode { method = method, path = path, body = body,
+    content_type = body ~= nil and (content_type or "application/json") or nil })
+  local ans = self:command("request " .. cmd)
+  local obj = nil
+  if type(ans.body) == "string" and ans.body ~= "" then obj = json.decode(ans.body) end
+  return ans.status, obj
 end
 
 local function check(status, obj, what, ...)
@@ -562,15 +571,15 @@ function Env:stop()
   self.stopped = true
   C.close(self.inp)
   local st = ffi.new("int[1]")
-  local deadline = os.time() + 30
+  local deadline = now() + 30
   local rc
   repeat
     rc = C.waitpid(self.pid, st, WNOHANG)
-    if rc == 0 then core.loop.run(0.02) end
-  until rc ~= 0 or os.time() > deadline
+    if rc == 0 then pause(0.02) end
+  until rc ~= 0 or now() > deadline
   if rc == 0 then
     C.kill(self.pid, SIGTERM)
-    core.loop.run(1)
+    pause(1)
     C.kill(self.pid, SIGKILL)
     C.waitpid(self.pid, st, 0)
     self.exit_status = -1

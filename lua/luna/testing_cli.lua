@@ -14,7 +14,6 @@
 -- luna stubs DIR
 --   writes DIR/luna.d.lua, the LuaLS definitions of the script API and
 --   the testing kit (lua/luna/luna.d.lua).
-local core = require "luna.core"
 local testing = require "luna.testing"
 
 local cli = {}
@@ -260,9 +259,9 @@ local function cmd_test(args)
           pending = pending + 1
           out("  pend  ", t.name, "\n")
         else
-          local started = core.loop.now()
+          local started = testing.now()
           local ok, err = run_test(t, verbose)
-          local secs = core.loop.now() - started
+          local secs = testing.now() - started
           if ok then
             passed = passed + 1
             out(("  ok    %s (%.1f s)\n"):format(t.name, secs))
