@@ -344,6 +344,11 @@ uint64_t luna_devserver_embed_revision(struct luna_devserver *e)
     return e ? luna_ds_store_rv(e->ds->store) : 0;
 }
 
+bool luna_devserver_embed_settled(struct luna_devserver *e)
+{
+    return !e || !(e->ds->gc.timer_ready && ev_is_active(&e->ds->gc.timer));
+}
+
 int luna_devserver_embed_start(const char *const *seeds, int nseeds, char *url, size_t url_size,
                                struct luna_devserver **out, luna_error *err)
 {

@@ -21,6 +21,7 @@
 #ifndef LUNA_DEVSERVER_H
 #define LUNA_DEVSERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,5 +47,8 @@ void luna_devserver_embed_stop(struct luna_devserver *srv);
 void luna_devserver_embed_set_bookmark_interval(double seconds);
 /* The latest resourceVersion the embedded server handed out (0: NULL). */
 uint64_t luna_devserver_embed_revision(struct luna_devserver *srv);
+/* False while the server has work of its own scheduled (the garbage
+ * collector's delayed orphan check); true for NULL. */
+bool luna_devserver_embed_settled(struct luna_devserver *srv);
 
 #endif

@@ -937,10 +937,16 @@ static uint64_t tc_server_rv(void *ud)
     return rt->cfg->dev_server_revision ? rt->cfg->dev_server_revision(rt->dev_server) : 0;
 }
 
+static bool tc_server_busy(void *ud)
+{
+    struct runtime *rt = ud;
+    return rt->cfg->dev_server_settled && !rt->cfg->dev_server_settled(rt->dev_server);
+}
+
 static int setup_test_control(struct runtime *rt, luna_error *err)
 {
     struct luna_test_control_source src = {
-        .current = tc_current, .factory = tc_factory, .server_rv = tc_server_rv,
+        .current = tc_current, .factory = tc_factory, .server_rv = tc_server_rv, .server_busy = tc_server_busy,
         .reload_pending = tc_reload_pending, .client = tc_client, .url = rt->dev_url, .ud = rt,
     };
     return luna_test_control_start(&src, err);

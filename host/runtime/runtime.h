@@ -77,6 +77,8 @@ struct luna_run_config {
     void (*dev_server_stop)(struct luna_devserver *srv);
     /* The embedded server's latest resourceVersion (test control's idle). */
     uint64_t (*dev_server_revision)(struct luna_devserver *srv);
+    /* False while the embedded server has work of its own pending. */
+    bool (*dev_server_settled)(struct luna_devserver *srv);
     /* --test-control (needs dev_server): `luna test` steers the runtime
      * over stdin/stdout (test_control.h); fake_clock: the controllers'
      * queues run on a clock only the test moves. */

@@ -194,6 +194,8 @@ static json_t *status(void)
     struct luna_reload *g = tc.src.current ? tc.src.current(tc.src.ud) : NULL;
     if (!g)
         json_array_append_new(busy, json_string("controllers not built yet"));
+    if (tc.src.server_busy && tc.src.server_busy(tc.src.ud))
+        json_array_append_new(busy, json_string("the dev server's garbage collector has work pending"));
     if (tc.src.reload_pending && tc.src.reload_pending(tc.src.ud))
         json_array_append_new(busy, json_string("a reload is pending"));
     for (size_t i = 0; g && i < luna_reload_count(g); i++) {

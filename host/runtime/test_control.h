@@ -17,7 +17,9 @@
  *                   has seen the dev server's latest resourceVersion (the
  *                   embedded server sends bookmarks every 50 ms in this
  *                   mode, so an informer whose selector matched nothing
- *                   still catches up).  Keys waiting for a delay
+ *                   still catches up), and the dev server has no work of
+ *                   its own pending (its garbage collector's delayed
+ *                   orphan check).  Keys waiting for a delay
  *                   (requeue_after, retry backoff) do not count against
  *                   idle: "waiting" and "next" (seconds until the first) say
  *                   when they are due.  Informers of kinds the server does
@@ -72,6 +74,7 @@ struct luna_test_control_source {
     struct luna_reload *(*current)(void *ud);          /* controllers running now */
     struct luna_informer_factory *(*factory)(void *ud);
     uint64_t (*server_rv)(void *ud);                    /* dev server's latest RV */
+    bool (*server_busy)(void *ud);    /* the dev server has work of its own pending */
     bool (*reload_pending)(void *ud);
     struct luna_kube_client *(*client)(void *ud);       /* for `request` */
     const char *url;                                    /* copied */
