@@ -155,6 +155,10 @@ local function run_test(t, verbose)
   end
   if verbose then
     for _, env in ipairs(testing._running) do out("--- luna log ---\n", env:log(), "\n") end
+  elseif not ok and not tostring(err):find("--- luna log", 1, true) then
+    for _, env in ipairs(testing._running) do
+      err = tostring(err) .. "\n--- luna log (last lines) ---\n" .. env:log(40)
+    end
   end
   local bad = testing._stop_all()
   if ok and bad then ok, err = false, bad end
