@@ -21,6 +21,7 @@
 #include "client/kube_client.h"
 #include "queue/workqueue.h"
 #include "runtime/controller.h"
+#include "runtime/lua_sandbox.h"
 #include "runtime/reload.h"
 
 #define MAX_CALLS 10000
@@ -302,6 +303,26 @@ static void request(const char *arg)
         answer(json_pack("{s:s}", "error", err.msg));
 }
 
+static void add_api(void *ud, const char *path, const char *type)
+{
+    json_object_set_new(ud, path, json_string(type));
+}
+
+/* Every name scripts can reach, with its type, from the running state. */
+static json_t *api(void)
+{
+    struct luna_reload *g = tc.src.current ? tc.src.current(tc.src.ud) : NULL;
+    if (!g)
+        return json_pack("{s:s}", "error", "controllers not loaded yet");
+    json_t *names = json_object();
+    luna_error err = { 0 };
+    if (luna_lua_sandbox_list_api(luna_reload_state(g), add_api, names, &err) < 0) {
+        json_decref(names);
+        return json_pack("{s:s}", "error", err.msg);
+    }
+    return json_pack("{s:o}", "api", names);
+}
+
 static void answer(json_t *o)
 {
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -325,6 +346,8 @@ static void command(char *line)
         answer(status());
     else if (strncmp(line, "advance ", 8) == 0)
         answer(advance(line + 8));
+    else if (strcmp(line, "api") == 0)
+        answer(api());
     else if (strcmp(line, "calls") == 0)
         answer(take_calls());
     else if (strncmp(line, "request ", 8) == 0)

@@ -37,6 +37,9 @@
  *                   runtime's own client (so `luna test` needs no HTTP
  *                   client of its own): {"status":N,"body":…} once answered,
  *                   or {"error":…}; not recorded as a controller's call
+ *   api             {"api":{"luna.get":"function",…}}: every name a script
+ *                   can reach through require (lua_sandbox.h:
+ *                   luna_lua_sandbox_list_api), for the spec of `luna stubs`
  *   anything else   {"error":"unknown command …"}
  * One command at a time: the runner sends the next after the answer.  A
  * command line may be up to 64 MiB (a request's body).
