@@ -12,8 +12,8 @@
 --   nothing failed, 1 otherwise, 2 on bad usage.
 --
 -- luna stubs DIR
---   writes DIR/luna.d.lua, the LuaLS definitions of the script API and
---   the testing kit (lua/luna/luna.d.lua).
+--   writes the LuaLS definitions of the script API and the testing kit
+--   (lua/luna/stubs/*.lua, one ---@meta file per module) into DIR.
 local testing = require "luna.testing"
 
 local cli = {}
@@ -187,7 +187,7 @@ local function usage(to)
     "  runs DIR/*_test.lua (default: .) and each FILE against the real runtime and an\n" ..
     "  embedded dev server (docs/authoring.md)\n" ..
     "       luna stubs DIR\n" ..
-    "  writes DIR/luna.d.lua: LuaLS definitions of the script API and the testing kit\n")
+    "  writes LuaLS definitions of the script API and the testing kit into DIR\n")
 end
 
 local function cmd_test(args)
@@ -288,25 +288,33 @@ end
 
 local function cmd_stubs(args, lib)
   if #args ~= 1 or args[1]:sub(1, 1) == "-" then
-    usage(args[1] == "--help" and io.stdout or io.stderr)
-    return args[1] == "--help" and 0 or 2
+    local help = args[1] == "--help" or args[1] == "-h"
+    usage(help and io.stdout or io.stderr)
+    return help and 0 or 2
   end
   local dir = args[1]
-  local src = testing.read_file(lib .. "/luna/luna.d.lua")
-  if not src then
-    io.stderr:write("luna stubs: ", lib, "/luna/luna.d.lua is missing: reinstall luna\n")
+  local src_dir = lib .. "/luna/stubs"
+  local names = {}
+  local p = io.popen("ls -1 '" .. src_dir:gsub("'", "'\\''") .. "' 2>/dev/null")
+  for line in p:lines() do if line:match("%.lua$") then names[#names + 1] = line end end
+  p:close()
+  if #names == 0 then
+    io.stderr:write("luna stubs: no definitions in ", src_dir, ": reinstall luna\n")
     return 2
   end
   os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
-  local f, err = io.open(dir .. "/luna.d.lua", "wb")
-  if not f then
-    io.stderr:write("luna stubs: ", tostring(err), "\n")
-    return 2
+  for _, name in ipairs(names) do
+    local body = testing.read_file(src_dir .. "/" .. name)
+    local f, err = io.open(dir .. "/" .. name, "wb")
+    if not (body and f) then
+      io.stderr:write("luna stubs: ", tostring(err or name), "\n")
+      return 2
+    end
+    f:write(body)
+    f:close()
   end
-  f:write(src)
-  f:close()
-  out("wrote ", dir, "/luna.d.lua (add ", dir, " to workspace.library in .luarc.json,\n",
-      "or keep it inside your workspace; set runtime.version to LuaJIT)\n")
+  out(("wrote %d definition files to %s\n"):format(#names, dir),
+      "add it to workspace.library in your .luarc.json (runtime.version: LuaJIT)\n")
   return 0
 end
 
