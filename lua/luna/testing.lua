@@ -59,6 +59,7 @@ for _, decl in ipairs {
   "int symlink(const char *target, const char *linkpath);",
   "extern char **environ;",
   "int clock_gettime(int clk, void *ts);",
+  "char *getcwd(char *buf, size_t size);",
 } do pcall(ffi.cdef, decl) end
 local C = ffi.C
 local O_WRONLY, O_CREAT, O_TRUNC = 1, 64, 512
@@ -278,7 +279,11 @@ function testing.start(opts)
     dir = tmpdir()
     for _, f in ipairs(opts.controllers) do
       local src = resolve(f)
-      if src:sub(1, 1) ~= "/" then src = os.getenv("PWD") .. "/" .. src end
+      if src:sub(1, 1) ~= "/" then
+        local buf = ffi.new("char[4096]")
+        assert(C.getcwd(buf, 4096) ~= nil, "getcwd failed")
+        src = ffi.string(buf) .. "/" .. src
+      end
       assert(read_file(src), "no controller file " .. src)
       local link = dir .. "/" .. src:match("[^/]+$")
       assert(C.symlink(src, link) == 0, "symlink " .. src)
