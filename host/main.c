@@ -364,6 +364,7 @@ static int cmd_run(int argc, char **argv)
         luna_devserver_embed_set_bookmark_interval(0.05);
     cfg.dev_server_revision = luna_devserver_embed_revision;
     cfg.dev_server_settled = luna_devserver_embed_settled;
+    cfg.dev_server_seed = luna_devserver_embed_seed;
     cfg.seeds = seeds;
     cfg.dev_server_start = luna_devserver_embed_start;
     cfg.dev_server_stop = luna_devserver_embed_stop;

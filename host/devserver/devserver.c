@@ -344,6 +344,24 @@ uint64_t luna_devserver_embed_revision(struct luna_devserver *e)
     return e ? luna_ds_store_rv(e->ds->store) : 0;
 }
 
+int luna_devserver_embed_seed(struct luna_devserver *e, const char *text, size_t len,
+                              luna_error *err)
+{
+    json_t *docs = luna_ds_yaml_load(text, len, err);
+    if (!docs)
+        return err && err->code ? err->code : LUNA_EINVAL;
+    size_t i;
+    json_t *doc;
+    json_array_foreach(docs, i, doc) {
+        if (luna_ds_seed_load(e->ds, doc, err) < 0) {
+            json_decref(docs);
+            return luna_error_wrap(err, "document %zu", i + 1);
+        }
+    }
+    json_decref(docs);
+    return 0;
+}
+
 bool luna_devserver_embed_settled(struct luna_devserver *e)
 {
     return !e || !(e->ds->gc.timer_ready && ev_is_active(&e->ds->gc.timer));

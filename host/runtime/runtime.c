@@ -943,10 +943,18 @@ static bool tc_server_busy(void *ud)
     return rt->cfg->dev_server_settled && !rt->cfg->dev_server_settled(rt->dev_server);
 }
 
+static int tc_seed(void *ud, const char *text, size_t len, luna_error *err)
+{
+    struct runtime *rt = ud;
+    if (!rt->cfg->dev_server_seed || !rt->dev_server)
+        return luna_error_set(err, LUNA_EINVAL, "no embedded dev server to seed");
+    return rt->cfg->dev_server_seed(rt->dev_server, text, len, err);
+}
+
 static int setup_test_control(struct runtime *rt, luna_error *err)
 {
     struct luna_test_control_source src = {
-        .current = tc_current, .factory = tc_factory, .server_rv = tc_server_rv, .server_busy = tc_server_busy,
+        .current = tc_current, .factory = tc_factory, .server_rv = tc_server_rv, .server_busy = tc_server_busy, .seed = tc_seed,
         .reload_pending = tc_reload_pending, .client = tc_client, .url = rt->dev_url, .ud = rt,
     };
     return luna_test_control_start(&src, err);

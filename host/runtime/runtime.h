@@ -77,6 +77,9 @@ struct luna_run_config {
     void (*dev_server_stop)(struct luna_devserver *srv);
     /* The embedded server's latest resourceVersion (test control's idle). */
     uint64_t (*dev_server_revision)(struct luna_devserver *srv);
+    /* Objects from YAML/JSON text into the embedded server, as --seed. */
+    int (*dev_server_seed)(struct luna_devserver *srv, const char *text, size_t len,
+                           luna_error *err);
     /* False while the embedded server has work of its own pending. */
     bool (*dev_server_settled)(struct luna_devserver *srv);
     /* --test-control (needs dev_server): `luna test` steers the runtime

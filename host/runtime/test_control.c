@@ -323,6 +323,27 @@ static json_t *api(void)
     return json_pack("{s:o}", "api", names);
 }
 
+/* seed "text": the manifests into the dev server. */
+static json_t *seed(const char *arg)
+{
+    json_error_t jerr;
+    json_t *o = json_loads(arg, JSON_DECODE_ANY, &jerr);
+    if (!o || !json_is_string(o)) {
+        json_decref(o);
+        return json_pack("{s:s}", "error", "seed wants a JSON string holding the manifests");
+    }
+    if (!tc.src.seed) {
+        json_decref(o);
+        return json_pack("{s:s}", "error", "no dev server to seed");
+    }
+    luna_error err = { 0 };
+    int rc = tc.src.seed(tc.src.ud, json_string_value(o), json_string_length(o), &err);
+    json_decref(o);
+    if (rc < 0)
+        return json_pack("{s:s}", "error", err.msg);
+    return json_pack("{s:b}", "ok", 1);
+}
+
 static void answer(json_t *o)
 {
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -346,6 +367,8 @@ static void command(char *line)
         answer(status());
     else if (strncmp(line, "advance ", 8) == 0)
         answer(advance(line + 8));
+    else if (strncmp(line, "seed ", 5) == 0)
+        answer(seed(line + 5));
     else if (strcmp(line, "api") == 0)
         answer(api());
     else if (strcmp(line, "calls") == 0)

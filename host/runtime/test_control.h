@@ -37,6 +37,9 @@
  *                   runtime's own client (so `luna test` needs no HTTP
  *                   client of its own): {"status":N,"body":…} once answered,
  *                   or {"error":…}; not recorded as a controller's call
+ *   seed "TEXT"     (a JSON string holding YAML or JSON manifests, several
+ *                   documents allowed) creates or replaces each object in
+ *                   the dev server, as --seed does: {"ok":true} or {"error"}
  *   api             {"api":{"luna.get":"function",…}}: every name a script
  *                   can reach through require (lua_sandbox.h:
  *                   luna_lua_sandbox_list_api), for the spec of `luna stubs`
@@ -80,6 +83,7 @@ struct luna_test_control_source {
     bool (*server_busy)(void *ud);    /* the dev server has work of its own pending */
     bool (*reload_pending)(void *ud);
     struct luna_kube_client *(*client)(void *ud);       /* for `request` */
+    int (*seed)(void *ud, const char *text, size_t len, luna_error *err); /* for `seed` */
     const char *url;                                    /* copied */
     void *ud;
 };

@@ -17,7 +17,8 @@
 --   }
 --   env:create(obj) env:update(obj) env:apply(obj) env:delete(kind, ns, name)
 --   env:patch(kind, ns, name, patch [, type])  -- type: "merge" (default), "json", "strategic"
---   env:seed(objs | json_text)                -- creates (or replaces) each object
+--   env:seed(objs | yaml_or_json_text)         -- creates (or replaces) each object
+--   env:seed_file(path)                        -- the same from a manifest file
 --   env:get(kind, ns, name) / env:get(kind, name) -> object | nil
 --   env:list(kind [, { namespace =, labels = }]) -> items
 --   env:wait_idle([secs])  -> status: waits until the controllers are idle
@@ -533,14 +534,14 @@ function Env:delete(kind, namespace, name)
   return true
 end
 
--- Objects in: a list of tables, one table, or YAML/JSON text (what --seed
--- reads, several documents allowed); each is created or, if it exists,
--- replaced.  Returns the objects as stored.
+-- Objects in: a list of tables or one table (each created, or replaced if
+-- it exists, through the API), or YAML/JSON text with any number of
+-- documents (loaded by the dev server as --seed loads a file).  Returns
+-- the objects as stored (tables), or nothing (text).
 function Env:seed(objs)
   if type(objs) == "string" then
-    local v, err = json.decode(objs)
-    if v == nil then error("seed: JSON text wanted (YAML files go to testing.start{seed=}): " .. tostring(err), 2) end
-    objs = v
+    self:command("seed " .. assert(json.encode(objs)))
+    return
   end
   if objs.kind and objs.kind:find("List$") then objs = objs.items or {} end
   if objs.apiVersion then objs = { objs } end
@@ -560,6 +561,13 @@ function Env:seed(objs)
     end
   end
   return out
+end
+
+-- The manifests of a file (relative to the spec file), as env:seed(text).
+function Env:seed_file(path)
+  local text = read_file(resolve(path))
+  if not text then error("seed_file: cannot read " .. resolve(path), 2) end
+  return self:seed(text)
 end
 
 -- Events (events.k8s.io/v1) in namespace (all namespaces if nil).

@@ -144,6 +144,40 @@ return {
     assert.matches("2 passed, 2 failed, 0 pending", out)
   end)
 
+  it("seeds objects from Lua tables, YAML text and manifest files, and reports bad ones", function()
+    local dir = tree{ ["marker.lua"] = MARKER, ["objs.yaml"] = [[
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: from-file, namespace: default}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: other}
+]], ["seed_test.lua"] = [[
+local testing = require "luna.testing"
+it("seeds", function()
+  local env = testing.start{}
+  env:seed{ ]] .. cm("from-table") .. [[ }
+  env:seed("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-yaml, namespace: default}\n")
+  env:seed_file("objs.yaml")
+  env:wait_idle()
+  for _, name in ipairs { "from-table", "from-yaml", "from-file" } do
+    assert.equal("yes", env:get("v1/ConfigMap", "default", name).metadata.labels.marked, name)
+  end
+  assert.is_not_nil(env:get("v1/Namespace", "other"))
+  -- seeding an object again replaces it
+  env:seed{ ]] .. cm("from-table", "{ replaced = 'y' }") .. [[ }
+  env:wait_idle()
+  assert.equal("y", env:get("v1/ConfigMap", "default", "from-table").metadata.labels.replaced)
+  assert.has_error(function() env:seed("a: [") end, "seed")
+  assert.has_error(function() env:seed_file("missing.yaml") end, "cannot read")
+end)
+]] }
+    local out, rc = luna_test(dir)
+    assert.equal(0, rc, out)
+    assert.matches("1 passed, 0 failed, 0 pending", out)
+  end)
+
   it("--filter runs the tests whose name contains the text", function()
     local dir = tree{ ["marker.lua"] = MARKER, ["f_test.lua"] = [[
 describe("x", function()

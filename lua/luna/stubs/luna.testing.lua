@@ -32,10 +32,13 @@ function Env:patch(kind, namespace, name, patch, type) end
 ---@param name? string
 ---@return boolean
 function Env:delete(kind, namespace_or_name, name) end
----Creates (or replaces) each object: a list, one object, or JSON text.
+---Creates (or replaces) each object: a list, one object, or YAML/JSON text (several documents).
 ---@param objs luna.Object|luna.Object[]|string
----@return luna.Object[]
+---@return luna.Object[]|nil
 function Env:seed(objs) end
+---env:seed of a manifest file (relative to the spec file).
+---@param path string
+function Env:seed_file(path) end
 ---@param kind luna.Kind
 ---@param namespace_or_name string|nil
 ---@param name? string
