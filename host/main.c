@@ -12,6 +12,7 @@
  * are seconds ("15", "1.5") or Go durations ("15s", "500ms", "1m30s").
  */
 #include <getopt.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -394,6 +395,9 @@ static int cmd_lua_tool(int argc, char **argv)
         return 2;
     }
     self[n] = '\0';
+    /* A runtime under test that died must not kill the runner through a
+     * write on its closed stdin: the write fails (EPIPE) and is reported. */
+    signal(SIGPIPE, SIG_IGN);
     lua_State *L = luaL_newstate();
     if (!L) {
         fputs("luna: out of memory\n", stderr);

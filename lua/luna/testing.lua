@@ -339,7 +339,10 @@ end
 function Env:command(cmd, secs)
   if self.stopped then error("the runtime was stopped", 2) end
   local line = cmd .. "\n"
-  if C.write(self.inp, line, #line) ~= #line then self:_fail("luna exited (control channel closed)", 2) end
+  if C.write(self.inp, line, #line) ~= #line then
+    self.died = true
+    self:_fail("luna exited (control channel closed)", 2)
+  end
   local deadline = now() + (secs or self.timeout)
   local pfd = ffi.new("struct luna_testing_pollfd[1]")
   local buf = ffi.new("char[65536]")
@@ -357,7 +360,10 @@ function Env:command(cmd, secs)
     local n = C.poll(pfd, 1, 200)
     if n > 0 then
       local got = C.read(self.out, buf, 65536)
-      if got <= 0 then self:_fail("luna exited before answering " .. cmd, 2) end
+      if got <= 0 then
+        self.died = true
+        self:_fail("luna exited before answering " .. cmd, 2)
+      end
       self.buf = self.buf .. ffi.string(buf, got)
     elseif now() > deadline then
       self:_fail("luna did not answer " .. cmd, 2)
@@ -609,7 +615,7 @@ function testing._stop_all()
   local bad
   for _, env in ipairs(testing._running) do
     local rc = env:stop()
-    if rc ~= 0 and not bad then
+    if rc ~= 0 and not env.died and not bad then -- a death already reported is not reported twice
       bad = ("luna exited %s\n--- luna log (last lines) ---\n%s"):format(tostring(rc), env:log(40))
     end
     os.remove(env.logfile)

@@ -103,6 +103,13 @@ describe("clock", function()
     local env = testing.start{ fake_clock = false }
     assert.has_error(function() env:advance(1) end, "advance needs the fake clock")
   end)
+  it("reports a runtime that died, without dying itself", function()
+    local env = testing.start{}
+    os.execute("kill -9 " .. env.pid)
+    assert.has_error(function()
+      for _ = 1, 50 do env:status() end
+    end, "luna exited")
+  end)
   it("reports unknown control commands", function()
     local env = testing.start{}
     assert.has_error(function() env:command("bogus") end, "unknown command: bogus")
@@ -111,7 +118,7 @@ end)
 ]] }
     local out, rc = luna_test(dir)
     assert.equal(0, rc, out)
-    assert.matches("4 passed, 0 failed, 0 pending", out)
+    assert.matches("5 passed, 0 failed, 0 pending", out)
   end)
 
   it("runs fixture files and names the first difference", function()
