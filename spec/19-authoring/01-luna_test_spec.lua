@@ -151,6 +151,37 @@ return {
     assert.matches("2 passed, 2 failed, 0 pending", out)
   end)
 
+  it("waits until everything a write caused has happened", function()
+    -- a chain: each ConfigMap's reconcile creates the next one, up to 30
+    local chain = [[
+local luna = require "luna"
+return luna.controller {
+  name = "chain", watch = "v1/ConfigMap", workers = 4,
+  reconcile = function(req)
+    local n = tonumber(req.name:match("^c(%d+)$"))
+    if not n or n >= 30 then return end
+    local _, err = luna.create{ apiVersion = "v1", kind = "ConfigMap",
+      metadata = { name = "c" .. (n + 1), namespace = req.namespace } }
+    if err and not luna.is_already_exists(err) then return nil, err end
+  end,
+}
+]]
+    local dir = tree{ ["chain.lua"] = chain, ["chain_test.lua"] = [[
+local testing = require "luna.testing"
+it("follows the chain to its end", function()
+  local env = testing.start{ fake_clock = false }
+  for round = 1, 3 do
+    -- (seeding text creates the namespace too)
+    env:seed("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c1, namespace: r" .. round .. "}\n")
+    env:wait_idle()
+    assert.equal(30, #env:list("v1/ConfigMap", { namespace = "r" .. round }))
+  end
+end)
+]] }
+    local out, rc = luna_test(dir)
+    assert.equal(0, rc, out)
+  end)
+
   it("seeds objects from Lua tables, YAML text and manifest files, and reports bad ones", function()
     local dir = tree{ ["marker.lua"] = MARKER, ["objs.yaml"] = [[
 apiVersion: v1
