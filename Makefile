@@ -201,14 +201,18 @@ install: all
 	install -m 755 build/luna $(DESTDIR)$(PREFIX)/bin/luna
 	install -m 644 build/lua/luna/core.so $(DESTDIR)$(PREFIX)/lib/lua/5.1/luna/core.so
 	install -m 644 lua/luna/*.lua $(DESTDIR)$(PREFIX)/share/lua/5.1/luna/
+	install -d $(DESTDIR)$(PREFIX)/share/lua/5.1/luna/stubs
+	install -m 644 lua/luna/stubs/*.lua $(DESTDIR)$(PREFIX)/share/lua/5.1/luna/stubs/
 
-# What `luna run` needs and nothing else, as the container image installs
+# What `luna run` (and `luna test`, `luna stubs`) needs and nothing else, as the container image installs
 # it: the stripped executable (luna.core is built into it) and the Lua
 # library.  `make install` also installs core.so for plain luajit.
 install-runtime: build/luna
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/lua/5.1/luna
 	install -s -m 755 build/luna $(DESTDIR)$(PREFIX)/bin/luna
 	install -m 644 lua/luna/*.lua $(DESTDIR)$(PREFIX)/share/lua/5.1/luna/
+	install -d $(DESTDIR)$(PREFIX)/share/lua/5.1/luna/stubs
+	install -m 644 lua/luna/stubs/*.lua $(DESTDIR)$(PREFIX)/share/lua/5.1/luna/stubs/
 
 # The container image, built from the Dockerfile as users build it.  Where
 # no registry can be reached, deploy/image/base-images.sh first makes the

@@ -5,13 +5,16 @@
 -- source by the annotation luna.dev/mirrored-from=<namespace>/<name>, and a
 -- finalizer on the source deletes every copy when the source is deleted.
 -- A copy that is edited or deleted by hand is put back (the controller
--- watches copies and maps them to their source).
+-- watches copies and maps them to their source). A target namespace that
+-- does not exist yet is looked at again every RECHECK seconds (namespaces
+-- are not watched).
 local luna = require "luna"
 
 local FINALIZER = "luna.dev/mirror"
 local COPY_LABEL = "luna.dev/mirror-copy"
 local FROM = "luna.dev/mirrored-from"
 local TO = "luna.dev/mirror-to"
+local RECHECK = 30
 
 local function wanted_namespaces(src)
   local out, own = {}, src.metadata.namespace
@@ -103,7 +106,7 @@ return luna.controller {
     local wanted = wanted_namespaces(src)
     local copies, err = existing_copies(src)
     if not copies then return nil, err end
-    local changed = 0
+    local changed, missing = 0, 0
     for ns in pairs(wanted) do
       local want, have = copy_of(src, ns), copies[ns]
       local ok, werr
@@ -116,6 +119,7 @@ return luna.controller {
       if werr then
         if luna.is_not_found(werr) then
           luna.log.warn("target namespace missing", { namespace = ns })
+          missing = missing + 1
         elseif luna.is_conflict(werr) or luna.is_already_exists(werr) then
           return { requeue = true }  -- the copy changed meanwhile: look again
         else
@@ -131,5 +135,6 @@ return luna.controller {
     if changed > 0 then
       luna.event(src, "Normal", "Mirrored", ("updated %d copies"):format(changed))
     end
+    if missing > 0 then return { requeue_after = RECHECK } end
   end,
 }

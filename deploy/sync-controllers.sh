@@ -2,8 +2,8 @@
 # sync-controllers.sh [--check] [DIR]
 #
 # Writes DIR/kustomization.yaml (DIR defaults to controllers): a kustomize
-# configMapGenerator that turns every DIR/*.lua into one key of the
-# luna-controllers ConfigMap, which deploy/deployment.yaml mounts at
+# configMapGenerator that turns every DIR/*.lua but the specs `luna test`
+# runs (*_test.lua) into one key of the luna-controllers ConfigMap, which deploy/deployment.yaml mounts at
 # /etc/luna/controllers. With --check, writes nothing and exits 1 if the
 # file is missing or differs from what it would write.
 #
@@ -39,6 +39,7 @@ names=
 for f in "$dir"/*.lua; do
   [ -e "$f" ] || continue
   name=${f##*/}
+  case $name in *_test.lua) continue ;; esac
   case $name in
     *[!A-Za-z0-9._-]*)
       echo "$0: $f: '$name' is not a valid ConfigMap key (use letters, digits, '.', '_', '-')" >&2

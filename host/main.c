@@ -4,18 +4,23 @@
  *   luna --version | --help
  *   luna run [options] DIR     (options: see usage below)
  *   luna dev-server [options]
+ *   luna test [options] [DIR|FILE]...   (lua/luna/testing_cli.lua)
+ *   luna stubs DIR                      (the same Lua program)
  *
  * Flag names follow controller-runtime's (--leader-elect,
  * --metrics-bind-address, ...) so deployments read the same.  Durations
  * are seconds ("15", "1.5") or Go durations ("15s", "500ms", "1m30s").
  */
 #include <getopt.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
+#include <lualib.h>
+#include <unistd.h>
 
 #include "devserver/devserver.h"
 #include "base/error.h"
@@ -27,6 +32,7 @@
 #include "runtime/lua_host.h"
 #include "runtime/runtime.h"
 #include "runtime/watchdog.h"
+#include "lua/lua_core.h"
 
 static void usage(FILE *out)
 {
@@ -35,6 +41,9 @@ static void usage(FILE *out)
           "commands:\n"
           "  run [options] DIR     run the controllers in DIR/*.lua\n"
           "  dev-server [options]  run an in-memory Kubernetes API server (--help for options)\n"
+          "  test [DIR|FILE]...    run controller specs (*_test.lua) against the real runtime\n"
+          "                        and an embedded dev server (--help for options)\n"
+          "  stubs DIR             write LuaLS definitions of the script API into DIR\n"
           "\n"
           "run options:\n"
           "  --kubeconfig FILE     kubeconfig to use (default: $KUBECONFIG, ~/.kube/config,\n"
@@ -75,6 +84,8 @@ static void usage(FILE *out)
           "  --dev-server          run against an embedded dev server instead of a\n"
           "                        cluster (it logs a kubeconfig kubectl can use)\n"
           "  --seed FILE           with --dev-server: objects to start with (repeatable)\n"
+          "  --test-control        with --dev-server: take commands from `luna test` on stdin\n"
+          "  --fake-clock          with --test-control: delays run on a clock the test steps\n"
           "  --reconcile-instruction-limit N\n"
           "                        Lua instructions a reconcile may run without yielding\n"
           "                        (default: 100000000; 0: unlimited)\n"
@@ -168,6 +179,7 @@ enum run_flag {
     OPT_LEASE_DURATION, OPT_RENEW_DEADLINE, OPT_RETRY_PERIOD, OPT_GRACE, OPT_WATCH,
     OPT_DEV_SERVER, OPT_SEED, OPT_INSTR_LIMIT, OPT_TIME_LIMIT, OPT_MEM_LIMIT,
     OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
+    OPT_TEST_CONTROL, OPT_FAKE_CLOCK,
 };
 
 /* A number >= 0 for a limit flag, or -1. */
@@ -215,6 +227,8 @@ static int cmd_run(int argc, char **argv)
         { "reconcile-instruction-limit", required_argument, NULL, OPT_INSTR_LIMIT },
         { "reconcile-time-limit", required_argument, NULL, OPT_TIME_LIMIT },
         { "lua-memory-limit", required_argument, NULL, OPT_MEM_LIMIT },
+        { "test-control", no_argument, NULL, OPT_TEST_CONTROL },
+        { "fake-clock", no_argument, NULL, OPT_FAKE_CLOCK },
         { NULL, 0, NULL, 0 },
     };
     struct luna_run_config cfg = { .argv0 = argv[0] };
@@ -287,6 +301,8 @@ static int cmd_run(int argc, char **argv)
             else cfg.grace_period = secs;
             break;
         case OPT_DEV_SERVER: cfg.dev_server = true; break;
+        case OPT_TEST_CONTROL: cfg.test_control = true; break;
+        case OPT_FAKE_CLOCK: cfg.fake_clock = true; break;
         case OPT_INSTR_LIMIT:
         case OPT_TIME_LIMIT:
         case OPT_MEM_LIMIT: {
@@ -337,12 +353,89 @@ static int cmd_run(int argc, char **argv)
         fputs("luna run: --seed needs --dev-server\n", stderr);
         return 2;
     }
+    if (cfg.test_control && !cfg.dev_server) {
+        fputs("luna run: --test-control needs --dev-server\n", stderr);
+        return 2;
+    }
+    if (cfg.fake_clock && !cfg.test_control) {
+        fputs("luna run: --fake-clock needs --test-control\n", stderr);
+        return 2;
+    }
+    if (cfg.test_control)
+        luna_devserver_embed_set_bookmark_interval(0.05);
+    cfg.dev_server_revision = luna_devserver_embed_revision;
+    cfg.dev_server_settled = luna_devserver_embed_settled;
+    cfg.dev_server_seed = luna_devserver_embed_seed;
     cfg.seeds = seeds;
     cfg.dev_server_start = luna_devserver_embed_start;
     cfg.dev_server_stop = luna_devserver_embed_stop;
     cfg.nseeds = nseeds;
     cfg.dir = argv[optind];
     return luna_runtime_run(&cfg);
+}
+
+/* `luna test` and `luna stubs`: lua/luna/testing_cli.lua in a plain LuaJIT
+ * state (not the controllers' sandbox: specs drive the runtime from
+ * outside) with the script-facing luna.core (json, crypto).  The runtime
+ * under test is this executable, run as a child process; the runner talks
+ * to it, and through it to the dev server, over its stdin and stdout
+ * (runtime/test_control.h), so no spec-only binding is linked into luna. */
+static int cmd_lua_tool(int argc, char **argv)
+{
+    const char *lib;
+    luna_error err = { 0 };
+    if (luna_lua_host_find_lib(argv[0], &lib, &err) < 0) {
+        fprintf(stderr, "luna %s: %s\n", argv[1], err.msg);
+        return 2;
+    }
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        fprintf(stderr, "luna %s: cannot find the luna executable: %m\n", argv[1]);
+        return 2;
+    }
+    self[n] = '\0';
+    /* A runtime under test that died must not kill the runner through a
+     * write on its closed stdin: the write fails (EPIPE) and is reported. */
+    signal(SIGPIPE, SIG_IGN);
+    lua_State *L = luaL_newstate();
+    if (!L) {
+        fputs("luna: out of memory\n", stderr);
+        return 2;
+    }
+    luaL_openlibs(L);
+    lua_getglobal(L, "package");
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua", lib, lib);
+    lua_setfield(L, -2, "path");
+    lua_getfield(L, -1, "loaded");
+    luna_lua_core_push(L);
+    lua_setfield(L, -2, "luna.core");
+    lua_pop(L, 2);
+    lua_getglobal(L, "debug");
+    lua_getfield(L, -1, "traceback");
+    lua_remove(L, -2);
+    int handler = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "luna.testing_cli");
+    int rc = 2;
+    if (lua_pcall(L, 1, 1, handler) == 0) {
+        lua_getfield(L, -1, "main");
+        lua_pushstring(L, self);
+        lua_pushstring(L, lib);
+        lua_newtable(L);
+        for (int i = 1; i < argc; i++) {
+            lua_pushstring(L, argv[i]);
+            lua_rawseti(L, -2, i);
+        }
+        if (lua_pcall(L, 3, 1, handler) == 0)
+            rc = (int)lua_tointeger(L, -1);
+        else
+            fprintf(stderr, "luna %s: %s\n", argv[1], lua_tostring(L, -1));
+    } else {
+        fprintf(stderr, "luna %s: %s\n", argv[1], lua_tostring(L, -1));
+    }
+    lua_close(L);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -366,6 +459,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "dev-server") == 0)
         return luna_devserver_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "test") == 0 || strcmp(cmd, "stubs") == 0)
+        return cmd_lua_tool(argc, argv);
     fprintf(stderr, "luna: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -332,6 +332,41 @@ struct luna_devserver {
     luna_ds_http *http;
 };
 
+static double embed_bookmark_interval; /* 0: the server's default */
+
+void luna_devserver_embed_set_bookmark_interval(double seconds)
+{
+    embed_bookmark_interval = seconds > 0 ? seconds : 0;
+}
+
+uint64_t luna_devserver_embed_revision(struct luna_devserver *e)
+{
+    return e ? luna_ds_store_rv(e->ds->store) : 0;
+}
+
+int luna_devserver_embed_seed(struct luna_devserver *e, const char *text, size_t len,
+                              luna_error *err)
+{
+    json_t *docs = luna_ds_yaml_load(text, len, err);
+    if (!docs)
+        return err && err->code ? err->code : LUNA_EINVAL;
+    size_t i;
+    json_t *doc;
+    json_array_foreach(docs, i, doc) {
+        if (luna_ds_seed_load(e->ds, doc, err) < 0) {
+            json_decref(docs);
+            return luna_error_wrap(err, "document %zu", i + 1);
+        }
+    }
+    json_decref(docs);
+    return 0;
+}
+
+bool luna_devserver_embed_settled(struct luna_devserver *e)
+{
+    return !e || !(e->ds->gc.timer_ready && ev_is_active(&e->ds->gc.timer));
+}
+
 int luna_devserver_embed_start(const char *const *seeds, int nseeds, char *url, size_t url_size,
                                struct luna_devserver **out, luna_error *err)
 {
@@ -339,7 +374,8 @@ int luna_devserver_embed_start(const char *const *seeds, int nseeds, char *url, 
     struct luna_devserver *e = calloc(1, sizeof *e);
     if (!e)
         return luna_error_set(err, LUNA_ENOMEM, "dev server: out of memory");
-    luna_ds_api_config cfg = { .server_address = "127.0.0.1:0", .bookmark_interval = 0 };
+    luna_ds_api_config cfg = { .server_address = "127.0.0.1:0",
+                              .bookmark_interval = embed_bookmark_interval };
     int rc = luna_ds_api_new(&cfg, &e->ds, err);
     for (int i = 0; rc == 0 && i < nseeds; i++)
         rc = load_seed(e->ds, seeds[i], err);

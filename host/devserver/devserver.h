@@ -21,7 +21,9 @@
 #ifndef LUNA_DEVSERVER_H
 #define LUNA_DEVSERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/error.h"
 
@@ -39,5 +41,19 @@ int luna_devserver_embed_start(const char *const *seeds, int nseeds, char *url, 
                                struct luna_devserver **out, luna_error *err);
 /* Stops and frees an embedded server (NULL: nothing). */
 void luna_devserver_embed_stop(struct luna_devserver *srv);
+/* Seconds between watch BOOKMARKs of servers embedded from now on (0: the
+ * default, 60).  `luna test` asks for 0.05 so every informer learns the
+ * latest resourceVersion at once (test_control.h: idle). */
+void luna_devserver_embed_set_bookmark_interval(double seconds);
+/* The latest resourceVersion the embedded server handed out (0: NULL). */
+uint64_t luna_devserver_embed_revision(struct luna_devserver *srv);
+/* Creates (or replaces) every object of a YAML or JSON text (several
+ * documents, `kind: List` too), as --seed does.  0, or a negative LUNA_E*
+ * code with err set; documents before the bad one stay. */
+int luna_devserver_embed_seed(struct luna_devserver *srv, const char *text, size_t len,
+                              luna_error *err);
+/* False while the server has work of its own scheduled (the garbage
+ * collector's delayed orphan check); true for NULL. */
+bool luna_devserver_embed_settled(struct luna_devserver *srv);
 
 #endif

@@ -412,6 +412,14 @@ int luna_workqueue_done(struct luna_workqueue *q, const char *key)
 
 size_t luna_workqueue_len(const struct luna_workqueue *q) { return q->queued; }
 
+double luna_workqueue_next_ready(const struct luna_workqueue *q)
+{
+    if (q->heap_len == 0)
+        return -1;
+    double d = q->heap[0]->ready_at - luna_clock_now(q->clock);
+    return d > 0 ? d : 0;
+}
+
 bool luna_workqueue_is_shutting_down(const struct luna_workqueue *q)
 {
     return q->shutting_down;

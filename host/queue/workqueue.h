@@ -134,6 +134,9 @@ int luna_workqueue_done(struct luna_workqueue *q, const char *key);
 
 /* Number of keys get can return now. */
 size_t luna_workqueue_len(const struct luna_workqueue *q);
+/* Seconds on the queue's clock until the first waiting key is due (0 if
+ * it is due already), or -1 when no key is waiting. */
+double luna_workqueue_next_ready(const struct luna_workqueue *q);
 
 /* Stops accepting adds and discards waiting keys.  A pending drain callback
  * is called now with drained = false (client-go: ShutDown ends the wait of

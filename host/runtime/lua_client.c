@@ -7,6 +7,8 @@
 #include "client/resource.h"
 #include "lua/lua_util.h"
 #include "runtime/controller.h"
+#include "runtime/reconcile.h"
+#include "runtime/test_control.h"
 
 static struct luna_kube_client *the_kc;
 static struct luna_discovery *the_disc;
@@ -83,6 +85,7 @@ static int luna_lua_client_resolve(lua_State *L)
 struct pending_request {
     struct luna_reconcile *r;
     struct luna_kube_request *req;
+    uint64_t call_seq;             /* test_control's record of the call, or 0 */
 };
 
 static void cancel_request(void *ud)
@@ -98,6 +101,7 @@ static void on_request_done(void *ud, const luna_http_response *resp,
     struct pending_request *p = ud;
     struct luna_reconcile *r = p->r;
     lua_State *co = luna_reconcile_thread(r);
+    luna_test_control_call_done(p->call_seq, fail ? 0 : (int)resp->status);
     if (fail) {
         luna_lua_push_error(co, luna_http_reason_name(fail->reason), fail->err.msg, 0);
     } else {
@@ -136,6 +140,9 @@ static int luna_lua_client_request(lua_State *L)
         free(p);
         return luna_lua_push_error(L, "InvalidRequest", err.msg, 0);
     }
+    p->call_seq = luna_test_control_call_start(luna_controller_name(luna_reconcile_controller(r)),
+                                               luna_reconcile_key(r), method, path, content_type,
+                                               body, body_len);
     luna_reconcile_wait(r, cancel_request, p);
     return lua_yield(L, 0);
 }

@@ -326,7 +326,14 @@ static int compare_names(const struct dirent **a, const struct dirent **b)
     return strcmp((*a)->d_name, (*b)->d_name);
 }
 
-static int select_lua(const struct dirent *d) { return has_lua_suffix(d->d_name); }
+/* A controller file: *.lua, except the specs `luna test` runs (*_test.lua),
+ * which live next to the controllers they test. */
+static int select_lua(const struct dirent *d)
+{
+    size_t len = strlen(d->d_name);
+    return has_lua_suffix(d->d_name) &&
+           !(len > 9 && strcmp(d->d_name + len - 9, "_test.lua") == 0);
+}
 
 int luna_lua_host_load_dir(lua_State *L, const char *dir, luna_error *err)
 {

@@ -37,7 +37,8 @@ int luna_lua_host_find_lib(const char *argv0, const char **dir, luna_error *err)
  * watchdog and the sandbox.  NULL (and err set) only when out of memory. */
 lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err);
 
-/* Loads every *.lua file directly in dir, in name order.  Every file is
+/* Loads every *.lua file directly in dir but *_test.lua (specs for `luna
+ * test`), in name order.  Every file is
  * tried; each failure is logged ("controller load failed", file, error).
  * Returns the number of files loaded, or the first failure's code (with the
  * count of failures in err's message) if any file failed.  A directory with

@@ -895,3 +895,84 @@ int luna_lua_sandbox_install(lua_State *L, luna_error *err)
     lua_pop(L, 1);
     return 0;
 }
+
+/* ---- the API scripts can reach (luna stubs' spec) ---------------------- */
+
+struct api_walk {
+    void (*fn)(void *ud, const char *path, const char *type);
+    void *ud;
+    int readonly, seen; /* stack slots: k_readonly, tables already walked */
+};
+
+/* Reports every string key of the table shown by the view at idx (or the
+ * table itself), recursing into tables. */
+static void walk_api(lua_State *L, struct api_walk *w, int idx, const char *path, int depth)
+{
+    idx = abs_index(L, idx);
+    lua_pushvalue(L, idx);
+    lua_rawget(L, w->readonly);
+    int table = lua_istable(L, -1) ? lua_gettop(L) : idx;
+    lua_pushvalue(L, table);
+    lua_rawget(L, w->seen);
+    bool seen = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (seen || depth > 6) {
+        lua_settop(L, idx);
+        return;
+    }
+    lua_pushvalue(L, table);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, w->seen);
+    for (lua_pushnil(L); lua_next(L, table); lua_pop(L, 1)) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            continue;
+        char sub[512];
+        snprintf(sub, sizeof sub, "%s.%s", path, lua_tostring(L, -2));
+        w->fn(w->ud, sub, luaL_typename(L, -1));
+        if (lua_istable(L, -1))
+            walk_api(L, w, -1, sub, depth + 1);
+    }
+    lua_settop(L, idx);
+}
+
+static int list_api(lua_State *L)
+{
+    struct api_walk *w = lua_touserdata(L, 1);
+    registry_get(L, &k_readonly);
+    w->readonly = lua_gettop(L);
+    lua_newtable(L);
+    w->seen = lua_gettop(L);
+    for (const char *const *m = luna_modules; *m; m++) {
+        lua_getglobal(L, "require");
+        lua_pushstring(L, *m);
+        lua_call(L, 1, 1);
+        w->fn(w->ud, *m, luaL_typename(L, -1));
+        if (lua_istable(L, -1)) {
+            push_view(L, -1, *m, false);
+            walk_api(L, w, -1, *m, 0);
+        }
+        lua_settop(L, w->seen);
+    }
+    push_core_view(L);
+    w->fn(w->ud, "luna.core", "table");
+    walk_api(L, w, -1, "luna.core", 0);
+    return 0;
+}
+
+int luna_lua_sandbox_list_api(lua_State *L, void (*fn)(void *ud, const char *path, const char *type),
+                              void *ud, luna_error *err)
+{
+    struct api_walk w = { .fn = fn, .ud = ud };
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, list_api);
+    lua_pushlightuserdata(L, &w);
+    int rc = lua_pcall(L, 1, 0, 0);
+    if (rc != 0) {
+        luna_error_set(err, LUNA_ELUA, "listing the script API: %s",
+                       lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+        lua_settop(L, top);
+        return LUNA_ELUA;
+    }
+    lua_settop(L, top);
+    return 0;
+}

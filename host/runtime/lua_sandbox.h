@@ -78,6 +78,14 @@ int luna_lua_sandbox_preload(lua_State *L, luna_error *err);
  * message ("path:line: ...") and pushes nothing. */
 int luna_lua_sandbox_loadfile(lua_State *L, const char *path, const char *dir, luna_error *err);
 
+/* Calls fn(ud, path, type) for every module a script may require (the
+ * luna modules and luna.core) and, recursively, every string-keyed field
+ * of what require gives the script ("luna.get", "function"; type is Lua's
+ * type name), each table once.  The spec of `luna stubs` checks the
+ * editor definitions against this.  0, or LUNA_ELUA (err set). */
+int luna_lua_sandbox_list_api(lua_State *L, void (*fn)(void *ud, const char *path, const char *type),
+                              void *ud, luna_error *err);
+
 /* Marks the coroutine at the top of L's stack (not popped) as the host's:
  * the sandbox's coroutine.resume refuses it.  A no-op without a sandbox. */
 void luna_lua_sandbox_protect_top(lua_State *L);

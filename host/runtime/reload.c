@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "runtime/test_control.h"
 #include "base/log.h"
 #include "runtime/controller_spec.h"
 #include "runtime/lua_host.h"
@@ -94,7 +95,7 @@ int luna_reload_build(struct luna_reload *g, struct luna_informer_factory *facto
     luna_lua_sandbox_protect_top(L);
     g->thread_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     struct luna_controller_env env = {
-        .factory = factory, .clock = luna_clock_monotonic(), .L = L, .T = T,
+        .factory = factory, .clock = luna_test_control_clock(), .L = L, .T = T,
     };
     lua_getfield(L, LUA_REGISTRYINDEX, "luna.controllers");
     for (int i = 1; i <= n; i++) {

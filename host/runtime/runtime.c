@@ -34,6 +34,7 @@
 #include "runtime/serving_cert.h"
 #include "runtime/runtime_metrics.h"
 #include "runtime/workqueue_export.h"
+#include "runtime/test_control.h"
 
 #define SYNC_CHECK_S 0.05
 #define NOT_SERVED_CHECK_S 1.0
@@ -97,6 +98,7 @@ struct runtime {
     int exit_code;
     char dev_kubeconfig[64];       /* temp kubeconfig of the embedded dev server */
     struct luna_devserver *dev_server; /* the embedded dev server, or NULL */
+    char dev_url[128];                 /* its URL */
     ev_timer sync_check;                  /* check_cb: sources, starts, pending reload */
     ev_timer grace;
     ev_signal sigterm, sigint, sighup;
@@ -710,6 +712,7 @@ static int start_dev_server(struct runtime *rt, luna_error *err)
                "current-context: luna-dev\n", url);
     fclose(f);
     luna_info("dev server listening", "url", url, "kubeconfig", rt->dev_kubeconfig);
+    snprintf(rt->dev_url, sizeof rt->dev_url, "%s", url);
     return 0;
 }
 
@@ -752,6 +755,7 @@ static void teardown(struct runtime *rt)
     ev_signal_stop(loop, &rt->sighup);
     ev_signal_stop(loop, &rt->sigusr1);
     luna_dir_watch_free(rt->watch);
+    luna_test_control_stop();
     /* the servers first: closing their connections cancels pending checks */
     luna_httpd_free(rt->metrics_srv);
     luna_httpd_free(rt->health_srv);
@@ -921,6 +925,41 @@ static void sighup_cb(struct ev_loop *loop, ev_signal *w, int revents)
 
 static void on_dir_changed(void *ud) { reload(ud, "watch"); }
 
+/* ---- test control (`luna test`) ------------------------------------------ */
+
+static struct luna_reload *tc_current(void *ud) { return ((struct runtime *)ud)->gen; }
+static struct luna_informer_factory *tc_factory(void *ud) { return ((struct runtime *)ud)->factory; }
+static bool tc_reload_pending(void *ud) { return ((struct runtime *)ud)->pending != NULL; }
+static struct luna_kube_client *tc_client(void *ud) { return ((struct runtime *)ud)->kc; }
+static uint64_t tc_server_rv(void *ud)
+{
+    struct runtime *rt = ud;
+    return rt->cfg->dev_server_revision ? rt->cfg->dev_server_revision(rt->dev_server) : 0;
+}
+
+static bool tc_server_busy(void *ud)
+{
+    struct runtime *rt = ud;
+    return rt->cfg->dev_server_settled && !rt->cfg->dev_server_settled(rt->dev_server);
+}
+
+static int tc_seed(void *ud, const char *text, size_t len, luna_error *err)
+{
+    struct runtime *rt = ud;
+    if (!rt->cfg->dev_server_seed || !rt->dev_server)
+        return luna_error_set(err, LUNA_EINVAL, "no embedded dev server to seed");
+    return rt->cfg->dev_server_seed(rt->dev_server, text, len, err);
+}
+
+static int setup_test_control(struct runtime *rt, luna_error *err)
+{
+    struct luna_test_control_source src = {
+        .current = tc_current, .factory = tc_factory, .server_rv = tc_server_rv, .server_busy = tc_server_busy, .seed = tc_seed,
+        .reload_pending = tc_reload_pending, .client = tc_client, .url = rt->dev_url, .ud = rt,
+    };
+    return luna_test_control_start(&src, err);
+}
+
 int luna_runtime_run(const struct luna_run_config *cfg)
 {
     struct runtime rt = { .cfg = cfg };
@@ -947,6 +986,8 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         return 1;
     }
     luna_lua_events_set_memories(rt.events);
+    if (cfg->test_control)
+        luna_test_control_enable(cfg->fake_clock);
     if (luna_reload_load(rt.lib, cfg->dir, cfg->limits, NULL, NULL, &rt.gen, &err) < 0) {
         luna_error("controllers failed to load", "dir", cfg->dir, "error", err.msg);
         teardown(&rt);
@@ -974,7 +1015,7 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         return 1;
     }
     if (setup_metrics(&rt, &err) < 0 || (cfg->leader_elect && setup_leader(&rt, &err) < 0) ||
-        setup_servers(&rt, &err) < 0) {
+        setup_servers(&rt, &err) < 0 || (cfg->test_control && setup_test_control(&rt, &err) < 0)) {
         luna_error("startup failed", "error", err.msg);
         teardown(&rt);
         return 1;

@@ -48,6 +48,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/error.h"
 
@@ -74,6 +75,18 @@ struct luna_run_config {
     int (*dev_server_start)(const char *const *seeds, int nseeds, char *url,
                             size_t url_size, struct luna_devserver **out, luna_error *err);
     void (*dev_server_stop)(struct luna_devserver *srv);
+    /* The embedded server's latest resourceVersion (test control's idle). */
+    uint64_t (*dev_server_revision)(struct luna_devserver *srv);
+    /* Objects from YAML/JSON text into the embedded server, as --seed. */
+    int (*dev_server_seed)(struct luna_devserver *srv, const char *text, size_t len,
+                           luna_error *err);
+    /* False while the embedded server has work of its own pending. */
+    bool (*dev_server_settled)(struct luna_devserver *srv);
+    /* --test-control (needs dev_server): `luna test` steers the runtime
+     * over stdin/stdout (test_control.h); fake_clock: the controllers'
+     * queues run on a clock only the test moves. */
+    bool test_control;
+    bool fake_clock;
     bool watch;                /* --watch: reload on changes of dir (stored for the reloader) */
     const char *metrics_bind_address;       /* NULL: ":8443" (":8080" insecure); "0": off */
     /* /metrics is served over TLS to scrapers the API server authenticates

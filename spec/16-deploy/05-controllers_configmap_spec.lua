@@ -40,8 +40,9 @@ describe("the generated controllers ConfigMap", function()
     assert.equal("return 2\n", b.data["x.lua"])
   end)
 
-  it("takes only *.lua files", function()
-    local cm = configmap({ ["a.lua"] = "return 1\n", ["README.md"] = "no", ["b.lua.orig"] = "no" })
+  it("takes only *.lua files, not the specs next to them (*_test.lua)", function()
+    local cm = configmap({ ["a.lua"] = "return 1\n", ["README.md"] = "no", ["b.lua.orig"] = "no",
+                           ["a_test.lua"] = "no" })
     assert.same({ ["a.lua"] = "return 1\n" }, cm.data)
   end)
 

@@ -262,14 +262,17 @@ end
 ---------------------------------------------------------------------------
 -- kustomize
 
--- The controller files in controllers/ (name -> content), in name order.
+-- The controller files in controllers/ (name -> content), in name order;
+-- the specs next to them (*_test.lua) are not controllers.
 function M.controllers(dir)
   dir = dir or "controllers"
   local files, names = {}, {}
   local out = M.sh("cd " .. M.quote(dir) .. " 2>/dev/null && LC_ALL=C ls -1 -- *.lua 2>/dev/null")
   for name in out:gmatch("[^\n]+") do
-    names[#names + 1] = name
-    files[name] = assert(helpers.read_file(dir .. "/" .. name))
+    if not name:match("_test%.lua$") then
+      names[#names + 1] = name
+      files[name] = assert(helpers.read_file(dir .. "/" .. name))
+    end
   end
   return files, names
 end

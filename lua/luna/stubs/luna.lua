@@ -1,0 +1,235 @@
+---@meta luna
+-- LuaLS definitions of luna's script API (`luna stubs DIR` writes these
+-- files; spec/19-authoring/02-stubs_spec.lua checks them against the
+-- runtime).  The user's guide: README.md "Writing a controller".
+
+---A Kubernetes object as a Lua table (decoded JSON).
+---@alias luna.Object table<string, any>
+
+---A kind: "v1/ConfigMap", "apps/v1/Deployment", "example.com/v1/Widget".
+---@alias luna.Kind string
+
+---A label selector: "a=b,c!=d" or { a = "b" }.
+---@alias luna.Labels string|table<string, string>
+
+---An event source: a kind, or a kind with a namespace and selectors.
+---@class luna.Source
+---@field [1] luna.Kind
+---@field namespace? string
+---@field labels? luna.Labels
+---@field fields? string field selector text
+
+---A `watches` source: objects of a kind mapped to keys of the primary kind.
+---@class luna.WatchesSource: luna.Source
+---@field map fun(obj: luna.Object): (string|{namespace?: string, name: string}|(string|{namespace?: string, name: string})[]|nil) "ns/name", a key table, a list of them, or nil
+
+---A predicate's event.
+---@class luna.PredicateEvent
+---@field type "add"|"update"|"delete"
+---@field old? luna.Object the previous object (updates)
+---@field object luna.Object
+
+---@alias luna.Predicate fun(ev: luna.PredicateEvent): boolean
+
+---What `reconcile` is called with.
+---@class luna.Request
+---@field namespace string|nil nil for cluster-scoped kinds
+---@field name string
+---@field key string "namespace/name" or "name"
+---@field attempt integer 1 on the first try, counting retries
+
+---What `reconcile` returns: nothing or true (done), `{ requeue = true }`
+---(again, rate limited), `{ requeue_after = s }` (again in s seconds), or
+---`nil, err` / `false` / an error (retried with per-key backoff).
+---@alias luna.Result nil|true|false|{requeue?: boolean, requeue_after?: number}
+
+---A controller's spec (validated by luna.controller at load time).
+---@class luna.ControllerSpec
+---@field name string DNS-style, unique
+---@field watch luna.Kind|luna.Source the primary kind: its keys are reconciled
+---@field owns? (luna.Kind|luna.Source)[] children: their controller owner's key is enqueued
+---@field watches? luna.WatchesSource[] any kind, mapped to keys by `map`
+---@field indexes? table<string, fun(obj: luna.Object): (string|string[]|nil)> custom indexes of the primary kind (cache:by_index)
+---@field predicates? luna.Predicate[] filters of primary events; all must pass
+---@field workers? integer reconciles in flight at most (1..1024, default 1)
+---@field resync? number seconds between full resyncs (0: never)
+---@field rate_limit? {base_delay?: number, max_delay?: number, qps?: number, burst?: integer} retry backoff and overall rate
+---@field limits? {instructions?: number, seconds?: number} watchdog budgets between two yields (0: none)
+---@field reconcile fun(req: luna.Request): luna.Result, luna.Error|string|nil
+
+---What luna.controller returns (read-only).
+---@class luna.Controller
+
+---A lister over the controller's own informer of a kind (copies; never yields).
+---@class luna.Cache
+local Cache = {}
+
+---The object or nil: `get(namespace, name)`, or `get(name)` for cluster-scoped kinds.
+---@param namespace_or_name string
+---@param name? string
+---@return luna.Object|nil
+function Cache:get(namespace_or_name, name) end
+
+---Objects of the cache, optionally in a namespace and matching labels.
+---@param opts? {namespace?: string, labels?: luna.Labels}
+---@return luna.Object[]
+function Cache:list(opts) end
+
+---Objects whose index `name` (spec.indexes) has `value`.
+---@param name string
+---@param value string
+---@return luna.Object[]
+function Cache:by_index(name, value) end
+
+---Structured logging with controller, key and reconcile_id attached.
+---@class luna.Log
+local Log = {}
+---@param msg string
+---@param fields? table<string, any>
+function Log.debug(msg, fields) end
+---@param msg string
+---@param fields? table<string, any>
+function Log.info(msg, fields) end
+---@param msg string
+---@param fields? table<string, any>
+function Log.warn(msg, fields) end
+---@param msg string
+---@param fields? table<string, any>
+function Log.error(msg, fields) end
+
+local luna = {}
+
+---Validates a controller spec and returns the controller the host runs.
+---A controller file returns its value: `return luna.controller { ... }`.
+---@param spec luna.ControllerSpec
+---@return luna.Controller
+function luna.controller(spec) end
+
+---True only for values luna.controller made.
+---@param v any
+---@return boolean
+function luna.is_controller(v) end
+
+---Parses a kind string.
+---@param kind string
+---@return {group: string, version: string, kind: string, api_version: string}|nil
+---@return string|nil err
+function luna.parse_kind(kind) end
+
+---The lister of a kind the controller watches, owns or watches.
+---@param kind luna.Kind
+---@return luna.Cache
+function luna.cache(kind) end
+
+---GET (yields; inside reconcile): `get(kind, namespace, name)` or `get(kind, name)`.
+---@param kind luna.Kind
+---@param namespace_or_name string
+---@param name? string
+---@return luna.Object|nil
+---@return luna.Error|nil
+function luna.get(kind, namespace_or_name, name) end
+
+---LIST (yields): the List object (items, metadata.continue).
+---@param kind luna.Kind
+---@param opts? {namespace?: string, labels?: luna.Labels, fields?: string, limit?: integer, continue?: string}
+---@return {items: luna.Object[], metadata: table}|nil
+---@return luna.Error|nil
+function luna.list(kind, opts) end
+
+---POST (yields): the created object.
+---@param obj luna.Object
+---@param opts? {dry_run?: boolean, field_manager?: string}
+---@return luna.Object|nil
+---@return luna.Error|nil
+function luna.create(obj, opts) end
+
+---PUT (yields): the updated object (metadata.resourceVersion guards against conflicts).
+---@param obj luna.Object
+---@param opts? {dry_run?: boolean, field_manager?: string}
+---@return luna.Object|nil
+---@return luna.Error|nil
+function luna.update(obj, opts) end
+
+---PUT …/status (yields).
+---@param obj luna.Object
+---@param opts? {dry_run?: boolean, field_manager?: string}
+---@return luna.Object|nil
+---@return luna.Error|nil
+function luna.update_status(obj, opts) end
+
+---PATCH (yields); type "merge" (default), "json" or "strategic".
+---@param kind luna.Kind
+---@param namespace string|nil
+---@param name string
+---@param patch table|string
+---@param opts? {type?: "merge"|"json"|"strategic", subresource?: string}
+---@return luna.Object|nil
+---@return luna.Error|nil
+function luna.patch(kind, namespace, name, patch, opts) end
+
+---Server-side apply (yields).
+---@param obj luna.Object
+---@param opts {field_manager: string, force?: boolean, subresource?: string}
+---@return luna.Object|nil
+---@return luna.Error|nil
+function luna.apply(obj, opts) end
+
+---DELETE (yields).
+---@param kind luna.Kind
+---@param namespace string|nil
+---@param name string
+---@param opts? {propagation?: "Background"|"Foreground"|"Orphan", preconditions?: {uid?: string, resource_version?: string}, grace_period?: number}
+---@return table|nil
+---@return luna.Error|nil
+function luna.delete(kind, namespace, name, opts) end
+
+---Records an Event about obj (yields; repeats within 10 minutes patch its count).
+---@param obj luna.Object
+---@param type "Normal"|"Warning"
+---@param reason string
+---@param note string
+---@param action? string
+---@return true|nil
+---@return luna.Error|nil
+function luna.event(obj, type, reason, note, action) end
+
+---Deep equality of JSON-like values.
+---@param a any
+---@param b any
+---@return boolean
+function luna.equal(a, b) end
+
+---Structured logging (luna.log.info("msg", { k = v })).
+luna.log = Log
+
+luna.meta = require("luna.meta")
+luna.finalizers = require("luna.finalizers")
+luna.conditions = require("luna.conditions")
+luna.events = require("luna.events")
+luna.time = require("luna.time")
+luna.errors = require("luna.errors")
+luna.predicates = require("luna.predicates")
+
+luna.is_already_exists = luna.errors.is_already_exists
+luna.is_bad_request = luna.errors.is_bad_request
+luna.is_conflict = luna.errors.is_conflict
+luna.is_error = luna.errors.is_error
+luna.is_expired = luna.errors.is_expired
+luna.is_forbidden = luna.errors.is_forbidden
+luna.is_gone = luna.errors.is_gone
+luna.is_internal_error = luna.errors.is_internal_error
+luna.is_invalid = luna.errors.is_invalid
+luna.is_method_not_supported = luna.errors.is_method_not_supported
+luna.is_no_kind_match = luna.errors.is_no_kind_match
+luna.is_not_acceptable = luna.errors.is_not_acceptable
+luna.is_not_found = luna.errors.is_not_found
+luna.is_request_entity_too_large = luna.errors.is_request_entity_too_large
+luna.is_server_error = luna.errors.is_server_error
+luna.is_server_timeout = luna.errors.is_server_timeout
+luna.is_service_unavailable = luna.errors.is_service_unavailable
+luna.is_timeout = luna.errors.is_timeout
+luna.is_too_many_requests = luna.errors.is_too_many_requests
+luna.is_unauthorized = luna.errors.is_unauthorized
+luna.is_unsupported_media_type = luna.errors.is_unsupported_media_type
+
+return luna

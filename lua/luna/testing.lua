@@ -1,0 +1,631 @@
+-- luna.testing: the controller author's kit (docs/authoring.md).
+--
+-- Runs controllers on the real runtime (`luna run --dev-server
+-- --test-control`, the same sandbox and budgets as in production) against
+-- an embedded dev server, as a child process of `luna test`, and gives a
+-- spec what it needs to drive and observe them:
+--
+--   local testing = require "luna.testing"
+--   local env = testing.start{
+--     controllers = { "configmap-mirror.lua" }, -- files (relative to the spec file's
+--                                               --   directory); default: that whole directory
+--     dir = "path",                             -- or: run this directory as `luna run` would
+--     seed = { "../deploy/crd-widgets.yaml" },  -- manifests the server starts with (CRDs)
+--     objects = { {...}, ... },                 -- objects the server starts with
+--     fake_clock = true,                        -- default true: delays wait for env:advance
+--     args = { "--reconcile-time-limit=1" },    -- extra `luna run` flags
+--   }
+--   env:create(obj) env:update(obj) env:apply(obj) env:delete(kind, ns, name)
+--   env:patch(kind, ns, name, patch [, type])  -- type: "merge" (default), "json", "strategic"
+--   env:seed(objs | yaml_or_json_text)         -- creates (or replaces) each object
+--   env:seed_file(path)                        -- the same from a manifest file
+--   env:get(kind, ns, name) / env:get(kind, name) -> object | nil
+--   env:list(kind [, { namespace =, labels = }]) -> items
+--   env:wait_idle([secs])  -> status: waits until the controllers are idle
+--   env:advance(secs)      -> steps the fake clock, then waits until idle
+--   env:calls([filter])    -> the API calls reconciles made since the last call
+--   env:events([namespace]) -> the Events recorded (events.k8s.io/v1)
+--   env:status()           -> the runtime's status (test_control.h)
+--   env:log()              -> what luna logged so far
+--   env:stop()             -- also done at the end of every test
+--
+-- Kinds are written as in controllers ("v1/ConfigMap", "apps/v1/Deployment",
+-- "example.com/v1/Widget"). Failed API requests raise with the server's
+-- message; get returns nil on 404.
+local ffi = require "ffi"
+local core = require "luna.core"
+
+local json = core.json
+local testing = {}
+
+for _, decl in ipairs {
+  "typedef int pid_t;",
+  "struct luna_testing_pollfd { int fd; short events; short revents; };",
+  "int pipe(int fd[2]);",
+  "int posix_spawn(pid_t *pid, const char *path, const void *file_actions, const void *attrp, char *const argv[], char *const envp[]);",
+  "int posix_spawn_file_actions_init(void *fa);",
+  "int posix_spawn_file_actions_adddup2(void *fa, int fd, int newfd);",
+  "int posix_spawn_file_actions_addclose(void *fa, int fd);",
+  "int posix_spawn_file_actions_addopen(void *fa, int fd, const char *path, int oflag, int mode);",
+  "int posix_spawn_file_actions_destroy(void *fa);",
+  "int kill(pid_t pid, int sig);",
+  "pid_t waitpid(pid_t pid, int *status, int options);",
+  "int close(int fd);",
+  "long read(int fd, void *buf, size_t n);",
+  "long write(int fd, const void *buf, size_t n);",
+  "int poll(struct luna_testing_pollfd *fds, unsigned long nfds, int timeout);",
+  "int fcntl(int fd, int cmd, ...);",
+  "char *strerror(int errnum);",
+  "char *mkdtemp(char *template);",
+  "int symlink(const char *target, const char *linkpath);",
+  "extern char **environ;",
+  "int clock_gettime(int clk, void *ts);",
+  "char *getcwd(char *buf, size_t size);",
+} do pcall(ffi.cdef, decl) end
+local C = ffi.C
+local O_WRONLY, O_CREAT, O_TRUNC = 1, 64, 512
+local F_SETFD, FD_CLOEXEC, POLLIN, WNOHANG = 2, 1, 1, 1
+local SIGTERM, SIGKILL = 15, 9
+
+local timespec_t = ffi.typeof("struct { long s; long ns; }[1]")
+-- Monotonic seconds.
+local function now()
+  local t = timespec_t()
+  C.clock_gettime(1, ffi.cast("void *", t))
+  return tonumber(t[0].s) + tonumber(t[0].ns) / 1e9
+end
+testing.now = now
+
+-- Waits up to secs without spinning (poll on nothing).
+local function pause(secs)
+  C.poll(nil, 0, math.floor(secs * 1000))
+end
+
+-- ---- values --------------------------------------------------------------
+
+-- Deep equality of JSON-like values (json null == nil's sentinel).
+local function same(a, b)
+  if a == b then return true end
+  if type(a) ~= "table" or type(b) ~= "table" then return false end
+  for k, v in pairs(a) do if not same(v, b[k]) then return false end end
+  for k in pairs(b) do if a[k] == nil then return false end end
+  return true
+end
+testing.same = same
+
+-- True if every field of `want` is in `have` with the same value (tables
+-- compared field by field; list entries by position).  Returns false and
+-- the path of the first difference.
+local function contains(have, want, path)
+  path = path or ""
+  if type(want) ~= "table" then
+    if have == want then return true end
+    return false, ("%s: want %s, have %s"):format(path ~= "" and path or "value",
+      tostring(want), tostring(have))
+  end
+  if type(have) ~= "table" then
+    return false, ("%s: want a table, have %s"):format(path ~= "" and path or "value", tostring(have))
+  end
+  for k, v in pairs(want) do
+    local ok, why = contains(have[k], v, path .. (type(k) == "number" and ("[" .. k .. "]") or ("." .. k)))
+    if not ok then return false, why end
+  end
+  return true
+end
+testing.contains = contains
+
+local function show(v, indent)
+  indent = indent or ""
+  if type(v) == "string" then return ("%q"):format(v) end
+  if type(v) ~= "table" then return tostring(v) end
+  local ok, s = pcall(json.encode, v)
+  if ok and s and #s <= 400 then return s end
+  local keys = {}
+  for k in pairs(v) do keys[#keys + 1] = k end
+  table.sort(keys, function(x, y) return tostring(x) < tostring(y) end)
+  local out = { "{" }
+  for _, k in ipairs(keys) do
+    out[#out + 1] = indent .. "  " .. tostring(k) .. " = " .. show(v[k], indent .. "  ")
+  end
+  out[#out + 1] = indent .. "}"
+  return table.concat(out, "\n")
+end
+testing.show = show
+
+-- ---- assertions (busted's names for the common ones) ---------------------
+
+local function fail(msg, level) error(msg, (level or 1) + 2) end
+
+local assertions = {
+  equal = function(want, have, msg)
+    if want ~= have then fail((msg and msg .. ": " or "") .. ("expected %s, got %s"):format(show(want), show(have))) end
+  end,
+  same = function(want, have, msg)
+    if not same(want, have) then
+      fail((msg and msg .. ": " or "") .. "expected (deep)\n" .. show(want) .. "\ngot\n" .. show(have))
+    end
+  end,
+  contains = function(want, have, msg)
+    local ok, why = contains(have, want)
+    if not ok then fail((msg and msg .. ": " or "") .. why) end
+  end,
+  truthy = function(v, msg) if not v then fail(msg or ("expected a true value, got " .. show(v))) end end,
+  falsy = function(v, msg) if v then fail(msg or ("expected a false value, got " .. show(v))) end end,
+  is_true = function(v, msg) if v ~= true then fail(msg or ("expected true, got " .. show(v))) end end,
+  is_false = function(v, msg) if v ~= false then fail(msg or ("expected false, got " .. show(v))) end end,
+  is_nil = function(v, msg) if v ~= nil then fail(msg or ("expected nil, got " .. show(v))) end end,
+  is_not_nil = function(v, msg) if v == nil then fail(msg or "expected a value, got nil") end end,
+  matches = function(pattern, s, msg)
+    if type(s) ~= "string" or not s:find(pattern) then
+      fail((msg and msg .. ": " or "") .. ("%s does not match %q"):format(show(s), pattern))
+    end
+  end,
+  has_error = function(fn, pattern, msg)
+    local ok, err = pcall(fn)
+    if ok then fail(msg or "expected an error") end
+    if pattern and not tostring(err):find(pattern, 1, true) then
+      fail((msg and msg .. ": " or "") .. ("error %q does not contain %q"):format(tostring(err), pattern))
+    end
+  end,
+}
+assertions.are = assertions
+assertions.is_truthy, assertions.is_falsy = assertions.truthy, assertions.falsy
+assertions.are_same, assertions.are_equal = assertions.same, assertions.equal
+testing.assert = setmetatable(assertions, {
+  __call = function(_, v, msg, ...)
+    if not v then error(msg or "assertion failed!", 2) end
+    return v, msg, ...
+  end,
+})
+
+-- ---- kinds and paths -----------------------------------------------------
+
+local function split_kind(kind)
+  local gv, k = kind:match("^(.*)/([^/]+)$")
+  if not gv then error(("kind %q: want \"v1/ConfigMap\", \"apps/v1/Deployment\", ..."):format(tostring(kind)), 3) end
+  return gv, k
+end
+
+-- ---- the runtime under test ----------------------------------------------
+
+local Env = {}
+Env.__index = Env
+
+-- Set by testing_cli: the luna executable, the current spec file's
+-- directory, and the envs a test started (stopped after it).
+testing._exe = nil
+testing._dir = "."
+testing._running = {}
+
+local function cstrings(list)
+  local arr = ffi.new("char *[?]", #list + 1)
+  local anchor = { arr }
+  for i, s in ipairs(list) do
+    local buf = ffi.new("char[?]", #s + 1, s)
+    anchor[#anchor + 1] = buf
+    arr[i - 1] = buf
+  end
+  arr[#list] = nil
+  return arr, anchor
+end
+
+local function environment()
+  local out, i = {}, 0
+  while C.environ[i] ~= nil do
+    out[#out + 1] = ffi.string(C.environ[i])
+    i = i + 1
+  end
+  return out
+end
+
+local function tmpdir()
+  local buf = ffi.new("char[?]", 32, "/tmp/luna-test-XXXXXX")
+  assert(C.mkdtemp(buf) ~= nil, "mkdtemp failed")
+  return ffi.string(buf)
+end
+
+local function write_file(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function resolve(path)
+  if path:sub(1, 1) == "/" then return path end
+  return testing._dir .. "/" .. path
+end
+
+local function spawn(argv, log)
+  local inp, out = ffi.new("int[2]"), ffi.new("int[2]")
+  assert(C.pipe(inp) == 0 and C.pipe(out) == 0, "pipe failed")
+  C.fcntl(inp[1], F_SETFD, ffi.new("int", FD_CLOEXEC))
+  C.fcntl(out[0], F_SETFD, ffi.new("int", FD_CLOEXEC))
+  local fa = ffi.new("char[256]")
+  C.posix_spawn_file_actions_init(fa)
+  C.posix_spawn_file_actions_adddup2(fa, inp[0], 0)
+  C.posix_spawn_file_actions_adddup2(fa, out[1], 1)
+  C.posix_spawn_file_actions_addopen(fa, 2, log, O_WRONLY + O_CREAT + O_TRUNC, 420)
+  local cargv, a1 = cstrings(argv)
+  local cenv, a2 = cstrings(environment())
+  local pid = ffi.new("pid_t[1]")
+  local rc = C.posix_spawn(pid, argv[1], fa, nil, cargv, cenv)
+  C.posix_spawn_file_actions_destroy(fa)
+  C.close(inp[0])
+  C.close(out[1])
+  local _ = { a1, a2 }
+  if rc ~= 0 then
+    C.close(inp[1])
+    C.close(out[0])
+    error("cannot start " .. argv[1] .. ": " .. ffi.string(C.strerror(rc)))
+  end
+  return pid[0], inp[1], out[0]
+end
+
+-- opts: see the top of this file.
+function testing.start(opts)
+  opts = opts or {}
+  assert(testing._exe, "luna.testing runs under `luna test`")
+  local dir, links = nil, {}
+  if opts.dir then
+    dir = resolve(opts.dir)
+  elseif opts.controllers then
+    dir = tmpdir()
+    for _, f in ipairs(opts.controllers) do
+      local src = resolve(f)
+      if src:sub(1, 1) ~= "/" then
+        local buf = ffi.new("char[4096]")
+        assert(C.getcwd(buf, 4096) ~= nil, "getcwd failed")
+        src = ffi.string(buf) .. "/" .. src
+      end
+      assert(read_file(src), "no controller file " .. src)
+      local link = dir .. "/" .. src:match("[^/]+$")
+      assert(C.symlink(src, link) == 0, "symlink " .. src)
+      links[#links + 1] = link
+    end
+    links[#links + 1] = dir
+  else
+    dir = testing._dir
+  end
+  local work = tmpdir()
+  local argv = { testing._exe, "run", "--dev-server", "--test-control",
+                 "--metrics-bind-address=0", "--health-probe-bind-address=0",
+                 "--log-level", opts.log_level or "debug" }
+  if opts.fake_clock ~= false then argv[#argv + 1] = "--fake-clock" end
+  for _, f in ipairs(opts.seed or {}) do
+    argv[#argv + 1] = "--seed"
+    argv[#argv + 1] = resolve(f)
+  end
+  if opts.objects and #opts.objects > 0 then
+    local f = work .. "/objects.json"
+    write_file(f, assert(json.encode({ apiVersion = "v1", kind = "List", items = json.array(opts.objects) })))
+    argv[#argv + 1] = "--seed"
+    argv[#argv + 1] = f
+  end
+  for _, a in ipairs(opts.args or {}) do argv[#argv + 1] = a end
+  argv[#argv + 1] = dir
+  local log = work .. "/luna.log"
+  local pid, inp, out = spawn(argv, log)
+  local env = setmetatable({ pid = pid, inp = inp, out = out, buf = "", logfile = log, work = work,
+    resources = {}, links = links, timeout = opts.timeout or 30, fake_clock = opts.fake_clock ~= false }, Env)
+  testing._running[#testing._running + 1] = env
+  local st = env:command("status")
+  env.url = st.url
+  env:wait_idle(opts.start_timeout or 60)
+  return env
+end
+
+-- The last lines of luna's log, for failure messages.
+function Env:log(lines)
+  local s = read_file(self.logfile) or ""
+  if not lines then return s end
+  local all = {}
+  for l in s:gmatch("[^\n]+") do all[#all + 1] = l end
+  return table.concat(all, "\n", math.max(1, #all - lines + 1))
+end
+
+function Env:_fail(msg, level)
+  error(msg .. "\n--- luna log (last lines) ---\n" .. self:log(40), (level or 1) + 1)
+end
+
+-- Sends one command on the control channel and returns its decoded answer.
+function Env:command(cmd, secs)
+  if self.stopped then error("the runtime was stopped", 2) end
+  local line = cmd .. "\n"
+  if C.write(self.inp, line, #line) ~= #line then
+    self.died = true
+    self:_fail("luna exited (control channel closed)", 2)
+  end
+  local deadline = now() + (secs or self.timeout)
+  local pfd = ffi.new("struct luna_testing_pollfd[1]")
+  local buf = ffi.new("char[65536]")
+  while true do
+    local nl = self.buf:find("\n", 1, true)
+    if nl then
+      local answer = self.buf:sub(1, nl - 1)
+      self.buf = self.buf:sub(nl + 1)
+      local v, err = json.decode(answer)
+      if not v then self:_fail("bad answer from luna: " .. tostring(err), 2) end
+      if v.error then self:_fail(cmd .. ": " .. v.error, 2) end
+      return v
+    end
+    pfd[0].fd, pfd[0].events = self.out, POLLIN
+    local n = C.poll(pfd, 1, 200)
+    if n > 0 then
+      local got = C.read(self.out, buf, 65536)
+      if got <= 0 then
+        self.died = true
+        self:_fail("luna exited before answering " .. cmd, 2)
+      end
+      self.buf = self.buf .. ffi.string(buf, got)
+    elseif now() > deadline then
+      self:_fail("luna did not answer " .. cmd, 2)
+    end
+  end
+end
+
+function Env:status() return self:command("status") end
+
+-- Waits until the controllers are idle (test_control.h: nothing queued or
+-- reconciling, every informer up to date with the server); returns the
+-- status.  Delayed keys (requeue_after, retry backoff) do not count:
+-- status.controllers[i].waiting / .next say when they are due.
+function Env:wait_idle(secs)
+  local deadline = now() + (secs or self.timeout)
+  local st
+  repeat
+    st = self:command("status")
+    if st.idle then return st end
+    pause(0.01)
+  until now() > deadline
+  self:_fail("controllers not idle after " .. (secs or self.timeout) .. " s: " ..
+    table.concat(st.busy or {}, "; "), 2)
+end
+
+-- Steps the fake clock by secs, lets the keys now due run, waits until idle.
+function Env:advance(secs)
+  self:command("advance " .. tostring(secs))
+  return self:wait_idle()
+end
+
+-- The API calls reconciles made since the last env:calls(), in order:
+-- { controller, key, method, path, content_type, body (decoded JSON when
+-- it is JSON), status }.  filter (optional): { method =, path = pattern,
+-- controller = } keeps the matching ones.
+function Env:calls(filter)
+  local got = self:command("calls")
+  self.all_calls = self.all_calls or {}
+  for _, c in ipairs(got.calls) do
+    if type(c.body) == "string" then
+      local v = json.decode(c.body)
+      if v ~= nil then c.body = v end
+    else
+      c.body = nil
+    end
+    if type(c.content_type) ~= "string" then c.content_type = nil end
+    self.all_calls[#self.all_calls + 1] = c
+  end
+  local out = {}
+  for _, c in ipairs(got.calls) do
+    if not filter or ((not filter.method or filter.method == c.method) and
+        (not filter.controller or filter.controller == c.controller) and
+        (not filter.path or c.path:find(filter.path))) then
+      out[#out + 1] = c
+    end
+  end
+  return out
+end
+
+-- ---- the dev server ------------------------------------------------------
+
+-- One request to the dev server, sent by the runtime under test (its
+-- control channel's `request`): status, decoded body (nil if empty).
+function Env:request(method, path, body, content_type)
+  if body ~= nil and type(body) ~= "string" then body = assert(json.encode(body)) end
+  local cmd = assert(json.encode { method = method, path = path, body = body,
+    content_type = body ~= nil and (content_type or "application/json") or nil })
+  local ans = self:command("request " .. cmd)
+  local obj = nil
+  if type(ans.body) == "string" and ans.body ~= "" then obj = json.decode(ans.body) end
+  return ans.status, obj
+end
+
+local function check(status, obj, what, ...)
+  for _, ok in ipairs { ... } do if status == ok then return obj end end
+  error(("%s: HTTP %d %s"):format(what, status, type(obj) == "table" and tostring(obj.message) or ""), 3)
+end
+
+-- The resource of a kind: { path = "/api/v1" | "/apis/g/v", name =, namespaced = }.
+function Env:resource(kind)
+  local r = self.resources[kind]
+  if r then return r end
+  local gv, k = split_kind(kind)
+  local base = gv == "v1" and "/api/v1" or "/apis/" .. gv
+  local status, list = self:request("GET", base)
+  if status ~= 200 then error(("kind %s: the server does not serve %s (HTTP %d)"):format(kind, base, status), 3) end
+  for _, res in ipairs(list.resources or {}) do
+    if res.kind == k and not res.name:find("/") then
+      r = { base = base, name = res.name, namespaced = res.namespaced }
+      self.resources[kind] = r
+      return r
+    end
+  end
+  error(("kind %s: not served (no %s in %s)"):format(kind, k, base), 3)
+end
+
+function Env:path(kind, namespace, name)
+  local r = self:resource(kind)
+  local p = r.base
+  if r.namespaced and namespace then p = p .. "/namespaces/" .. namespace end
+  p = p .. "/" .. r.name
+  if name then p = p .. "/" .. name end
+  return p
+end
+
+local function kind_of(obj)
+  assert(type(obj) == "table" and obj.apiVersion and obj.kind, "an object needs apiVersion and kind")
+  return obj.apiVersion .. "/" .. obj.kind
+end
+
+local function ns_of(self, obj)
+  local r = self:resource(kind_of(obj))
+  if not r.namespaced then return nil end
+  return obj.metadata and obj.metadata.namespace or "default"
+end
+
+-- get(kind, ns, name) or get(kind, name) for cluster-scoped kinds.
+function Env:get(kind, namespace, name)
+  if name == nil then namespace, name = nil, namespace end
+  local status, obj = self:request("GET", self:path(kind, namespace, name))
+  if status == 404 then return nil end
+  return check(status, obj, "get " .. kind .. " " .. tostring(name), 200)
+end
+
+function Env:list(kind, opts)
+  opts = opts or {}
+  local p = self:path(kind, opts.namespace)
+  if opts.labels then
+    local sel = opts.labels
+    if type(sel) == "table" then
+      local parts = {}
+      for k, v in pairs(sel) do parts[#parts + 1] = k .. "=" .. v end
+      table.sort(parts)
+      sel = table.concat(parts, ",")
+    end
+    p = p .. "?labelSelector=" .. sel:gsub("[^%w%-%._~]", function(c) return ("%%%02X"):format(c:byte()) end)
+  end
+  local status, obj = self:request("GET", p)
+  return check(status, obj, "list " .. kind, 200).items
+end
+
+function Env:create(obj)
+  local status, out = self:request("POST", self:path(kind_of(obj), ns_of(self, obj)), obj)
+  return check(status, out, "create " .. kind_of(obj), 200, 201)
+end
+
+function Env:update(obj)
+  local status, out = self:request("PUT", self:path(kind_of(obj), ns_of(self, obj), obj.metadata.name), obj)
+  return check(status, out, "update " .. kind_of(obj), 200)
+end
+
+-- Server-side apply as field manager "luna-test" (forced).
+function Env:apply(obj)
+  local p = self:path(kind_of(obj), ns_of(self, obj), obj.metadata.name) .. "?fieldManager=luna-test&force=true"
+  local status, out = self:request("PATCH", p, obj, "application/apply-patch+yaml")
+  return check(status, out, "apply " .. kind_of(obj), 200, 201)
+end
+
+local PATCH_TYPES = { merge = "application/merge-patch+json", json = "application/json-patch+json",
+                      strategic = "application/strategic-merge-patch+json" }
+
+function Env:patch(kind, namespace, name, patch, ptype)
+  local ct = PATCH_TYPES[ptype or "merge"] or error("patch type: merge, json or strategic", 2)
+  local status, out = self:request("PATCH", self:path(kind, namespace, name), patch, ct)
+  return check(status, out, "patch " .. kind .. " " .. name, 200)
+end
+
+-- Deletes; true if it was there.
+function Env:delete(kind, namespace, name)
+  if name == nil then namespace, name = nil, namespace end
+  local status, out = self:request("DELETE", self:path(kind, namespace, name))
+  if status == 404 then return false end
+  check(status, out, "delete " .. kind .. " " .. name, 200, 202)
+  return true
+end
+
+-- Objects in: a list of tables or one table (each created, or replaced if
+-- it exists, through the API), or YAML/JSON text with any number of
+-- documents (loaded by the dev server as --seed loads a file).  Returns
+-- the objects as stored (tables), or nothing (text).
+function Env:seed(objs)
+  if type(objs) == "string" then
+    self:command("seed " .. assert(json.encode(objs)))
+    return
+  end
+  if objs.kind and objs.kind:find("List$") then objs = objs.items or {} end
+  if objs.apiVersion then objs = { objs } end
+  local out = {}
+  for i, obj in ipairs(objs) do
+    local have = obj.metadata and obj.metadata.name and
+      self:get(kind_of(obj), ns_of(self, obj), obj.metadata.name)
+    if have then
+      local copy = {}
+      for k, v in pairs(obj) do copy[k] = v end
+      copy.metadata = {}
+      for k, v in pairs(obj.metadata) do copy.metadata[k] = v end
+      copy.metadata.resourceVersion = have.metadata.resourceVersion
+      out[i] = self:update(copy)
+    else
+      out[i] = self:create(obj)
+    end
+  end
+  return out
+end
+
+-- The manifests of a file (relative to the spec file), as env:seed(text).
+function Env:seed_file(path)
+  local text = read_file(resolve(path))
+  if not text then error("seed_file: cannot read " .. resolve(path), 2) end
+  return self:seed(text)
+end
+
+-- Events (events.k8s.io/v1) in namespace (all namespaces if nil).
+function Env:events(namespace)
+  local p = "/apis/events.k8s.io/v1" .. (namespace and ("/namespaces/" .. namespace) or "") .. "/events"
+  local status, obj = self:request("GET", p)
+  return check(status, obj, "list events", 200).items
+end
+
+-- Stops the runtime (closing its control channel is its SIGTERM); returns
+-- its exit status.
+function Env:stop()
+  if self.stopped then return self.exit_status end
+  self.stopped = true
+  C.close(self.inp)
+  local st = ffi.new("int[1]")
+  local deadline = now() + 30
+  local rc
+  repeat
+    rc = C.waitpid(self.pid, st, WNOHANG)
+    if rc == 0 then pause(0.02) end
+  until rc ~= 0 or now() > deadline
+  if rc == 0 then
+    C.kill(self.pid, SIGTERM)
+    pause(1)
+    C.kill(self.pid, SIGKILL)
+    C.waitpid(self.pid, st, 0)
+    self.exit_status = -1
+  else
+    local s = st[0]
+    self.exit_status = (s % 128 == 0) and math.floor(s / 256) % 256 or -(s % 128)
+  end
+  C.close(self.out)
+  return self.exit_status
+end
+
+-- Kills every runtime the current test started (testing_cli, after each test).
+function testing._stop_all()
+  local bad
+  for _, env in ipairs(testing._running) do
+    local rc = env:stop()
+    if rc ~= 0 and not env.died and not bad then -- a death already reported is not reported twice
+      bad = ("luna exited %s\n--- luna log (last lines) ---\n%s"):format(tostring(rc), env:log(40))
+    end
+    os.remove(env.logfile)
+    os.remove(env.work .. "/objects.json")
+    os.remove(env.work)
+    for _, l in ipairs(env.links) do os.remove(l) end
+  end
+  testing._running = {}
+  return bad
+end
+
+testing.read_file, testing.write_file = read_file, write_file
+return testing
