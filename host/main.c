@@ -4,6 +4,7 @@
  *   luna --version | --help
  *   luna run [options] DIR     (options: see usage below)
  *   luna dev-server [options]
+ *   luna trigger [options] COMMAND   (runtime/admin_cli.h)
  *
  * Flag names follow controller-runtime's (--leader-elect,
  * --metrics-bind-address, ...) so deployments read the same.  Durations
@@ -19,6 +20,7 @@
 
 #include "devserver/devserver.h"
 #include "base/error.h"
+#include "runtime/admin_cli.h"
 #include "runtime/httpd.h"
 #include "runtime/leader.h"
 #include "client/kubeconfig.h"
@@ -35,6 +37,8 @@ static void usage(FILE *out)
           "commands:\n"
           "  run [options] DIR     run the controllers in DIR/*.lua\n"
           "  dev-server [options]  run an in-memory Kubernetes API server (--help for options)\n"
+          "  trigger [options] ... reconcile keys now, pause or resume a controller of a\n"
+          "                        running luna (--help for options)\n"
           "\n"
           "run options:\n"
           "  --kubeconfig FILE     kubeconfig to use (default: $KUBECONFIG, ~/.kube/config,\n"
@@ -56,6 +60,11 @@ static void usage(FILE *out)
           "                        they change (default: a self-signed certificate)\n"
           "  --metrics-cert-name NAME  certificate file in DIR (default tls.crt)\n"
           "  --metrics-cert-key NAME   key file in DIR (default tls.key)\n"
+          "  --admin-endpoints[=BOOL]\n"
+          "                        serve /admin/ (luna trigger: reconcile now, pause, resume)\n"
+          "                        on the metrics server, authorized like /metrics (default:\n"
+          "                        true when metrics are secure; true with\n"
+          "                        --metrics-secure=false serves them open)\n"
           "  --health-probe-bind-address ADDR\n"
           "                        serve /healthz and /readyz on HOST:PORT (default :8081;\n"
           "                        0: off)\n"
@@ -168,6 +177,7 @@ enum run_flag {
     OPT_LEASE_DURATION, OPT_RENEW_DEADLINE, OPT_RETRY_PERIOD, OPT_GRACE, OPT_WATCH,
     OPT_DEV_SERVER, OPT_SEED, OPT_INSTR_LIMIT, OPT_TIME_LIMIT, OPT_MEM_LIMIT,
     OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
+    OPT_ADMIN,
 };
 
 /* A number >= 0 for a limit flag, or -1. */
@@ -215,6 +225,7 @@ static int cmd_run(int argc, char **argv)
         { "reconcile-instruction-limit", required_argument, NULL, OPT_INSTR_LIMIT },
         { "reconcile-time-limit", required_argument, NULL, OPT_TIME_LIMIT },
         { "lua-memory-limit", required_argument, NULL, OPT_MEM_LIMIT },
+        { "admin-endpoints", optional_argument, NULL, OPT_ADMIN },
         { NULL, 0, NULL, 0 },
     };
     struct luna_run_config cfg = { .argv0 = argv[0] };
@@ -259,6 +270,13 @@ static int cmd_run(int argc, char **argv)
             if (parse_bool(optarg, &secure) < 0)
                 return bad_flag(name, optarg, "want true or false");
             cfg.metrics_insecure = !secure;
+            break;
+        }
+        case OPT_ADMIN: {
+            bool on;
+            if (parse_bool(optarg, &on) < 0)
+                return bad_flag(name, optarg, "want true or false");
+            cfg.admin = on ? LUNA_ADMIN_ON : LUNA_ADMIN_OFF;
             break;
         }
         case OPT_METRICS_CERT_PATH:
@@ -366,6 +384,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "dev-server") == 0)
         return luna_devserver_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "trigger") == 0)
+        return luna_admin_cli_main(argc - 1, argv + 1);
     fprintf(stderr, "luna: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

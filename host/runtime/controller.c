@@ -10,6 +10,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/loop.h"
+#include "base/selector.h"
 #include "lua/lua_json.h"
 #include "runtime/controller_impl.h"
 #include "runtime/lua_cache.h"
@@ -32,6 +33,8 @@ struct luna_workqueue *luna_controller_queue(struct luna_controller *c) { return
 void luna_controller_set_metrics(struct luna_controller *c, struct luna_controller_metrics *cm)
 {
     c->metrics = cm;
+    if (cm)
+        luna_runtime_metrics_paused(cm, c->paused);
 }
 
 /* ---- event → key ------------------------------------------------------ */
@@ -338,7 +341,8 @@ static void on_delete(void *ud, struct luna_object *obj, bool unknown)
 
 void luna_controller_kick(struct luna_controller *c)
 {
-    if (!c->started || c->stopping || c->active >= c->workers || !luna_workqueue_len(c->queue))
+    if (!c->started || c->stopping || c->paused || c->active >= c->workers ||
+        !luna_workqueue_len(c->queue))
         return;
     ev_check_start(luna_loop(), &c->dispatch_check);
     ev_idle_start(luna_loop(), &c->dispatch_idle);
@@ -399,7 +403,7 @@ void luna_controller_charge(double seconds)
  * event arrived in); never nested in itself. */
 static void dispatch(struct luna_controller *c)
 {
-    if (!c->started || c->dispatching)
+    if (!c->started || c->dispatching || c->paused)
         return;
     c->dispatching = true;
     bool started = false;
@@ -741,6 +745,7 @@ void luna_controller_take_queue(struct luna_controller *to, struct luna_controll
 {
     luna_workqueue_free(to->queue);
     to->queue = from->queue;
+    to->paused = from->paused; /* a pause outlives the code it paused */
     from->queue_borrowed = true;
     luna_workqueue_set_ready_cb(to->queue, on_ready, to);
 }
@@ -771,4 +776,69 @@ size_t luna_controller_enqueue_all(struct luna_controller *c)
         luna_informer_indexer(luna_shared_informer_informer(c->sources[0].si));
     luna_indexer_each(idx, enqueue_visit, c);
     return luna_indexer_len(idx);
+}
+
+/* ---- on demand (admin.h) --------------------------------------------------- */
+
+bool luna_controller_paused(const struct luna_controller *c) { return c->paused; }
+
+void luna_controller_set_paused(struct luna_controller *c, bool paused)
+{
+    if (c->paused == paused)
+        return;
+    c->paused = paused;
+    if (c->metrics)
+        luna_runtime_metrics_paused(c->metrics, paused);
+    if (paused) {
+        ev_check_stop(luna_loop(), &c->dispatch_check);
+        ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    } else {
+        luna_controller_kick(c);
+    }
+}
+
+int luna_controller_enqueue_key(struct luna_controller *c, const char *key)
+{
+    int rc = luna_workqueue_add(c->queue, key);
+    if (rc == LUNA_ENOMEM)
+        luna_error("enqueue failed", "controller", c->name, "key", key, "error", "out of memory");
+    return rc;
+}
+
+struct match_visit {
+    struct luna_controller *c;
+    const struct luna_selector *sel;
+    size_t n;
+};
+
+static const char *object_label(const char *key, void *ud) { return luna_object_label(ud, key); }
+
+static int enqueue_matching_visit(struct luna_object *obj, void *ud)
+{
+    struct match_visit *v = ud;
+    if (luna_selector_matches(v->sel, object_label, obj)) {
+        enqueue(v->c, luna_object_key(obj));
+        v->n++;
+    }
+    return 0;
+}
+
+size_t luna_controller_enqueue_matching(struct luna_controller *c,
+                                        const struct luna_selector *labels)
+{
+    if (c->nsources == 0)
+        return 0;
+    struct match_visit v = { c, labels, 0 };
+    luna_indexer_each(luna_informer_indexer(luna_shared_informer_informer(c->sources[0].si)),
+                      enqueue_matching_visit, &v);
+    return v.n;
+}
+
+int luna_controller_active(const struct luna_controller *c) { return c->active; }
+
+void luna_controller_note_trigger(struct luna_controller *c, enum luna_trigger_action action,
+                                  size_t keys)
+{
+    if (c->metrics)
+        luna_runtime_metrics_trigger(c->metrics, action, keys);
 }

@@ -62,6 +62,7 @@
 #include "base/error.h"
 #include "cache/informer_factory.h"
 #include "runtime/reconcile.h"
+#include "runtime/runtime_metrics.h"
 
 struct luna_controller;
 
@@ -143,6 +144,26 @@ void luna_controller_take_queue(struct luna_controller *to, struct luna_controll
 void luna_controller_retire(struct luna_controller *c, void (*drained)(void *ud), void *ud);
 /* Adds every cached key of the primary kind; returns how many. */
 size_t luna_controller_enqueue_all(struct luna_controller *c);
+
+/* On demand (admin.h).  A paused controller starts no reconcile (those in
+ * flight finish) while its queue still takes keys, deduplicated as ever;
+ * resuming dispatches what accumulated.  The pause passes to the
+ * controller that takes its queue over at a reload. */
+bool luna_controller_paused(const struct luna_controller *c);
+void luna_controller_set_paused(struct luna_controller *c, bool paused);
+/* Adds one key ("ns/name" or "name") now; 0 or LUNA_ENOMEM (logged). */
+int luna_controller_enqueue_key(struct luna_controller *c, const char *key);
+/* Adds the key of every cached primary object whose labels match;
+ * returns how many (borrowed selector). */
+struct luna_selector;
+size_t luna_controller_enqueue_matching(struct luna_controller *c,
+                                        const struct luna_selector *labels);
+
+/* Reconciles in flight. */
+int luna_controller_active(const struct luna_controller *c);
+/* Counts an admin request in the controller's metrics (runtime_metrics.h). */
+void luna_controller_note_trigger(struct luna_controller *c, enum luna_trigger_action action,
+                                  size_t keys);
 
 /* The controller whose predicate or watches map function is running (its
  * cache may be read there), or NULL. */

@@ -40,6 +40,7 @@ struct luna_controller {
     int workers, active;
     struct luna_watchdog_limits limits; /* budgets of its Lua code */
     bool started, stopping;
+    bool paused;                      /* takes no keys; its queue still fills (admin) */
     bool dispatching;                 /* inside dispatch(): it does not nest */
     unsigned deferrals;               /* dispatches skipped for the time slice */
     void (*drained)(void *ud);

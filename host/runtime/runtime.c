@@ -19,6 +19,7 @@
 #include "cache/event_latency.h"
 #include "runtime/health.h"
 #include "client/http.h"
+#include "runtime/admin.h"
 #include "runtime/httpd.h"
 #include "cache/informer_factory.h"
 #include "client/kube_client.h"
@@ -624,6 +625,22 @@ static int setup_metrics_cert(struct runtime *rt, luna_error *err)
     return luna_serving_cert_new(&co, &rt->metrics_cert, err);
 }
 
+static int admin_request(void *ud, const struct luna_admin_request *req,
+                         struct luna_textbuf *body)
+{
+    struct runtime *rt = ud;
+    return luna_admin_handle(req, rt->gen, body);
+}
+
+/* /admin/ is served on the metrics server: by default when it is secure
+ * (authorized per request), open on a plain one only when asked for. */
+static bool admin_on(const struct luna_run_config *cfg)
+{
+    if (cfg->admin == LUNA_ADMIN_OFF)
+        return false;
+    return cfg->admin == LUNA_ADMIN_ON || !cfg->metrics_insecure;
+}
+
 static int start_server(struct runtime *rt, const char *address, bool metrics, bool health,
                         struct luna_httpd **out, luna_error *err)
 {
@@ -635,6 +652,8 @@ static int start_server(struct runtime *rt, const char *address, bool metrics, b
         .tls_cert_pem = secure ? luna_serving_cert_pem(rt->metrics_cert) : NULL,
         .tls_key_pem = secure ? luna_serving_cert_key_pem(rt->metrics_cert) : NULL,
         .auth = secure ? rt->metrics_auth : NULL,
+        .admin = metrics && admin_on(rt->cfg) ? admin_request : NULL,
+        .admin_ud = rt,
         .prepare = prepare_endpoint,
         .ud = rt,
     };
@@ -648,6 +667,12 @@ static int start_server(struct runtime *rt, const char *address, bool metrics, b
     else if (metrics)
         luna_info("metrics server listening", "address", luna_httpd_address(*out), "secure",
                   "false");
+    if (metrics && admin_on(rt->cfg))
+        luna_log(secure ? LUNA_LOG_INFO : LUNA_LOG_WARN, "admin endpoints enabled",
+                 "address", luna_httpd_address(*out), "path", LUNA_ADMIN_PREFIX,
+                 "authorization", secure ? "SubjectAccessReview" : "none (open: anyone who "
+                                                                   "reaches the port may use them)",
+                 NULL);
     if (health)
         luna_info("health probe server listening", "address", luna_httpd_address(*out));
     return 0;

@@ -28,6 +28,10 @@
  *   luna_controller_script_info{controller,sha256}             gauge (1)
  *   luna_controller_kinds_not_served{controller}               gauge
  *       (sources whose kind the server does not serve)
+ *   luna_triggers_total{controller,action}                     counter
+ *       action: reconcile, pause, resume (admin requests, admin.h)
+ *   luna_trigger_keys_total{controller}                        counter
+ *   luna_controller_paused{controller}                         gauge (0/1)
  *   process_* (see process_metrics.h)
  *
  * The workqueue_* families come from workqueue_export.h, one set of series
@@ -117,6 +121,15 @@ void luna_runtime_metrics_reconcile_done(struct luna_controller_metrics *cm,
                                          enum luna_reconcile_result result, double seconds);
 /* The reconcile raised (counted in addition to its done(ERROR)). */
 void luna_runtime_metrics_reconcile_panic(struct luna_controller_metrics *cm);
+/* An admin request acted on the controller (admin.h): triggers_total
+ * {action} + 1, and trigger_keys_total + keys (the keys it enqueued). */
+enum luna_trigger_action { LUNA_TRIGGER_RECONCILE, LUNA_TRIGGER_PAUSE, LUNA_TRIGGER_RESUME };
+#define LUNA_TRIGGER_ACTIONS 3
+const char *luna_trigger_action_name(enum luna_trigger_action a);
+void luna_runtime_metrics_trigger(struct luna_controller_metrics *cm,
+                                  enum luna_trigger_action action, size_t keys);
+/* luna_controller_paused{controller} = paused. */
+void luna_runtime_metrics_paused(struct luna_controller_metrics *cm, bool paused);
 /* The controller runs a script with this SHA-256 (hex): its info series
  * becomes {controller, sha256} = 1, replacing the previous one. */
 int luna_runtime_metrics_script(struct luna_controller_metrics *cm, const char *sha256,
