@@ -2,11 +2,14 @@
 #include "runtime/controller.h"
 
 #include <lauxlib.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/cron.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/loop.h"
@@ -35,6 +38,8 @@ void luna_controller_set_metrics(struct luna_controller *c, struct luna_controll
     c->metrics = cm;
     if (cm)
         luna_runtime_metrics_paused(cm, c->paused);
+    if (cm && c->every_due > 0)
+        luna_runtime_metrics_periodic_next(cm, c->every_due);
 }
 
 /* ---- event → key ------------------------------------------------------ */
@@ -455,6 +460,8 @@ static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents) {}
 
 /* ---- construction -------------------------------------------------------- */
 
+static void periodic_cb(struct ev_loop *loop, ev_timer *w, int revents);
+
 /* Acquires the informer of c's next source and adds the handlers. */
 static int add_source(struct luna_controller *c, const struct luna_source_spec *ss,
                       luna_error *err)
@@ -555,6 +562,8 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
     int rc = 0;
     ev_check_init(&c->dispatch_check, dispatch_cb);
     ev_idle_init(&c->dispatch_idle, idle_cb);
+    ev_timer_init(&c->every_timer, periodic_cb, 0., 0.);
+    c->every_rng = ((uint64_t)(uintptr_t)c ^ (uint64_t)(ev_time() * 1e6)) | 1;
 
     struct luna_ratelimit *limiter = NULL;
     struct luna_workqueue_options qo = { .name = c->name, .clock = env->clock, .loop = luna_loop() };
@@ -673,6 +682,112 @@ size_t luna_controller_describe_waiting(const struct luna_controller *c, bool un
 
 bool luna_controller_started(const struct luna_controller *c) { return c->started; }
 
+/* ---- periodic work ---------------------------------------------------------- */
+
+static bool has_schedule(const struct luna_controller_spec *s)
+{
+    return s->every > 0 || s->every_cron;
+}
+
+/* A uniform draw in [0, 1) (xorshift64*; jitter needs no more). */
+static double periodic_rand(struct luna_controller *c)
+{
+    uint64_t x = c->every_rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    c->every_rng = x;
+    return (double)((x * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+
+/* The period the jitter is a fraction of: every, or the gap from the cron
+ * slot `base` to the one after it. */
+static double periodic_period(const struct luna_controller *c, double base)
+{
+    if (c->spec->every > 0)
+        return c->spec->every;
+    double after = luna_cron_next(&c->spec->cron, base);
+    return after > base ? after - base : 60;
+}
+
+static void periodic_arm(struct luna_controller *c)
+{
+    double delay = c->every_due - ev_time();
+    ev_timer_set(&c->every_timer, delay > 0 ? delay : 0., 0.);
+    ev_timer_start(luna_loop(), &c->every_timer);
+    if (c->metrics)
+        luna_runtime_metrics_periodic_next(c->metrics, c->every_due);
+}
+
+/* Draws the due time of the slot base. */
+static void periodic_schedule(struct luna_controller *c, double base)
+{
+    c->every_base = base;
+    c->every_due = base + periodic_rand(c) * c->spec->jitter * periodic_period(c, base);
+}
+
+static void periodic_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct luna_controller *c =
+        (struct luna_controller *)((char *)w - offsetof(struct luna_controller, every_timer));
+    if (!c->started || c->stopping)
+        return;
+    double now = ev_time();
+    luna_debug("periodic tick", "controller", c->name);
+    if (c->metrics)
+        luna_runtime_metrics_periodic_tick(c->metrics);
+    enqueue(c, LUNA_PERIODIC_KEY);
+    double base;
+    if (c->spec->every > 0) {
+        base = c->every_base + c->spec->every;
+        if (base <= now)
+            base = now + c->spec->every; /* missed slots are skipped */
+    } else {
+        base = luna_cron_next(&c->spec->cron, c->every_base > now ? c->every_base : now);
+        if (base < 0)
+            return; /* no slot within five years */
+    }
+    periodic_schedule(c, base);
+    periodic_arm(c);
+}
+
+/* At start: a fresh schedule (or the one a reload handed over) is armed. */
+static void periodic_start(struct luna_controller *c)
+{
+    if (!has_schedule(c->spec))
+        return;
+    if (c->every_due == 0) {
+        double now = ev_time();
+        if (c->spec->every > 0) {
+            c->every_base = c->every_due = now; /* the first tick at once */
+        } else {
+            double base = luna_cron_next(&c->spec->cron, now);
+            if (base < 0)
+                return;
+            periodic_schedule(c, base);
+        }
+    }
+    periodic_arm(c);
+}
+
+static void periodic_stop(struct luna_controller *c)
+{
+    ev_timer_stop(luna_loop(), &c->every_timer);
+}
+
+/* Reload: the same schedule keeps its next due time. */
+static void periodic_take(struct luna_controller *to, const struct luna_controller *from)
+{
+    const struct luna_controller_spec *a = to->spec, *b = from->spec;
+    bool same = has_schedule(a) && a->every == b->every && a->jitter == b->jitter &&
+                (a->every_cron ? b->every_cron && strcmp(a->every_cron, b->every_cron) == 0
+                               : !b->every_cron);
+    if (same && from->every_due > 0) {
+        to->every_base = from->every_base;
+        to->every_due = from->every_due;
+    }
+}
+
 void luna_controller_start(struct luna_controller *c)
 {
     if (c->started)
@@ -681,6 +796,7 @@ void luna_controller_start(struct luna_controller *c)
     char workers[16];
     snprintf(workers, sizeof workers, "%d", c->workers);
     luna_info("controller started", "controller", c->name, "workers", workers);
+    periodic_start(c);
     luna_controller_kick(c);
 }
 
@@ -691,6 +807,7 @@ void luna_controller_shutdown(struct luna_controller *c, void (*drained)(void *u
     c->drained_ud = ud;
     ev_check_stop(luna_loop(), &c->dispatch_check);
     ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    periodic_stop(c);
     luna_workqueue_shutdown(c->queue);
     luna_controller_maybe_drained(c);
 }
@@ -715,6 +832,7 @@ void luna_controller_free(struct luna_controller *c)
     lua_State *L = c->env.L;
     ev_check_stop(luna_loop(), &c->dispatch_check);
     ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    periodic_stop(c);
     while (c->running)
         luna_reconcile_abandon(c->running, c->queue_borrowed);
     if (c->nindexes > 0 && c->nsources > 0) {
@@ -746,6 +864,7 @@ void luna_controller_take_queue(struct luna_controller *to, struct luna_controll
     luna_workqueue_free(to->queue);
     to->queue = from->queue;
     to->paused = from->paused; /* a pause outlives the code it paused */
+    periodic_take(to, from);
     from->queue_borrowed = true;
     luna_workqueue_set_ready_cb(to->queue, on_ready, to);
 }
@@ -757,6 +876,7 @@ void luna_controller_retire(struct luna_controller *c, void (*drained)(void *ud)
     c->drained_ud = ud;
     ev_check_stop(luna_loop(), &c->dispatch_check);
     ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    periodic_stop(c);
     if (!c->queue_borrowed)
         luna_workqueue_shutdown(c->queue);
     luna_controller_maybe_drained(c);

@@ -165,6 +165,24 @@ int luna_controller_active(const struct luna_controller *c);
 void luna_controller_note_trigger(struct luna_controller *c, enum luna_trigger_action action,
                                   size_t keys);
 
+/* Periodic work: a controller with `every = seconds` (or a cron schedule)
+ * adds the key LUNA_PERIODIC_KEY to its own workqueue on that schedule,
+ * as a source.Channel fed by a ticker would, so the reconcile gets
+ * {key = "@every", name = "@every", periodic = true}.  The workqueue's
+ * rules hold for it as for any key: a tick while the last one still runs
+ * or waits is folded into it (ticks never pile up), an error retries it
+ * with backoff, {requeue_after = s} adds a run, a paused controller queues
+ * it.  The schedule: with `every = s`, a tick when the controller starts,
+ * then every s seconds after the previous slot (missed slots are skipped,
+ * not caught up); with a cron schedule, at its minutes (UTC).  Each tick
+ * comes up to jitter x period late, uniformly (client-go's JitterUntil
+ * factor), so replicas and controllers do not poll in step.  A reload that
+ * keeps the schedule (every and jitter unchanged) keeps the next due time;
+ * a changed schedule starts over as at startup.  Counted in
+ * luna_periodic_ticks_total, the next run in
+ * luna_periodic_next_run_timestamp_seconds. */
+#define LUNA_PERIODIC_KEY "@every"
+
 /* The controller whose predicate or watches map function is running (its
  * cache may be read there), or NULL. */
 struct luna_controller *luna_controller_in_handler(void);

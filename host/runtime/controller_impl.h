@@ -11,6 +11,7 @@
 
 #include "base/loop.h"
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "runtime/controller.h"
 #include "runtime/controller_spec.h"
@@ -50,6 +51,12 @@ struct luna_controller {
     struct luna_controller_metrics *metrics; /* borrowed; NULL: none */
     ev_check dispatch_check;
     ev_idle dispatch_idle;
+    /* Periodic work (spec every): the timer runs while started and not
+     * stopping; every_due is the wall-clock time of the next tick (0: not
+     * scheduled yet), every_base the unjittered slot it was drawn from. */
+    ev_timer every_timer;
+    double every_base, every_due;
+    uint64_t every_rng;
 };
 
 /* Starts the dispatch watchers if keys and workers are free. */

@@ -35,6 +35,8 @@ enum fam {
     F_TRIGGERS,
     F_TRIGGER_KEYS,
     F_PAUSED,
+    F_PERIODIC_TICKS,
+    F_PERIODIC_NEXT,
     F_COUNT
 };
 
@@ -102,6 +104,12 @@ static const struct luna_metric_desc descs[F_COUNT] = {
     [F_PAUSED] = { "luna_controller_paused",
         "1 while the controller is paused (its queue fills, no reconcile starts), else 0",
         LUNA_METRIC_GAUGE, LABELS("controller"), NULL, 0 },
+    [F_PERIODIC_TICKS] = { "luna_periodic_ticks_total",
+        "Total number of periodic ticks (every = ...) that enqueued the controller's "
+        "periodic key", LUNA_METRIC_COUNTER, LABELS("controller"), NULL, 0 },
+    [F_PERIODIC_NEXT] = { "luna_periodic_next_run_timestamp_seconds",
+        "Unix time of the controller's next periodic tick (0: no schedule)",
+        LUNA_METRIC_GAUGE, LABELS("controller"), NULL, 0 },
 };
 
 struct luna_runtime_metrics {
@@ -115,6 +123,7 @@ struct luna_controller_metrics {
     struct luna_metric_child *errors, *panics, *time, *max_concurrent, *active;
     struct luna_metric_child *not_served;
     struct luna_metric_child *triggers[LUNA_TRIGGER_ACTIONS], *trigger_keys, *paused;
+    struct luna_metric_child *periodic_ticks, *periodic_next;
     struct luna_metric_child *script;         /* NULL until a script is set */
     struct luna_metric_family *script_family; /* reference */
     char *name;
@@ -226,6 +235,8 @@ void luna_runtime_metrics_controller_free(struct luna_controller_metrics *cm)
         drop_child(cm->triggers[i]);
     drop_child(cm->trigger_keys);
     drop_child(cm->paused);
+    drop_child(cm->periodic_ticks);
+    drop_child(cm->periodic_next);
     drop_child(cm->script);
     luna_metric_family_unref(cm->script_family);
     free(cm->name);
@@ -272,6 +283,10 @@ int luna_runtime_metrics_controller_new(struct luna_runtime_metrics *rm, const c
         rc = held_child(rm->fam[F_TRIGGER_KEYS], ctl, &cm->trigger_keys, err);
     if (rc == 0)
         rc = held_child(rm->fam[F_PAUSED], ctl, &cm->paused, err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_PERIODIC_TICKS], ctl, &cm->periodic_ticks, err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_PERIODIC_NEXT], ctl, &cm->periodic_next, err);
     if (rc) {
         luna_runtime_metrics_controller_free(cm);
         return rc;
@@ -314,6 +329,16 @@ void luna_runtime_metrics_trigger(struct luna_controller_metrics *cm,
 void luna_runtime_metrics_paused(struct luna_controller_metrics *cm, bool paused)
 {
     luna_metric_set(cm->paused, paused ? 1 : 0);
+}
+
+void luna_runtime_metrics_periodic_tick(struct luna_controller_metrics *cm)
+{
+    luna_metric_inc(cm->periodic_ticks);
+}
+
+void luna_runtime_metrics_periodic_next(struct luna_controller_metrics *cm, double unix_seconds)
+{
+    luna_metric_set(cm->periodic_next, unix_seconds);
 }
 
 void luna_runtime_metrics_reconcile_start(struct luna_controller_metrics *cm)

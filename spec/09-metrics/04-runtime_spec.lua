@@ -69,6 +69,8 @@ local EXPECTED = {
     "(reconcile, pause, resume)" },
   luna_trigger_keys_total = { "counter", "controller" },
   luna_controller_paused = { "gauge", "controller" },
+  luna_periodic_ticks_total = { "counter", "controller" },
+  luna_periodic_next_run_timestamp_seconds = { "gauge", "controller" },
   process_cpu_seconds_total = { "counter", "" },
   process_resident_memory_bytes = { "gauge", "" },
   process_virtual_memory_bytes = { "gauge", "" },
