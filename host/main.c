@@ -65,6 +65,9 @@ static void usage(FILE *out)
           "                        on the metrics server, authorized like /metrics (default:\n"
           "                        true when metrics are secure; true with\n"
           "                        --metrics-secure=false serves them open)\n"
+          "  --shadow              send every write as a server-side dry run (dryRun=All)\n"
+          "                        and log what it would have changed; writes nothing (not\n"
+          "                        with --leader-elect)\n"
           "  --health-probe-bind-address ADDR\n"
           "                        serve /healthz and /readyz on HOST:PORT (default :8081;\n"
           "                        0: off)\n"
@@ -177,7 +180,7 @@ enum run_flag {
     OPT_LEASE_DURATION, OPT_RENEW_DEADLINE, OPT_RETRY_PERIOD, OPT_GRACE, OPT_WATCH,
     OPT_DEV_SERVER, OPT_SEED, OPT_INSTR_LIMIT, OPT_TIME_LIMIT, OPT_MEM_LIMIT,
     OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
-    OPT_ADMIN,
+    OPT_ADMIN, OPT_SHADOW,
 };
 
 /* A number >= 0 for a limit flag, or -1. */
@@ -226,6 +229,7 @@ static int cmd_run(int argc, char **argv)
         { "reconcile-time-limit", required_argument, NULL, OPT_TIME_LIMIT },
         { "lua-memory-limit", required_argument, NULL, OPT_MEM_LIMIT },
         { "admin-endpoints", optional_argument, NULL, OPT_ADMIN },
+        { "shadow", no_argument, NULL, OPT_SHADOW },
         { NULL, 0, NULL, 0 },
     };
     struct luna_run_config cfg = { .argv0 = argv[0] };
@@ -305,6 +309,7 @@ static int cmd_run(int argc, char **argv)
             else cfg.grace_period = secs;
             break;
         case OPT_DEV_SERVER: cfg.dev_server = true; break;
+        case OPT_SHADOW: cfg.shadow = true; break;
         case OPT_INSTR_LIMIT:
         case OPT_TIME_LIMIT:
         case OPT_MEM_LIMIT: {
@@ -349,6 +354,11 @@ static int cmd_run(int argc, char **argv)
     if (!cfg.metrics_cert_path && (cfg.metrics_cert_name || cfg.metrics_cert_key)) {
         fputs("luna run: --metrics-cert-name and --metrics-cert-key need --metrics-cert-path\n",
               stderr);
+        return 2;
+    }
+    if (cfg.shadow && cfg.leader_elect) {
+        fputs("luna run: --shadow runs beside the live controllers: it takes no lease "
+              "(drop --leader-elect)\n", stderr);
         return 2;
     }
     if (nseeds && !cfg.dev_server) {

@@ -962,3 +962,9 @@ void luna_controller_note_trigger(struct luna_controller *c, enum luna_trigger_a
     if (c->metrics)
         luna_runtime_metrics_trigger(c->metrics, action, keys);
 }
+
+void luna_controller_note_shadow(struct luna_controller *c, const char *verb, bool changed)
+{
+    if (c && c->metrics)
+        luna_runtime_metrics_shadow_write(c->metrics, verb, changed);
+}

@@ -183,6 +183,9 @@ void luna_controller_note_trigger(struct luna_controller *c, enum luna_trigger_a
  * luna_periodic_next_run_timestamp_seconds. */
 #define LUNA_PERIODIC_KEY "@every"
 
+/* Counts a shadowed write (luna run --shadow) in the controller's metrics. */
+void luna_controller_note_shadow(struct luna_controller *c, const char *verb, bool changed);
+
 /* The controller whose predicate or watches map function is running (its
  * cache may be read there), or NULL. */
 struct luna_controller *luna_controller_in_handler(void);

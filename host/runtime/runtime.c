@@ -21,6 +21,7 @@
 #include "client/http.h"
 #include "runtime/admin.h"
 #include "runtime/httpd.h"
+#include "runtime/lua_client.h"
 #include "cache/informer_factory.h"
 #include "client/kube_client.h"
 #include "client/kubeconfig.h"
@@ -972,6 +973,10 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         return 1;
     }
     luna_lua_events_set_memories(rt.events);
+    luna_lua_client_set_shadow(cfg->shadow);
+    if (cfg->shadow)
+        luna_warn("shadow mode: every write is sent as a server-side dry run (dryRun=All) and "
+                  "logged as \"shadow write\"; nothing is written");
     if (luna_reload_load(rt.lib, cfg->dir, cfg->limits, NULL, NULL, &rt.gen, &err) < 0) {
         luna_error("controllers failed to load", "dir", cfg->dir, "error", err.msg);
         teardown(&rt);

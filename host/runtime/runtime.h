@@ -96,6 +96,10 @@ struct luna_run_config {
     const char *metrics_cert_key;           /* NULL: "tls.key" */
     const char *health_probe_bind_address;  /* NULL: ":8081"; "0": off */
     enum luna_admin_mode admin;             /* --admin-endpoints */
+    /* --shadow: every write the controllers make is a server-side dry run
+     * (dryRun=All) and is logged with what it would have changed
+     * (lua_client.h); no leader election. */
+    bool shadow;
     bool leader_elect;
     const char *leader_election_id;         /* NULL: "luna" */
     const char *leader_election_namespace;  /* NULL: $POD_NAMESPACE, else the kubeconfig's */

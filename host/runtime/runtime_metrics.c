@@ -37,6 +37,7 @@ enum fam {
     F_PAUSED,
     F_PERIODIC_TICKS,
     F_PERIODIC_NEXT,
+    F_SHADOW_WRITES,
     F_COUNT
 };
 
@@ -110,6 +111,10 @@ static const struct luna_metric_desc descs[F_COUNT] = {
     [F_PERIODIC_NEXT] = { "luna_periodic_next_run_timestamp_seconds",
         "Unix time of the controller's next periodic tick (0: no schedule)",
         LUNA_METRIC_GAUGE, LABELS("controller"), NULL, 0 },
+    [F_SHADOW_WRITES] = { "luna_shadow_writes_total",
+        "Total number of writes sent as server-side dry runs in shadow mode, per verb and "
+        "whether the object would have changed", LUNA_METRIC_COUNTER,
+        LABELS("controller", "verb", "changed"), NULL, 0 },
 };
 
 struct luna_runtime_metrics {
@@ -119,6 +124,7 @@ struct luna_runtime_metrics {
 };
 
 struct luna_controller_metrics {
+    struct luna_metric_family *shadow_family; /* reference */
     struct luna_metric_child *total[4];       /* by enum luna_reconcile_result */
     struct luna_metric_child *errors, *panics, *time, *max_concurrent, *active;
     struct luna_metric_child *not_served;
@@ -239,6 +245,10 @@ void luna_runtime_metrics_controller_free(struct luna_controller_metrics *cm)
     drop_child(cm->periodic_next);
     drop_child(cm->script);
     luna_metric_family_unref(cm->script_family);
+    if (cm->shadow_family) {
+        luna_metric_family_remove_matching(cm->shadow_family, "controller", cm->name);
+        luna_metric_family_unref(cm->shadow_family);
+    }
     free(cm->name);
     free(cm);
 }
@@ -258,6 +268,8 @@ int luna_runtime_metrics_controller_new(struct luna_runtime_metrics *rm, const c
     }
     cm->script_family = rm->fam[F_SCRIPT_INFO];
     luna_metric_family_ref(cm->script_family);
+    cm->shadow_family = rm->fam[F_SHADOW_WRITES];
+    luna_metric_family_ref(cm->shadow_family);
     int rc = 0;
     for (int r = 0; r < 4 && rc == 0; r++)
         rc = held_child(rm->fam[F_RECONCILE_TOTAL],
@@ -339,6 +351,15 @@ void luna_runtime_metrics_periodic_tick(struct luna_controller_metrics *cm)
 void luna_runtime_metrics_periodic_next(struct luna_controller_metrics *cm, double unix_seconds)
 {
     luna_metric_set(cm->periodic_next, unix_seconds);
+}
+
+void luna_runtime_metrics_shadow_write(struct luna_controller_metrics *cm, const char *verb,
+                                       bool changed)
+{
+    struct luna_metric_child *c;
+    if (luna_metric_child(cm->shadow_family, LABELS(cm->name, verb, changed ? "true" : "false"),
+                          &c, NULL) == 0)
+        luna_metric_inc(c);
 }
 
 void luna_runtime_metrics_reconcile_start(struct luna_controller_metrics *cm)

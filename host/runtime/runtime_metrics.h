@@ -34,6 +34,7 @@
  *   luna_controller_paused{controller}                         gauge (0/1)
  *   luna_periodic_ticks_total{controller}                      counter
  *   luna_periodic_next_run_timestamp_seconds{controller}       gauge (0: none)
+ *   luna_shadow_writes_total{controller,verb,changed}          counter (--shadow)
  *   process_* (see process_metrics.h)
  *
  * The workqueue_* families come from workqueue_export.h, one set of series
@@ -135,6 +136,9 @@ void luna_runtime_metrics_paused(struct luna_controller_metrics *cm, bool paused
 /* Periodic work (controller.h): a tick, and when the next one is due. */
 void luna_runtime_metrics_periodic_tick(struct luna_controller_metrics *cm);
 void luna_runtime_metrics_periodic_next(struct luna_controller_metrics *cm, double unix_seconds);
+/* A write sent as a dry run in shadow mode (verb: create, update, ...). */
+void luna_runtime_metrics_shadow_write(struct luna_controller_metrics *cm, const char *verb,
+                                       bool changed);
 /* The controller runs a script with this SHA-256 (hex): its info series
  * becomes {controller, sha256} = 1, replacing the previous one. */
 int luna_runtime_metrics_script(struct luna_controller_metrics *cm, const char *sha256,
