@@ -68,6 +68,9 @@ static void usage(FILE *out)
           "  --shadow              send every write as a server-side dry run (dryRun=All)\n"
           "                        and log what it would have changed; writes nothing (not\n"
           "                        with --leader-elect)\n"
+          "  --shadow-reload D     on a reload, run the new code in shadow beside the live\n"
+          "                        code for D, report the keys where it would change what\n"
+          "                        the live code keeps, then swap (default: off)\n"
           "  --health-probe-bind-address ADDR\n"
           "                        serve /healthz and /readyz on HOST:PORT (default :8081;\n"
           "                        0: off)\n"
@@ -180,7 +183,7 @@ enum run_flag {
     OPT_LEASE_DURATION, OPT_RENEW_DEADLINE, OPT_RETRY_PERIOD, OPT_GRACE, OPT_WATCH,
     OPT_DEV_SERVER, OPT_SEED, OPT_INSTR_LIMIT, OPT_TIME_LIMIT, OPT_MEM_LIMIT,
     OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
-    OPT_ADMIN, OPT_SHADOW,
+    OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD,
 };
 
 /* A number >= 0 for a limit flag, or -1. */
@@ -230,6 +233,7 @@ static int cmd_run(int argc, char **argv)
         { "lua-memory-limit", required_argument, NULL, OPT_MEM_LIMIT },
         { "admin-endpoints", optional_argument, NULL, OPT_ADMIN },
         { "shadow", no_argument, NULL, OPT_SHADOW },
+        { "shadow-reload", required_argument, NULL, OPT_SHADOW_RELOAD },
         { NULL, 0, NULL, 0 },
     };
     struct luna_run_config cfg = { .argv0 = argv[0] };
@@ -310,6 +314,12 @@ static int cmd_run(int argc, char **argv)
             break;
         case OPT_DEV_SERVER: cfg.dev_server = true; break;
         case OPT_SHADOW: cfg.shadow = true; break;
+        case OPT_SHADOW_RELOAD:
+            secs = parse_duration(optarg);
+            if (secs <= 0 || secs > 86400)
+                return bad_flag(name, optarg, "want a duration up to 24h (30, 30s, 2m)");
+            cfg.shadow_reload = secs;
+            break;
         case OPT_INSTR_LIMIT:
         case OPT_TIME_LIMIT:
         case OPT_MEM_LIMIT: {
@@ -359,6 +369,11 @@ static int cmd_run(int argc, char **argv)
     if (cfg.shadow && cfg.leader_elect) {
         fputs("luna run: --shadow runs beside the live controllers: it takes no lease "
               "(drop --leader-elect)\n", stderr);
+        return 2;
+    }
+    if (cfg.shadow && cfg.shadow_reload > 0) {
+        fputs("luna run: --shadow-reload tries reloads in shadow before they go live; with "
+              "--shadow nothing goes live\n", stderr);
         return 2;
     }
     if (nseeds && !cfg.dev_server) {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 
 #include "base/clock.h"
 #include "base/cron.h"
@@ -24,6 +25,13 @@
 #include "runtime/watchdog.h"
 #include "queue/workqueue.h"
 
+
+/* A key a shadow candidate would have changed something for (uthash
+ * keeps them in the order recorded). */
+struct shadow_key {
+    char *key, *what;
+    UT_hash_handle hh;
+};
 
 /* The controller whose predicate or map function is running, if any. */
 static struct luna_controller *in_handler;
@@ -851,6 +859,13 @@ void luna_controller_free(struct luna_controller *c)
         luna_informer_factory_release(c->env.factory, s->si);
     }
     free(c->sources);
+    struct shadow_key *k, *tmp;
+    HASH_ITER(hh, c->shadow_keys, k, tmp) {
+        HASH_DEL(c->shadow_keys, k);
+        free(k->key);
+        free(k->what);
+        free(k);
+    }
     if (!c->queue_borrowed)
         luna_workqueue_free(c->queue);
     luaL_unref(L, LUA_REGISTRYINDEX, c->spec_ref);
@@ -963,8 +978,47 @@ void luna_controller_note_trigger(struct luna_controller *c, enum luna_trigger_a
         luna_runtime_metrics_trigger(c->metrics, action, keys);
 }
 
-void luna_controller_note_shadow(struct luna_controller *c, const char *verb, bool changed)
+
+void luna_controller_note_shadow(struct luna_controller *c, const char *key, const char *verb,
+                                 const char *what, bool changed)
 {
-    if (c && c->metrics)
+    if (!c)
+        return;
+    if (c->metrics)
         luna_runtime_metrics_shadow_write(c->metrics, verb, changed);
+    if (!c->shadow || !changed || !key)
+        return;
+    struct shadow_key *k;
+    HASH_FIND_STR(c->shadow_keys, key, k);
+    if (k)
+        return;
+    if (c->nshadow_keys >= LUNA_SHADOW_MAX_KEYS) {
+        c->shadow_keys_dropped++;
+        return;
+    }
+    k = calloc(1, sizeof *k);
+    if (!k || !(k->key = strdup(key)) || !(k->what = strdup(what ? what : verb))) {
+        if (k)
+            free(k->key);
+        free(k);
+        c->shadow_keys_dropped++;
+        return;
+    }
+    HASH_ADD_KEYPTR(hh, c->shadow_keys, k->key, strlen(k->key), k);
+    c->nshadow_keys++;
+}
+
+void luna_controller_set_shadow(struct luna_controller *c, bool shadow) { c->shadow = shadow; }
+bool luna_controller_shadow(const struct luna_controller *c) { return c->shadow; }
+unsigned long luna_controller_errors(const struct luna_controller *c) { return c->stats.errors; }
+
+size_t luna_controller_shadow_keys(const struct luna_controller *c,
+                                   void (*fn)(void *ud, const char *key, const char *what),
+                                   void *ud, size_t *dropped)
+{
+    /* uthash keeps insertion order in its app order list */
+    for (const struct shadow_key *k = c->shadow_keys; k; k = k->hh.next)
+        fn(ud, k->key, k->what);
+    *dropped = c->shadow_keys_dropped;
+    return c->nshadow_keys;
 }

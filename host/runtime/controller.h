@@ -183,8 +183,25 @@ void luna_controller_note_trigger(struct luna_controller *c, enum luna_trigger_a
  * luna_periodic_next_run_timestamp_seconds. */
 #define LUNA_PERIODIC_KEY "@every"
 
-/* Counts a shadowed write (luna run --shadow) in the controller's metrics. */
-void luna_controller_note_shadow(struct luna_controller *c, const char *verb, bool changed);
+/* Counts a shadowed write (luna run --shadow) in the controller's metrics;
+ * for a shadow candidate, a changing write also records its key
+ * (reconcile key, and "verb kind ns/name" of the first such write). */
+void luna_controller_note_shadow(struct luna_controller *c, const char *key, const char *verb,
+                                 const char *what, bool changed);
+
+/* A shadow candidate (runtime.h, --shadow-reload): every write of its
+ * reconciles is a dry run (lua_client.h), whatever the state's flag. */
+#define LUNA_SHADOW_MAX_KEYS 1000
+void luna_controller_set_shadow(struct luna_controller *c, bool shadow);
+bool luna_controller_shadow(const struct luna_controller *c);
+/* Calls fn for each key the candidate recorded, in the order recorded;
+ * returns how many were recorded and sets *dropped to those beyond the
+ * bound. */
+size_t luna_controller_shadow_keys(const struct luna_controller *c,
+                                   void (*fn)(void *ud, const char *key, const char *what),
+                                   void *ud, size_t *dropped);
+/* Reconciles of the controller that failed so far. */
+unsigned long luna_controller_errors(const struct luna_controller *c);
 
 /* The controller whose predicate or watches map function is running (its
  * cache may be read there), or NULL. */

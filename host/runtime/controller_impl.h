@@ -54,6 +54,12 @@ struct luna_controller {
     /* Periodic work (spec every): the timer runs while started and not
      * stopping; every_due is the wall-clock time of the next tick (0: not
      * scheduled yet), every_base the unjittered slot it was drawn from. */
+    /* Shadow candidate (a reload tried in shadow, runtime.h): every write
+     * is a dry run; keys whose writes would change something are kept in
+     * shadow_keys (at most LUNA_SHADOW_MAX_KEYS, the rest counted). */
+    bool shadow;
+    struct shadow_key *shadow_keys;
+    size_t nshadow_keys, shadow_keys_dropped;
     ev_timer every_timer;
     double every_base, every_due;
     uint64_t every_rng;

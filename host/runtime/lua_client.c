@@ -20,9 +20,10 @@ bool luna_lua_client_shadow(void) { return shadow; }
 
 /* A request shadow mode must turn into a dry run: a write whose path does
  * not ask for one already. */
-static bool needs_dry_run(const char *method, const char *path)
+static bool needs_dry_run(const struct luna_reconcile *r, const char *method, const char *path)
 {
-    if (!shadow || strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+    bool on = shadow || luna_controller_shadow(luna_reconcile_controller((struct luna_reconcile *)r));
+    if (!on || strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
         return false;
     /* dryRun=All as a whole parameter of the query, not a path segment */
     for (const char *q = strchr(path, '?'); q; q = strchr(q + 1, '&'))
@@ -152,7 +153,7 @@ static int luna_lua_client_request(lua_State *L)
     p->r = r;
     /* Shadow mode: no write reaches storage, whatever the script sends. */
     char *dry = NULL;
-    if (needs_dry_run(method, path) && !(dry = dry_run_path(path))) {
+    if (needs_dry_run(r, method, path) && !(dry = dry_run_path(path))) {
         free(p);
         return luaL_error(L, "out of memory");
     }
@@ -177,15 +178,18 @@ static int luna_lua_client_request(lua_State *L)
     return lua_yield(L, 0);
 }
 
-/* shadow_report(verb, changed): a shadowed write of the running reconcile's
- * controller, counted in luna_shadow_writes_total. */
+/* shadow_report(verb, changed [, what]): a shadowed write of the running
+ * reconcile's controller, counted in luna_shadow_writes_total (and, for a
+ * shadow candidate, its key recorded with what: "verb kind ns/name"). */
 static int luna_lua_client_shadow_report(lua_State *L)
 {
     const char *verb = luaL_checkstring(L, 1);
     bool changed = lua_toboolean(L, 2);
+    const char *what = luaL_optstring(L, 3, NULL);
     struct luna_reconcile *r = luna_reconcile_of(L);
     if (r)
-        luna_controller_note_shadow(luna_reconcile_controller(r), verb, changed);
+        luna_controller_note_shadow(luna_reconcile_controller(r), luna_reconcile_key(r), verb,
+                                    what, changed);
     return 0;
 }
 

@@ -17,9 +17,10 @@
  * a reconcile that ends first cancels the operation, which then never
  * calls back.
  *
- * Shadow mode (`luna run --shadow`, luna_lua_client_set_shadow): every
- * request but GET and HEAD is sent with dryRun=All, whatever path the
- * script built, so nothing reaches storage; core.runtime.shadow is true
+ * Shadow mode (`luna run --shadow`, luna_lua_client_set_shadow, or the
+ * reconcile's controller being a shadow candidate of --shadow-reload):
+ * every request but GET and HEAD is sent with dryRun=All, whatever path
+ * the script built, so nothing reaches storage; core.runtime.shadow is true
  * and lua/luna/api.lua logs what each write would have changed, counted
  * through core.runtime.shadow_report(verb, changed).
  *
