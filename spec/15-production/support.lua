@@ -33,7 +33,7 @@ Luna.__index = Luna
 
 function S.start(srv, dir, opts)
   opts = opts or {}
-  -- metrics over plain HTTP unless opts.secure (06-secure_metrics_spec
+  -- metrics over plain HTTP unless opts.secure (08-secure_metrics_spec
   -- covers the default: HTTPS, scrapes authorized by the API server)
   local argv = { helpers.luna, "run", "--kubeconfig", S.kubeconfig_for(srv),
                  "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0" }

@@ -1,5 +1,5 @@
 -- A protobuf writer for specs that send hand-made Kubernetes protobuf
--- bodies (spec/08-apiserver/12-protobuf_spec.lua): just enough of the wire
+-- bodies (spec/08-apiserver/14-protobuf_spec.lua): just enough of the wire
 -- format to build messages field by field, including broken ones.
 --
 --   local pb = require("support.protobuf")
