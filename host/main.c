@@ -6,6 +6,7 @@
  *   luna dev-server [options]
  *   luna test [options] [DIR|FILE]...   (lua/luna/testing_cli.lua)
  *   luna stubs DIR                      (the same Lua program)
+ *   luna trigger [options] COMMAND   (runtime/admin_cli.h)
  *
  * Flag names follow controller-runtime's (--leader-elect,
  * --metrics-bind-address, ...) so deployments read the same.  Durations
@@ -24,6 +25,7 @@
 
 #include "devserver/devserver.h"
 #include "base/error.h"
+#include "runtime/admin_cli.h"
 #include "runtime/httpd.h"
 #include "runtime/leader.h"
 #include "client/kubeconfig.h"
@@ -44,6 +46,8 @@ static void usage(FILE *out)
           "  test [DIR|FILE]...    run controller specs (*_test.lua) against the real runtime\n"
           "                        and an embedded dev server (--help for options)\n"
           "  stubs DIR             write LuaLS definitions of the script API into DIR\n"
+          "  trigger [options] ... reconcile keys now, pause or resume a controller of a\n"
+          "                        running luna (--help for options)\n"
           "\n"
           "run options:\n"
           "  --kubeconfig FILE     kubeconfig to use (default: $KUBECONFIG, ~/.kube/config,\n"
@@ -65,6 +69,17 @@ static void usage(FILE *out)
           "                        they change (default: a self-signed certificate)\n"
           "  --metrics-cert-name NAME  certificate file in DIR (default tls.crt)\n"
           "  --metrics-cert-key NAME   key file in DIR (default tls.key)\n"
+          "  --admin-endpoints[=BOOL]\n"
+          "                        serve /admin/ (luna trigger: reconcile now, pause, resume)\n"
+          "                        on the metrics server, authorized like /metrics (default:\n"
+          "                        true when metrics are secure; true with\n"
+          "                        --metrics-secure=false serves them open)\n"
+          "  --shadow              send every write as a server-side dry run (dryRun=All)\n"
+          "                        and log what it would have changed; writes nothing (not\n"
+          "                        with --leader-elect)\n"
+          "  --shadow-reload D     on a reload, run the new code in shadow beside the live\n"
+          "                        code for D, report the keys where it would change what\n"
+          "                        the live code keeps, then swap (default: off)\n"
           "  --health-probe-bind-address ADDR\n"
           "                        serve /healthz and /readyz on HOST:PORT (default :8081;\n"
           "                        0: off)\n"
@@ -180,6 +195,7 @@ enum run_flag {
     OPT_DEV_SERVER, OPT_SEED, OPT_INSTR_LIMIT, OPT_TIME_LIMIT, OPT_MEM_LIMIT,
     OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
     OPT_TEST_CONTROL, OPT_FAKE_CLOCK,
+    OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD,
 };
 
 /* A number >= 0 for a limit flag, or -1. */
@@ -229,6 +245,9 @@ static int cmd_run(int argc, char **argv)
         { "lua-memory-limit", required_argument, NULL, OPT_MEM_LIMIT },
         { "test-control", no_argument, NULL, OPT_TEST_CONTROL },
         { "fake-clock", no_argument, NULL, OPT_FAKE_CLOCK },
+        { "admin-endpoints", optional_argument, NULL, OPT_ADMIN },
+        { "shadow", no_argument, NULL, OPT_SHADOW },
+        { "shadow-reload", required_argument, NULL, OPT_SHADOW_RELOAD },
         { NULL, 0, NULL, 0 },
     };
     struct luna_run_config cfg = { .argv0 = argv[0] };
@@ -275,6 +294,13 @@ static int cmd_run(int argc, char **argv)
             cfg.metrics_insecure = !secure;
             break;
         }
+        case OPT_ADMIN: {
+            bool on;
+            if (parse_bool(optarg, &on) < 0)
+                return bad_flag(name, optarg, "want true or false");
+            cfg.admin = on ? LUNA_ADMIN_ON : LUNA_ADMIN_OFF;
+            break;
+        }
         case OPT_METRICS_CERT_PATH:
         case OPT_METRICS_CERT_NAME:
         case OPT_METRICS_CERT_KEY:
@@ -303,6 +329,13 @@ static int cmd_run(int argc, char **argv)
         case OPT_DEV_SERVER: cfg.dev_server = true; break;
         case OPT_TEST_CONTROL: cfg.test_control = true; break;
         case OPT_FAKE_CLOCK: cfg.fake_clock = true; break;
+        case OPT_SHADOW: cfg.shadow = true; break;
+        case OPT_SHADOW_RELOAD:
+            secs = parse_duration(optarg);
+            if (secs <= 0 || secs > 86400)
+                return bad_flag(name, optarg, "want a duration up to 24h (30, 30s, 2m)");
+            cfg.shadow_reload = secs;
+            break;
         case OPT_INSTR_LIMIT:
         case OPT_TIME_LIMIT:
         case OPT_MEM_LIMIT: {
@@ -347,6 +380,16 @@ static int cmd_run(int argc, char **argv)
     if (!cfg.metrics_cert_path && (cfg.metrics_cert_name || cfg.metrics_cert_key)) {
         fputs("luna run: --metrics-cert-name and --metrics-cert-key need --metrics-cert-path\n",
               stderr);
+        return 2;
+    }
+    if (cfg.shadow && cfg.leader_elect) {
+        fputs("luna run: --shadow runs beside the live controllers: it takes no lease "
+              "(drop --leader-elect)\n", stderr);
+        return 2;
+    }
+    if (cfg.shadow && cfg.shadow_reload > 0) {
+        fputs("luna run: --shadow-reload tries reloads in shadow before they go live; with "
+              "--shadow nothing goes live\n", stderr);
         return 2;
     }
     if (nseeds && !cfg.dev_server) {
@@ -461,6 +504,8 @@ int main(int argc, char **argv)
         return luna_devserver_main(argc - 1, argv + 1);
     if (strcmp(cmd, "test") == 0 || strcmp(cmd, "stubs") == 0)
         return cmd_lua_tool(argc, argv);
+    if (strcmp(cmd, "trigger") == 0)
+        return luna_admin_cli_main(argc - 1, argv + 1);
     fprintf(stderr, "luna: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

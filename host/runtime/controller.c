@@ -2,14 +2,19 @@
 #include "runtime/controller.h"
 
 #include <lauxlib.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 
 #include "base/clock.h"
+#include "base/cron.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/loop.h"
+#include "base/selector.h"
 #include "lua/lua_json.h"
 #include "runtime/controller_impl.h"
 #include "runtime/lua_cache.h"
@@ -20,6 +25,13 @@
 #include "runtime/watchdog.h"
 #include "queue/workqueue.h"
 
+
+/* A key a shadow candidate would have changed something for (uthash
+ * keeps them in the order recorded). */
+struct shadow_key {
+    char *key, *what;
+    UT_hash_handle hh;
+};
 
 /* The controller whose predicate or map function is running, if any. */
 static struct luna_controller *in_handler;
@@ -32,6 +44,10 @@ struct luna_workqueue *luna_controller_queue(struct luna_controller *c) { return
 void luna_controller_set_metrics(struct luna_controller *c, struct luna_controller_metrics *cm)
 {
     c->metrics = cm;
+    if (cm)
+        luna_runtime_metrics_paused(cm, c->paused);
+    if (cm && c->every_due > 0)
+        luna_runtime_metrics_periodic_next(cm, c->every_due);
 }
 
 /* ---- event → key ------------------------------------------------------ */
@@ -338,7 +354,8 @@ static void on_delete(void *ud, struct luna_object *obj, bool unknown)
 
 void luna_controller_kick(struct luna_controller *c)
 {
-    if (!c->started || c->stopping || c->active >= c->workers || !luna_workqueue_len(c->queue))
+    if (!c->started || c->stopping || c->paused || c->active >= c->workers ||
+        !luna_workqueue_len(c->queue))
         return;
     ev_check_start(luna_loop(), &c->dispatch_check);
     ev_idle_start(luna_loop(), &c->dispatch_idle);
@@ -444,7 +461,7 @@ void luna_controller_charge(double seconds)
  * event arrived in); never nested in itself. */
 static void dispatch(struct luna_controller *c)
 {
-    if (!c->started || c->dispatching)
+    if (!c->started || c->dispatching || c->paused)
         return;
     c->dispatching = true;
     bool started = false;
@@ -498,6 +515,8 @@ static void on_batch_end(void *ud)
 static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents) {}
 
 /* ---- construction -------------------------------------------------------- */
+
+static void periodic_cb(struct ev_loop *loop, ev_timer *w, int revents);
 
 /* Acquires the informer of c's next source and adds the handlers. */
 static int add_source(struct luna_controller *c, const struct luna_source_spec *ss,
@@ -599,6 +618,8 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
     int rc = 0;
     ev_check_init(&c->dispatch_check, dispatch_cb);
     ev_idle_init(&c->dispatch_idle, idle_cb);
+    ev_timer_init(&c->every_timer, periodic_cb, 0., 0.);
+    c->every_rng = ((uint64_t)(uintptr_t)c ^ (uint64_t)(ev_time() * 1e6)) | 1;
 
     struct luna_ratelimit *limiter = NULL;
     struct luna_workqueue_options qo = { .name = c->name, .clock = env->clock, .loop = luna_loop() };
@@ -717,6 +738,112 @@ size_t luna_controller_describe_waiting(const struct luna_controller *c, bool un
 
 bool luna_controller_started(const struct luna_controller *c) { return c->started; }
 
+/* ---- periodic work ---------------------------------------------------------- */
+
+static bool has_schedule(const struct luna_controller_spec *s)
+{
+    return s->every > 0 || s->every_cron;
+}
+
+/* A uniform draw in [0, 1) (xorshift64*; jitter needs no more). */
+static double periodic_rand(struct luna_controller *c)
+{
+    uint64_t x = c->every_rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    c->every_rng = x;
+    return (double)((x * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+
+/* The period the jitter is a fraction of: every, or the gap from the cron
+ * slot `base` to the one after it. */
+static double periodic_period(const struct luna_controller *c, double base)
+{
+    if (c->spec->every > 0)
+        return c->spec->every;
+    double after = luna_cron_next(&c->spec->cron, base);
+    return after > base ? after - base : 60;
+}
+
+static void periodic_arm(struct luna_controller *c)
+{
+    double delay = c->every_due - ev_time();
+    ev_timer_set(&c->every_timer, delay > 0 ? delay : 0., 0.);
+    ev_timer_start(luna_loop(), &c->every_timer);
+    if (c->metrics)
+        luna_runtime_metrics_periodic_next(c->metrics, c->every_due);
+}
+
+/* Draws the due time of the slot base. */
+static void periodic_schedule(struct luna_controller *c, double base)
+{
+    c->every_base = base;
+    c->every_due = base + periodic_rand(c) * c->spec->jitter * periodic_period(c, base);
+}
+
+static void periodic_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct luna_controller *c =
+        (struct luna_controller *)((char *)w - offsetof(struct luna_controller, every_timer));
+    if (!c->started || c->stopping)
+        return;
+    double now = ev_time();
+    luna_debug("periodic tick", "controller", c->name);
+    if (c->metrics)
+        luna_runtime_metrics_periodic_tick(c->metrics);
+    enqueue(c, LUNA_PERIODIC_KEY);
+    double base;
+    if (c->spec->every > 0) {
+        base = c->every_base + c->spec->every;
+        if (base <= now)
+            base = now + c->spec->every; /* missed slots are skipped */
+    } else {
+        base = luna_cron_next(&c->spec->cron, c->every_base > now ? c->every_base : now);
+        if (base < 0)
+            return; /* no slot within five years */
+    }
+    periodic_schedule(c, base);
+    periodic_arm(c);
+}
+
+/* At start: a fresh schedule (or the one a reload handed over) is armed. */
+static void periodic_start(struct luna_controller *c)
+{
+    if (!has_schedule(c->spec))
+        return;
+    if (c->every_due == 0) {
+        double now = ev_time();
+        if (c->spec->every > 0) {
+            c->every_base = c->every_due = now; /* the first tick at once */
+        } else {
+            double base = luna_cron_next(&c->spec->cron, now);
+            if (base < 0)
+                return;
+            periodic_schedule(c, base);
+        }
+    }
+    periodic_arm(c);
+}
+
+static void periodic_stop(struct luna_controller *c)
+{
+    ev_timer_stop(luna_loop(), &c->every_timer);
+}
+
+/* Reload: the same schedule keeps its next due time. */
+static void periodic_take(struct luna_controller *to, const struct luna_controller *from)
+{
+    const struct luna_controller_spec *a = to->spec, *b = from->spec;
+    bool same = has_schedule(a) && a->every == b->every && a->jitter == b->jitter &&
+                (a->every_cron ? b->every_cron && strcmp(a->every_cron, b->every_cron) == 0
+                               : !b->every_cron);
+    if (same && from->every_due > 0) {
+        to->every_base = from->every_base;
+        to->every_due = from->every_due;
+    }
+}
+
 void luna_controller_start(struct luna_controller *c)
 {
     if (c->started)
@@ -725,6 +852,7 @@ void luna_controller_start(struct luna_controller *c)
     char workers[16];
     snprintf(workers, sizeof workers, "%d", c->workers);
     luna_info("controller started", "controller", c->name, "workers", workers);
+    periodic_start(c);
     luna_controller_kick(c);
 }
 
@@ -734,6 +862,7 @@ void luna_controller_shutdown(struct luna_controller *c, void (*drained)(void *u
     c->drained = drained;
     c->drained_ud = ud;
     dispatch_stop(c);
+    periodic_stop(c);
     luna_workqueue_shutdown(c->queue);
     luna_controller_maybe_drained(c);
 }
@@ -757,6 +886,7 @@ void luna_controller_free(struct luna_controller *c)
         return;
     lua_State *L = c->env.L;
     dispatch_stop(c);
+    periodic_stop(c);
     while (c->running)
         luna_reconcile_abandon(c->running, c->queue_borrowed);
     if (c->nindexes > 0 && c->nsources > 0) {
@@ -775,6 +905,13 @@ void luna_controller_free(struct luna_controller *c)
         luna_informer_factory_release(c->env.factory, s->si);
     }
     free(c->sources);
+    struct shadow_key *k, *tmp;
+    HASH_ITER(hh, c->shadow_keys, k, tmp) {
+        HASH_DEL(c->shadow_keys, k);
+        free(k->key);
+        free(k->what);
+        free(k);
+    }
     if (!c->queue_borrowed)
         luna_workqueue_free(c->queue);
     luaL_unref(L, LUA_REGISTRYINDEX, c->spec_ref);
@@ -787,6 +924,8 @@ void luna_controller_take_queue(struct luna_controller *to, struct luna_controll
 {
     luna_workqueue_free(to->queue);
     to->queue = from->queue;
+    to->paused = from->paused; /* a pause outlives the code it paused */
+    periodic_take(to, from);
     from->queue_borrowed = true;
     luna_workqueue_set_ready_cb(to->queue, on_ready, to);
 }
@@ -797,6 +936,7 @@ void luna_controller_retire(struct luna_controller *c, void (*drained)(void *ud)
     c->drained = drained;
     c->drained_ud = ud;
     dispatch_stop(c);
+    periodic_stop(c);
     if (!c->queue_borrowed)
         luna_workqueue_shutdown(c->queue);
     luna_controller_maybe_drained(c);
@@ -816,4 +956,114 @@ size_t luna_controller_enqueue_all(struct luna_controller *c)
         luna_informer_indexer(luna_shared_informer_informer(c->sources[0].si));
     luna_indexer_each(idx, enqueue_visit, c);
     return luna_indexer_len(idx);
+}
+
+/* ---- on demand (admin.h) --------------------------------------------------- */
+
+bool luna_controller_paused(const struct luna_controller *c) { return c->paused; }
+
+void luna_controller_set_paused(struct luna_controller *c, bool paused)
+{
+    if (c->paused == paused)
+        return;
+    c->paused = paused;
+    if (c->metrics)
+        luna_runtime_metrics_paused(c->metrics, paused);
+    if (paused) {
+        ev_check_stop(luna_loop(), &c->dispatch_check);
+        ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    } else {
+        luna_controller_kick(c);
+    }
+}
+
+int luna_controller_enqueue_key(struct luna_controller *c, const char *key)
+{
+    int rc = luna_workqueue_add(c->queue, key);
+    if (rc == LUNA_ENOMEM)
+        luna_error("enqueue failed", "controller", c->name, "key", key, "error", "out of memory");
+    return rc;
+}
+
+struct match_visit {
+    struct luna_controller *c;
+    const struct luna_selector *sel;
+    size_t n;
+};
+
+static const char *object_label(const char *key, void *ud) { return luna_object_label(ud, key); }
+
+static int enqueue_matching_visit(struct luna_object *obj, void *ud)
+{
+    struct match_visit *v = ud;
+    if (luna_selector_matches(v->sel, object_label, obj)) {
+        enqueue(v->c, luna_object_key(obj));
+        v->n++;
+    }
+    return 0;
+}
+
+size_t luna_controller_enqueue_matching(struct luna_controller *c,
+                                        const struct luna_selector *labels)
+{
+    if (c->nsources == 0)
+        return 0;
+    struct match_visit v = { c, labels, 0 };
+    luna_indexer_each(luna_informer_indexer(luna_shared_informer_informer(c->sources[0].si)),
+                      enqueue_matching_visit, &v);
+    return v.n;
+}
+
+int luna_controller_active(const struct luna_controller *c) { return c->active; }
+
+void luna_controller_note_trigger(struct luna_controller *c, enum luna_trigger_action action,
+                                  size_t keys)
+{
+    if (c->metrics)
+        luna_runtime_metrics_trigger(c->metrics, action, keys);
+}
+
+
+void luna_controller_note_shadow(struct luna_controller *c, const char *key, const char *verb,
+                                 const char *what, bool changed)
+{
+    if (!c)
+        return;
+    if (c->metrics)
+        luna_runtime_metrics_shadow_write(c->metrics, verb, changed);
+    if (!c->shadow || !changed || !key)
+        return;
+    struct shadow_key *k;
+    HASH_FIND_STR(c->shadow_keys, key, k);
+    if (k)
+        return;
+    if (c->nshadow_keys >= LUNA_SHADOW_MAX_KEYS) {
+        c->shadow_keys_dropped++;
+        return;
+    }
+    k = calloc(1, sizeof *k);
+    if (!k || !(k->key = strdup(key)) || !(k->what = strdup(what ? what : verb))) {
+        if (k)
+            free(k->key);
+        free(k);
+        c->shadow_keys_dropped++;
+        return;
+    }
+    HASH_ADD_KEYPTR(hh, c->shadow_keys, k->key, strlen(k->key), k);
+    c->nshadow_keys++;
+}
+
+void luna_controller_set_shadow(struct luna_controller *c, bool shadow) { c->shadow = shadow; }
+bool luna_controller_shadow(const struct luna_controller *c) { return c->shadow; }
+unsigned long luna_controller_errors(const struct luna_controller *c) { return c->stats.errors; }
+
+size_t luna_controller_shadow_keys(const struct luna_controller *c,
+                                   void (*fn)(void *ud, const char *key, const char *what),
+                                   void *ud, size_t *dropped)
+{
+    /* uthash keeps insertion order in its app order list */
+    for (const struct shadow_key *k = c->shadow_keys; k; k = k->hh.next)
+        fn(ud, k->key, k->what);
+    *dropped = c->shadow_keys_dropped;
+    return c->nshadow_keys;
 }

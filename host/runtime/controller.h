@@ -62,6 +62,7 @@
 #include "base/error.h"
 #include "cache/informer_factory.h"
 #include "runtime/reconcile.h"
+#include "runtime/runtime_metrics.h"
 
 struct luna_controller;
 
@@ -143,6 +144,64 @@ void luna_controller_take_queue(struct luna_controller *to, struct luna_controll
 void luna_controller_retire(struct luna_controller *c, void (*drained)(void *ud), void *ud);
 /* Adds every cached key of the primary kind; returns how many. */
 size_t luna_controller_enqueue_all(struct luna_controller *c);
+
+/* On demand (admin.h).  A paused controller starts no reconcile (those in
+ * flight finish) while its queue still takes keys, deduplicated as ever;
+ * resuming dispatches what accumulated.  The pause passes to the
+ * controller that takes its queue over at a reload. */
+bool luna_controller_paused(const struct luna_controller *c);
+void luna_controller_set_paused(struct luna_controller *c, bool paused);
+/* Adds one key ("ns/name" or "name") now; 0 or LUNA_ENOMEM (logged). */
+int luna_controller_enqueue_key(struct luna_controller *c, const char *key);
+/* Adds the key of every cached primary object whose labels match;
+ * returns how many (borrowed selector). */
+struct luna_selector;
+size_t luna_controller_enqueue_matching(struct luna_controller *c,
+                                        const struct luna_selector *labels);
+
+/* Reconciles in flight. */
+int luna_controller_active(const struct luna_controller *c);
+/* Counts an admin request in the controller's metrics (runtime_metrics.h). */
+void luna_controller_note_trigger(struct luna_controller *c, enum luna_trigger_action action,
+                                  size_t keys);
+
+/* Periodic work: a controller with `every = seconds` (or a cron schedule)
+ * adds the key LUNA_PERIODIC_KEY to its own workqueue on that schedule,
+ * as a source.Channel fed by a ticker would, so the reconcile gets
+ * {key = "@every", name = "@every", periodic = true}.  The workqueue's
+ * rules hold for it as for any key: a tick while the last one still runs
+ * or waits is folded into it (ticks never pile up), an error retries it
+ * with backoff, {requeue_after = s} adds a run, a paused controller queues
+ * it.  The schedule: with `every = s`, a tick when the controller starts,
+ * then every s seconds after the previous slot (missed slots are skipped,
+ * not caught up); with a cron schedule, at its minutes (UTC).  Each tick
+ * comes up to jitter x period late, uniformly (client-go's JitterUntil
+ * factor), so replicas and controllers do not poll in step.  A reload that
+ * keeps the schedule (every and jitter unchanged) keeps the next due time;
+ * a changed schedule starts over as at startup.  Counted in
+ * luna_periodic_ticks_total, the next run in
+ * luna_periodic_next_run_timestamp_seconds. */
+#define LUNA_PERIODIC_KEY "@every"
+
+/* Counts a shadowed write (luna run --shadow) in the controller's metrics;
+ * for a shadow candidate, a changing write also records its key
+ * (reconcile key, and "verb kind ns/name" of the first such write). */
+void luna_controller_note_shadow(struct luna_controller *c, const char *key, const char *verb,
+                                 const char *what, bool changed);
+
+/* A shadow candidate (runtime.h, --shadow-reload): every write of its
+ * reconciles is a dry run (lua_client.h), whatever the state's flag. */
+#define LUNA_SHADOW_MAX_KEYS 1000
+void luna_controller_set_shadow(struct luna_controller *c, bool shadow);
+bool luna_controller_shadow(const struct luna_controller *c);
+/* Calls fn for each key the candidate recorded, in the order recorded;
+ * returns how many were recorded and sets *dropped to those beyond the
+ * bound. */
+size_t luna_controller_shadow_keys(const struct luna_controller *c,
+                                   void (*fn)(void *ud, const char *key, const char *what),
+                                   void *ud, size_t *dropped);
+/* Reconciles of the controller that failed so far. */
+unsigned long luna_controller_errors(const struct luna_controller *c);
 
 /* The controller whose predicate or watches map function is running (its
  * cache may be read there), or NULL. */

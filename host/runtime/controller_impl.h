@@ -11,6 +11,7 @@
 
 #include "base/loop.h"
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "runtime/controller.h"
 #include "runtime/controller_spec.h"
@@ -40,6 +41,7 @@ struct luna_controller {
     int workers, active;
     struct luna_watchdog_limits limits; /* budgets of its Lua code */
     bool started, stopping;
+    bool paused;                      /* takes no keys; its queue still fills (admin) */
     bool dispatching;                 /* inside dispatch(): it does not nest */
     unsigned deferrals;               /* dispatches skipped for the time slice */
     /* The line of controllers deferred by the time slice, oldest first: c
@@ -54,6 +56,18 @@ struct luna_controller {
     struct luna_controller_metrics *metrics; /* borrowed; NULL: none */
     ev_check dispatch_check;
     ev_idle dispatch_idle;
+    /* Periodic work (spec every): the timer runs while started and not
+     * stopping; every_due is the wall-clock time of the next tick (0: not
+     * scheduled yet), every_base the unjittered slot it was drawn from. */
+    /* Shadow candidate (a reload tried in shadow, runtime.h): every write
+     * is a dry run; keys whose writes would change something are kept in
+     * shadow_keys (at most LUNA_SHADOW_MAX_KEYS, the rest counted). */
+    bool shadow;
+    struct shadow_key *shadow_keys;
+    size_t nshadow_keys, shadow_keys_dropped;
+    ev_timer every_timer;
+    double every_base, every_due;
+    uint64_t every_rng;
 };
 
 /* Starts the dispatch watchers if keys and workers are free. */

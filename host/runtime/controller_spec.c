@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cron.h"
 #include "base/selector.h"
 
 #define SPEC_MT "luna.controller"
@@ -45,7 +46,7 @@ static bool fail(struct check *ck, const char *field, const char *fmt, ...)
 
 static const char *const top_fields[] = {
     "name", "watch", "owns", "watches", "reconcile", "workers", "resync", "rate_limit",
-    "indexes", "predicates", "keep_managed_fields", "limits", NULL,
+    "indexes", "predicates", "keep_managed_fields", "limits", "every", "jitter", NULL,
 };
 static const char *const source_fields[] = { "namespace", "labels", "fields", "map", NULL };
 static const char *const limit_fields[] = { "instructions", "seconds", NULL };
@@ -229,6 +230,7 @@ static void spec_release(lua_State *L, struct luna_controller_spec *spec)
     luaL_unref(L, LUA_REGISTRYINDEX, spec->reconcile_ref);
     luaL_unref(L, LUA_REGISTRYINDEX, spec->predicates_ref);
     free(spec->name);
+    free(spec->every_cron);
     memset(spec, 0, sizeof *spec);
     spec->reconcile_ref = spec->predicates_ref = LUA_NOREF;
 }
@@ -725,6 +727,54 @@ static bool read_predicates(lua_State *L, int ctl, struct luna_controller_spec *
     return true;
 }
 
+#define EVERY_WHAT "a number of seconds (1 to 31536000) or a cron schedule (\"*/5 * * * *\")"
+
+/* every = seconds | "cron", jitter = 0..1 (only with every).  Raw reads:
+ * the string is taken as it is, never through tostring. */
+static bool read_every(lua_State *L, int ctl, struct luna_controller_spec *spec,
+                       struct check *ck)
+{
+    int top = lua_gettop(L);
+    int t = raw_field(L, ctl, "every");
+    if (t == LUA_TNUMBER) {
+        double v = lua_tonumber(L, -1);
+        lua_settop(L, top);
+        if (!(v >= 1 && v <= MAX_RESYNC))
+            return fail(ck, "every", "controller field 'every' must be " EVERY_WHAT);
+        spec->every = v;
+    } else if (t == LUA_TSTRING) {
+        size_t len = 0;
+        const char *text = lua_tolstring(L, -1, &len);
+        luna_error err = { 0 };
+        if (len > LUNA_CRON_MAX_TEXT || memchr(text, '\0', len)) {
+            lua_settop(L, top);
+            return fail(ck, "every", "controller field 'every' must be " EVERY_WHAT
+                        ": a schedule of at most %d bytes", LUNA_CRON_MAX_TEXT);
+        }
+        if (luna_cron_parse(text, &spec->cron, &err) < 0 ||
+            luna_cron_next(&spec->cron, 0) < 0) {
+            lua_settop(L, top);
+            return fail(ck, "every", "controller field 'every' must be " EVERY_WHAT ": %s",
+                        err.msg[0] ? err.msg : "the schedule never runs");
+        }
+        spec->every_cron = dup(L, text, len);
+        lua_settop(L, top);
+    } else if (t != LUA_TNIL) {
+        lua_settop(L, top);
+        return fail(ck, "every", "controller field 'every' must be " EVERY_WHAT);
+    } else {
+        lua_settop(L, top);
+    }
+    bool present = false;
+    raw_field(L, ctl, "jitter");
+    bool ok = number_in(L, "jitter", 0, 1, "a fraction of the period from 0 to 1",
+                        &spec->jitter, &present, ck);
+    lua_settop(L, top);
+    if (ok && present && spec->every == 0 && !spec->every_cron)
+        ok = fail(ck, "jitter", "controller field 'jitter' needs 'every'");
+    return ok;
+}
+
 static bool read_spec(lua_State *L, int ctl, struct luna_controller_spec *spec, struct check *ck)
 {
     int top = lua_gettop(L);
@@ -776,6 +826,9 @@ static bool read_spec(lua_State *L, int ctl, struct luna_controller_spec *spec, 
         ok = fail(ck, "resync", "controller field 'resync' must be a number of seconds: 0 (off) "
                                 "or 1 to 31536000");
     if (!ok)
+        return false;
+
+    if (!read_every(L, ctl, spec, ck))
         return false;
 
     int t = raw_field(L, ctl, "keep_managed_fields");
@@ -1023,6 +1076,12 @@ static int spec_index(lua_State *L)
         lua_pushnumber(L, spec->resync);
     } else if (strcmp(k, "keep_managed_fields") == 0) {
         lua_pushboolean(L, spec->keep_managed_fields);
+    } else if (strcmp(k, "every") == 0 && spec->every_cron) {
+        lua_pushstring(L, spec->every_cron);
+    } else if (strcmp(k, "every") == 0 && spec->every > 0) {
+        lua_pushnumber(L, spec->every);
+    } else if (strcmp(k, "jitter") == 0) {
+        lua_pushnumber(L, spec->jitter);
     } else if (strcmp(k, "watch") == 0 && spec->nsources > 0) {
         push_source(L, &spec->sources[0]);
     } else if (strcmp(k, "owns") == 0) {

@@ -23,7 +23,9 @@
  * luna.controller to raise at the caller's line.
  *
  * Bounds (refused with a clear message beyond them): workers 1..1024;
- * resync 0 (off) or 1..31536000 s; limits.instructions 0..1e12, limits.seconds
+ * resync 0 (off) or 1..31536000 s; every 1..31536000 s or a cron schedule
+ * (cron.h) of at most 128 bytes that runs within five years, jitter 0..1
+ * and only with every; limits.instructions 0..1e12, limits.seconds
  * 0..86400 (0: unlimited); rate_limit delays 0..1e6 s with base_delay <=
  * max_delay, qps in (0, 1e6], burst an integer 1..1e6; at most 64 sources
  * (watch + owns + watches), 64 indexes, 64 predicates; selectors of at most
@@ -47,6 +49,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/cron.h"
 #include "queue/ratelimit.h"
 #include "runtime/watchdog.h"
 
@@ -80,6 +83,12 @@ struct luna_controller_spec {
     char *name;
     int workers;                      /* 1..LUNA_SPEC_MAX_WORKERS */
     double resync;                    /* seconds; 0: none */
+    /* Periodic work (controller.h): every `every` seconds, or on the cron
+     * schedule every_cron (then every is 0); neither: none. */
+    double every;                     /* 0 or 1..31536000 */
+    char *every_cron;                 /* as written, or NULL */
+    struct luna_cron cron;            /* parsed every_cron */
+    double jitter;                    /* 0..1, a fraction of the period */
     bool keep_managed_fields;
     struct luna_watchdog_limits limits; /* the fields limits_set names */
     unsigned limits_set;

@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/mhd_loop.h"
 #include "base/textbuf.h"
+#include "runtime/admin.h"
 #include "runtime/metrics_auth.h"
 
 #define MAX_CONNECTIONS 64u
@@ -28,6 +29,8 @@ struct luna_httpd {
     struct luna_metrics *metrics;
     struct luna_health *health;
     struct luna_metrics_auth *auth;     /* borrowed; NULL: /metrics is open */
+    luna_httpd_admin_fn admin;          /* NULL: no /admin/ */
+    void *admin_ud;
     bool tls;
     void (*prepare)(void *ud, enum luna_httpd_endpoint endpoint);
     void *ud;
@@ -42,6 +45,7 @@ static char seen_head;
  * (freed when MHD reports the request completed). */
 struct scrape {
     struct luna_httpd *s;
+    bool admin;                        /* /admin/, else /metrics */
     struct MHD_Connection *conn;
     struct luna_metrics_auth_check *check; /* pending, or NULL */
     enum luna_metrics_auth_decision decision;
@@ -219,6 +223,13 @@ static enum MHD_Result answer_decision(struct luna_httpd *s, struct MHD_Connecti
                                        const struct scrape *sc)
 {
     char text[400];
+    if (sc->admin) {
+        /* every use of the admin endpoints is logged, refused ones too */
+        char code[8];
+        snprintf(code, sizeof code, "%d", luna_metrics_auth_status(sc->decision));
+        luna_warn("admin request refused", "user", sc->user[0] ? sc->user : "anonymous",
+                  "decision", luna_metrics_auth_decision_name(sc->decision), "status", code);
+    }
     switch (sc->decision) {
     case LUNA_METRICS_AUTH_ALLOW:
         return MHD_YES; /* not reached: the caller serves */
@@ -241,10 +252,87 @@ static enum MHD_Result answer_decision(struct luna_httpd *s, struct MHD_Connecti
     return send_static(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "Authentication failed\n");
 }
 
-/* /metrics behind authentication and authorization: decides (suspending
- * the connection while the API server is asked), then answers. */
-static enum MHD_Result authorized_metrics(struct luna_httpd *s, struct MHD_Connection *c,
-                                          const char *url, const char *method, void **con_cls);
+/* /metrics or /admin/ behind authentication and authorization: decides
+ * (suspending the connection while the API server is asked), then
+ * answers. */
+static enum MHD_Result authorized(struct luna_httpd *s, struct MHD_Connection *c,
+                                  const char *url, const char *method, bool admin,
+                                  void **con_cls);
+
+struct admin_args {
+    const char *v[2 * (LUNA_ADMIN_MAX_KEYS + 8)];
+    size_t n;
+    bool overflow;
+};
+
+static enum MHD_Result read_admin_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    struct admin_args *a = cls;
+    if (!key)
+        return MHD_YES;
+    if (a->n == LUNA_ADMIN_MAX_KEYS + 8) {
+        a->overflow = true;
+        return MHD_NO;
+    }
+    a->v[2 * a->n] = key;
+    a->v[2 * a->n + 1] = value;
+    a->n++;
+    return MHD_YES;
+}
+
+/* The client's address, "1.2.3.4:5678" or "[::1]:5678", or "". */
+static void remote_of(struct MHD_Connection *c, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr)
+        return;
+    char ip[INET6_ADDRSTRLEN] = "?";
+    const struct sockaddr *sa = ci->client_addr;
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &a6->sin6_addr, ip, sizeof ip);
+        snprintf(buf, size, "[%s]:%u", ip, (unsigned)ntohs(a6->sin6_port));
+    } else if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *a4 = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &a4->sin_addr, ip, sizeof ip);
+        snprintf(buf, size, "%s:%u", ip, (unsigned)ntohs(a4->sin_port));
+    }
+}
+
+static enum MHD_Result serve_admin(struct luna_httpd *s, struct MHD_Connection *c,
+                                   const char *url, const char *method, const char *user)
+{
+    struct admin_args *args = calloc(1, sizeof *args);
+    if (!args)
+        return send_static(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, read_admin_arg, args);
+    if (args->overflow) {
+        free(args);
+        static const char too_many[] = "{\"error\":\"too many parameters\"}\n";
+        return send_text(c, MHD_HTTP_BAD_REQUEST, "application/json", strdup(too_many),
+                         sizeof too_many - 1);
+    }
+    char remote[INET6_ADDRSTRLEN + 16];
+    remote_of(c, remote, sizeof remote);
+    struct luna_admin_request req = {
+        .method = method, .path = url, .args = args->v, .nargs = args->n,
+        .user = user, .remote = remote,
+    };
+    struct luna_textbuf b = LUNA_TEXTBUF_INIT;
+    int status = s->admin(s->admin_ud, &req, &b);
+    free(args);
+    return send_buffer(c, status > 0 ? (unsigned)status : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                       "application/json", &b);
+}
+
+static bool admin_path(const char *url)
+{
+    return strncmp(url, LUNA_ADMIN_PREFIX, sizeof LUNA_ADMIN_PREFIX - 1) == 0 ||
+           strcmp(url, "/admin") == 0;
+}
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
@@ -271,7 +359,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (s->metrics && s->auth && strcmp(url, "/metrics") == 0)
-        return authorized_metrics(s, c, url, method, con_cls);
+        return authorized(s, c, url, method, false, con_cls);
+    if (s->admin && admin_path(url))
+        return s->auth ? authorized(s, c, url, method, true, con_cls)
+                       : serve_admin(s, c, url, method, "");
     bool known = (s->metrics && strcmp(url, "/metrics") == 0) ||
                  (s->health && (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0 ||
                                 strncmp(url, "/healthz/", 9) == 0 ||
@@ -291,14 +382,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return serve_check(s, c, LUNA_HEALTH_READYZ, url + 8);
 }
 
-static enum MHD_Result authorized_metrics(struct luna_httpd *s, struct MHD_Connection *c,
-                                          const char *url, const char *method, void **con_cls)
+static enum MHD_Result authorized(struct luna_httpd *s, struct MHD_Connection *c,
+                                  const char *url, const char *method, bool admin,
+                                  void **con_cls)
 {
     if (*con_cls == &seen_head) {
         struct scrape *sc = calloc(1, sizeof *sc);
         if (!sc)
             return send_static(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
         sc->s = s;
+        sc->admin = admin;
         sc->conn = c;
         *con_cls = sc;
         char verb[16];
@@ -313,10 +406,15 @@ static enum MHD_Result authorized_metrics(struct luna_httpd *s, struct MHD_Conne
             MHD_suspend_connection(c);
             return MHD_YES;
         }
+        /* decided from the caches: who asked is the cached token's user */
+        if (admin)
+            luna_metrics_auth_cached_user(s->auth, authz, sc->user, sizeof sc->user);
     }
     struct scrape *sc = *con_cls;
     if (sc->decision != LUNA_METRICS_AUTH_ALLOW)
         return answer_decision(s, c, sc);
+    if (sc->admin)
+        return serve_admin(s, c, url, method, sc->user);
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return send_static(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
     return serve_metrics(s, c);
@@ -405,6 +503,8 @@ int luna_httpd_start(const struct luna_httpd_options *o, struct luna_httpd **out
     s->metrics = o->metrics;
     s->health = o->health;
     s->auth = o->auth;
+    s->admin = o->admin;
+    s->admin_ud = o->admin_ud;
     s->tls = o->tls_cert_pem != NULL;
     s->prepare = o->prepare;
     s->ud = o->ud;

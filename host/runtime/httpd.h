@@ -28,6 +28,12 @@
  * the loop goes on.  Probes are never authenticated (the kubelet has no
  * token).  The certificate can be replaced while serving.
  *
+ * /admin/ (admin.h), when the server was given an admin handler, is
+ * authenticated and authorized the same way (the review is for the
+ * request's own path and lowercased method, e.g. post on
+ * /admin/controllers/web/pause); a refused request is logged ("admin
+ * request refused").  The answer is JSON.
+ *
  * Addresses are Go's "HOST:PORT": ":8080" (every interface: IPv6 and IPv4
  * when the host has IPv6, else IPv4), "127.0.0.1:0" (port 0: the kernel
  * picks a free one; luna_httpd_address tells which), "[::1]:9090",
@@ -56,8 +62,15 @@
 #include "runtime/metrics.h"
 
 struct luna_metrics_auth;
+struct luna_admin_request;
+struct luna_textbuf;
 
 struct luna_httpd;
+
+/* Answers an /admin/ request (admin.h): writes the body, returns the
+ * status. */
+typedef int (*luna_httpd_admin_fn)(void *ud, const struct luna_admin_request *req,
+                                   struct luna_textbuf *body);
 
 enum luna_httpd_endpoint { LUNA_HTTPD_METRICS, LUNA_HTTPD_HEALTHZ, LUNA_HTTPD_READYZ };
 
@@ -71,6 +84,11 @@ struct luna_httpd_options {
     /* /metrics only for scrapers the API server authenticates and
      * authorizes (metrics_auth.h); NULL: open.  Borrowed until free. */
     struct luna_metrics_auth *auth;
+    /* /admin/ (admin.h), answered by this function, behind `auth` like
+     * /metrics (the SubjectAccessReview is for the request's path and
+     * lowercased method); with no auth it is open.  NULL: no /admin/. */
+    luna_httpd_admin_fn admin;
+    void *admin_ud;
     /* Called before each render, e.g. to bring collected values or checks
      * up to date; may be NULL. */
     void (*prepare)(void *ud, enum luna_httpd_endpoint endpoint);

@@ -2,7 +2,10 @@
 #include "runtime/lua_client.h"
 
 #include <lauxlib.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "client/resource.h"
 #include "lua/lua_util.h"
@@ -12,6 +15,34 @@
 
 static struct luna_kube_client *the_kc;
 static struct luna_discovery *the_disc;
+static bool shadow; /* every write is a server-side dry run */
+
+void luna_lua_client_set_shadow(bool on) { shadow = on; }
+bool luna_lua_client_shadow(void) { return shadow; }
+
+/* A request shadow mode must turn into a dry run: a write whose path does
+ * not ask for one already. */
+static bool needs_dry_run(const struct luna_reconcile *r, const char *method, const char *path)
+{
+    bool on = shadow || luna_controller_shadow(luna_reconcile_controller((struct luna_reconcile *)r));
+    if (!on || strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+        return false;
+    /* dryRun=All as a whole parameter of the query, not a path segment */
+    for (const char *q = strchr(path, '?'); q; q = strchr(q + 1, '&'))
+        if (strncmp(q + 1, "dryRun=All", 10) == 0 && (q[11] == '&' || q[11] == '\0'))
+            return false;
+    return true;
+}
+
+/* The path with dryRun=All added (malloc'd; NULL when out of memory). */
+static char *dry_run_path(const char *path)
+{
+    size_t n = strlen(path) + sizeof "&dryRun=All";
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s%cdryRun=All", path, strchr(path, '?') ? '&' : '?');
+    return p;
+}
 
 /* The reconcile running on L, which must be able to wait there: raises
  * (before anything starts) outside a reconcile, on a coroutine the script
@@ -124,9 +155,15 @@ static int luna_lua_client_request(lua_State *L)
     if (!p)
         return luaL_error(L, "out of memory");
     p->r = r;
+    /* Shadow mode: no write reaches storage, whatever the script sends. */
+    char *dry = NULL;
+    if (needs_dry_run(r, method, path) && !(dry = dry_run_path(path))) {
+        free(p);
+        return luaL_error(L, "out of memory");
+    }
     struct luna_kube_request_options o = {
         .method = method,
-        .path = path,
+        .path = dry ? dry : path,
         .body = body,
         .body_len = body_len,
         .content_type = content_type,
@@ -136,6 +173,7 @@ static int luna_lua_client_request(lua_State *L)
     };
     luna_error err = { 0 };
     p->req = luna_kube_request_start(the_kc, &o, &err);
+    free(dry);
     if (!p->req) {
         free(p);
         return luna_lua_push_error(L, "InvalidRequest", err.msg, 0);
@@ -147,11 +185,30 @@ static int luna_lua_client_request(lua_State *L)
     return lua_yield(L, 0);
 }
 
+/* shadow_report(verb, changed [, what]): a shadowed write of the running
+ * reconcile's controller, counted in luna_shadow_writes_total (and, for a
+ * shadow candidate, its key recorded with what: "verb kind ns/name"). */
+static int luna_lua_client_shadow_report(lua_State *L)
+{
+    const char *verb = luaL_checkstring(L, 1);
+    bool changed = lua_toboolean(L, 2);
+    const char *what = luaL_optstring(L, 3, NULL);
+    struct luna_reconcile *r = luna_reconcile_of(L);
+    if (r)
+        luna_controller_note_shadow(luna_reconcile_controller(r), luna_reconcile_key(r), verb,
+                                    what, changed);
+    return 0;
+}
+
 void luna_lua_client_register(lua_State *L, struct luna_kube_client *kc,
                               struct luna_discovery *disc)
 {
     the_kc = kc;
     the_disc = disc;
+    lua_pushboolean(L, shadow);
+    lua_setfield(L, -2, "shadow");
+    lua_pushcfunction(L, luna_lua_client_shadow_report);
+    lua_setfield(L, -2, "shadow_report");
     lua_pushcfunction(L, luna_lua_client_resolve);
     lua_setfield(L, -2, "resolve");
     lua_pushcfunction(L, luna_lua_client_request);

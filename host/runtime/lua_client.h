@@ -17,6 +17,13 @@
  * a reconcile that ends first cancels the operation, which then never
  * calls back.
  *
+ * Shadow mode (`luna run --shadow`, luna_lua_client_set_shadow, or the
+ * reconcile's controller being a shadow candidate of --shadow-reload):
+ * every request but GET and HEAD is sent with dryRun=All, whatever path
+ * the script built, so nothing reaches storage; core.runtime.shadow is true
+ * and lua/luna/api.lua logs what each write would have changed, counted
+ * through core.runtime.shadow_report(verb, changed).
+ *
  * Ownership: a pending request owns its kube request until it completes
  * or is cancelled; kc and disc are borrowed (they outlive every state).
  */
@@ -24,6 +31,7 @@
 #define LUNA_LUA_CLIENT_H
 
 #include <lua.h>
+#include <stdbool.h>
 
 #include "client/discovery.h"
 #include "client/kube_client.h"
@@ -33,5 +41,9 @@
  * registers again). */
 void luna_lua_client_register(lua_State *L, struct luna_kube_client *kc,
                               struct luna_discovery *disc);
+
+/* Shadow mode for every state registered afterwards (set before loading). */
+void luna_lua_client_set_shadow(bool on);
+bool luna_lua_client_shadow(void);
 
 #endif

@@ -626,6 +626,22 @@ luna_metrics_auth_check(struct luna_metrics_auth *a, const char *authorization,
     return LUNA_METRICS_AUTH_PENDING;
 }
 
+void luna_metrics_auth_cached_user(struct luna_metrics_auth *a, const char *authorization,
+                                   char *buf, size_t size)
+{
+    if (size)
+        buf[0] = '\0';
+    size_t tlen = 0;
+    const char *token = bearer(authorization, &tlen);
+    if (!token || !size)
+        return;
+    unsigned char tkey[32];
+    sha256(tkey, token, tlen);
+    struct entry *te = cache_get(&a->tokens, tkey, luna_clock_now(a->clock));
+    if (te && te->yes && te->username)
+        snprintf(buf, size, "%s", te->username);
+}
+
 void luna_metrics_auth_cancel(struct luna_metrics_auth_check *c)
 {
     if (c)

@@ -101,6 +101,11 @@ luna_metrics_auth_check(struct luna_metrics_auth *a, const char *authorization,
                         const char *verb, const char *path, luna_metrics_auth_fn done,
                         void *ud, struct luna_metrics_auth_check **check);
 
+/* The user name the token cache holds for this Authorization value
+ * (written to buf, "" if none): who asked, when check decided at once. */
+void luna_metrics_auth_cached_user(struct luna_metrics_auth *a, const char *authorization,
+                                   char *buf, size_t size);
+
 /* Forgets a pending check: its callback will not run. */
 void luna_metrics_auth_cancel(struct luna_metrics_auth_check *c);
 

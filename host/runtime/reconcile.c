@@ -367,6 +367,10 @@ void luna_reconcile_start(struct luna_controller *c, const char *key)
     lua_setfield(co, -2, "key");
     lua_pushinteger(co, (lua_Integer)r->attempt);
     lua_setfield(co, -2, "attempt");
+    if (strcmp(key, LUNA_PERIODIC_KEY) == 0) { /* periodic work (controller.h) */
+        lua_pushboolean(co, 1);
+        lua_setfield(co, -2, "periodic");
+    }
     resume(r, 1);
 }
 

@@ -19,7 +19,9 @@
 #include "cache/event_latency.h"
 #include "runtime/health.h"
 #include "client/http.h"
+#include "runtime/admin.h"
 #include "runtime/httpd.h"
+#include "runtime/lua_client.h"
 #include "cache/informer_factory.h"
 #include "client/kube_client.h"
 #include "client/kubeconfig.h"
@@ -85,6 +87,11 @@ struct runtime {
     /* A reload loaded and built, waiting for discovery to answer for its
      * kinds before it takes over (NULL: none). */
     struct luna_reload *pending;
+    /* --shadow-reload: the new code tried in shadow before it goes live
+     * (NULL: none); candidate_poll starts its controllers as they sync,
+     * candidate_end ends the window. */
+    struct luna_reload *candidate;
+    ev_timer candidate_poll, candidate_end;
     struct retiring *retiring;
     unsigned long generation;             /* number of successful loads */
     struct luna_kubeconfig *kcfg;
@@ -119,6 +126,8 @@ struct runtime {
     bool caches_synced;                   /* "caches synced" was logged */
     bool leading, releasing;
 };
+
+static void candidate_free(struct runtime *rt);
 
 static void shutdown_complete(struct runtime *rt)
 {
@@ -186,6 +195,7 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     /* A reload still waiting for discovery never takes over. */
     luna_reload_free(rt->pending);
     rt->pending = NULL;
+    candidate_free(rt);
     double grace = rt->cfg->grace_period > 0 ? rt->cfg->grace_period : DEFAULT_GRACE_S;
     ev_timer_set(&rt->grace, grace, 0.);
     ev_timer_start(loop, &rt->grace);
@@ -626,6 +636,22 @@ static int setup_metrics_cert(struct runtime *rt, luna_error *err)
     return luna_serving_cert_new(&co, &rt->metrics_cert, err);
 }
 
+static int admin_request(void *ud, const struct luna_admin_request *req,
+                         struct luna_textbuf *body)
+{
+    struct runtime *rt = ud;
+    return luna_admin_handle(req, rt->gen, body);
+}
+
+/* /admin/ is served on the metrics server: by default when it is secure
+ * (authorized per request), open on a plain one only when asked for. */
+static bool admin_on(const struct luna_run_config *cfg)
+{
+    if (cfg->admin == LUNA_ADMIN_OFF)
+        return false;
+    return cfg->admin == LUNA_ADMIN_ON || !cfg->metrics_insecure;
+}
+
 static int start_server(struct runtime *rt, const char *address, bool metrics, bool health,
                         struct luna_httpd **out, luna_error *err)
 {
@@ -637,6 +663,8 @@ static int start_server(struct runtime *rt, const char *address, bool metrics, b
         .tls_cert_pem = secure ? luna_serving_cert_pem(rt->metrics_cert) : NULL,
         .tls_key_pem = secure ? luna_serving_cert_key_pem(rt->metrics_cert) : NULL,
         .auth = secure ? rt->metrics_auth : NULL,
+        .admin = metrics && admin_on(rt->cfg) ? admin_request : NULL,
+        .admin_ud = rt,
         .prepare = prepare_endpoint,
         .ud = rt,
     };
@@ -650,6 +678,12 @@ static int start_server(struct runtime *rt, const char *address, bool metrics, b
     else if (metrics)
         luna_info("metrics server listening", "address", luna_httpd_address(*out), "secure",
                   "false");
+    if (metrics && admin_on(rt->cfg))
+        luna_log(secure ? LUNA_LOG_INFO : LUNA_LOG_WARN, "admin endpoints enabled",
+                 "address", luna_httpd_address(*out), "path", LUNA_ADMIN_PREFIX,
+                 "authorization", secure ? "SubjectAccessReview" : "none (open: anyone who "
+                                                                   "reaches the port may use them)",
+                 NULL);
     if (health)
         luna_info("health probe server listening", "address", luna_httpd_address(*out));
     return 0;
@@ -764,6 +798,7 @@ static void teardown(struct runtime *rt)
     free_retiring(rt);
     luna_reload_free(rt->pending);
     rt->pending = NULL;
+    candidate_free(rt);
     luna_reload_free(rt->gen);
     rt->gen = NULL;
     luna_lua_events_set_memories(NULL);
@@ -824,7 +859,20 @@ static void retire_grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
  * old code runs on).  Otherwise it waits, as startup does, for discovery to
  * answer for every kind (at once when all are shared with the running
  * reload), then takes over in finish_reload. */
+static void reload_now(struct runtime *rt, const char *trigger);
+static void try_in_shadow(struct runtime *rt, const char *trigger);
+
 static void reload(struct runtime *rt, const char *trigger)
+{
+    if (rt->stopping)
+        return;
+    if (rt->cfg->shadow_reload > 0)
+        try_in_shadow(rt, trigger);
+    else
+        reload_now(rt, trigger);
+}
+
+static void reload_now(struct runtime *rt, const char *trigger)
 {
     if (rt->stopping)
         return;
@@ -849,6 +897,129 @@ static void reload(struct runtime *rt, const char *trigger)
     }
     rt->pending = next;
     schedule_check(rt);
+}
+
+/* ---- reloads tried in shadow (--shadow-reload) ---------------------------- */
+
+/* core.runtime.shadow = true in the candidate's state: lua/luna/api.lua
+ * then logs each write with what it would change (the dry run itself is
+ * the controllers' flag, enforced in lua_client.c). */
+static void set_state_shadow(lua_State *L)
+{
+    int top = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "luna.core");
+    if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
+        lua_getfield(L, -1, "runtime");
+        if (lua_istable(L, -1)) {
+            lua_pushboolean(L, 1);
+            lua_setfield(L, -2, "shadow");
+        }
+    }
+    lua_settop(L, top);
+}
+
+static void candidate_free(struct runtime *rt)
+{
+    ev_timer_stop(luna_loop(), &rt->candidate_poll);
+    ev_timer_stop(luna_loop(), &rt->candidate_end);
+    luna_reload_free(rt->candidate); /* abandons its reconciles: all dry runs */
+    rt->candidate = NULL;
+}
+
+/* Starts each candidate controller whose informers have synced, with
+ * every cached key queued (its own queue: the live code's is untouched). */
+static void candidate_poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct runtime *rt = w->data;
+    if (!rt->candidate || (rt->leader && !rt->leading))
+        return;
+    for (size_t i = 0; i < luna_reload_count(rt->candidate); i++) {
+        struct luna_controller *c = luna_reload_controller(rt->candidate, i);
+        if (!luna_controller_started(c) && luna_controller_synced(c)) {
+            luna_controller_start(c);
+            luna_controller_enqueue_all(c);
+        }
+    }
+}
+
+struct report {
+    char keys[768];
+    size_t len, n;
+    const char *controller;
+};
+
+static void report_key(void *ud, const char *key, const char *what)
+{
+    struct report *r = ud;
+    luna_info("reload shadow disagreement", "controller", r->controller, "key", key, "write", what);
+    if (r->n++ < 10 && r->len + 1 < sizeof r->keys) {
+        int n = snprintf(r->keys + r->len, sizeof r->keys - r->len, "%s%s", r->len ? "," : "", key);
+        if (n > 0)
+            r->len += (size_t)n < sizeof r->keys - r->len ? (size_t)n : sizeof r->keys - r->len - 1;
+    }
+}
+
+/* The window is over: one report per controller, then the reload goes
+ * live as a plain one (loaded afresh: the candidate's state ran in shadow). */
+static void candidate_end_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct runtime *rt = w->data;
+    struct luna_reload *g = rt->candidate;
+    size_t total = 0;
+    for (size_t i = 0; g && i < luna_reload_count(g); i++) {
+        struct luna_controller *c = luna_reload_controller(g, i);
+        struct report r = { .controller = luna_controller_name(c) };
+        size_t dropped = 0;
+        size_t n = luna_controller_shadow_keys(c, report_key, &r, &dropped);
+        char count[24], errors[24], more[24];
+        snprintf(count, sizeof count, "%zu", n + dropped);
+        snprintf(errors, sizeof errors, "%lu", luna_controller_errors(c));
+        snprintf(more, sizeof more, "%zu", n + dropped > 10 ? n + dropped - 10 : 0);
+        luna_log(n + dropped || luna_controller_errors(c) ? LUNA_LOG_WARN : LUNA_LOG_INFO,
+                 "reload shadow report", "controller", luna_controller_name(c),
+                 "started", luna_controller_started(c) ? "true" : "false",
+                 "disagreeing", count, "errors", errors, "keys", r.len ? r.keys : NULL,
+                 "more", n + dropped > 10 ? more : NULL, NULL);
+        total += n + dropped;
+    }
+    char count[24];
+    snprintf(count, sizeof count, "%zu", total);
+    luna_info("reload shadow done", "disagreeing", count);
+    candidate_free(rt);
+    reload_now(rt, "shadow done");
+}
+
+/* Loads and builds the new code as a candidate whose every write is a dry
+ * run, beside the live code, for cfg->shadow_reload seconds. */
+static void try_in_shadow(struct runtime *rt, const char *trigger)
+{
+    luna_info("reload requested", "trigger", trigger, "shadow", "true");
+    if (rt->candidate) {
+        luna_info("reload shadow superseded");
+        candidate_free(rt);
+    }
+    luna_error err = { 0 };
+    struct luna_reload *next = NULL;
+    if (luna_reload_load(rt->lib, rt->cfg->dir, rt->cfg->limits, rt->kc, rt->disc, &next,
+                         &err) < 0 ||
+        luna_reload_build(next, rt->factory, &err) < 0) {
+        luna_reload_free(next);
+        luna_error("reload failed", "dir", rt->cfg->dir, "error", err.msg);
+        luna_runtime_metrics_reload(rt->rm, LUNA_RELOAD_FAILURE, ev_time());
+        return;
+    }
+    set_state_shadow(luna_reload_state(next));
+    for (size_t i = 0; i < luna_reload_count(next); i++)
+        luna_controller_set_shadow(luna_reload_controller(next, i), true);
+    rt->candidate = next;
+    char secs[32];
+    snprintf(secs, sizeof secs, "%g", rt->cfg->shadow_reload);
+    luna_info("reload shadow started", "seconds", secs);
+    ev_timer_set(&rt->candidate_end, rt->cfg->shadow_reload, 0.);
+    ev_timer_start(luna_loop(), &rt->candidate_end);
+    ev_timer_set(&rt->candidate_poll, 0., SYNC_CHECK_S);
+    ev_timer_start(luna_loop(), &rt->candidate_poll);
 }
 
 static bool keep_events_of(void *ud, const char *controller)
@@ -971,6 +1142,10 @@ int luna_runtime_run(const struct luna_run_config *cfg)
      * the loop instead of killing the process with the default action. */
     ev_timer_init(&rt.grace, grace_cb, 0., 0.);
     rt.grace.data = &rt;
+    ev_timer_init(&rt.candidate_poll, candidate_poll_cb, 0., 0.);
+    rt.candidate_poll.data = &rt;
+    ev_timer_init(&rt.candidate_end, candidate_end_cb, 0., 0.);
+    rt.candidate_end.data = &rt;
     ev_signal_init(&rt.sigterm, signal_cb, SIGTERM);
     rt.sigterm.data = &rt;
     ev_signal_init(&rt.sigint, signal_cb, SIGINT);
@@ -988,6 +1163,10 @@ int luna_runtime_run(const struct luna_run_config *cfg)
     luna_lua_events_set_memories(rt.events);
     if (cfg->test_control)
         luna_test_control_enable(cfg->fake_clock);
+    luna_lua_client_set_shadow(cfg->shadow);
+    if (cfg->shadow)
+        luna_warn("shadow mode: every write is sent as a server-side dry run (dryRun=All) and "
+                  "logged as \"shadow write\"; nothing is written");
     if (luna_reload_load(rt.lib, cfg->dir, cfg->limits, NULL, NULL, &rt.gen, &err) < 0) {
         luna_error("controllers failed to load", "dir", cfg->dir, "error", err.msg);
         teardown(&rt);

@@ -28,6 +28,17 @@
  * sources wait for) and "leader-or-standby" (leading, or a standby whose
  * last look at the Lease succeeded; always ok without leader election).
  *
+ * Admin endpoints (admin.h: reconcile keys now, pause, resume) are served
+ * under /admin/ on the metrics server, authorized like /metrics; on a
+ * plain metrics server only with LUNA_ADMIN_ON (then open, and logged so).
+ *
+ * --shadow: every write is a dry run (lua_client.h).  --shadow-reload=S:
+ * a reload is first built as a candidate whose controllers run beside the
+ * live ones on queues of their own, every write a dry run, for S seconds;
+ * then "reload shadow report" names, per controller, the keys whose writes
+ * would have changed something, the candidate is dropped, and the reload
+ * goes live as a plain one (docs/operations.md).
+ *
  * Leader election (--leader-elect): informers start and sync on every
  * replica, so a standby's caches are warm; a controller starts dispatching
  * only once this replica holds the Lease and the controller's informers
@@ -55,6 +66,13 @@
 struct luna_watchdog_config;
 
 struct luna_devserver; /* the embedded dev server (host/devserver/, linked by main.c) */
+
+/* The admin endpoints (admin.h) on the metrics server. */
+enum luna_admin_mode {
+    LUNA_ADMIN_AUTO,  /* on when metrics are secure (authorized), off when plain */
+    LUNA_ADMIN_ON,    /* on; open on a plain (--metrics-secure=false) server */
+    LUNA_ADMIN_OFF,
+};
 
 struct luna_run_config {
     const char *argv0;
@@ -97,6 +115,16 @@ struct luna_run_config {
     const char *metrics_cert_name;          /* NULL: "tls.crt" */
     const char *metrics_cert_key;           /* NULL: "tls.key" */
     const char *health_probe_bind_address;  /* NULL: ":8081"; "0": off */
+    enum luna_admin_mode admin;             /* --admin-endpoints */
+    /* --shadow: every write the controllers make is a server-side dry run
+     * (dryRun=All) and is logged with what it would have changed
+     * (lua_client.h); no leader election. */
+    bool shadow;
+    /* --shadow-reload=S: a reload first runs the new code in shadow (every
+     * write a dry run) beside the live code for S seconds, reports the
+     * keys where it would change what the live code keeps ("reload shadow
+     * report"), then takes over as a plain reload.  0: off. */
+    double shadow_reload;
     bool leader_elect;
     const char *leader_election_id;         /* NULL: "luna" */
     const char *leader_election_namespace;  /* NULL: $POD_NAMESPACE, else the kubeconfig's */

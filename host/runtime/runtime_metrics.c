@@ -32,6 +32,12 @@ enum fam {
     F_LUA_MEMORY,
     F_SCRIPT_INFO,
     F_KINDS_NOT_SERVED,
+    F_TRIGGERS,
+    F_TRIGGER_KEYS,
+    F_PAUSED,
+    F_PERIODIC_TICKS,
+    F_PERIODIC_NEXT,
+    F_SHADOW_WRITES,
     F_COUNT
 };
 
@@ -89,6 +95,26 @@ static const struct luna_metric_desc descs[F_COUNT] = {
         "Number of the controller's sources whose kind the API server does not serve "
         "(the controller cannot start until it does)", LUNA_METRIC_GAUGE,
         LABELS("controller"), NULL, 0 },
+    [F_TRIGGERS] = { "luna_triggers_total",
+        "Total number of admin requests that acted on a controller, per action "
+        "(reconcile, pause, resume)", LUNA_METRIC_COUNTER, LABELS("controller", "action"),
+        NULL, 0 },
+    [F_TRIGGER_KEYS] = { "luna_trigger_keys_total",
+        "Total number of keys enqueued by admin reconcile requests", LUNA_METRIC_COUNTER,
+        LABELS("controller"), NULL, 0 },
+    [F_PAUSED] = { "luna_controller_paused",
+        "1 while the controller is paused (its queue fills, no reconcile starts), else 0",
+        LUNA_METRIC_GAUGE, LABELS("controller"), NULL, 0 },
+    [F_PERIODIC_TICKS] = { "luna_periodic_ticks_total",
+        "Total number of periodic ticks (every = ...) that enqueued the controller's "
+        "periodic key", LUNA_METRIC_COUNTER, LABELS("controller"), NULL, 0 },
+    [F_PERIODIC_NEXT] = { "luna_periodic_next_run_timestamp_seconds",
+        "Unix time of the controller's next periodic tick (0: no schedule)",
+        LUNA_METRIC_GAUGE, LABELS("controller"), NULL, 0 },
+    [F_SHADOW_WRITES] = { "luna_shadow_writes_total",
+        "Total number of writes sent as server-side dry runs in shadow mode, per verb and "
+        "whether the object would have changed", LUNA_METRIC_COUNTER,
+        LABELS("controller", "verb", "changed"), NULL, 0 },
 };
 
 struct luna_runtime_metrics {
@@ -98,9 +124,12 @@ struct luna_runtime_metrics {
 };
 
 struct luna_controller_metrics {
+    struct luna_metric_family *shadow_family; /* reference */
     struct luna_metric_child *total[4];       /* by enum luna_reconcile_result */
     struct luna_metric_child *errors, *panics, *time, *max_concurrent, *active;
     struct luna_metric_child *not_served;
+    struct luna_metric_child *triggers[LUNA_TRIGGER_ACTIONS], *trigger_keys, *paused;
+    struct luna_metric_child *periodic_ticks, *periodic_next;
     struct luna_metric_child *script;         /* NULL until a script is set */
     struct luna_metric_family *script_family; /* reference */
     char *name;
@@ -208,8 +237,18 @@ void luna_runtime_metrics_controller_free(struct luna_controller_metrics *cm)
     drop_child(cm->max_concurrent);
     drop_child(cm->active);
     drop_child(cm->not_served);
+    for (int i = 0; i < LUNA_TRIGGER_ACTIONS; i++)
+        drop_child(cm->triggers[i]);
+    drop_child(cm->trigger_keys);
+    drop_child(cm->paused);
+    drop_child(cm->periodic_ticks);
+    drop_child(cm->periodic_next);
     drop_child(cm->script);
     luna_metric_family_unref(cm->script_family);
+    if (cm->shadow_family) {
+        luna_metric_family_remove_matching(cm->shadow_family, "controller", cm->name);
+        luna_metric_family_unref(cm->shadow_family);
+    }
     free(cm->name);
     free(cm);
 }
@@ -229,6 +268,8 @@ int luna_runtime_metrics_controller_new(struct luna_runtime_metrics *rm, const c
     }
     cm->script_family = rm->fam[F_SCRIPT_INFO];
     luna_metric_family_ref(cm->script_family);
+    cm->shadow_family = rm->fam[F_SHADOW_WRITES];
+    luna_metric_family_ref(cm->shadow_family);
     int rc = 0;
     for (int r = 0; r < 4 && rc == 0; r++)
         rc = held_child(rm->fam[F_RECONCILE_TOTAL],
@@ -246,6 +287,18 @@ int luna_runtime_metrics_controller_new(struct luna_runtime_metrics *rm, const c
         rc = held_child(rm->fam[F_MAX_CONCURRENT], ctl, &cm->max_concurrent, err);
     if (rc == 0)
         rc = held_child(rm->fam[F_KINDS_NOT_SERVED], ctl, &cm->not_served, err);
+    for (int a = 0; a < LUNA_TRIGGER_ACTIONS && rc == 0; a++)
+        rc = held_child(rm->fam[F_TRIGGERS],
+                        LABELS(name, luna_trigger_action_name((enum luna_trigger_action)a)),
+                        &cm->triggers[a], err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_TRIGGER_KEYS], ctl, &cm->trigger_keys, err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_PAUSED], ctl, &cm->paused, err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_PERIODIC_TICKS], ctl, &cm->periodic_ticks, err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_PERIODIC_NEXT], ctl, &cm->periodic_next, err);
     if (rc) {
         luna_runtime_metrics_controller_free(cm);
         return rc;
@@ -263,6 +316,50 @@ void luna_runtime_metrics_set_workers(struct luna_controller_metrics *cm, int wo
 void luna_runtime_metrics_kinds_not_served(struct luna_controller_metrics *cm, size_t n)
 {
     luna_metric_set(cm->not_served, (double)n);
+}
+
+const char *luna_trigger_action_name(enum luna_trigger_action a)
+{
+    switch (a) {
+    case LUNA_TRIGGER_RECONCILE: return "reconcile";
+    case LUNA_TRIGGER_PAUSE: return "pause";
+    case LUNA_TRIGGER_RESUME: return "resume";
+    }
+    return "reconcile";
+}
+
+void luna_runtime_metrics_trigger(struct luna_controller_metrics *cm,
+                                  enum luna_trigger_action action, size_t keys)
+{
+    if ((unsigned)action >= LUNA_TRIGGER_ACTIONS)
+        return;
+    luna_metric_inc(cm->triggers[action]);
+    if (keys)
+        luna_metric_add(cm->trigger_keys, (double)keys);
+}
+
+void luna_runtime_metrics_paused(struct luna_controller_metrics *cm, bool paused)
+{
+    luna_metric_set(cm->paused, paused ? 1 : 0);
+}
+
+void luna_runtime_metrics_periodic_tick(struct luna_controller_metrics *cm)
+{
+    luna_metric_inc(cm->periodic_ticks);
+}
+
+void luna_runtime_metrics_periodic_next(struct luna_controller_metrics *cm, double unix_seconds)
+{
+    luna_metric_set(cm->periodic_next, unix_seconds);
+}
+
+void luna_runtime_metrics_shadow_write(struct luna_controller_metrics *cm, const char *verb,
+                                       bool changed)
+{
+    struct luna_metric_child *c;
+    if (luna_metric_child(cm->shadow_family, LABELS(cm->name, verb, changed ? "true" : "false"),
+                          &c, NULL) == 0)
+        luna_metric_inc(c);
 }
 
 void luna_runtime_metrics_reconcile_start(struct luna_controller_metrics *cm)

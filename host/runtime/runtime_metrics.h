@@ -28,6 +28,13 @@
  *   luna_controller_script_info{controller,sha256}             gauge (1)
  *   luna_controller_kinds_not_served{controller}               gauge
  *       (sources whose kind the server does not serve)
+ *   luna_triggers_total{controller,action}                     counter
+ *       action: reconcile, pause, resume (admin requests, admin.h)
+ *   luna_trigger_keys_total{controller}                        counter
+ *   luna_controller_paused{controller}                         gauge (0/1)
+ *   luna_periodic_ticks_total{controller}                      counter
+ *   luna_periodic_next_run_timestamp_seconds{controller}       gauge (0: none)
+ *   luna_shadow_writes_total{controller,verb,changed}          counter (--shadow)
  *   process_* (see process_metrics.h)
  *
  * The workqueue_* families come from workqueue_export.h, one set of series
@@ -117,6 +124,21 @@ void luna_runtime_metrics_reconcile_done(struct luna_controller_metrics *cm,
                                          enum luna_reconcile_result result, double seconds);
 /* The reconcile raised (counted in addition to its done(ERROR)). */
 void luna_runtime_metrics_reconcile_panic(struct luna_controller_metrics *cm);
+/* An admin request acted on the controller (admin.h): triggers_total
+ * {action} + 1, and trigger_keys_total + keys (the keys it enqueued). */
+enum luna_trigger_action { LUNA_TRIGGER_RECONCILE, LUNA_TRIGGER_PAUSE, LUNA_TRIGGER_RESUME };
+#define LUNA_TRIGGER_ACTIONS 3
+const char *luna_trigger_action_name(enum luna_trigger_action a);
+void luna_runtime_metrics_trigger(struct luna_controller_metrics *cm,
+                                  enum luna_trigger_action action, size_t keys);
+/* luna_controller_paused{controller} = paused. */
+void luna_runtime_metrics_paused(struct luna_controller_metrics *cm, bool paused);
+/* Periodic work (controller.h): a tick, and when the next one is due. */
+void luna_runtime_metrics_periodic_tick(struct luna_controller_metrics *cm);
+void luna_runtime_metrics_periodic_next(struct luna_controller_metrics *cm, double unix_seconds);
+/* A write sent as a dry run in shadow mode (verb: create, update, ...). */
+void luna_runtime_metrics_shadow_write(struct luna_controller_metrics *cm, const char *verb,
+                                       bool changed);
 /* The controller runs a script with this SHA-256 (hex): its info series
  * becomes {controller, sha256} = 1, replacing the previous one. */
 int luna_runtime_metrics_script(struct luna_controller_metrics *cm, const char *sha256,

@@ -7,6 +7,7 @@
 #include "lua/lua_core.h"
 #include "lua/lua_selector.h"
 #include "testing/lua_backoff.h"
+#include "testing/lua_cron.h"
 #include "testing/lua_health.h"
 #include "testing/lua_http.h"
 #include "testing/lua_informer.h"
@@ -42,6 +43,7 @@ int luaopen_luna_core(lua_State *L)
     luna_lua_store_register(L);
     luna_lua_selector_register(L);
     luna_lua_backoff_register(L);
+    luna_lua_cron_register(L);
     luna_lua_ratelimit_register(L);
     luna_lua_workqueue_register(L);
     luna_lua_kubeconfig_register(L);

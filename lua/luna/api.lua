@@ -75,6 +75,71 @@ local function meta_of(obj)
   return m
 end
 
+-- Shadow mode (luna run --shadow): the host sends every write as a dry run
+-- (dryRun=All); here each write is also logged with what it would have
+-- changed, as a JSON merge patch (RFC 7386) from the object before to the
+-- dry run's answer, fields every write touches left out.
+local NOISE = { resourceVersion = true, managedFields = true, generation = true, uid = true,
+  creationTimestamp = true }
+
+local function is_array(t) return getmetatable(t) == json.array_mt end
+
+local function clean(obj)
+  if type(obj) ~= "table" or type(obj.metadata) ~= "table" then return obj end
+  local copy, meta = {}, {}
+  for k, v in pairs(obj) do copy[k] = v end
+  for k, v in pairs(obj.metadata) do if not NOISE[k] then meta[k] = v end end
+  copy.metadata = meta
+  return copy
+end
+
+local equal -- api.equal, below
+local function merge_diff(a, b)
+  if type(a) ~= "table" or type(b) ~= "table" or is_array(a) or is_array(b) then
+    if equal(a, b) then return nil end
+    if b == nil then return json.null end
+    return b
+  end
+  local out, any = {}, false
+  for k in pairs(a) do
+    if b[k] == nil then out[k], any = json.null, true end
+  end
+  for k, v in pairs(b) do
+    local d = merge_diff(a[k], v)
+    if d ~= nil then out[k], any = d, true end
+  end
+  return any and json.object(out) or nil
+end
+
+local send_now
+
+local function shadow_send(rt, fn, method, kind, namespace, name, subresource, query, body, content_type)
+  local verb = fn:gsub("^luna%.", "")
+  local before
+  if name and method ~= "POST" then
+    before = send_now(rt, "GET", kind, namespace, name, nil, nil)
+  end
+  local dry = (query and query ~= "") and (query:find("dryRun=All", 1, true) and query or query .. "&dryRun=All")
+    or "dryRun=All"
+  local after, err = send_now(rt, method, kind, namespace, name, subresource, dry, body, content_type)
+  if after == nil then return nil, err end
+  local diff, changed
+  if method == "DELETE" then
+    changed = before ~= nil
+    diff = changed and json.null or nil
+  else
+    diff = merge_diff(clean(before), clean(after))
+    changed = diff ~= nil
+  end
+  local encoded = diff ~= nil and json.encode(diff) or nil
+  rt.shadow_report(verb, changed, ("%s %s %s%s"):format(verb, kind,
+    namespace and namespace ~= "" and (namespace .. "/") or "", name or "(new)"))
+  rt.log("info", "shadow write", { verb = verb, kind = kind, namespace = namespace,
+    name = name or (type(after) == "table" and type(after.metadata) == "table" and after.metadata.name) or nil,
+    subresource = subresource, changed = changed and "true" or "false", diff = encoded })
+  return after
+end
+
 -- Sends one request and turns the answer into (object) or (nil, err).
 local function send(fn, method, kind, namespace, name, subresource, query, body, content_type)
   local rt = runtime(fn)
@@ -87,6 +152,13 @@ local function send(fn, method, kind, namespace, name, subresource, query, body,
       .. "comparator, a string.gsub function, an xpcall message handler, a __tostring or another "
       .. "callback); call it from reconcile's own code", fn)
   end
+  if rt.shadow and method ~= "GET" then
+    return shadow_send(rt, fn, method, kind, namespace, name, subresource, query, body, content_type)
+  end
+  return send_now(rt, method, kind, namespace, name, subresource, query, body, content_type)
+end
+
+send_now = function(rt, method, kind, namespace, name, subresource, query, body, content_type)
   local res, err = rt.resolve(kind)
   if not res then return nil, err end
   if res.namespaced and name and (not namespace or namespace == "") then
@@ -290,15 +362,16 @@ function api.event(obj, type_, reason, note, action)
     ok, err = call("luna.event", "PATCH", kind, act.patch.namespace, act.patch.name, nil, nil,
       act.patch.body, PATCH_TYPES.merge)
   end
-  if not ok then
-    rec:forget(act)
-    return nil, err
+  if not ok or runtime("luna.event").shadow then
+    rec:forget(act) -- a dry run recorded nothing: the live code must not patch it
+    if not ok then return nil, err end
   end
   return true
 end
 
 -- luna.equal(a, b): deep equality of JSON-like values (tables compared by
 -- content, so two decoded objects with the same fields are equal).
+equal = function(a, b) return api.equal(a, b) end
 function api.equal(a, b)
   if a == b then return true end
   if type(a) ~= "table" or type(b) ~= "table" then return false end

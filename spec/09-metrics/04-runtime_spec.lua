@@ -64,6 +64,13 @@ local EXPECTED = {
   luna_controller_kinds_not_served = { "gauge", "controller",
     "Number of the controller's sources whose kind the API server does not serve " ..
     "(the controller cannot start until it does)" },
+  luna_triggers_total = { "counter", "action,controller",
+    "Total number of admin requests that acted on a controller, per action " ..
+    "(reconcile, pause, resume)" },
+  luna_trigger_keys_total = { "counter", "controller" },
+  luna_controller_paused = { "gauge", "controller" },
+  luna_periodic_ticks_total = { "counter", "controller" },
+  luna_periodic_next_run_timestamp_seconds = { "gauge", "controller" },
   process_cpu_seconds_total = { "counter", "" },
   process_resident_memory_bytes = { "gauge", "" },
   process_virtual_memory_bytes = { "gauge", "" },

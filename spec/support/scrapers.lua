@@ -6,6 +6,8 @@
 --
 --   local scrapers = require("support.scrapers")
 --   local ids = scrapers.make(srv)   -- srv: support.apiserver_client server
+--   scrapers.make(srv, { rules = {...}, role = "x" })  other rules for the
+--       allowed identity (the admin specs: deploy/rbac.yaml's luna-admin)
 --   ids.allowed, ids.denied          bearer tokens
 --   ids.allowed_user, ids.denied_user  their user names
 --   ids:remove()                     the cluster-scoped role and binding
@@ -28,12 +30,13 @@ local function token_for(srv, name)
   return tr.status.token, ("system:serviceaccount:%s:%s"):format(srv.ns, name)
 end
 
-function M.make(srv)
-  local ids = setmetatable({ srv = srv, role = "luna-spec-metrics-reader-" .. srv.ns }, Ids)
+function M.make(srv, opts)
+  opts = opts or {}
+  local ids = setmetatable({ srv = srv, role = (opts.role or "luna-spec-metrics-reader-") .. srv.ns }, Ids)
   local code = srv:request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", {
     apiVersion = "rbac.authorization.k8s.io/v1", kind = "ClusterRole",
     metadata = { name = ids.role },
-    rules = { { nonResourceURLs = { "/metrics" }, verbs = { "get" } } } })
+    rules = opts.rules or { { nonResourceURLs = { "/metrics" }, verbs = { "get" } } } })
   assert(code == 201, "create clusterrole: " .. tostring(code))
   code = srv:request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
     apiVersion = "rbac.authorization.k8s.io/v1", kind = "ClusterRoleBinding",
