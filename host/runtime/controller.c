@@ -768,7 +768,10 @@ static double periodic_period(const struct luna_controller *c, double base)
 
 static void periodic_arm(struct luna_controller *c)
 {
-    double delay = c->every_due - ev_time();
+    /* libev counts a timer from the loop's time (ev_now), which lags the
+     * clock while an iteration runs: from ev_time() the tick could come
+     * before it is due */
+    double delay = c->every_due - ev_now(luna_loop());
     ev_timer_set(&c->every_timer, delay > 0 ? delay : 0., 0.);
     ev_timer_start(luna_loop(), &c->every_timer);
     if (c->metrics)
