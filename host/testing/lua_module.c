@@ -20,6 +20,7 @@
 #include "runtime/lua_pattern.h"
 #include "runtime/lua_sort.h"
 #include "testing/lua_ratelimit.h"
+#include "testing/lua_shard.h"
 #include "testing/lua_store.h"
 #include "testing/lua_workqueue.h"
 
@@ -44,6 +45,7 @@ int luaopen_luna_core(lua_State *L)
     luna_lua_selector_register(L);
     luna_lua_backoff_register(L);
     luna_lua_cron_register(L);
+    luna_lua_shard_register(L);
     luna_lua_ratelimit_register(L);
     luna_lua_workqueue_register(L);
     luna_lua_kubeconfig_register(L);

@@ -1,0 +1,107 @@
+/*
+ * shard.h — shard selectors of KEP-5866 (server-side sharded list and
+ * watch, kube-apiserver alpha since v1.36 behind the ShardedListAndWatch
+ * feature gate): the hash, the ranges, their text, and an equal split of
+ * the hash space among replicas.  The reflector sends a selector as the
+ * `shardSelector` query parameter and filters on arrival when the server
+ * did not apply it; the dev server applies it to LIST and WATCH.
+ *
+ * The hash is 64-bit FNV-1a over the bytes of the field's string value
+ * (metadata.uid or metadata.namespace; an absent field hashes as "", so a
+ * cluster-scoped object sharded by namespace lands where "" does), exactly
+ * as the API server computes it, so both sides agree bit for bit.
+ *
+ * Text (the API server's grammar, a CEL expression of this one shape):
+ *     shardRange(object.metadata.uid, '0x0', '0x8000000000000000')
+ *       || shardRange(object.metadata.namespace, '0xc0...', '0x10000000000000000')
+ * one or more shardRange(FIELD, 'START', 'END') terms joined by `||`, with
+ * optional blanks between tokens; FIELD is object.metadata.uid or
+ * object.metadata.namespace; START and END are single- or double-quoted
+ * `0x` hex literals (digits in either case) with START < END ≤ 2^64
+ * (written 0x10000000000000000).  A term selects the objects whose hash of
+ * FIELD lies in [START, END); the selector is their union.
+ *
+ * Printing gives the canonical text luna sends: terms in the order parsed,
+ * bounds as '0x' and 16 lower-case digits (17 for 2^64), `, ` and ` || `
+ * between tokens.  parse(print(s)) == s.
+ *
+ * Split: N distinct member identities, sorted bytewise, member i owns
+ * [floor(i·2^64/N), floor((i+1)·2^64/N)); the N ranges cover the space once
+ * and every member computes the same split from the same member set.
+ *
+ * Errors are LUNA_EINVAL with a message naming what is wrong and where
+ * (the dev server answers them as 400 BadRequest, see devserver_list.c),
+ * or LUNA_ENOMEM.
+ *
+ * Ownership: a selector is one allocation owned by the caller, freed with
+ * luna_shard_free (NULL is the empty selector: everything matches).  Pure
+ * functions; no loop use.
+ */
+#ifndef LUNA_SHARD_H
+#define LUNA_SHARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+
+enum luna_shard_field { LUNA_SHARD_UID, LUNA_SHARD_NAMESPACE };
+
+/* One term: hash(field) in [start, last]; `last` is inclusive so that the
+ * top of the space (END = 2^64) needs no 65th bit. */
+struct luna_shard_range {
+    enum luna_shard_field field;
+    uint64_t start;
+    uint64_t last;
+};
+
+struct luna_shard_selector {
+    size_t n;                          /* >= 1 */
+    struct luna_shard_range ranges[];  /* in the order written */
+};
+
+/* 64-bit FNV-1a of len bytes. */
+uint64_t luna_shard_hash(const void *data, size_t len);
+
+/* The field's CEL path ("object.metadata.uid", "object.metadata.namespace"). */
+const char *luna_shard_field_path(enum luna_shard_field f);
+
+/* Parses text.  NULL or "" (after blanks) gives *out = NULL (no selector)
+ * and 0. */
+int luna_shard_parse(const char *text, struct luna_shard_selector **out, luna_error *err);
+
+/* A selector of n ranges copied from r (n >= 1, each start <= last). */
+int luna_shard_new(const struct luna_shard_range *r, size_t n, struct luna_shard_selector **out,
+                   luna_error *err);
+
+struct luna_shard_selector *luna_shard_copy(const struct luna_shard_selector *s);
+void luna_shard_free(struct luna_shard_selector *s);
+
+/* Writes the canonical text into buf (NUL-terminated, truncated to size)
+ * and returns its length, as snprintf does; "" for NULL. */
+size_t luna_shard_print(const struct luna_shard_selector *s, char *buf, size_t size);
+/* The canonical text, malloc'd (caller frees); NULL on ENOMEM or s NULL. */
+char *luna_shard_text(const struct luna_shard_selector *s);
+
+/* True if some term selects hash h of that term's field. */
+bool luna_shard_contains(const struct luna_shard_selector *s, enum luna_shard_field f, uint64_t h);
+/* True if the object with this namespace and uid (NULL: absent, hashed as
+ * "") is selected; always true for s NULL. */
+bool luna_shard_matches(const struct luna_shard_selector *s, const char *namespace_,
+                        const char *uid);
+/* True if s selects by that field in any term. */
+bool luna_shard_uses(const struct luna_shard_selector *s, enum luna_shard_field f);
+bool luna_shard_equal(const struct luna_shard_selector *a, const struct luna_shard_selector *b);
+
+/* Member i's range of an equal split among n members (i < n, n >= 1). */
+struct luna_shard_range luna_shard_split_range(size_t i, size_t n, enum luna_shard_field f);
+
+/* The selector of member `self` among `members` (n distinct, non-empty
+ * identities in any order; borrowed): its range in the split by sorted
+ * identity.  LUNA_EINVAL if self is not a member, an identity repeats or
+ * is empty, or n is 0. */
+int luna_shard_split(const char *const *members, size_t n, const char *self,
+                     enum luna_shard_field f, struct luna_shard_selector **out, luna_error *err);
+
+#endif
