@@ -25,8 +25,27 @@ const char *luna_shard_field_path(enum luna_shard_field f) { return paths[f]; }
 
 /* ---- parsing ------------------------------------------------------------ */
 
+/* A recursive-descent reader of the one CEL shape the API server accepts
+ * (k8s.io/apiserver/pkg/sharding): shardRange calls joined by ||, with
+ * parentheses.  The messages are the server's, so a selector the dev server
+ * refuses reads as kube-apiserver would refuse it; syntax the server's CEL
+ * parser rejects gets "CEL parse error: " and our own words. */
+
+#define MAX_ARGS 8
+
+enum arg_kind { ARG_PATH, ARG_STRING, ARG_OTHER };
+
+struct arg {
+    enum arg_kind kind;
+    const char *at;   /* PATH: the path; STRING: the content; OTHER: the token */
+    size_t len;
+};
+
 struct scan {
-    const char *text, *p;
+    const char *p;
+    struct luna_shard_range *out;
+    size_t n, cap;
+    int depth;
     luna_error *err;
 };
 
@@ -36,150 +55,241 @@ static void skip_blanks(struct scan *s)
         s->p++;
 }
 
-static int fail(struct scan *s, const char *what)
+static bool ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static bool ident_char(char c) { return ident_start(c) || (c >= '0' && c <= '9'); }
+
+static int syntax(struct scan *s, const char *what)
 {
-    return luna_error_set(s->err, LUNA_EINVAL, "invalid shardSelector at offset %zu: %s",
-                          (size_t)(s->p - s->text), what);
+    return luna_error_set(s->err, LUNA_EINVAL, "CEL parse error: %s", what);
 }
 
-/* Consumes tok (after blanks) or fails saying what was expected. */
-static int expect(struct scan *s, const char *tok)
+/* One argument of a call: a dotted path, a quoted string, or any other
+ * token (a number, say), kept for the message. */
+static int parse_arg(struct scan *s, struct arg *a)
 {
     skip_blanks(s);
-    size_t n = strlen(tok);
-    if (strncmp(s->p, tok, n) != 0) {
-        char what[96];
-        snprintf(what, sizeof what, "expected \"%s\"", tok);
-        return fail(s, what);
+    const char *p = s->p;
+    if (*p == '\'' || *p == '"') {
+        const char *end = strchr(p + 1, *p);
+        if (!end)
+            return syntax(s, "unterminated string literal");
+        *a = (struct arg){ ARG_STRING, p + 1, (size_t)(end - p - 1) };
+        s->p = end + 1;
+        return 0;
     }
-    s->p += n;
+    if (ident_start(*p)) {
+        const char *q = p;
+        for (;;) {
+            while (ident_char(*q))
+                q++;
+            if (q[0] == '.' && ident_start(q[1]))
+                q++;
+            else
+                break;
+        }
+        *a = (struct arg){ ARG_PATH, p, (size_t)(q - p) };
+        s->p = q;
+        return 0;
+    }
+    const char *q = p;
+    while (*q && *q != ',' && *q != ')' && *q != ' ' && *q != '\t' && *q != '\n' && *q != '\r')
+        q++;
+    if (q == p)
+        return syntax(s, "expected an argument");
+    *a = (struct arg){ ARG_OTHER, p, (size_t)(q - p) };
+    s->p = q;
     return 0;
 }
 
-static int hex_digit(char c)
+/* A bound: the server's extractHexLiteral. *v, *top as in the range. */
+static int check_bound(struct scan *s, const struct arg *a, const char *name, uint64_t *v, bool *top)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    if (a->kind != ARG_STRING)
+        return luna_error_set(s->err, LUNA_EINVAL, "%s must be a string literal (e.g. '0xff')",
+                              name);
+    const char *t = a->at;
+    size_t len = a->len;
+    if (len < 2 || t[0] != '0' || t[1] != 'x')
+        return luna_error_set(s->err, LUNA_EINVAL, "%s must have '0x' prefix, got \"%.*s\"", name,
+                              (int)(len > 64 ? 64 : len), t);
+    const char *hex = t + 2;
+    size_t n = len - 2;
+    if (n == 0)
+        return luna_error_set(s->err, LUNA_EINVAL, "%s: hex value is required after '0x'", name);
+    if (n > 17)
+        return luna_error_set(s->err, LUNA_EINVAL, "%s: hex value too long (%zu chars, max 17): "
+                              "\"%.*s\"", name, n, (int)(n > 64 ? 64 : n), hex);
+    for (size_t i = 0; i < n; i++)
+        if (!((hex[i] >= '0' && hex[i] <= '9') || (hex[i] >= 'a' && hex[i] <= 'f')))
+            return luna_error_set(s->err, LUNA_EINVAL, "%s: invalid hex character \"%c\" in "
+                                  "\"%.*s\"", name, hex[i], (int)len, t);
+    if (n == 17) {
+        if (memcmp(hex, "10000000000000000", 17) != 0)
+            return luna_error_set(s->err, LUNA_EINVAL, "%s: 17-digit hex value must be "
+                                  "'0x10000000000000000' (2^64), got \"%.*s\"", name, (int)len, t);
+        *v = 0;
+        *top = true;
+        return 0;
+    }
+    if (n != 16)
+        return luna_error_set(s->err, LUNA_EINVAL, "%s must be a 0x-prefixed 16-digit hex value, "
+                              "got \"%.*s\" (did you mean \"0x%.*s%.*s\"?)", name, (int)len, t,
+                              (int)(16 - n), "0000000000000000", (int)n, hex);
+    uint64_t x = 0;
+    for (size_t i = 0; i < 16; i++)
+        x = x << 4 | (uint64_t)(hex[i] <= '9' ? hex[i] - '0' : hex[i] - 'a' + 10);
+    *v = x;
+    *top = false;
+    return 0;
 }
 
-/* A quoted '0x…' bound.  *v is its value and *top is true for exactly
- * 2^64 (then *v is 0); more is refused. */
-static int parse_bound(struct scan *s, const char *which, uint64_t *v, bool *top)
+static int parse_or(struct scan *s);
+
+/* shardRange(FIELD, 'START', 'END') — the name is already read. */
+static int parse_call(struct scan *s)
 {
-    char what[128];
+    struct arg args[MAX_ARGS];
+    size_t nargs = 0;
+    s->p++; /* '(' */
     skip_blanks(s);
-    char q = *s->p;
-    if (q != '\'' && q != '"') {
-        snprintf(what, sizeof what, "%s must be a quoted hex string such as '0x8000000000000000'",
-                 which);
-        return fail(s, what);
-    }
-    s->p++;
-    if (s->p[0] != '0' || (s->p[1] != 'x' && s->p[1] != 'X')) {
-        snprintf(what, sizeof what, "%s must start with 0x", which);
-        return fail(s, what);
-    }
-    s->p += 2;
-    uint64_t x = 0;
-    bool carry = false; /* the value is 2^64 + x */
-    int digits = 0;
-    for (int d; (d = hex_digit(*s->p)) >= 0; s->p++, digits++) {
-        /* The value is 2^64·carry + x; one more digit multiplies it by 16. */
-        uint64_t nibble = x >> 60;
-        if (!carry && nibble == 0) {
-            x = x << 4 | (uint64_t)d;
-        } else if (!carry && nibble == 1 && (x << 4) == 0 && d == 0) {
-            carry = true; /* exactly 2^64 */
-            x = 0;
-        } else {
-            snprintf(what, sizeof what, "%s exceeds 0x10000000000000000", which);
-            return fail(s, what);
+    if (*s->p == ')') {
+        s->p++;
+    } else {
+        for (;;) {
+            struct arg a;
+            int rc = parse_arg(s, &a);
+            if (rc < 0)
+                return rc;
+            if (nargs < MAX_ARGS)
+                args[nargs] = a;
+            nargs++;
+            skip_blanks(s);
+            if (*s->p == ',') {
+                s->p++;
+                continue;
+            }
+            if (*s->p == ')') {
+                s->p++;
+                break;
+            }
+            return syntax(s, "expected ',' or ')' in the arguments of shardRange");
         }
     }
-    if (!digits) {
-        snprintf(what, sizeof what, "%s has no hex digits after 0x", which);
-        return fail(s, what);
-    }
-    if (*s->p != q) {
-        snprintf(what, sizeof what, "%s: expected a hex digit or the closing quote", which);
-        return fail(s, what);
-    }
-    s->p++;
-    *v = x;
-    *top = carry;
+    if (nargs != 3)
+        return luna_error_set(s->err, LUNA_EINVAL,
+                              "shardRange() requires exactly 3 arguments, got %zu", nargs);
+    if (args[0].kind != ARG_PATH)
+        return luna_error_set(s->err, LUNA_EINVAL, "shardRange() first argument: expected field "
+                              "path (e.g. object.metadata.uid)");
+    struct luna_shard_range r;
+    if (args[0].len == strlen(paths[0]) && memcmp(args[0].at, paths[0], args[0].len) == 0)
+        r.field = LUNA_SHARD_UID;
+    else if (args[0].len == strlen(paths[1]) && memcmp(args[0].at, paths[1], args[0].len) == 0)
+        r.field = LUNA_SHARD_NAMESPACE;
+    else
+        return luna_error_set(s->err, LUNA_EINVAL, "unsupported field path \"%.*s\"; supported: "
+                              "object.metadata.uid, object.metadata.namespace",
+                              (int)(args[0].len > 64 ? 64 : args[0].len), args[0].at);
+    uint64_t start, end;
+    bool start_top, end_top;
+    int rc;
+    if ((rc = check_bound(s, &args[1], "hexStart", &start, &start_top)) < 0 ||
+        (rc = check_bound(s, &args[2], "hexEnd", &end, &end_top)) < 0)
+        return rc;
+    if (start_top || (!end_top && start >= end))
+        return luna_error_set(s->err, LUNA_EINVAL, "shard range start %.*s must be less than "
+                              "end %.*s", (int)args[1].len, args[1].at, (int)args[2].len,
+                              args[2].at);
+    r.start = start;
+    r.last = end_top ? UINT64_MAX : end - 1;
+    if (s->n == s->cap)
+        return syntax(s, "too many terms");
+    s->out[s->n++] = r;
     return 0;
 }
 
-static int parse_term(struct scan *s, struct luna_shard_range *r)
+/* primary := '(' or ')' | NAME '(' args ')' */
+static int parse_primary(struct scan *s)
 {
-    int rc;
-    if ((rc = expect(s, "shardRange")) < 0 || (rc = expect(s, "(")) < 0)
-        return rc;
     skip_blanks(s);
-    const char *field = s->p;
-    while ((*s->p >= 'a' && *s->p <= 'z') || (*s->p >= 'A' && *s->p <= 'Z') || *s->p == '.' ||
-           *s->p == '_' || (*s->p >= '0' && *s->p <= '9'))
+    if (*s->p == '(') {
+        if (++s->depth > 32)
+            return syntax(s, "parentheses nested too deep");
         s->p++;
-    size_t flen = (size_t)(s->p - field);
-    if (flen == strlen(paths[0]) && memcmp(field, paths[0], flen) == 0) {
-        r->field = LUNA_SHARD_UID;
-    } else if (flen == strlen(paths[1]) && memcmp(field, paths[1], flen) == 0) {
-        r->field = LUNA_SHARD_NAMESPACE;
-    } else {
-        s->p = field;
-        char what[160];
-        snprintf(what, sizeof what, "unsupported field path \"%.*s\": supported are "
-                 "object.metadata.uid and object.metadata.namespace",
-                 (int)(flen > 64 ? 64 : flen), field);
-        return fail(s, what);
+        int rc = parse_or(s);
+        if (rc < 0)
+            return rc;
+        skip_blanks(s);
+        if (*s->p != ')')
+            return syntax(s, "expected ')'");
+        s->p++;
+        s->depth--;
+        return 0;
     }
-    uint64_t start, end;
-    bool start_top, end_top;
-    if ((rc = expect(s, ",")) < 0 || (rc = parse_bound(s, "start", &start, &start_top)) < 0 ||
-        (rc = expect(s, ",")) < 0 || (rc = parse_bound(s, "end", &end, &end_top)) < 0 ||
-        (rc = expect(s, ")")) < 0)
-        return rc;
-    if (start_top || (!end_top && start >= end))
-        return fail(s, "the start of a range must be less than its end");
-    r->start = start;
-    r->last = end_top ? UINT64_MAX : end - 1;
-    return 0;
+    if (!ident_start(*s->p))
+        return syntax(s, *s->p ? "expected shardRange(...)" : "unexpected end of the expression");
+    const char *name = s->p;
+    while (ident_char(*s->p) || (s->p[0] == '.' && ident_start(s->p[1])))
+        s->p++;
+    size_t len = (size_t)(s->p - name);
+    skip_blanks(s);
+    if (*s->p != '(')
+        return luna_error_set(s->err, LUNA_EINVAL, "unexpected expression \"%.*s\"; expected "
+                              "shardRange() call or || operator", (int)(len > 64 ? 64 : len), name);
+    if (len != 10 || memcmp(name, "shardRange", 10) != 0)
+        return luna_error_set(s->err, LUNA_EINVAL, "unsupported function \"%.*s\"; only "
+                              "shardRange() and || are allowed", (int)(len > 64 ? 64 : len), name);
+    return parse_call(s);
+}
+
+/* or := primary ('||' primary)* ; '&&' is CEL's _&&_, which is refused. */
+static int parse_or(struct scan *s)
+{
+    for (;;) {
+        int rc = parse_primary(s);
+        if (rc < 0)
+            return rc;
+        skip_blanks(s);
+        if (s->p[0] == '|' && s->p[1] == '|') {
+            s->p += 2;
+            continue;
+        }
+        if (s->p[0] == '&' && s->p[1] == '&')
+            return luna_error_set(s->err, LUNA_EINVAL, "unsupported function \"_&&_\"; only "
+                                  "shardRange() and || are allowed");
+        return 0;
+    }
 }
 
 int luna_shard_parse(const char *text, struct luna_shard_selector **out, luna_error *err)
 {
     *out = NULL;
-    struct scan s = { .text = text ? text : "", .p = text ? text : "", .err = err };
+    if (!text || !*text)
+        return 0;
+    struct scan s = { .p = text, .err = err };
     skip_blanks(&s);
     if (!*s.p)
-        return 0;
-    /* Every term is at least "shardRange(" long: bounds the count. */
-    size_t cap = strlen(s.p) / 11 + 1;
-    struct luna_shard_selector *sel = malloc(sizeof *sel + cap * sizeof sel->ranges[0]);
+        return luna_error_set(err, LUNA_EINVAL, "empty shard selector is not allowed; omit the "
+                              "parameter for unfiltered lists");
+    /* Every term is at least "shardRange(a,'0x','0x')" long: bounds the count. */
+    s.cap = strlen(s.p) / 16 + 1;
+    struct luna_shard_selector *sel = malloc(sizeof *sel + s.cap * sizeof sel->ranges[0]);
     if (!sel)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");
-    sel->n = 0;
-    for (;;) {
-        int rc = sel->n < cap ? parse_term(&s, &sel->ranges[sel->n]) : fail(&s, "too many terms");
-        if (rc < 0) {
-            free(sel);
-            return rc;
-        }
-        sel->n++;
-        skip_blanks(&s);
-        if (!*s.p)
-            break;
-        if (s.p[0] != '|' || s.p[1] != '|') {
-            free(sel);
-            return fail(&s, "expected \"||\" or the end of the selector");
-        }
-        s.p += 2;
+    s.out = sel->ranges;
+    int rc = parse_or(&s);
+    skip_blanks(&s);
+    if (rc == 0 && *s.p)
+        rc = syntax(&s, "unexpected text after the expression");
+    for (size_t i = 1; rc == 0 && i < s.n; i++)
+        if (s.out[i].field != s.out[0].field)
+            rc = luna_error_set(err, LUNA_EINVAL, "all shard ranges must use the same field, got "
+                                "\"%s\" and \"%s\"", paths[s.out[0].field], paths[s.out[i].field]);
+    if (rc < 0) {
+        free(sel);
+        return rc;
     }
+    sel->n = s.n;
     *out = sel;
     return 0;
 }
@@ -191,9 +301,10 @@ int luna_shard_new(const struct luna_shard_range *r, size_t n, struct luna_shard
     if (n == 0)
         return luna_error_set(err, LUNA_EINVAL, "a shard selector needs at least one range");
     for (size_t i = 0; i < n; i++)
-        if (r[i].start > r[i].last ||
+        if (r[i].start > r[i].last || r[i].field != r[0].field ||
             (r[i].field != LUNA_SHARD_UID && r[i].field != LUNA_SHARD_NAMESPACE))
-            return luna_error_set(err, LUNA_EINVAL, "shard range %zu is invalid", i);
+            return luna_error_set(err, LUNA_EINVAL, "shard range %zu is invalid (each start <= "
+                                  "last, one field for all)", i);
     struct luna_shard_selector *s = malloc(sizeof *s + n * sizeof s->ranges[0]);
     if (!s)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");

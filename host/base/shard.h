@@ -11,27 +11,31 @@
  * cluster-scoped object sharded by namespace lands where "" does), exactly
  * as the API server computes it, so both sides agree bit for bit.
  *
- * Text (the API server's grammar, a CEL expression of this one shape):
- *     shardRange(object.metadata.uid, '0x0', '0x8000000000000000')
- *       || shardRange(object.metadata.namespace, '0xc0...', '0x10000000000000000')
- * one or more shardRange(FIELD, 'START', 'END') terms joined by `||`, with
- * optional blanks between tokens; FIELD is object.metadata.uid or
- * object.metadata.namespace; START and END are single- or double-quoted
- * `0x` hex literals (digits in either case) with START < END ≤ 2^64
- * (written 0x10000000000000000).  A term selects the objects whose hash of
- * FIELD lies in [START, END); the selector is their union.
+ * Text (the API server's grammar, k8s.io/apiserver/pkg/sharding in
+ * v1.37, a CEL expression of one shape):
+ *     shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')
+ *       || shardRange(object.metadata.uid, '0xc000000000000000', '0x10000000000000000')
+ * one or more shardRange(FIELD, 'START', 'END') calls joined by `||` (and
+ * parenthesised at will), blanks between tokens; FIELD is
+ * object.metadata.uid or object.metadata.namespace, the same in every
+ * term; START and END are quoted strings of `0x` and exactly 16 lower-case
+ * hex digits, or '0x10000000000000000' (2^64) — the server refuses '0x0'
+ * and upper case, and so does this parser; START < END.  A term selects
+ * the objects whose hash of FIELD lies in [START, END); the selector is
+ * their union.  NULL or "" is no selector; blanks only are an error, as on
+ * the server.
  *
- * Printing gives the canonical text luna sends: terms in the order parsed,
- * bounds as '0x' and 16 lower-case digits (17 for 2^64), `, ` and ` || `
- * between tokens.  parse(print(s)) == s.
+ * Printing gives the canonical text, the server's own String() form (and
+ * what it echoes in a list's metadata.shardInfo.selector): terms in the
+ * order parsed, `, ` and ` || ` between tokens.  parse(print(s)) == s.
  *
  * Split: N distinct member identities, sorted bytewise, member i owns
  * [floor(i·2^64/N), floor((i+1)·2^64/N)); the N ranges cover the space once
  * and every member computes the same split from the same member set.
  *
- * Errors are LUNA_EINVAL with a message naming what is wrong and where
- * (the dev server answers them as 400 BadRequest, see devserver_list.c),
- * or LUNA_ENOMEM.
+ * Errors are LUNA_EINVAL with the API server's message (the server
+ * prefixes "invalid shard selector: "), syntax errors "CEL parse error: "
+ * and our own words; or LUNA_ENOMEM.
  *
  * Ownership: a selector is one allocation owned by the caller, freed with
  * luna_shard_free (NULL is the empty selector: everything matches).  Pure
@@ -67,11 +71,11 @@ uint64_t luna_shard_hash(const void *data, size_t len);
 /* The field's CEL path ("object.metadata.uid", "object.metadata.namespace"). */
 const char *luna_shard_field_path(enum luna_shard_field f);
 
-/* Parses text.  NULL or "" (after blanks) gives *out = NULL (no selector)
- * and 0. */
+/* Parses text.  NULL or "" gives *out = NULL (no selector) and 0. */
 int luna_shard_parse(const char *text, struct luna_shard_selector **out, luna_error *err);
 
-/* A selector of n ranges copied from r (n >= 1, each start <= last). */
+/* A selector of n ranges copied from r (n >= 1, each start <= last, one
+ * field for all). */
 int luna_shard_new(const struct luna_shard_range *r, size_t n, struct luna_shard_selector **out,
                    luna_error *err);
 

@@ -22,6 +22,9 @@
  *                          the connection is then dropped
  *   malformed-event=N      the next N watch events are sent as invalid JSON
  *   gone=N                 the next N watches get 410 Expired at once
+ *   ignore-shard-selector=1  LIST and WATCH ignore shardSelector (no
+ *                          filtering, no shardInfo), as a server without
+ *                          KEP-5866 or with its feature gate off does
  *   seed=N                 seed of the random choices (default 1)
  * Counters (truncate-event, malformed-event, gone) count down as used.
  * The settings are a value owned by one server (struct luna_ds); the
@@ -56,6 +59,7 @@ typedef struct luna_ds_faults {
     int truncate_event;
     int malformed_event;
     int gone;
+    bool ignore_shard_selector;
     unsigned seed;
     unsigned rng;               /* the random generator's state (from seed) */
 } luna_ds_faults;

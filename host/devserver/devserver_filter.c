@@ -57,6 +57,8 @@ bool luna_ds_filter_match(const luna_ds_filter *f, const struct luna_ds_obj *o)
 {
     if (f->ns && *f->ns && strcmp(f->ns, o->ns) != 0)
         return false;
+    if (!luna_shard_matches(f->shard, o->ns, o->uid))
+        return false;
     if (!luna_selector_matches(f->labels, label_of, o->labels))
         return false;
     struct field_ctx ctx = { .obj = o };
@@ -68,7 +70,7 @@ bool luna_ds_filter_match(const luna_ds_filter *f, const struct luna_ds_obj *o)
 
 bool luna_ds_filter_selects(const luna_ds_filter *f)
 {
-    return !luna_selector_empty(f->labels) || !luna_selector_empty(f->fields);
+    return !luna_selector_empty(f->labels) || !luna_selector_empty(f->fields) || f->shard;
 }
 
 void luna_ds_filter_clear(luna_ds_filter *f)
@@ -76,6 +78,10 @@ void luna_ds_filter_clear(luna_ds_filter *f)
     free(f->ns);
     luna_selector_free(f->labels);
     luna_selector_free(f->fields);
+    luna_shard_free(f->shard);
+    free(f->shard_text);
     f->ns = NULL;
     f->labels = f->fields = NULL;
+    f->shard = NULL;
+    f->shard_text = NULL;
 }
