@@ -36,7 +36,9 @@ struct luna_object_stream {
 
     /* Outside items. */
     int top_key;          /* LIST: 1 metadata, 2 items; WATCH: 1 type, 2 object */
-    int list_meta_key;    /* 1 resourceVersion, 2 continue, 3 remainingItemCount */
+    int list_meta_key;    /* 1 resourceVersion, 2 continue, 3 remainingItemCount, 4 shardInfo */
+    bool shard_selector_key;  /* the last key inside shardInfo was "selector" */
+    char *shard_info;     /* metadata.shardInfo.selector, or NULL */
     bool in_items;
     char list_rv[64];
     char *continue_token;
@@ -66,7 +68,7 @@ struct luna_object_stream {
     size_t labels_at;            /* offset + 1 of metadata.labels' '{' in out */
     long long status_code;
 
-    size_t items;
+    size_t items, filtered;
     luna_error *feed_err;
 };
 
@@ -142,6 +144,11 @@ static bool key_is(const luna_json_event *ev, const char *k)
 /* Builds the cached object from the item just copied and hands it over. */
 static int deliver(struct luna_object_stream *s, enum luna_stream_event type, luna_error *err)
 {
+    if (s->h.on_filter && !s->h.on_filter(s->h.ud, type, field(s, F_NAMESPACE), field(s, F_UID),
+                                          field(s, F_RV))) {
+        s->filtered++;
+        return 0;
+    }
     size_t len = s->out.len;
     const char *json = s->out.buf ? s->out.buf : "";
     const char **pairs = NULL;
@@ -482,10 +489,23 @@ static int on_event(void *ud, const luna_json_event *ev, luna_error *err)
             }
             return luna_error_set(err, LUNA_EPROTO, "list \"items\" must be an array of objects");
         }
+        if (s->top_key == 1 && s->list_meta_key == 4 && ev->depth == 3) {
+            /* metadata.shardInfo: {"selector": "..."} */
+            if (ev->type == LUNA_JSON_KEY) {
+                s->shard_selector_key = key_is(ev, "selector");
+            } else if (ev->type == LUNA_JSON_STRING && s->shard_selector_key) {
+                free(s->shard_info);
+                s->shard_info = strndup(ev->str, ev->len);
+                if (!s->shard_info)
+                    return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+            }
+            return 0;
+        }
         if (s->top_key == 1 && ev->depth == 2) {
             if (ev->type == LUNA_JSON_KEY)
                 s->list_meta_key = key_is(ev, "resourceVersion") ? 1 : key_is(ev, "continue") ? 2
-                                 : key_is(ev, "remainingItemCount") ? 3 : 0;
+                                 : key_is(ev, "remainingItemCount") ? 3
+                                 : key_is(ev, "shardInfo") ? 4 : 0;
             else if (ev->type == LUNA_JSON_STRING && s->list_meta_key == 1)
                 snprintf(s->list_rv, sizeof s->list_rv, "%.*s", (int)ev->len, ev->str);
             else if (ev->type == LUNA_JSON_STRING && s->list_meta_key == 2) {
@@ -552,6 +572,7 @@ void luna_object_stream_free(struct luna_object_stream *s)
     free(s->strings.buf);
     free(s->label_at);
     free(s->continue_token);
+    free(s->shard_info);
     free(s);
 }
 
@@ -563,10 +584,13 @@ int luna_object_stream_reset(struct luna_object_stream *s)
     s->list_rv[0] = '\0';
     free(s->continue_token);
     s->continue_token = NULL;
+    free(s->shard_info);
+    s->shard_info = NULL;
+    s->shard_selector_key = false;
     s->remaining = -1;
     s->watch_type[0] = '\0';
     s->have_item = false;
-    s->items = 0;
+    s->items = s->filtered = 0;
     s->fed = s->chunk_base = s->raw_base = 0;
     s->raw.len = 0;
     return luna_json_parser_reset(s->parser, &s->json_opts);
@@ -626,3 +650,8 @@ const char *luna_object_stream_continue(const struct luna_object_stream *s)
 
 long long luna_object_stream_remaining(const struct luna_object_stream *s) { return s->remaining; }
 size_t luna_object_stream_items(const struct luna_object_stream *s) { return s->items; }
+size_t luna_object_stream_filtered(const struct luna_object_stream *s) { return s->filtered; }
+const char *luna_object_stream_shard_info(const struct luna_object_stream *s)
+{
+    return s->shard_info;
+}

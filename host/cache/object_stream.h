@@ -15,11 +15,18 @@
  *   LIST:  {"kind":"XList","metadata":{"resourceVersion":"..","continue":".."},
  *           "items":[ {...}, {...} ]}
  *          → on_item(LUNA_STREAM_LISTED, obj) per item; the list's
- *            resourceVersion, continue token and remainingItemCount are
- *            available after luna_object_stream_finish().
+ *            resourceVersion, continue token, remainingItemCount and
+ *            shardInfo.selector (KEP-5866) are available after
+ *            luna_object_stream_finish().
  *   WATCH: {"type":"ADDED","object":{...}} {"type":"MODIFIED",...} ...
  *          → on_item(ADDED|MODIFIED|DELETED, obj); BOOKMARK → on_bookmark(rv);
  *            ERROR → on_error(code, reason, message) with the Status fields.
+ *
+ * An optional on_filter sees each item's namespace, uid and
+ * resourceVersion once the item is complete and before its object is
+ * built; an item it refuses is never built (no allocation, nothing handed
+ * to on_item) and is counted in luna_object_stream_filtered().  The
+ * reflector filters a shard this way when the server did not.
  *
  * Invariants:
  *   - every object handed to on_item has a name (an item without one is an
@@ -55,6 +62,10 @@ struct luna_object_stream_handler {
     int (*on_item)(void *ud, enum luna_stream_event ev, struct luna_object *obj);
     int (*on_bookmark)(void *ud, const char *resource_version);
     int (*on_error)(void *ud, int code, const char *reason, const char *message);
+    /* Optional: true to build and deliver the item, false to drop it.  The
+     * strings are NULL when absent, borrowed for the call. */
+    bool (*on_filter)(void *ud, enum luna_stream_event ev, const char *namespace_,
+                      const char *uid, const char *resource_version);
     void *ud;
 };
 
@@ -82,7 +93,11 @@ int luna_object_stream_finish(struct luna_object_stream *s, luna_error *err);
 const char *luna_object_stream_list_rv(const struct luna_object_stream *s);
 const char *luna_object_stream_continue(const struct luna_object_stream *s);
 long long luna_object_stream_remaining(const struct luna_object_stream *s); /* -1: absent */
+/* metadata.shardInfo.selector of the list, NULL if the list had none. */
+const char *luna_object_stream_shard_info(const struct luna_object_stream *s);
 /* Items delivered since the last reset. */
 size_t luna_object_stream_items(const struct luna_object_stream *s);
+/* Items on_filter dropped since the last reset. */
+size_t luna_object_stream_filtered(const struct luna_object_stream *s);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "testing/lua_store.h"
 #include "lua/lua_util.h"
+#include "base/shard.h"
 #include "cache/object_stream.h"
 
 #define STREAM_MT "luna.ObjectStream"
@@ -13,6 +14,7 @@
 struct lua_stream {
     struct luna_object_stream *s;
     lua_State *L;  /* the caller of the feed in progress: events go to its stack top */
+    struct luna_shard_selector *shard;  /* owned; NULL: no filter */
 };
 
 static void append_event(lua_State *L)
@@ -66,6 +68,13 @@ static int on_error(void *ud, int code, const char *reason, const char *message)
     return 0;
 }
 
+static bool on_filter(void *ud, enum luna_stream_event ev, const char *ns, const char *uid,
+                      const char *rv)
+{
+    struct lua_stream *ls = ud;
+    return luna_shard_matches(ls->shard, ns, uid);
+}
+
 static int luna_lua_object_stream_new(lua_State *L)
 {
     if (lua_isnoneornil(L, 1))
@@ -81,13 +90,18 @@ static int luna_lua_object_stream_new(lua_State *L)
         return luaL_error(L, "mode must be \"list\" or \"watch\"");
     o.keep_managed_fields = luna_lua_opt_bool_field(L, 1, "keep_managed_fields", 0);
     o.max_item_bytes = (uint64_t)luna_lua_opt_number_field(L, 1, "max_item_bytes", 0);
+    const char *shard_text = luna_lua_opt_string_field(L, 1, "shard", NULL);
     struct lua_stream *ls = lua_newuserdata(L, sizeof *ls);
     ls->s = NULL;
     ls->L = L;
+    ls->shard = NULL;
     luaL_getmetatable(L, STREAM_MT);
     lua_setmetatable(L, -2);
-    struct luna_object_stream_handler h = { on_item, on_bookmark, on_error, ls };
     luna_error err;
+    if (luna_shard_parse(shard_text, &ls->shard, &err) < 0)
+        return luaL_error(L, "%s", err.msg);
+    struct luna_object_stream_handler h = { on_item, on_bookmark, on_error,
+                                            ls->shard ? on_filter : NULL, ls };
     ls->s = luna_object_stream_new(&o, &h, &err);
     if (!ls->s)
         return luaL_error(L, "%s", err.msg);
@@ -159,11 +173,29 @@ static int stream_items(lua_State *L)
     return 1;
 }
 
+static int stream_filtered(lua_State *L)
+{
+    lua_pushnumber(L, (lua_Number)luna_object_stream_filtered(check(L)->s));
+    return 1;
+}
+
+static int stream_shard_info(lua_State *L)
+{
+    const char *s = luna_object_stream_shard_info(check(L)->s);
+    if (s)
+        lua_pushstring(L, s);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
 static int stream_gc(lua_State *L)
 {
     struct lua_stream *ls = luaL_checkudata(L, 1, STREAM_MT);
     luna_object_stream_free(ls->s);
     ls->s = NULL;
+    luna_shard_free(ls->shard);
+    ls->shard = NULL;
     return 0;
 }
 
@@ -172,7 +204,8 @@ void luna_lua_object_stream_register(lua_State *L)
     static const luaL_Reg methods[] = {
         { "feed", stream_feed }, { "finish", stream_finish }, { "reset", stream_reset },
         { "list_resource_version", stream_list_rv }, { "continue_token", stream_continue },
-        { "remaining", stream_remaining }, { "items", stream_items }, { NULL, NULL },
+        { "remaining", stream_remaining }, { "items", stream_items },
+        { "filtered", stream_filtered }, { "shard_info", stream_shard_info }, { NULL, NULL },
     };
     luaL_newmetatable(L, STREAM_MT);
     lua_newtable(L);

@@ -287,3 +287,74 @@ describe("object stream, WATCH", function()
     assert.equal("default/z", events[1].object:key())
   end)
 end)
+
+-- KEP-5866: a shard selector given to the stream drops items outside it
+-- before they are built; the list's metadata.shardInfo is read.
+describe("object stream, shard filter", function()
+  local shard = core.shard
+  local lower = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"
+
+  local function names(events)
+    local out = {}
+    for _, e in ipairs(events) do out[#out + 1] = e.object:name() end
+    table.sort(out)
+    return table.concat(out, ",")
+  end
+
+  it("drops LIST items whose uid hashes outside the shard, in any chunking", function()
+    local items, want = {}, {}
+    for i = 1, 40 do
+      local c = cm("c" .. i, tostring(i))
+      items[#items + 1] = c
+      if shard.matches(lower, "default", c.metadata.uid) then want[#want + 1] = c.metadata.name end
+    end
+    table.sort(want)
+    assert.is_true(#want > 5 and #want < 35)
+    local body = list_body(items, { resourceVersion = "100", shardInfo = { selector = lower } })
+    for _, size in ipairs({ 1, 7, 64, #body }) do
+      local s = core.object_stream.new({ mode = "list", shard = lower })
+      local events = feed_in_chunks(s, body, size)
+      assert(s:finish())
+      assert.equal(table.concat(want, ","), names(events))
+      assert.equal(40 - #want, s:filtered())
+      assert.equal(lower, s:shard_info())
+      assert.equal("100", s:list_resource_version())
+    end
+  end)
+
+  it("reads no shardInfo from a list without it, and forgets it on reset", function()
+    local s = core.object_stream.new({ mode = "list" })
+    feed_in_chunks(s, list_body({ cm("a", "1") }, { resourceVersion = "5", shardInfo =
+      { selector = lower } }), 3)
+    assert(s:finish())
+    assert.equal(lower, s:shard_info())
+    s:reset()
+    feed_in_chunks(s, list_body({ cm("a", "1") }), 3)
+    assert(s:finish())
+    assert.is_nil(s:shard_info())
+    assert.equal(0, s:filtered())
+  end)
+
+  it("drops WATCH events outside the shard, bookmarks pass", function()
+    local s = core.object_stream.new({ mode = "watch", shard = lower })
+    local text, want = {}, {}
+    for i = 1, 30 do
+      local c = cm("w" .. i, tostring(i))
+      text[#text + 1] = assert(json.encode({ type = i % 3 == 0 and "DELETED" or "ADDED", object = c }))
+      if shard.matches(lower, "default", c.metadata.uid) then want[#want + 1] = c.metadata.name end
+    end
+    text[#text + 1] = assert(json.encode({ type = "BOOKMARK", object = { kind = "ConfigMap",
+      metadata = { resourceVersion = "99" } } }))
+    table.sort(want)
+    local events = feed_in_chunks(s, table.concat(text, "\n") .. "\n", 13)
+    local bookmark = table.remove(events)
+    assert.equal("BOOKMARK", bookmark.type)
+    assert.equal(table.concat(want, ","), names(events))
+    assert.equal(30 - #want, s:filtered())
+  end)
+
+  it("refuses a bad shard selector", function()
+    assert.has_error(function() core.object_stream.new({ mode = "list", shard = "shardRange(x)" }) end,
+      "shardRange() requires exactly 3 arguments, got 1")
+  end)
+end)
