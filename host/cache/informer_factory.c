@@ -10,12 +10,14 @@
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/selector.h"
+#include "base/shard.h"
 
 struct luna_shared_informer {
     char *key;
     int refs;
     struct luna_informer_factory *f;
     char *group, *version, *kind, *namespace_, *labels, *fields;
+    struct luna_shard_selector *shard;  /* owned copy, or NULL */
     struct luna_informer_spec spec;  /* strings point at the copies above */
     struct luna_informer *inf;
     struct luna_resource resource;   /* valid once resolved */
@@ -63,6 +65,7 @@ static void shared_free(struct luna_shared_informer *si)
     free(si->namespace_);
     free(si->labels);
     free(si->fields);
+    luna_shard_free(si->shard);
     free(si);
 }
 
@@ -156,6 +159,7 @@ static void on_resolved(void *ud, const struct luna_resource *res, const luna_er
         .namespace_ = si->namespace_,
         .label_selector = si->labels,
         .field_selector = si->fields,
+        .shard = si->shard,
         .page_size = si->spec.page_size,
         .keep_managed_fields = si->spec.keep_managed_fields,
         .min_watch_timeout = si->spec.min_watch_timeout,
@@ -202,19 +206,24 @@ struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_
     }
     const char *group = spec->group ? spec->group : "";
     const char *ns = spec->namespace_ ? spec->namespace_ : "";
-    /* + "/", "/", " ns=", "*", " labels=", " fields=" and the NUL: 24 bytes */
+    char *shard_text = spec->shard ? luna_shard_text(spec->shard) : NULL;
+    /* + "/", "/", " ns=", "*", " labels=", " fields=", " shard=" and the NUL: 31 bytes */
     size_t klen = strlen(group) + strlen(spec->version) + strlen(spec->kind) + strlen(ns) +
-                  (labels ? strlen(labels) : 0) + (fields ? strlen(fields) : 0) + 24;
+                  (labels ? strlen(labels) : 0) + (fields ? strlen(fields) : 0) +
+                  (shard_text ? strlen(shard_text) : 0) + 31;
     char *key = malloc(klen);
-    if (!key) {
+    if (!key || (spec->shard && !shard_text)) {
+        free(key);
         free(labels);
         free(fields);
+        free(shard_text);
         luna_error_set(err, LUNA_ENOMEM, "out of memory");
         return NULL;
     }
-    snprintf(key, klen, "%s%s%s/%s ns=%s labels=%s fields=%s", group, *group ? "/" : "",
+    snprintf(key, klen, "%s%s%s/%s ns=%s labels=%s fields=%s%s%s", group, *group ? "/" : "",
              spec->version, spec->kind, *ns ? ns : "*", labels ? labels : "",
-             fields ? fields : "");
+             fields ? fields : "", shard_text ? " shard=" : "", shard_text ? shard_text : "");
+    free(shard_text);
     struct luna_shared_informer *si;
     HASH_FIND_STR(f->informers, key, si);
     if (si) {
@@ -238,7 +247,10 @@ struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_
     si->kind = strdup(spec->kind);
     si->namespace_ = *ns ? strdup(ns) : NULL;
     si->spec = *spec;
-    if (!si->group || !si->version || !si->kind || (*ns && !si->namespace_))
+    si->shard = spec->shard ? luna_shard_copy(spec->shard) : NULL;
+    si->spec.shard = si->shard;
+    if (!si->group || !si->version || !si->kind || (*ns && !si->namespace_) ||
+        (spec->shard && !si->shard))
         goto oom;
     si->inf = luna_informer_new(si->key, err);
     if (!si->inf) {

@@ -16,7 +16,9 @@
  * debug), so a CRD installed later is picked up without a restart.  Its
  * state says which (luna_shared_informer_state); the users of an informer
  * report what it means for them.
- * Selectors are canonicalised first, so "b=2,a=1" and "a=1, b=2" share.
+ * Selectors are canonicalised first, so "b=2,a=1" and "a=1, b=2" share;
+ * a shard selector (KEP-5866) is part of the key in its canonical text, so
+ * informers of different shards of one kind are different informers.
  *
  * Invariants:
  *   - at most one shared informer exists per canonical key;
@@ -60,6 +62,7 @@ struct luna_informer_spec {
     const char *namespace_;      /* NULL or "": all namespaces */
     const char *label_selector;  /* kube syntax; NULL or "": everything */
     const char *field_selector;
+    const struct luna_shard_selector *shard;  /* NULL: whole collection; copied */
     bool keep_managed_fields;
     double resync;               /* seconds; 0: no resync */
     /* Reflector tuning (0: defaults); backoff_* also pace discovery

@@ -27,6 +27,11 @@ struct luna_reflector {
     struct luna_informer *inf;
     struct luna_resource resource;
     char *namespace_, *label_selector, *field_selector;
+    struct luna_shard_selector *shard;  /* owned; NULL: not sharded */
+    char *shard_text;               /* its canonical text (owned) */
+    enum luna_reflector_shard_mode shard_mode;
+    bool list_server_filtered;      /* every page of this list echoed shardInfo */
+    bool warned_foreign;            /* warned once: server mode, a foreign item */
     size_t page_size;
     bool page_size_set;             /* the informer asked for pages */
     bool rv_unavailable;            /* a list got 410: list from etcd, in pages */
@@ -150,6 +155,7 @@ static int build_path(struct luna_reflector *r, bool watch, char *buf, size_t si
     }
     rc |= append_query(buf, size, &len, "labelSelector", r->label_selector);
     rc |= append_query(buf, size, &len, "fieldSelector", r->field_selector);
+    rc |= append_query(buf, size, &len, "shardSelector", r->shard_text);
     return rc < 0 ? LUNA_ETOOBIG : 0;
 }
 
@@ -265,6 +271,31 @@ static void list_failed(struct luna_reflector *r, const char *msg, bool with_bac
     retry_later(r, true, with_backoff);
 }
 
+static void advance_rv(struct luna_reflector *r, const char *rv);
+
+/* Runs on every item before its object is built (object_stream's on_filter):
+ * keeps the items of the shard, whoever filtered. */
+static bool on_filter(void *ud, enum luna_stream_event ev, const char *ns, const char *uid,
+                      const char *rv)
+{
+    struct luna_reflector *r = ud;
+    if (luna_shard_matches(r->shard, ns, uid))
+        return true;
+    r->stats.shard_dropped++;
+    if (r->shard_mode == LUNA_SHARD_MODE_SERVER && !r->warned_foreign) {
+        r->warned_foreign = true;
+        luna_warn("sharded informer got an object outside its shard from a server that "
+                  "filters (dropped; another API server without the feature gate?)",
+                  "informer", luna_informer_name(r->inf), "uid", uid ? uid : "",
+                  "namespace", ns ? ns : "", "shard", r->shard_text);
+    }
+    /* A watch event outside the shard is applied as nothing: the watch
+     * resumes after it. */
+    if (ev != LUNA_STREAM_LISTED)
+        advance_rv(r, rv);
+    return false;
+}
+
 static int on_list_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
 {
     struct luna_reflector *r = ud;
@@ -302,6 +333,26 @@ static int on_list_chunk(void *ud, const char *data, size_t len, luna_error *err
     return rc;
 }
 
+/* The list has completed: who filtered it decides the mode, logged when it
+ * is first known and when it changes. */
+static void note_shard_mode(struct luna_reflector *r)
+{
+    if (!r->shard)
+        return;
+    enum luna_reflector_shard_mode m = r->list_server_filtered ? LUNA_SHARD_MODE_SERVER
+                                                               : LUNA_SHARD_MODE_CLIENT;
+    if (m == r->shard_mode)
+        return;
+    r->shard_mode = m;
+    if (m == LUNA_SHARD_MODE_SERVER)
+        luna_info("sharded informer: the API server filters (it echoed shardInfo)",
+                  "informer", luna_informer_name(r->inf), "shard", r->shard_text);
+    else
+        luna_info("sharded informer: filtering on arrival (the API server ignored "
+                  "shardSelector: older than v1.36 or the ShardedListAndWatch gate is off)",
+                  "informer", luna_informer_name(r->inf), "shard", r->shard_text);
+}
+
 static void finish_list(struct luna_reflector *r)
 {
     const char *rv = luna_object_stream_list_rv(r->list_stream);
@@ -320,6 +371,7 @@ static void finish_list(struct luna_reflector *r)
     drop_listed(r);
     r->rv_unavailable = false;
     r->stats.lists++;
+    note_shard_mode(r);
     luna_informer_wake(r->inf);
     start_watch(r);
 }
@@ -366,6 +418,11 @@ static void on_list_done(void *ud, const luna_http_response *resp, const luna_ht
     }
     end_request(r);
     r->stats.list_pages++;
+    if (r->shard) {
+        const char *echo = luna_object_stream_shard_info(r->list_stream);
+        if (!echo || strcmp(echo, r->shard_text) != 0)
+            r->list_server_filtered = false;
+    }
     const char *cont = luna_object_stream_continue(r->list_stream);
     /* A first page from the cache that still came in pages: the server
      * pages (no watch cache), so later relists page too. */
@@ -385,8 +442,10 @@ static void start_list(struct luna_reflector *r)
     r->phase = LISTING;
     r->status = 0;
     r->stream_failed = false;
-    if (!r->continue_token)
+    if (!r->continue_token) {
         drop_listed(r);
+        r->list_server_filtered = true; /* until a page says otherwise */
+    }
     luna_object_stream_reset(r->list_stream);
     if (start_request(r, false, on_list_chunk, on_list_done) < 0) {
         drop_listed(r);
@@ -573,6 +632,15 @@ int luna_reflector_new(struct luna_kube_client *kc, struct luna_informer *inf,
     r->namespace_ = dup_opt(o->namespace_);
     r->label_selector = dup_opt(o->label_selector);
     r->field_selector = dup_opt(o->field_selector);
+    if (o->shard) {
+        r->shard = luna_shard_copy(o->shard);
+        r->shard_text = luna_shard_text(o->shard);
+        if (!r->shard || !r->shard_text) {
+            luna_reflector_free(r);
+            return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+        }
+        r->shard_mode = LUNA_SHARD_MODE_PENDING;
+    }
     r->page_size = o->page_size ? o->page_size : DEFAULT_PAGE;
     r->page_size_set = o->page_size != 0;
     r->min_watch = o->min_watch_timeout > 0 ? o->min_watch_timeout : DEFAULT_MIN_WATCH;
@@ -586,7 +654,8 @@ int luna_reflector_new(struct luna_kube_client *kc, struct luna_informer *inf,
     ev_timer_init(&r->wait, wait_cb, 0., 0.);
 
     struct luna_object_stream_handler h = {
-        .on_item = on_list_item, .on_bookmark = on_bookmark, .on_error = on_watch_error, .ud = r,
+        .on_item = on_list_item, .on_bookmark = on_bookmark, .on_error = on_watch_error,
+        .on_filter = on_filter, .ud = r,
     };
     struct luna_object_stream_options so = { .mode = LUNA_STREAM_LIST,
                                              .keep_managed_fields = o->keep_managed_fields };
@@ -625,6 +694,8 @@ void luna_reflector_free(struct luna_reflector *r)
     free(r->namespace_);
     free(r->label_selector);
     free(r->field_selector);
+    luna_shard_free(r->shard);
+    free(r->shard_text);
     free(r);
 }
 
@@ -641,3 +712,45 @@ void luna_reflector_start(struct luna_reflector *r)
 const char *luna_reflector_resource_version(const struct luna_reflector *r) { return r->rv; }
 struct luna_reflector_stats luna_reflector_stats(const struct luna_reflector *r) { return r->stats; }
 const char *luna_reflector_last_error(const struct luna_reflector *r) { return r->last_error; }
+
+enum luna_reflector_shard_mode luna_reflector_shard_mode(const struct luna_reflector *r)
+{
+    return r->shard_mode;
+}
+
+const char *luna_reflector_shard_mode_name(enum luna_reflector_shard_mode m)
+{
+    static const char *const names[] = { "none", "pending", "server", "client" };
+    return names[m];
+}
+
+const char *luna_reflector_shard_text(const struct luna_reflector *r) { return r->shard_text; }
+
+int luna_reflector_set_shard(struct luna_reflector *r, const struct luna_shard_selector *shard,
+                             luna_error *err)
+{
+    if (luna_shard_equal(r->shard, shard))
+        return 0;
+    struct luna_shard_selector *copy = shard ? luna_shard_copy(shard) : NULL;
+    char *text = shard ? luna_shard_text(shard) : NULL;
+    if (shard && (!copy || !text)) {
+        luna_shard_free(copy);
+        free(text);
+        return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+    }
+    luna_shard_free(r->shard);
+    free(r->shard_text);
+    r->shard = copy;
+    r->shard_text = text;
+    r->shard_mode = shard ? LUNA_SHARD_MODE_PENDING : LUNA_SHARD_MODE_NONE;
+    r->warned_foreign = false;
+    luna_info("sharded informer: shard changed, relisting", "informer",
+              luna_informer_name(r->inf), "shard", text ? text : "(whole collection)");
+    if (r->phase != IDLE) {
+        /* What is in flight was asked for the old shard: list again.  The
+         * list replaces the cache, so objects that left the shard go. */
+        luna_reflector_stop(r);
+        start_list(r);
+    }
+    return 0;
+}

@@ -27,6 +27,21 @@
  *     minute on a real server) is treated as hung and replaced;
  *   - a malformed or truncated event stops that watch (logged, counted);
  *     the next one resumes from the last event applied, so nothing is lost.
+ * Sharded (KEP-5866, base/shard.h): given a shard selector, every LIST page
+ * and WATCH carries it as `shardSelector`.  A list whose every page echoes
+ * it in metadata.shardInfo.selector was filtered by the server ("server"
+ * mode); otherwise the server ignored it (older, or the feature gate off)
+ * and the reflector filters on arrival ("client" mode).  Either way each
+ * item's uid or namespace is hashed as it arrives, before its object is
+ * built (object_stream's on_filter), and items outside the shard are
+ * dropped: a WATCH carries no shardInfo, so a watch served by another API
+ * server without the gate is caught too (in server mode such drops are
+ * logged at warn once, as the server broke its word).  A dropped watch
+ * event still advances the resourceVersion.  The mode is logged at info
+ * when first known and whenever it changes.  Changing the selector
+ * (luna_reflector_set_shard) relists: objects that left the shard vanish
+ * from the cache as deletions, objects that joined it arrive as adds.
+ *
  * On a relist, listed objects whose key and resourceVersion match the cache
  * reuse the cached object instead of a new copy, so relisting a synced
  * informer does not double its memory.
@@ -46,6 +61,7 @@
 #include <stddef.h>
 
 #include "base/error.h"
+#include "base/shard.h"
 #include "cache/informer.h"
 #include "client/kube_client.h"
 #include "client/resource.h"
@@ -55,6 +71,7 @@ struct luna_reflector_options {
     const char *namespace_;        /* NULL or "": all namespaces */
     const char *label_selector;    /* NULL or "": none */
     const char *field_selector;
+    const struct luna_shard_selector *shard;  /* NULL: the whole collection; copied */
     size_t page_size;              /* 0: 500, and relists are not paged */
     bool keep_managed_fields;
     double min_watch_timeout;      /* 0: 300 s */
@@ -77,6 +94,17 @@ struct luna_reflector_stats {
      * relist): 410 Gone, an error status or broken connection, the idle
      * timeout, a clean end by the server, a stream that did not decode. */
     unsigned long watch_gone, watch_errors, watch_timeouts, watch_closed, watch_decode;
+    /* Items outside the shard dropped on arrival (LIST items and WATCH
+     * events), never stored. */
+    unsigned long shard_dropped;
+};
+
+/* Who applies the shard selector. */
+enum luna_reflector_shard_mode {
+    LUNA_SHARD_MODE_NONE,     /* no selector */
+    LUNA_SHARD_MODE_PENDING,  /* no list with it has completed yet */
+    LUNA_SHARD_MODE_SERVER,   /* the last list echoed shardInfo */
+    LUNA_SHARD_MODE_CLIENT,   /* it did not: filtered on arrival */
 };
 
 struct luna_reflector;
@@ -95,5 +123,17 @@ const char *luna_reflector_resource_version(const struct luna_reflector *r);
 struct luna_reflector_stats luna_reflector_stats(const struct luna_reflector *r);
 /* The last failure's message, "" if none (borrowed). */
 const char *luna_reflector_last_error(const struct luna_reflector *r);
+
+enum luna_reflector_shard_mode luna_reflector_shard_mode(const struct luna_reflector *r);
+/* "none", "pending", "server", "client". */
+const char *luna_reflector_shard_mode_name(enum luna_reflector_shard_mode m);
+/* The selector's canonical text, NULL without one (borrowed until the
+ * next set_shard or free). */
+const char *luna_reflector_shard_text(const struct luna_reflector *r);
+/* Replaces the shard selector (copied; NULL: none) and, if the reflector
+ * runs and the selector changed, cancels what is in flight and relists.
+ * LUNA_ENOMEM leaves the old selector in place. */
+int luna_reflector_set_shard(struct luna_reflector *r, const struct luna_shard_selector *shard,
+                             luna_error *err);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/shard.h"
 #include "client/discovery.h"
 #include "client/http.h"
 #include "cache/informer_factory.h"
@@ -18,6 +19,15 @@
 
 #define ENV_MT "luna.informer.Env"
 #define HANDLE_MT "luna.informer.Informer"
+#define SHARD_MT "luna.informer.ShardAnchor"
+
+static int shard_anchor_gc(lua_State *L)
+{
+    struct luna_shard_selector **a = luaL_checkudata(L, 1, SHARD_MT);
+    luna_shard_free(*a);
+    *a = NULL;
+    return 0;
+}
 
 struct lua_env {
     struct luna_lua_kube_stack stack;
@@ -200,7 +210,16 @@ static int env_informer(lua_State *L)
     if (luna_resource_parse_kind(kind_text, group, sizeof group, version, sizeof version, kind,
                         sizeof kind, &err) < 0)
         return luaL_error(L, "%s", err.msg);
+    struct luna_shard_selector *shard = NULL;
+    if (luna_shard_parse(luna_lua_opt_string_field(L, 2, "shard", NULL), &shard, &err) < 0)
+        return luaL_error(L, "%s", err.msg);
+    /* Owned by a userdata so a raising option reader below cannot leak it. */
+    struct luna_shard_selector **anchor = lua_newuserdata(L, sizeof *anchor);
+    *anchor = shard;
+    luaL_getmetatable(L, SHARD_MT);
+    lua_setmetatable(L, -2);
     struct luna_informer_spec spec = {
+        .shard = shard,
         .group = group,
         .version = version,
         .kind = kind,
@@ -396,7 +415,11 @@ static int handle_stats(lua_State *L)
     FIELD(watch_timeouts);
     FIELD(watch_closed);
     FIELD(watch_decode);
+    FIELD(shard_dropped);
 #undef FIELD
+    lua_pushstring(L, luna_reflector_shard_mode_name(r ? luna_reflector_shard_mode(r)
+                                                       : LUNA_SHARD_MODE_NONE));
+    lua_setfield(L, -2, "shard_mode");
     lua_pushinteger(L, luna_shared_informer_refs(h->si));
     lua_setfield(L, -2, "refs");
     return 1;
@@ -425,6 +448,8 @@ void luna_lua_informer_register(lua_State *L)
         { "last_error", handle_last_error }, { "release", handle_release_m },
         { NULL, NULL },
     };
+    static const luaL_Reg no_methods[] = { { NULL, NULL } };
+    luna_lua_new_class(L, SHARD_MT, no_methods, shard_anchor_gc);
     luna_lua_new_class(L, ENV_MT, env_methods, env_gc);
     luna_lua_new_class(L, HANDLE_MT, handle_methods, handle_release_m);
     static const luaL_Reg funcs[] = { { "env", luna_lua_informer_env }, { NULL, NULL } };

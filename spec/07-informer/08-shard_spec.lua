@@ -1,0 +1,174 @@
+-- Sharded informers (KEP-5866): three informers, one per shard of an equal
+-- split, together hold every ConfigMap exactly once, through a list and
+-- writes, whether the server filters (it echoes shardInfo) or ignores the
+-- selector (the dev server's ignore-shard-selector fault, as an older API
+-- server or one without the ShardedListAndWatch gate) and the reflector
+-- filters on arrival.
+--
+-- Against a real control plane the server mode runs when the gate is on:
+--   make test-kube SPEC=spec/07-informer/08-shard_spec.lua \
+--     KUBE_FEATURE_GATES=ShardedListAndWatch=true
+local helpers = require("helpers")
+local client = require("support.apiserver_client")
+local core = require("luna.core")
+local S = require("07-informer.support")
+local shard = core.shard
+
+local MEMBERS = { "replica-a", "replica-b", "replica-c" }
+local N = 45
+
+-- The server's ConfigMaps of the spec namespace that fall in sel: key -> rv.
+local function server_shard(srv, sel)
+  local code, list = srv:request("GET", srv:ns_path("configmaps"))
+  assert(code == 200, "list configmaps: " .. tostring(code))
+  local out = {}
+  for _, it in ipairs(list.items) do
+    if shard.matches(sel, it.metadata.namespace, it.metadata.uid) then
+      out[it.metadata.namespace .. "/" .. it.metadata.name] = it.metadata.resourceVersion
+    end
+  end
+  return out
+end
+
+local function converge_all(srv, infs, sels)
+  for i, inf in ipairs(infs) do S.converge(inf, server_shard(srv, sels[i]), 20) end
+end
+
+-- Every cached object of every informer is in its shard and in no other
+-- informer's cache; together they hold all `total` objects of the namespace.
+local function assert_partition(infs, sels, total)
+  local seen = {}
+  for i, inf in ipairs(infs) do
+    for _, o in ipairs(inf:list()) do
+      local ns, uid = o:namespace(), o:uid()
+      assert.is_true(shard.matches(sels[i], ns, uid), o:key() .. " outside " .. sels[i])
+      assert.is_nil(seen[o:key()], o:key() .. " in two shards")
+      seen[o:key()] = i
+    end
+  end
+  local count = 0
+  for _ in pairs(seen) do count = count + 1 end
+  assert.equal(total, count)
+end
+
+local function write_some(srv)
+  for i = 1, 15 do srv:create_cm(("late-%02d"):format(i)) end
+  for i = 1, 10 do
+    local code = srv:request("PUT", srv:ns_path("configmaps", ("cm-%02d"):format(i)),
+      S.configmap(("cm-%02d"):format(i), { k = "changed" }))
+    assert.equal(200, code)
+  end
+  for i = 11, 20 do
+    assert.equal(200, (srv:request("DELETE", srv:ns_path("configmaps", ("cm-%02d"):format(i)))))
+  end
+end
+
+local function run_case(mode, setup_faults)
+  local srv, env
+  setup(function()
+    srv = client.start({ args = { "--admin" } })
+    for i = 1, N do srv:create_cm(("cm-%02d"):format(i)) end
+    if setup_faults then S.faults(srv, setup_faults) end
+    env = assert(core.informer.env{ kubeconfig = S.kubeconfig_for(srv) })
+  end)
+  teardown(function()
+    collectgarbage()
+    srv:stop()
+  end)
+
+  it("splits the namespace among three informers, exactly once, through writes (" .. mode .. ")",
+    function()
+      local sels, infs = {}, {}
+      for i, m in ipairs(MEMBERS) do
+        sels[i] = assert(shard.split(MEMBERS, m))
+        infs[i] = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, shard = sels[i] }
+      end
+      helpers.eventually(function()
+        for _, inf in ipairs(infs) do if not inf:has_synced() then return false end end
+        return true
+      end, 20, "sync")
+      local dropped = 0
+      for _, inf in ipairs(infs) do
+        local st = inf:stats()
+        assert.equal(mode, st.shard_mode)
+        dropped = dropped + st.shard_dropped
+      end
+      -- server mode: nothing foreign arrives; client mode: each object
+      -- reaches all three and two drop it
+      assert.equal(mode == "server" and 0 or 2 * N, dropped)
+      converge_all(srv, infs, sels)
+      assert_partition(infs, sels, N)
+
+      write_some(srv)
+      converge_all(srv, infs, sels)
+      assert_partition(infs, sels, N + 15 - 10)
+      local events = 0
+      for _, inf in ipairs(infs) do events = events + inf:stats().watch_events end
+      -- 15 adds, 10 updates and 10 deletes, each seen by its shard only
+      -- when the server filters
+      if mode == "server" then assert.equal(35, events) end
+      for _, inf in ipairs(infs) do inf:release() end
+    end)
+end
+
+describe("sharded informers, the server filters", function()
+  if client.dev_only("the dev server; `make test-kube` runs the server mode with the gate on") then
+    return
+  end
+  run_case("server")
+end)
+
+describe("sharded informers, the server ignores shardSelector", function()
+  if client.dev_only("needs the dev server's ignore-shard-selector fault") then return end
+  run_case("client", "ignore-shard-selector=1")
+end)
+
+describe("sharded informer, a server that stops filtering", function()
+  if client.dev_only("needs the dev server's faults") then return end
+  local srv, env
+  setup(function()
+    srv = client.start({ args = { "--admin" } })
+    for i = 1, 20 do srv:create_cm(("cm-%02d"):format(i)) end
+    env = assert(core.informer.env{ kubeconfig = S.kubeconfig_for(srv) })
+  end)
+  teardown(function()
+    collectgarbage()
+    srv:stop()
+  end)
+
+  it("switches to filtering on arrival at the next list, and the cache stays the shard", function()
+    local sel = assert(shard.split(MEMBERS, MEMBERS[2]))
+    local inf = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, shard = sel,
+      min_watch_timeout = 1, max_watch_timeout = 2 }
+    helpers.eventually(function() return inf:has_synced() end, 10, "sync")
+    assert.equal("server", inf:stats().shard_mode)
+    -- The server now ignores the selector, and the next watch gets 410:
+    -- the reflector relists from a server that sends everything.
+    S.faults(srv, "ignore-shard-selector=1,gone=1")
+    helpers.eventually(function() return inf:stats().lists >= 2 end, 20, "a relist")
+    assert.equal("client", inf:stats().shard_mode)
+    assert.is_true(inf:stats().shard_dropped > 0)
+    for i = 21, 40 do srv:create_cm(("cm-%02d"):format(i)) end
+    S.converge(inf, server_shard(srv, sel), 20)
+    -- the new objects outside the shard reached the reflector and were
+    -- dropped there: the cache is the shard alone
+    for _, o in ipairs(inf:list()) do
+      assert.is_true(shard.matches(sel, o:namespace(), o:uid()), o:key())
+    end
+    inf:release()
+  end)
+end)
+
+describe("sharded informer options", function()
+  if client.dev_only("checks only the binding's argument handling") then return end
+  it("refuses a bad shard selector with the server's message", function()
+    local srv = client.start()
+    local env = assert(core.informer.env{ kubeconfig = S.kubeconfig_for(srv) })
+    assert.has_error(function()
+      env:informer{ kind = "v1/ConfigMap", shard = "shardRange(object.metadata.uid, '0x0', '0x1')" }
+    end, 'hexStart must be a 0x-prefixed 16-digit hex value, got "0x0" (did you mean '
+      .. '"0x0000000000000000"?)')
+    env:close()
+    srv:stop()
+  end)
+end)
