@@ -190,6 +190,65 @@ static void start_resolve(struct luna_shared_informer *si)
         resolve_later(si, err.code, err.msg);
 }
 
+/* The shared informer's key (malloc'd; NULL on ENOMEM): kind, namespace
+ * ("" → "*"), canonical selectors and the shard's canonical text. */
+static char *make_key(const char *group, const char *version, const char *kind, const char *ns,
+                      const char *labels, const char *fields,
+                      const struct luna_shard_selector *shard)
+{
+    char *shard_text = shard ? luna_shard_text(shard) : NULL;
+    if (shard && !shard_text)
+        return NULL;
+    /* + "/", "/", " ns=", "*", " labels=", " fields=", " shard=" and the NUL: 31 bytes */
+    size_t klen = strlen(group) + strlen(version) + strlen(kind) + strlen(ns) +
+                  (labels ? strlen(labels) : 0) + (fields ? strlen(fields) : 0) +
+                  (shard_text ? strlen(shard_text) : 0) + 31;
+    char *key = malloc(klen);
+    if (key)
+        snprintf(key, klen, "%s%s%s/%s ns=%s labels=%s fields=%s%s%s", group, *group ? "/" : "",
+                 version, kind, *ns ? ns : "*", labels ? labels : "", fields ? fields : "",
+                 shard_text ? " shard=" : "", shard_text ? shard_text : "");
+    free(shard_text);
+    return key;
+}
+
+int luna_informer_factory_set_shard(struct luna_informer_factory *f,
+                                    struct luna_shared_informer *si,
+                                    const struct luna_shard_selector *shard, luna_error *err)
+{
+    if (luna_shard_equal(si->shard, shard))
+        return 0;
+    char *key = make_key(si->group, si->version, si->kind, si->namespace_ ? si->namespace_ : "",
+                         si->labels, si->fields, shard);
+    struct luna_shard_selector *copy = shard ? luna_shard_copy(shard) : NULL;
+    if (!key || (shard && !copy)) {
+        free(key);
+        luna_shard_free(copy);
+        return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+    }
+    struct luna_shared_informer *other;
+    HASH_FIND_STR(f->informers, key, other);
+    if (other) {
+        free(key);
+        luna_shard_free(copy);
+        return luna_error_set(err, LUNA_EINVAL, "an informer for that shard exists: %s",
+                              other->key);
+    }
+    if (si->reflector && luna_reflector_set_shard(si->reflector, copy, err) < 0) {
+        free(key);
+        luna_shard_free(copy);
+        return err ? err->code : LUNA_ENOMEM;
+    }
+    HASH_DEL(f->informers, si);
+    free(si->key);
+    si->key = key;
+    HASH_ADD_KEYPTR(hh, f->informers, si->key, strlen(si->key), si);
+    luna_shard_free(si->shard);
+    si->shard = copy;
+    si->spec.shard = copy;
+    return 0;
+}
+
 struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_factory *f,
                                                            const struct luna_informer_spec *spec,
                                                            luna_error *err)
@@ -206,24 +265,13 @@ struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_
     }
     const char *group = spec->group ? spec->group : "";
     const char *ns = spec->namespace_ ? spec->namespace_ : "";
-    char *shard_text = spec->shard ? luna_shard_text(spec->shard) : NULL;
-    /* + "/", "/", " ns=", "*", " labels=", " fields=", " shard=" and the NUL: 31 bytes */
-    size_t klen = strlen(group) + strlen(spec->version) + strlen(spec->kind) + strlen(ns) +
-                  (labels ? strlen(labels) : 0) + (fields ? strlen(fields) : 0) +
-                  (shard_text ? strlen(shard_text) : 0) + 31;
-    char *key = malloc(klen);
-    if (!key || (spec->shard && !shard_text)) {
-        free(key);
+    char *key = make_key(group, spec->version, spec->kind, ns, labels, fields, spec->shard);
+    if (!key) {
         free(labels);
         free(fields);
-        free(shard_text);
         luna_error_set(err, LUNA_ENOMEM, "out of memory");
         return NULL;
     }
-    snprintf(key, klen, "%s%s%s/%s ns=%s labels=%s fields=%s%s%s", group, *group ? "/" : "",
-             spec->version, spec->kind, *ns ? ns : "*", labels ? labels : "",
-             fields ? fields : "", shard_text ? " shard=" : "", shard_text ? shard_text : "");
-    free(shard_text);
     struct luna_shared_informer *si;
     HASH_FIND_STR(f->informers, key, si);
     if (si) {

@@ -83,6 +83,16 @@ struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_
 void luna_informer_factory_release(struct luna_informer_factory *f,
                                    struct luna_shared_informer *si);
 size_t luna_informer_factory_count(const struct luna_informer_factory *f);
+/* Moves a shared informer to another shard (copied; NULL: the whole
+ * collection): its key changes, and its reflector (if the kind is
+ * resolved) relists, so objects that left the shard leave the cache as
+ * deletions and those that joined arrive as adds.  LUNA_EINVAL if another
+ * informer already has the new key; on failure nothing changes.  The
+ * informer's own name (in its log lines) keeps the key it was created
+ * with. */
+int luna_informer_factory_set_shard(struct luna_informer_factory *f,
+                                    struct luna_shared_informer *si,
+                                    const struct luna_shard_selector *shard, luna_error *err);
 /* Calls fn(ud, si) for every shared informer, in no particular order
  * (metrics collection).  fn must not acquire or release informers. */
 void luna_informer_factory_foreach(struct luna_informer_factory *f,

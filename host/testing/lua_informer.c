@@ -369,6 +369,27 @@ static int handle_add_index(lua_State *L)
     return luna_lua_store_add_index(L, idx, luaL_checkstring(L, 2), 3, &h->env->T);
 }
 
+static int handle_set_shard(lua_State *L)
+{
+    struct lua_handle *h = check_handle(L, 1);
+    struct luna_shard_selector *shard = NULL;
+    luna_error err = { 0 };
+    if (luna_shard_parse(luaL_optstring(L, 2, NULL), &shard, &err) < 0)
+        return luaL_error(L, "%s", err.msg);
+    int rc = luna_informer_factory_set_shard(h->env->factory, h->si, shard, &err);
+    luna_shard_free(shard);
+    if (rc < 0)
+        return luna_lua_push_error(L, "InvalidShard", err.msg, 0);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int handle_key(lua_State *L)
+{
+    lua_pushstring(L, luna_shared_informer_key(check_handle(L, 1)->si));
+    return 1;
+}
+
 static int handle_rv(lua_State *L)
 {
     struct luna_reflector *r = luna_shared_informer_reflector(check_handle(L, 1)->si);
@@ -446,6 +467,7 @@ void luna_lua_informer_register(lua_State *L)
         { "add_index", handle_add_index }, { "resource_version", handle_rv },
         { "resource", handle_resource }, { "stats", handle_stats },
         { "last_error", handle_last_error }, { "release", handle_release_m },
+        { "set_shard", handle_set_shard }, { "key", handle_key },
         { NULL, NULL },
     };
     static const luaL_Reg no_methods[] = { { NULL, NULL } };

@@ -5,6 +5,7 @@
  *   local env = core.informer.env{ kubeconfig = PATH [, context = NAME] }
  *   local inf = env:informer{ kind = "v1/ConfigMap" [, namespace =]
  *       [, labels = "a=b" | {a="b"}] [, fields = "metadata.name=x"]
+ *       [, shard = "shardRange(object.metadata.uid, '0x…', '0x…')"]  -- KEP-5866
  *       [, keep_managed_fields, resync, page_size, idle_timeout,
  *          min_watch_timeout, max_watch_timeout, backoff_base, backoff_max]
  *       [, on_add = fn(obj, in_initial_list), on_update = fn(old, new),
@@ -12,6 +13,8 @@
  *   inf:has_synced()  inf:len()  inf:get(key)  inf:list([namespace])  inf:keys()
  *   inf:by_index(name, value)  inf:add_index(name, fn)  inf:resource_version()
  *   inf:resource()  inf:stats()  inf:last_error()  inf:release()
+ *   inf:set_shard(text | nil) → true | nil, err (moves the shared informer: relists)
+ *   inf:key()  (the shared informer's key)
  *   env:count()  env:close()
  *
  * Objects are core.store Objects (read-only, shared with the cache).

@@ -172,3 +172,47 @@ describe("sharded informer options", function()
     srv:stop()
   end)
 end)
+
+describe("sharded informer, moved to another shard", function()
+  if client.dev_only("runs against the dev server only, to keep the cluster run short") then return end
+  local srv, env
+  setup(function()
+    srv = client.start()
+    for i = 1, 30 do srv:create_cm(("cm-%02d"):format(i)) end
+    env = assert(core.informer.env{ kubeconfig = S.kubeconfig_for(srv) })
+  end)
+  teardown(function()
+    collectgarbage()
+    srv:stop()
+  end)
+
+  it("relists: objects that left the shard are deleted, those that joined are added", function()
+    local first = assert(shard.split({ "a", "b" }, "a"))
+    local second = assert(shard.split({ "a", "b", "c" }, "b"))
+    local m = S.mirror()
+    local inf = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, shard = first,
+      on_add = m.handlers.on_add, on_update = m.handlers.on_update, on_delete = m.handlers.on_delete }
+    helpers.eventually(function() return inf:has_synced() end, 10, "sync")
+    S.converge(inf, server_shard(srv, first), 10, m)
+    assert.matches("shard=" .. first, inf:key(), 1, true)
+    assert(inf:set_shard(second))
+    assert.matches("shard=" .. second, inf:key(), 1, true)
+    S.converge(inf, server_shard(srv, second), 10, m)
+    assert.same({}, m.violations)
+    assert.is_true(inf:stats().lists >= 2)
+    -- a second informer on the same shard shares it; moving onto a taken
+    -- shard is refused and changes nothing
+    local other = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, shard = first }
+    assert.equal(2, env:count())
+    local ok, err = inf:set_shard(first)
+    assert.is_nil(ok)
+    assert.matches("an informer for that shard exists", tostring(err))
+    assert.matches("shard=" .. second, inf:key(), 1, true)
+    -- back to the whole collection
+    assert(inf:set_shard(nil))
+    S.converge(inf, S.server_state(srv), 10, m)
+    assert.same({}, m.violations)
+    other:release()
+    inf:release()
+  end)
+end)
