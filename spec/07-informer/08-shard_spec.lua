@@ -216,3 +216,47 @@ describe("sharded informer, moved to another shard", function()
     inf:release()
   end)
 end)
+
+-- The mode is logged when first known and when it changes, not per list:
+-- a process of its own, so its log lines can be read.
+describe("sharded informer log", function()
+  if client.dev_only("needs the dev server's faults to force relists") then return end
+  local srv
+  setup(function()
+    srv = client.start({ args = { "--admin" } })
+    for i = 1, 5 do srv:create_cm(("cm-%02d"):format(i)) end
+  end)
+  teardown(function() srv:stop() end)
+
+  local function run_child(sel, faults, lists)
+    if faults then S.faults(srv, faults) end
+    local script = helpers.tmpdir() .. "/child.lua"
+    helpers.write_file(script, ([[
+      package.cpath = %q .. "/lua/?.so;" .. package.cpath
+      local core = require("luna.core")
+      local env = assert(core.informer.env{ kubeconfig = %q })
+      local inf = env:informer{ kind = "v1/ConfigMap", namespace = %q, shard = %q,
+        min_watch_timeout = 1, max_watch_timeout = 2, backoff_base = 0.05, backoff_max = 0.1 }
+      assert(core.loop.run_until(function() return inf:stats().lists >= %d end, 30), "relists")
+      print("child done lists=" .. inf:stats().lists .. " mode=" .. inf:stats().shard_mode)
+      inf:release()
+      env:close()
+    ]]):format(helpers.build, S.kubeconfig_for(srv), srv.ns, sel, lists))
+    local p = helpers.spawn({ "luajit", script })
+    local _, mode = p:expect("child done lists=%d+ mode=(%a+)", 60)
+    local out = p:drain(10)
+    p:stop()
+    return mode, out
+  end
+
+  it("says once which mode it runs in, over several relists", function()
+    local sel = assert(shard.split(MEMBERS, MEMBERS[1]))
+    -- every watch gets 410 Gone: each one ends in a relist
+    local mode, text = run_child(sel, "gone=1000", 3)
+    assert.equal("server", mode)
+    local _, n = text:gsub("the API server filters", "")
+    assert.equal(1, n, text)
+    local _, c = text:gsub("filtering on arrival", "")
+    assert.equal(0, c, text)
+  end)
+end)
