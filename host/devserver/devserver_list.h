@@ -28,7 +28,8 @@ void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t
                         luna_ds_response *resp);
 
 /* The request's namespace and label and field selectors as a filter (the
- * caller clears it), with its shardSelector if `shard` (LIST and WATCH of a
+ * caller clears it), with its shardSelector if `shard` (LIST, WATCH and
+ * DELETE on the collection, which kube-apiserver serves through a LIST, of a
  * server that serves KEP-5866); 400 on a bad label or field selector, 500
  * on a bad shard selector (as kube-apiserver v1.37). */
 int luna_ds_list_filter(const luna_ds_request *req, luna_ds_type *t, const char *ns, bool shard,

@@ -205,7 +205,7 @@ void luna_ds_verbs_delete_collection(luna_ds *ds, const luna_ds_request *req, lu
 {
     luna_ds_status st = { 0 };
     luna_ds_filter f;
-    if (luna_ds_list_filter(req, t, ns, false, &f, &st) < 0) {
+    if (luna_ds_list_filter(req, t, ns, !ds->faults.ignore_shard_selector, &f, &st) < 0) {
         luna_ds_reply_status(resp, &st);
         return;
     }
