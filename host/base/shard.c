@@ -21,8 +21,6 @@ uint64_t luna_shard_hash(const void *data, size_t len)
 
 static const char *const paths[] = { "object.metadata.uid", "object.metadata.namespace" };
 
-const char *luna_shard_field_path(enum luna_shard_field f) { return paths[f]; }
-
 /* ---- parsing ------------------------------------------------------------ */
 
 /* A recursive-descent reader of the one CEL shape the API server accepts
@@ -359,16 +357,6 @@ char *luna_shard_text(const struct luna_shard_selector *s)
 
 /* ---- matching ----------------------------------------------------------- */
 
-bool luna_shard_contains(const struct luna_shard_selector *s, enum luna_shard_field f, uint64_t h)
-{
-    if (!s)
-        return true;
-    for (size_t i = 0; i < s->n; i++)
-        if (s->ranges[i].field == f && h >= s->ranges[i].start && h <= s->ranges[i].last)
-            return true;
-    return false;
-}
-
 bool luna_shard_matches(const struct luna_shard_selector *s, const char *namespace_,
                         const char *uid)
 {
@@ -386,14 +374,6 @@ bool luna_shard_matches(const struct luna_shard_selector *s, const char *namespa
         if (h[r->field] >= r->start && h[r->field] <= r->last)
             return true;
     }
-    return false;
-}
-
-bool luna_shard_uses(const struct luna_shard_selector *s, enum luna_shard_field f)
-{
-    for (size_t i = 0; s && i < s->n; i++)
-        if (s->ranges[i].field == f)
-            return true;
     return false;
 }
 

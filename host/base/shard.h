@@ -4,7 +4,8 @@
  * feature gate): the hash, the ranges, their text, and an equal split of
  * the hash space among replicas.  The reflector sends a selector as the
  * `shardSelector` query parameter and filters on arrival when the server
- * did not apply it; the dev server applies it to LIST and WATCH.
+ * did not apply it; the dev server applies it to LIST, WATCH and DELETE
+ * on a collection.
  *
  * The hash is 64-bit FNV-1a over the bytes of the field's string value
  * (metadata.uid or metadata.namespace; an absent field hashes as "", so a
@@ -68,9 +69,6 @@ struct luna_shard_selector {
 /* 64-bit FNV-1a of len bytes. */
 uint64_t luna_shard_hash(const void *data, size_t len);
 
-/* The field's CEL path ("object.metadata.uid", "object.metadata.namespace"). */
-const char *luna_shard_field_path(enum luna_shard_field f);
-
 /* Parses text.  NULL or "" gives *out = NULL (no selector) and 0. */
 int luna_shard_parse(const char *text, struct luna_shard_selector **out, luna_error *err);
 
@@ -88,14 +86,10 @@ size_t luna_shard_print(const struct luna_shard_selector *s, char *buf, size_t s
 /* The canonical text, malloc'd (caller frees); NULL on ENOMEM or s NULL. */
 char *luna_shard_text(const struct luna_shard_selector *s);
 
-/* True if some term selects hash h of that term's field. */
-bool luna_shard_contains(const struct luna_shard_selector *s, enum luna_shard_field f, uint64_t h);
 /* True if the object with this namespace and uid (NULL: absent, hashed as
  * "") is selected; always true for s NULL. */
 bool luna_shard_matches(const struct luna_shard_selector *s, const char *namespace_,
                         const char *uid);
-/* True if s selects by that field in any term. */
-bool luna_shard_uses(const struct luna_shard_selector *s, enum luna_shard_field f);
 bool luna_shard_equal(const struct luna_shard_selector *a, const struct luna_shard_selector *b);
 
 /* Member i's range of an equal split among n members (i < n, n >= 1). */
