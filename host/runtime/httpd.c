@@ -22,6 +22,13 @@
 #define MAX_CONNECTIONS 64u
 #define IDLE_TIMEOUT_S 30u
 #define MAX_EXCLUDE 32
+/* A connection's memory (request line, headers, query) on a server with
+ * /admin/: a reconcile of LUNA_ADMIN_MAX_KEYS keys of the longest names
+ * (63 + "%2F" + 253 bytes, "key=" and "&" each) is ~324 KB of query, beyond
+ * libmicrohttpd's default 32 KB (414 at ~900 ordinary keys); the rest is
+ * room for the headers.  Pages a request does not use are not touched. */
+#define ADMIN_CONNECTION_MEMORY ((size_t)512 * 1024)
+#define CONNECTION_MEMORY ((size_t)32 * 1024)
 #define TEXT_PLAIN "text/plain; charset=utf-8"
 
 struct luna_httpd {
@@ -452,6 +459,8 @@ static struct MHD_Daemon *start_daemon(struct luna_httpd *s, const struct sockad
                             MHD_OPTION_ARRAY, opts,
                             MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
                             MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                            s->admin ? ADMIN_CONNECTION_MEMORY : CONNECTION_MEMORY,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_END);
 }
