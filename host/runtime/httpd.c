@@ -226,15 +226,21 @@ static void scrape_decided(void *ud, enum luna_metrics_auth_decision d, const ch
 }
 
 /* The answer to a decided scrape (controller-runtime's texts). */
+static void remote_of(struct MHD_Connection *c, char *buf, size_t size);
+
 static enum MHD_Result answer_decision(struct luna_httpd *s, struct MHD_Connection *c,
-                                       const struct scrape *sc)
+                                       const struct scrape *sc, const char *url,
+                                       const char *method)
 {
     char text[400];
     if (sc->admin) {
         /* every use of the admin endpoints is logged, refused ones too */
         char code[8];
         snprintf(code, sizeof code, "%d", luna_metrics_auth_status(sc->decision));
+        char remote[INET6_ADDRSTRLEN + 16];
+        remote_of(c, remote, sizeof remote);
         luna_warn("admin request refused", "user", sc->user[0] ? sc->user : "anonymous",
+                  "remote", remote[0] ? remote : NULL, "method", method, "path", url,
                   "decision", luna_metrics_auth_decision_name(sc->decision), "status", code);
     }
     switch (sc->decision) {
@@ -419,7 +425,7 @@ static enum MHD_Result authorized(struct luna_httpd *s, struct MHD_Connection *c
     }
     struct scrape *sc = *con_cls;
     if (sc->decision != LUNA_METRICS_AUTH_ALLOW)
-        return answer_decision(s, c, sc);
+        return answer_decision(s, c, sc, url, method);
     if (sc->admin)
         return serve_admin(s, c, url, method, sc->user);
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)

@@ -115,7 +115,16 @@ describe("luna run admin endpoints", function()
     assert.same({ 401, "Unauthorized\n" }, { code, body })
     code, body = S.get(url, nil, { token = ids.denied })
     assert.same({ 403, "Authorization denied for user " .. ids.denied_user .. "\n" }, { code, body })
-    luna:await("admin request refused user=" .. quote(ids.denied_user) .. " .*status=403", 5)
+    luna:await("admin request refused user=" .. quote(ids.denied_user)
+      .. " remote=127%.0%.0%.1:%d+ method=GET path=/admin/controllers .*status=403", 5)
+    luna:await("admin request refused user=anonymous remote=127%.0%.0%.1:%d+ method=GET "
+      .. "path=/admin/controllers .*status=401", 5)
+    -- no spelling of an admin path gets past authentication
+    for _, p in ipairs({ "/admin/../admin/controllers", "/admin%2Fcontrollers", "/%61dmin/controllers",
+        "/admin/controllers/web/pause%00x", "/admin", "//admin/controllers", "/admin/controllers/" }) do
+      code, body = S.get(luna.metrics .. p, "POST")
+      assert.is_true(code == 401 or code == 404 or code == 400, p .. ": " .. code .. " " .. body)
+    end
     -- a GET grant does not cover POST: the verb is the method
     code = S.get(luna.metrics .. "/admin/controllers/web/pause", "POST", { token = ids.denied })
     assert.equal(403, code)
@@ -213,6 +222,8 @@ describe("luna run admin endpoints", function()
     local bad = {
       { "?key=a%20b", 400, "key: want NAMESPACE/NAME or NAME" },
       { "?key=a/b/c", 400, "key: want NAMESPACE/NAME or NAME" },
+      -- web has no `every`: its reconcile would get a periodic request it never expects
+      { "?key=%40every", 400, "key: @every is periodic work, and this controller has no 'every'" },
       { "?key=x&all=true", 400, "want one of" },
       { "", 400, "want one of" },
       { "?all=yes", 400, "all: want true" },
