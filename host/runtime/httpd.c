@@ -99,8 +99,11 @@ int luna_httpd_parse_address(const char *address, char *host, size_t host_size, 
 
 /* ---- requests ------------------------------------------------------------- */
 
-static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *ctype,
-                                 char *body, size_t len)
+/* Sends body (taken); a 405 names the methods the path takes, allow (NULL:
+ * "GET, HEAD", every path but the admin actions). */
+static enum MHD_Result send_text_allow(struct MHD_Connection *c, unsigned status,
+                                       const char *ctype, char *body, size_t len,
+                                       const char *allow)
 {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, body, body ? MHD_RESPMEM_MUST_FREE
@@ -113,7 +116,7 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(r, "Cache-Control", "no-cache, private");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-        MHD_add_response_header(r, "Allow", "GET, HEAD");
+        MHD_add_response_header(r, "Allow", allow ? allow : "GET, HEAD");
     if (status == MHD_HTTP_UNAUTHORIZED)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
@@ -121,6 +124,12 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
     enum MHD_Result rc = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return rc;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *ctype,
+                                 char *body, size_t len)
+{
+    return send_text_allow(c, status, ctype, body, len, NULL);
 }
 
 static enum MHD_Result send_static(struct MHD_Connection *c, unsigned status, const char *text)
@@ -131,8 +140,9 @@ static enum MHD_Result send_static(struct MHD_Connection *c, unsigned status, co
     return send_text(c, status, TEXT_PLAIN, body, strlen(body));
 }
 
-static enum MHD_Result send_buffer(struct MHD_Connection *c, unsigned status, const char *ctype,
-                                   struct luna_textbuf *b)
+static enum MHD_Result send_buffer_allow(struct MHD_Connection *c, unsigned status,
+                                         const char *ctype, struct luna_textbuf *b,
+                                         const char *allow)
 {
     if (b->failed) {
         luna_textbuf_free(b);
@@ -140,7 +150,13 @@ static enum MHD_Result send_buffer(struct MHD_Connection *c, unsigned status, co
     }
     size_t len = 0;
     char *body = luna_textbuf_steal(b, &len);
-    return send_text(c, status, ctype, body, len);
+    return send_text_allow(c, status, ctype, body, len, allow);
+}
+
+static enum MHD_Result send_buffer(struct MHD_Connection *c, unsigned status, const char *ctype,
+                                   struct luna_textbuf *b)
+{
+    return send_buffer_allow(c, status, ctype, b, NULL);
 }
 
 struct query {
@@ -325,8 +341,10 @@ static enum MHD_Result serve_admin(struct luna_httpd *s, struct MHD_Connection *
     if (args->overflow) {
         free(args);
         static const char too_many[] = "{\"error\":\"too many parameters\"}\n";
-        return send_text(c, MHD_HTTP_BAD_REQUEST, "application/json", strdup(too_many),
-                         sizeof too_many - 1);
+        char *body = strdup(too_many);
+        if (!body)
+            return MHD_NO;
+        return send_text(c, MHD_HTTP_BAD_REQUEST, "application/json", body, sizeof too_many - 1);
     }
     char remote[INET6_ADDRSTRLEN + 16];
     remote_of(c, remote, sizeof remote);
@@ -337,8 +355,10 @@ static enum MHD_Result serve_admin(struct luna_httpd *s, struct MHD_Connection *
     struct luna_textbuf b = LUNA_TEXTBUF_INIT;
     int status = s->admin(s->admin_ud, &req, &b);
     free(args);
-    return send_buffer(c, status > 0 ? (unsigned)status : MHD_HTTP_INTERNAL_SERVER_ERROR,
-                       "application/json", &b);
+    /* the list takes GET and HEAD, a controller's actions POST */
+    const char *allow = strcmp(url, LUNA_ADMIN_PREFIX "controllers") == 0 ? NULL : "POST";
+    return send_buffer_allow(c, status > 0 ? (unsigned)status : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                             "application/json", &b, allow);
 }
 
 static bool admin_path(const char *url)
