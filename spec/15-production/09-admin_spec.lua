@@ -125,6 +125,14 @@ describe("luna run admin endpoints", function()
       code, body = S.get(luna.metrics .. p, "POST")
       assert.is_true(code == 401 or code == 404 or code == 400, p .. ": " .. code .. " " .. body)
     end
+    -- the refused line names the path a client chose: a terminal escape and a
+    -- byte that is not UTF-8 are escaped, not written raw
+    code = S.get(luna.metrics .. "/admin/%1B%5B31mred%FF", "POST")
+    assert.equal(401, code)
+    luna:await("admin request refused .*path=\"/admin/\\u001b%[31mred\\ufffd\"", 5)
+    for _, line in ipairs(luna.p.out) do
+      if line:find("red", 1, true) then assert.is_nil(line:find("[\27\128-\255]"), line) end
+    end
     -- a GET grant does not cover POST: the verb is the method
     code = S.get(luna.metrics .. "/admin/controllers/web/pause", "POST", { token = ids.denied })
     assert.equal(403, code)
