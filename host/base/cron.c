@@ -59,6 +59,7 @@ static int parse_field(const struct field *f, const char *s, size_t len, uint64_
     for (char *part = strtok_r(buf, ",", &save); part; part = strtok_r(NULL, ",", &save)) {
         const char *p = part;
         int a, b, step = 1;
+        bool range = false; /* "a-b": a step stays within it, even when a == b */
         if (*p == '*') {
             a = f->lo;
             b = f->hi == 7 ? 6 : f->hi;
@@ -69,6 +70,7 @@ static int parse_field(const struct field *f, const char *s, size_t len, uint64_
                                       part);
             b = a;
             if (*p == '-') {
+                range = true;
                 p++;
                 if ((b = value(f, &p)) < 0)
                     return luna_error_set(err, LUNA_EINVAL, "cron: %s: bad range \"%s\"",
@@ -83,7 +85,7 @@ static int parse_field(const struct field *f, const char *s, size_t len, uint64_
                 return luna_error_set(err, LUNA_EINVAL, "cron: %s: bad step \"%s\"", f->name,
                                       part);
             p = q;
-            if (a == b && part[0] != '*')
+            if (!range && part[0] != '*')
                 b = f->hi == 7 ? 6 : f->hi; /* "5/15": from 5 to the end */
         }
         if (*p)
@@ -152,6 +154,8 @@ int luna_cron_parse(const char *text, struct luna_cron *out, luna_error *err)
     return 0;
 }
 
+#define CRON_LAST_TIME 253402300799.0 /* 9999-12-31T23:59:59Z */
+
 static bool day_matches(const struct luna_cron *c, const struct tm *t)
 {
     bool dom = c->dom >> t->tm_mday & 1, dow = c->dow >> t->tm_wday & 1;
@@ -162,13 +166,16 @@ static bool day_matches(const struct luna_cron *c, const struct tm *t)
 
 double luna_cron_next(const struct luna_cron *c, double after)
 {
-    if (!isfinite(after))
+    /* Unix time 0 to the end of year 9999: beyond, the minute arithmetic
+     * below would overflow time_t and gmtime_r could fail. */
+    if (!(after >= 0 && after <= CRON_LAST_TIME))
         return -1;
     time_t t = (time_t)floor(after / 60.0) * 60 + 60; /* the next whole minute */
     time_t limit = t + (time_t)5 * 366 * 86400;
     struct tm tm;
     while (t < limit) {
-        gmtime_r(&t, &tm);
+        if (!gmtime_r(&t, &tm))
+            return -1;
         if (!(c->month >> (tm.tm_mon + 1) & 1)) {
             /* the first day of the next month */
             tm.tm_mday = 1;

@@ -32,7 +32,8 @@ struct luna_cron {
 
 int luna_cron_parse(const char *text, struct luna_cron *out, luna_error *err);
 /* The first minute of the schedule strictly after `after` (Unix seconds),
- * or -1 if none within five years (a schedule like "0 0 30 2 *"). */
+ * or -1 if none within five years (a schedule like "0 0 30 2 *") or `after`
+ * is outside 0 (1970) .. 253402300799 (the end of year 9999), NaN included. */
 double luna_cron_next(const struct luna_cron *c, double after);
 
 #endif

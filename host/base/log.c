@@ -1,7 +1,10 @@
 /* log.c — see log.h. */
 #include "base/log.h"
 
+#include "base/json.h"
+
 #include <stdarg.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
@@ -39,10 +42,35 @@ static void write_timestamp(FILE *out)
             (int)(tv.tv_usec / 1000));
 }
 
+/* The length of the valid UTF-8 sequence at p (2 to 4 bytes), or 0; reads
+ * no byte past a NUL. */
+static size_t utf8_sequence(const unsigned char *p)
+{
+    size_t n = *p >= 0xC2 && *p <= 0xDF ? 2 : *p >= 0xE0 && *p <= 0xEF ? 3
+             : *p >= 0xF0 && *p <= 0xF4 ? 4 : 0;
+    for (size_t i = 1; i < n; i++)
+        if (!p[i])
+            return 0;
+    return n && luna_json_utf8_valid_prefix((const char *)p, n) == n ? n : 0;
+}
+
+/* A JSON string: control characters escaped, and a byte that is not part of
+ * valid UTF-8 written as U+FFFD, so a value from a client (an HTTP path, a
+ * key) cannot break a JSON log line or a terminal. */
 static void write_json_string(FILE *out, const char *s)
 {
     fputc('"', out);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p >= 0x80) {
+            size_t n = utf8_sequence(p);
+            if (n) {
+                fwrite(p, 1, n, out);
+                p += n - 1;
+            } else {
+                fputs("\\ufffd", out);
+            }
+            continue;
+        }
         switch (*p) {
         case '"':  fputs("\\\"", out); break;
         case '\\': fputs("\\\\", out); break;
@@ -50,7 +78,7 @@ static void write_json_string(FILE *out, const char *s)
         case '\r': fputs("\\r", out); break;
         case '\t': fputs("\\t", out); break;
         default:
-            if (*p < 0x20)
+            if (*p < 0x20 || *p == 0x7f)
                 fprintf(out, "\\u%04x", *p);
             else
                 fputc(*p, out);
@@ -59,10 +87,22 @@ static void write_json_string(FILE *out, const char *s)
     fputc('"', out);
 }
 
-/* Text values are quoted only when a reader could not split them otherwise. */
+/* Text values are quoted only when a reader could not split them otherwise,
+ * or when they hold a control character or bytes that are not UTF-8 (quoted,
+ * those are escaped: no terminal escape or broken UTF-8 reaches the log). */
 static void write_text_value(FILE *out, const char *v)
 {
-    if (*v && !strpbrk(v, " \t\n\r\"=\\"))
+    bool plain = *v;
+    for (const unsigned char *p = (const unsigned char *)v; *p && plain; p++) {
+        if (*p >= 0x80) {
+            size_t n = utf8_sequence(p);
+            plain = n > 0;
+            p += n ? n - 1 : 0;
+        } else {
+            plain = *p > ' ' && *p < 0x7f && *p != '"' && *p != '=' && *p != '\\';
+        }
+    }
+    if (plain)
         fputs(v, out);
     else
         write_json_string(out, v);

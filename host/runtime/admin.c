@@ -149,6 +149,12 @@ static int reconcile(const struct luna_admin_request *req, struct luna_controlle
             if (!v || !key_ok(v))
                 return fail(req, out, 400, "reconcile", name,
                             "key: want NAMESPACE/NAME or NAME (Kubernetes names)");
+            /* "@every" is no object's name (no Kubernetes name has an
+             * '@'): only a controller with a schedule expects it */
+            if (strcmp(v, LUNA_PERIODIC_KEY) == 0 && !luna_controller_periodic(c))
+                return fail(req, out, 400, "reconcile", name,
+                            "key: " LUNA_PERIODIC_KEY " is periodic work, and this controller has "
+                            "no 'every'");
             if (!first_key)
                 first_key = v;
             nkeys++;

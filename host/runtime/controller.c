@@ -745,6 +745,8 @@ static bool has_schedule(const struct luna_controller_spec *s)
     return s->every > 0 || s->every_cron;
 }
 
+bool luna_controller_periodic(const struct luna_controller *c) { return has_schedule(c->spec); }
+
 /* A uniform draw in [0, 1) (xorshift64*; jitter needs no more). */
 static double periodic_rand(struct luna_controller *c)
 {

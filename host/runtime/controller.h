@@ -182,6 +182,9 @@ void luna_controller_note_trigger(struct luna_controller *c, enum luna_trigger_a
  * luna_periodic_ticks_total, the next run in
  * luna_periodic_next_run_timestamp_seconds. */
 #define LUNA_PERIODIC_KEY "@every"
+/* Whether c has a schedule (`every`): only then is LUNA_PERIODIC_KEY a key
+ * its reconcile expects. */
+bool luna_controller_periodic(const struct luna_controller *c);
 
 /* Counts a shadowed write (luna run --shadow) in the controller's metrics;
  * for a shadow candidate, a changing write also records its key

@@ -22,6 +22,13 @@
 #define MAX_CONNECTIONS 64u
 #define IDLE_TIMEOUT_S 30u
 #define MAX_EXCLUDE 32
+/* A connection's memory (request line, headers, query) on a server with
+ * /admin/: a reconcile of LUNA_ADMIN_MAX_KEYS keys of the longest names
+ * (63 + "%2F" + 253 bytes, "key=" and "&" each) is ~324 KB of query, beyond
+ * libmicrohttpd's default 32 KB (414 at ~900 ordinary keys); the rest is
+ * room for the headers.  Pages a request does not use are not touched. */
+#define ADMIN_CONNECTION_MEMORY ((size_t)512 * 1024)
+#define CONNECTION_MEMORY ((size_t)32 * 1024)
 #define TEXT_PLAIN "text/plain; charset=utf-8"
 
 struct luna_httpd {
@@ -92,8 +99,11 @@ int luna_httpd_parse_address(const char *address, char *host, size_t host_size, 
 
 /* ---- requests ------------------------------------------------------------- */
 
-static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *ctype,
-                                 char *body, size_t len)
+/* Sends body (taken); a 405 names the methods the path takes, allow (NULL:
+ * "GET, HEAD", every path but the admin actions). */
+static enum MHD_Result send_text_allow(struct MHD_Connection *c, unsigned status,
+                                       const char *ctype, char *body, size_t len,
+                                       const char *allow)
 {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, body, body ? MHD_RESPMEM_MUST_FREE
@@ -106,7 +116,7 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(r, "Cache-Control", "no-cache, private");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-        MHD_add_response_header(r, "Allow", "GET, HEAD");
+        MHD_add_response_header(r, "Allow", allow ? allow : "GET, HEAD");
     if (status == MHD_HTTP_UNAUTHORIZED)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
@@ -114,6 +124,12 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
     enum MHD_Result rc = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return rc;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *ctype,
+                                 char *body, size_t len)
+{
+    return send_text_allow(c, status, ctype, body, len, NULL);
 }
 
 static enum MHD_Result send_static(struct MHD_Connection *c, unsigned status, const char *text)
@@ -124,8 +140,9 @@ static enum MHD_Result send_static(struct MHD_Connection *c, unsigned status, co
     return send_text(c, status, TEXT_PLAIN, body, strlen(body));
 }
 
-static enum MHD_Result send_buffer(struct MHD_Connection *c, unsigned status, const char *ctype,
-                                   struct luna_textbuf *b)
+static enum MHD_Result send_buffer_allow(struct MHD_Connection *c, unsigned status,
+                                         const char *ctype, struct luna_textbuf *b,
+                                         const char *allow)
 {
     if (b->failed) {
         luna_textbuf_free(b);
@@ -133,7 +150,13 @@ static enum MHD_Result send_buffer(struct MHD_Connection *c, unsigned status, co
     }
     size_t len = 0;
     char *body = luna_textbuf_steal(b, &len);
-    return send_text(c, status, ctype, body, len);
+    return send_text_allow(c, status, ctype, body, len, allow);
+}
+
+static enum MHD_Result send_buffer(struct MHD_Connection *c, unsigned status, const char *ctype,
+                                   struct luna_textbuf *b)
+{
+    return send_buffer_allow(c, status, ctype, b, NULL);
 }
 
 struct query {
@@ -219,15 +242,21 @@ static void scrape_decided(void *ud, enum luna_metrics_auth_decision d, const ch
 }
 
 /* The answer to a decided scrape (controller-runtime's texts). */
+static void remote_of(struct MHD_Connection *c, char *buf, size_t size);
+
 static enum MHD_Result answer_decision(struct luna_httpd *s, struct MHD_Connection *c,
-                                       const struct scrape *sc)
+                                       const struct scrape *sc, const char *url,
+                                       const char *method)
 {
     char text[400];
     if (sc->admin) {
         /* every use of the admin endpoints is logged, refused ones too */
         char code[8];
         snprintf(code, sizeof code, "%d", luna_metrics_auth_status(sc->decision));
+        char remote[INET6_ADDRSTRLEN + 16];
+        remote_of(c, remote, sizeof remote);
         luna_warn("admin request refused", "user", sc->user[0] ? sc->user : "anonymous",
+                  "remote", remote[0] ? remote : NULL, "method", method, "path", url,
                   "decision", luna_metrics_auth_decision_name(sc->decision), "status", code);
     }
     switch (sc->decision) {
@@ -312,8 +341,10 @@ static enum MHD_Result serve_admin(struct luna_httpd *s, struct MHD_Connection *
     if (args->overflow) {
         free(args);
         static const char too_many[] = "{\"error\":\"too many parameters\"}\n";
-        return send_text(c, MHD_HTTP_BAD_REQUEST, "application/json", strdup(too_many),
-                         sizeof too_many - 1);
+        char *body = strdup(too_many);
+        if (!body)
+            return MHD_NO;
+        return send_text(c, MHD_HTTP_BAD_REQUEST, "application/json", body, sizeof too_many - 1);
     }
     char remote[INET6_ADDRSTRLEN + 16];
     remote_of(c, remote, sizeof remote);
@@ -324,8 +355,10 @@ static enum MHD_Result serve_admin(struct luna_httpd *s, struct MHD_Connection *
     struct luna_textbuf b = LUNA_TEXTBUF_INIT;
     int status = s->admin(s->admin_ud, &req, &b);
     free(args);
-    return send_buffer(c, status > 0 ? (unsigned)status : MHD_HTTP_INTERNAL_SERVER_ERROR,
-                       "application/json", &b);
+    /* the list takes GET and HEAD, a controller's actions POST */
+    const char *allow = strcmp(url, LUNA_ADMIN_PREFIX "controllers") == 0 ? NULL : "POST";
+    return send_buffer_allow(c, status > 0 ? (unsigned)status : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                             "application/json", &b, allow);
 }
 
 static bool admin_path(const char *url)
@@ -412,7 +445,7 @@ static enum MHD_Result authorized(struct luna_httpd *s, struct MHD_Connection *c
     }
     struct scrape *sc = *con_cls;
     if (sc->decision != LUNA_METRICS_AUTH_ALLOW)
-        return answer_decision(s, c, sc);
+        return answer_decision(s, c, sc, url, method);
     if (sc->admin)
         return serve_admin(s, c, url, method, sc->user);
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
@@ -452,6 +485,8 @@ static struct MHD_Daemon *start_daemon(struct luna_httpd *s, const struct sockad
                             MHD_OPTION_ARRAY, opts,
                             MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
                             MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                            s->admin ? ADMIN_CONNECTION_MEMORY : CONNECTION_MEMORY,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_END);
 }

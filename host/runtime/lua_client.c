@@ -155,6 +155,15 @@ static int luna_lua_client_request(lua_State *L)
     if (!p)
         return luaL_error(L, "out of memory");
     p->r = r;
+    /* A fragment is never sent: curl drops "#..." with whatever follows it,
+     * the dryRun=All appended below included, and the request would reach
+     * another path than the one asked for (".../name/../other#"). */
+    if (strchr(path, '#')) {
+        free(p);
+        return luna_lua_push_error(L, "InvalidRequest",
+                                   "a request path cannot contain '#' (a URL fragment is not sent)",
+                                   0);
+    }
     /* Shadow mode: no write reaches storage, whatever the script sends. */
     char *dry = NULL;
     if (needs_dry_run(r, method, path) && !(dry = dry_run_path(path))) {

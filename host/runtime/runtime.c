@@ -903,7 +903,12 @@ static void reload_now(struct runtime *rt, const char *trigger)
 
 /* core.runtime.shadow = true in the candidate's state: lua/luna/api.lua
  * then logs each write with what it would change (the dry run itself is
- * the controllers' flag, enforced in lua_client.c). */
+ * the controllers' flag, enforced in lua_client.c).  The candidate gets no
+ * event_store: the host's store of a controller is the live code's memory
+ * of the Events it recorded, and a candidate's luna.event would bump and
+ * then forget the live entry (its dry run recorded nothing), so the live
+ * code's next Event would be created anew instead of counted; without it
+ * the candidate's recorder keeps a memory of its own in its state. */
 static void set_state_shadow(lua_State *L)
 {
     int top = lua_gettop(L);
@@ -914,6 +919,8 @@ static void set_state_shadow(lua_State *L)
         if (lua_istable(L, -1)) {
             lua_pushboolean(L, 1);
             lua_setfield(L, -2, "shadow");
+            lua_pushnil(L);
+            lua_setfield(L, -2, "event_store");
         }
     }
     lua_settop(L, top);

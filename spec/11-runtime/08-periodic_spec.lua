@@ -196,6 +196,21 @@ describe("core.cron #unit", function()
     assert.equal(at(2028, 2, 29, 0, 0), core.cron.next("0 0 29 2 *", t0))        -- leap day
   end)
 
+  it("keeps a step inside a one-value range (5-5/20 is minute 5 only)", function()
+    -- it used to run to the end of the field, as 5/20 does
+    assert.equal(at(2026, 1, 1, 1, 5), core.cron.next("5-5/20 * * * *", at(2026, 1, 1, 0, 7)))
+    assert.equal(at(2026, 1, 1, 0, 25), core.cron.next("5/20 * * * *", at(2026, 1, 1, 0, 7)))
+    assert.equal(at(2026, 1, 5, 0, 0), core.cron.next("0 0 * * mon-mon/2", at(2026, 1, 1, 0, 0)))
+  end)
+
+  it("answers nil for a time outside 1970 .. 9999 instead of overflowing", function()
+    -- 1e300 overflowed time_t (signed overflow, UBSan) and gmtime_r failed
+    for _, t in ipairs({ 1e300, -1e300, 1e17, -1, 253402300800, 0 / 0, math.huge, -math.huge }) do
+      assert.is_nil((core.cron.next("* * * * *", t)), tostring(t))
+    end
+    assert.equal(253402300800, core.cron.next("* * * * *", 253402300799))
+  end)
+
   it("runs on a day matching either restricted day field, as cron does", function()
     -- the 13th, or a Friday: Friday 2 January comes first
     assert.equal(at(2026, 1, 2, 0, 0), core.cron.next("0 0 13 * 5", at(2026, 1, 1, 0, 0)))

@@ -114,6 +114,44 @@ describe("luna run --shadow", function()
     assert.equal(1, writes("event", "true"))
   end)
 
+  -- A URL fragment is never sent: curl drops "#..." and the dryRun=All the
+  -- host appended after it with it, so a subresource ending in "#" (or a
+  -- "../other#" walking to another object) was a real write in shadow mode.
+  local FRAGMENT = [[
+local luna = require "luna"
+return luna.controller {
+  name = "fragment",
+  watch = { "v1/ConfigMap", labels = { ["luna.dev/spec"] = "@TOKEN@" } },
+  reconcile = function(req)
+    if req.name ~= "src" then return end
+    local _, e1 = luna.patch("v1/ConfigMap", req.namespace, "src", { data = { p = "1" } },
+      { subresource = "../victim#" })
+    local _, e2 = luna.patch("v1/ConfigMap", req.namespace, "victim", { data = { q = "1" } },
+      { subresource = "#" })
+    local _, e3 = luna.apply({ apiVersion = "v1", kind = "ConfigMap",
+      metadata = { name = "victim", namespace = req.namespace }, data = { a = "1" } },
+      { field_manager = "shadow-spec", subresource = "../victim#" })
+    luna.log.info("fragments", { e1 = tostring(e1), e2 = tostring(e2), e3 = tostring(e3) })
+  end,
+}
+]]
+
+  it("refuses a request path with a fragment instead of sending the write without dryRun", function()
+    local token = rt.token()
+    env = rt.start{ args = { "--shadow", "--metrics-bind-address=0" },
+      sources = { ["fragment.lua"] = rt.source(FRAGMENT, { TOKEN = token }) } }
+    local victim = rt.cm(env, "victim", { k = "v" })
+    rt.cm(env, "src", { k = "v" }, { [rt.LABEL] = token })
+    local rec = rt.wait(env, rt.msg("fragments"), 30, "the reconcile")
+    local now = env:get(env.srv:ns_path("configmaps", "victim"))
+    assert.same({ k = "v" }, now.data, "the shadow wrote")
+    assert.equal(victim.metadata.resourceVersion, now.metadata.resourceVersion)
+    for _, e in ipairs({ rec.e1, rec.e2, rec.e3 }) do
+      assert.matches("InvalidRequest", e, 1, true)
+      assert.matches("#", e, 1, true)
+    end
+  end)
+
   it("refuses leader election: a shadow runs beside the live controllers", function()
     local out, rc = helpers.run(helpers.luna .. " run --shadow --leader-elect /nonexistent")
     assert.equal(2, rc, out)

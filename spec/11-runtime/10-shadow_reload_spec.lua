@@ -60,6 +60,47 @@ describe("luna run --shadow-reload", function()
     assert.equal("v1", owner("keep-1"))
   end)
 
+  -- The candidate's recorder must not share the live controller's Event
+  -- memory: it used to bump the live entry's count and then forget it
+  -- (a dry run records nothing), so the next live Event for that object
+  -- was created anew instead of counted on the existing one.
+  local GREETER = [[
+local luna = require "luna"
+return luna.controller {
+  name = "greeter",
+  watch = { "v1/ConfigMap", labels = { ["luna.dev/spec"] = "@TOKEN@" } },
+  reconcile = function(req)
+    local cm = luna.cache("v1/ConfigMap"):get(req.namespace, req.name)
+    if not cm then return end
+    local ok, err = luna.event(cm, "Normal", "Hello", "hello from the greeter")
+    luna.log.info("evented", { version = "@VERSION@", error = ok and "none" or tostring(err) })
+  end,
+}
+]]
+
+  it("keeps the live code's Event memory out of the candidate's reach", function()
+    local token = rt.token()
+    env = rt.start{ args = { "--shadow-reload=3" },
+      sources = { ["greeter.lua"] = rt.source(GREETER, { TOKEN = token, VERSION = "v1" }) } }
+    rt.cm(env, "hello-1", { k = "v" }, { [rt.LABEL] = token })
+    local first = rt.wait(env, rt.msg("evented", { version = "v1" }), 15, "the live Event")
+    assert.equal("none", first.error)
+    helpers.write_file(env.dir .. "/greeter.lua", rt.source(GREETER, { TOKEN = token, VERSION = "v2" }))
+    env.luna:kill(1)
+    rt.wait(env, rt.msg("shadow write", { controller = "greeter", verb = "event" }), 15, "the candidate's Event")
+    rt.wait(env, rt.msg("reload done", { result = "success" }), 15, "the swap")
+    -- the candidate's dry run, then the new live code's Event
+    local v2 = rt.wait_count(env, rt.msg("evented", { version = "v2" }), 2, 15, "the new live Event")
+    for _, r in ipairs(v2) do assert.equal("none", r.error) end
+    local _, list = env.srv:request("GET", "/apis/events.k8s.io/v1/namespaces/" .. env.srv.ns .. "/events")
+    local hello = {}
+    for _, e in ipairs(list and list.items or {}) do
+      if e.reason == "Hello" then hello[#hello + 1] = e end
+    end
+    assert.equal(1, #hello, "the live Event was recorded twice")
+    assert.equal(2, hello[1].series and hello[1].series.count)
+  end)
+
   it("refuses --shadow with --shadow-reload, and a bad duration", function()
     local out, rc = helpers.run(helpers.luna .. " run --shadow --shadow-reload=5 /nonexistent")
     assert.equal(2, rc, out)

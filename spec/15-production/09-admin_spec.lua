@@ -115,7 +115,24 @@ describe("luna run admin endpoints", function()
     assert.same({ 401, "Unauthorized\n" }, { code, body })
     code, body = S.get(url, nil, { token = ids.denied })
     assert.same({ 403, "Authorization denied for user " .. ids.denied_user .. "\n" }, { code, body })
-    luna:await("admin request refused user=" .. quote(ids.denied_user) .. " .*status=403", 5)
+    luna:await("admin request refused user=" .. quote(ids.denied_user)
+      .. " remote=127%.0%.0%.1:%d+ method=GET path=/admin/controllers .*status=403", 5)
+    luna:await("admin request refused user=anonymous remote=127%.0%.0%.1:%d+ method=GET "
+      .. "path=/admin/controllers .*status=401", 5)
+    -- no spelling of an admin path gets past authentication
+    for _, p in ipairs({ "/admin/../admin/controllers", "/admin%2Fcontrollers", "/%61dmin/controllers",
+        "/admin/controllers/web/pause%00x", "/admin", "//admin/controllers", "/admin/controllers/" }) do
+      code, body = S.get(luna.metrics .. p, "POST")
+      assert.is_true(code == 401 or code == 404 or code == 400, p .. ": " .. code .. " " .. body)
+    end
+    -- the refused line names the path a client chose: a terminal escape and a
+    -- byte that is not UTF-8 are escaped, not written raw
+    code = S.get(luna.metrics .. "/admin/%1B%5B31mred%FF", "POST")
+    assert.equal(401, code)
+    luna:await("admin request refused .*path=\"/admin/\\u001b%[31mred\\ufffd\"", 5)
+    for _, line in ipairs(luna.p.out) do
+      if line:find("red", 1, true) then assert.is_nil(line:find("[\27\128-\255]"), line) end
+    end
     -- a GET grant does not cover POST: the verb is the method
     code = S.get(luna.metrics .. "/admin/controllers/web/pause", "POST", { token = ids.denied })
     assert.equal(403, code)
@@ -213,6 +230,8 @@ describe("luna run admin endpoints", function()
     local bad = {
       { "?key=a%20b", 400, "key: want NAMESPACE/NAME or NAME" },
       { "?key=a/b/c", 400, "key: want NAMESPACE/NAME or NAME" },
+      -- web has no `every`: its reconcile would get a periodic request it never expects
+      { "?key=%40every", 400, "key: @every is periodic work, and this controller has no 'every'" },
       { "?key=x&all=true", 400, "want one of" },
       { "", 400, "want one of" },
       { "?all=yes", 400, "all: want true" },
@@ -229,14 +248,46 @@ describe("luna run admin endpoints", function()
     assert.same({ 404, "no such controller" }, { code, cjson.decode(body).error })
     code, body = S.get(luna.metrics .. "/admin/controllers/web/explode", "POST")
     assert.equal(404, code, body)
-    code, body = S.get(luna.metrics .. "/admin/controllers/web/pause")
+    -- a 405's Allow names what the path takes (it said "GET, HEAD" for the actions)
+    local headers
+    code, body, headers = S.get(luna.metrics .. "/admin/controllers/web/pause")
     assert.equal(405, code, body)
-    code, body = S.get(luna.metrics .. "/admin/controllers", "POST")
+    assert.matches("\r?\n[Aa]llow: POST\r?\n", headers)
+    code, body, headers = S.get(luna.metrics .. "/admin/controllers", "POST")
     assert.equal(405, code, body)
+    assert.matches("\r?\n[Aa]llow: GET, HEAD\r?\n", headers)
     luna:await("admin request user=anonymous .*action=reconcile controller=nope status=404 error=\"no such controller\"", 5)
     -- nothing of that reached the queue: the counts stayed
     assert.equal(2, reconciled(luna, srv.ns, "b1"))
     assert.equal(0, list_open(luna).queued)
+  end)
+
+  -- The documented bound is 1000 keys; they travel in the query, which
+  -- libmicrohttpd's default 32 KB connection memory cut at ~900 short keys
+  -- (HTTP 414), so `luna trigger` with 1000 ordinary keys failed.
+  it("takes 1000 keys of the longest Kubernetes names in one request, and refuses 1001 keys", function()
+    start("v1", { secure = false, args = { "--admin-endpoints=true" } })
+    local ns = ("n"):rep(63)
+    local keys = {}
+    for i = 1, 1000 do keys[i] = ns .. "/" .. ("k"):rep(245) .. ("%08d"):format(i) end
+    -- 320 KB of arguments: through xargs (one sh -c argument is at most 128 KB)
+    local tmp = helpers.tmpdir()
+    helpers.write_file(tmp .. "/keys", table.concat(keys, "\n") .. "\n")
+    local out, rc = helpers.run(("xargs -x -n 2000 -s 1000000 -a %s/keys %s trigger --server %s --token t "
+      .. "reconcile web"):format(tmp, helpers.luna, luna.metrics))
+    assert.equal(0, rc, out:sub(1, 400))
+    assert.equal(1000, cjson.decode(out).enqueued)
+    luna:await("admin request user=anonymous .*action=reconcile controller=web what=\"keys=1000 first="
+      .. quote(keys[1]) .. "\" enqueued=1000 status=200", 5)
+    -- read the 1000 reconciles' lines (a full stderr pipe would stall luna)
+    wait_for(luna, function() return luna:count("reconciled.*" .. ("k"):rep(245)) >= 1000 end, 60,
+      "the 1000 reconciles")
+    local short = {}
+    for i = 1, 1001 do short[i] = "k" .. i end
+    local code, body, _, said = S.get(luna.metrics .. "/admin/controllers/web/reconcile?key="
+      .. table.concat(short, "&key="), "POST")
+    assert.equal(400, code, said)
+    assert.same({ 400, "at most 1000 keys per request" }, { code, cjson.decode(body).error })
   end)
 
   it("has no admin endpoints on a plain metrics server unless asked", function()
