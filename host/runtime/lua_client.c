@@ -143,6 +143,23 @@ static void on_request_done(void *ud, const luna_http_response *resp,
     luna_reconcile_resume(r, 2);
 }
 
+/* Whether the path part (before '?') has a "." or ".." segment. */
+static bool has_dot_segment(const char *path)
+{
+    const char *end = strchr(path, '?');
+    if (!end)
+        end = path + strlen(path);
+    for (const char *seg = path; seg < end;) {
+        const char *slash = memchr(seg, '/', (size_t)(end - seg));
+        const char *stop = slash ? slash : end;
+        size_t n = (size_t)(stop - seg);
+        if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+            return true;
+        seg = stop + 1;
+    }
+    return false;
+}
+
 static int luna_lua_client_request(lua_State *L)
 {
     const char *method = luaL_checkstring(L, 1);
@@ -163,6 +180,14 @@ static int luna_lua_client_request(lua_State *L)
         return luna_lua_push_error(L, "InvalidRequest",
                                    "a request path cannot contain '#' (a URL fragment is not sent)",
                                    0);
+    }
+    /* curl squashes dot segments ("/configmaps/.." is the namespace):
+     * a name "." or ".." would address another resource than the one
+     * named.  Kubernetes allows neither as a path segment. */
+    if (has_dot_segment(path)) {
+        free(p);
+        return luna_lua_push_error(L, "InvalidRequest",
+                                   "a request path cannot contain a '.' or '..' segment", 0);
     }
     /* Shadow mode: no write reaches storage, whatever the script sends. */
     char *dry = NULL;

@@ -164,6 +164,19 @@ send_now = function(rt, method, kind, namespace, name, subresource, query, body,
   if res.namespaced and name and (not namespace or namespace == "") then
     return nil, errors.new("BadRequest", kind .. " is namespaced: a namespace is required", 400)
   end
+  -- path segments as the API server validates them (client-go's
+  -- IsValidPathSegmentName; escape() takes care of '/', '%' and '#'): a
+  -- "." or ".." name would address another path once the URL is
+  -- normalised, and a subresource is one segment
+  for what, v in pairs({ name = name, namespace = namespace }) do
+    if v == "." or v == ".." then
+      return nil, errors.new("BadRequest", ("invalid %s %q: may not be '.' or '..'"):format(what, v), 400)
+    end
+  end
+  if subresource ~= nil and (type(subresource) ~= "string" or not subresource:match("^[a-z][a-z0-9]*$")) then
+    return nil, errors.new("BadRequest", ("invalid subresource %q: one lower-case path segment (status, scale, ...)")
+      :format(tostring(subresource)), 400)
+  end
   local encoded
   if body ~= nil then
     if type(body) == "string" then

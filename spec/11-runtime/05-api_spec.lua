@@ -118,6 +118,20 @@ step("delete_preconditions", function(ns)
   local _, gone = luna.get("v1/ConfigMap", ns, "made")
   return { conflict = err_of(conflict), ok = ok and true, err = err_of(err), gone = err_of(gone) }
 end)
+-- names that are dot segments: curl squashes "/configmaps/.." to the
+-- namespace's path, so each would address another resource than the one
+-- named ("delete ConfigMap .." deleting the namespace); a subresource that
+-- walks up to another object
+step("dot_segments", function(ns)
+  local _, e1 = luna.delete("v1/ConfigMap", ns, "..")
+  local _, e2 = luna.get("v1/ConfigMap", "..", "driver")
+  local _, e3 = luna.update(cm(ns, ".", {}))
+  local _, e4 = luna.patch("v1/ConfigMap", ns, "driver", { data = { x = "1" } },
+    { subresource = "../../other" })
+  local still, e5 = luna.get("v1/Namespace", ns)
+  return { e1 = err_of(e1), e2 = err_of(e2), e3 = err_of(e3), e4 = err_of(e4),
+           namespace_kept = still ~= nil and still.metadata.deletionTimestamp == nil, e5 = err_of(e5) }
+end)
 step("delete_propagation", function(ns)
   local out = {}
   for _, policy in ipairs({ "Orphan", "Background" }) do
@@ -322,6 +336,21 @@ describe("the API from reconcile #integration", function()
     assert.is_nil(s.err)
     assert.is_true(s.ok)
     assert.is_true(s.gone.not_found)
+  end)
+
+  it("refuses '.' and '..' names and a subresource of more than one segment, sending nothing", function()
+    local s = step("dot_segments")
+    for _, k in ipairs({ "e1", "e2", "e3", "e4" }) do
+      assert.equal(400, s[k].code, k)
+      assert.equal("BadRequest", s[k].reason, k)
+    end
+    assert.matches("invalid name \"..\"", s.e1.message, 1, true)
+    assert.matches("invalid namespace \"..\"", s.e2.message, 1, true)
+    assert.matches("invalid subresource", s.e4.message, 1, true)
+    assert.is_nil(s.e5)
+    assert.is_true(s.namespace_kept)
+    local driver = env:get(env.srv:ns_path("configmaps", "driver"))
+    assert.is_nil(driver.data and driver.data.x)
   end)
 
   it("delete with propagation: Orphan keeps the child, Background collects it", function()

@@ -25,7 +25,11 @@ describe("bounded growth #integration", function()
     p = support.run(srv, {
       ["a.lua"] = controller("wide", [[indexes = {
         by_all = function(o) local t = {} for i = 1, 1e5 do t[i] = "v" .. i end return t end,
-        by_dup = function(o) local t = {} for i = 1, 1000 do t[i] = "same" end return t end },]],
+        -- only the spec's object: a cluster adds kube-root-ca.crt to the namespace
+        by_dup = function(o)
+          if o.metadata.name ~= "one" then return nil end
+          local t = {} for i = 1, 1000 do t[i] = "same" end return t
+        end },]],
         [[    print("wide sees", #luna.cache("v1/ConfigMap"):by_index("by_dup", "same"),
       #luna.cache("v1/ConfigMap"):by_index("by_all", "v1"))]]),
       ["b.lua"] = controller("other", "", "    print('other reconciled', req.name)"),
