@@ -25,6 +25,7 @@ local M = {}
 -- The keys of a run, in print order, and the ratio key each one feeds.
 M.KEYS = {
   { "dispatch_per_s", "dispatch" },     -- initial trivial reconciles per second
+  { "dispatch_per_cpu_s" },             -- the same per CPU second of the process
   { "rss_mb", "rss" },                  -- VmRSS after sync and the initial reconciles, MB
   { "sync_s", "sync" },                 -- start → cache synced, s
   { "relist_peak_rss_mb", "relist_rss" }, -- VmHWM over a forced relist, MB
@@ -305,7 +306,9 @@ local function main()
     local p, sync_s = start(subject, "configmaps", tag)
     r.sync_s = sync_s
     local line = p:expect("peer dispatched", 600)
-    r.dispatch_per_s = tonumber(M.field(line, "reconciles")) / tonumber(M.field(line, "seconds"))
+    local reconciles = tonumber(M.field(line, "reconciles"))
+    r.dispatch_per_s = reconciles / tonumber(M.field(line, "seconds"))
+    r.dispatch_per_cpu_s = reconciles / math.max(tonumber(M.field(line, "cpu_s")), 1e-6)
     r.rss_mb = status_mb(p.pid, "VmRSS")
 
     -- watch: `watch` writes as fast as the server takes them, then a marker
