@@ -52,7 +52,7 @@ DEVSERVER_SRC := $(wildcard host/devserver/*.c)
 FIXTURES  := $(patsubst spec/fixtures/%.c,%,$(wildcard spec/fixtures/*.c))
 BENCHES   := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
 
-.PHONY: all deps deps-build deploy-sync test kube test-kube pbschema run bench clean install \
+.PHONY: all deps deps-build deploy-sync test kube test-kube pbschema run bench bench-peers clean install \
         install-runtime image test-container
 all: build/luna build/lua/luna/core.so
 
@@ -197,7 +197,27 @@ run: all
 bench: all $(addprefix build/bench/,$(BENCHES))
 	@for b in $(BENCHES); do build/bench/$$b || exit 1; done
 	@for b in bench/*.lua; do [ -f "$$b" ] || continue; \
+	  [ "$$b" = bench/peers.lua ] && continue; \
 	  LUNA_BUILD=build luajit $$b || exit 1; done
+
+# luna against a client-go and a controller-runtime controller doing the
+# same work (bench/peers/, built from Go modules into ~/.cache/luna-peers by
+# bench/peers/build.sh; docs/performance.md): the dev server first, then the
+# cluster in KUBECONFIG if set, else the control plane `make kube` built if
+# it is there.  BENCH_PEERS_ARGS passes options, e.g. objects=5000 rounds=1;
+# a real API server takes writes ~10x slower than the dev server, so the
+# second pass writes less (BENCH_PEERS_KUBE_ARGS, added after them).
+BENCH_PEERS_ARGS ?=
+BENCH_PEERS_KUBE_ARGS ?= watch=5000 items=5000
+bench-peers: all
+	@bench/peers/build.sh >/dev/null
+	env -u KUBECONFIG LUNA_BUILD=build luajit bench/peers.lua $(BENCH_PEERS_ARGS)
+	@if [ -n "$$KUBECONFIG" ]; then \
+	  LUNA_BUILD=build luajit bench/peers.lua $(BENCH_PEERS_ARGS) $(BENCH_PEERS_KUBE_ARGS); \
+	elif [ -f "$$(spec/kube/build.sh --print-dir)/complete" ]; then \
+	  spec/kube/cluster.sh run --dir build/bench-peers/cluster -- \
+	    env LUNA_BUILD=build luajit bench/peers.lua $(BENCH_PEERS_ARGS) $(BENCH_PEERS_KUBE_ARGS); \
+	else echo "bench-peers: no KUBECONFIG and no \`make kube\` control plane: the dev server only"; fi
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/lua/5.1/luna \
