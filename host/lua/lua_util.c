@@ -57,16 +57,22 @@ static int error_tostring(lua_State *L)
     return 1;
 }
 
+enum { ERROR_REASON, ERROR_MESSAGE, ERROR_CODE, ERROR_WHERE };
+const char *const luna_lua_error_fields[] = {
+    [ERROR_REASON] = "reason", [ERROR_MESSAGE] = "message", [ERROR_CODE] = "code",
+    [ERROR_WHERE] = "where", NULL,
+};
+
 /* [-0, +1] Pushes a new error. */
 static void new_error(lua_State *L, const char *reason, const char *message, int code)
 {
     lua_createtable(L, 0, 3);
     lua_pushinteger(L, code);
-    lua_setfield(L, -2, "code");
+    lua_setfield(L, -2, luna_lua_error_fields[ERROR_CODE]);
     lua_pushstring(L, reason);
-    lua_setfield(L, -2, "reason");
+    lua_setfield(L, -2, luna_lua_error_fields[ERROR_REASON]);
     lua_pushstring(L, message ? message : "");
-    lua_setfield(L, -2, "message");
+    lua_setfield(L, -2, luna_lua_error_fields[ERROR_MESSAGE]);
     if (luaL_newmetatable(L, "luna.error")) {
         lua_pushcfunction(L, error_tostring);
         lua_setfield(L, -2, "__tostring");
@@ -88,7 +94,7 @@ int luna_lua_error_new(lua_State *L)
     lua_Number code = luaL_optnumber(L, 3, 0);
     new_error(L, reason, message, 0);
     lua_pushnumber(L, code); /* as given: a Lua number */
-    lua_setfield(L, -2, "code");
+    lua_setfield(L, -2, luna_lua_error_fields[ERROR_CODE]);
     return 1;
 }
 

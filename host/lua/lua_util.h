@@ -35,6 +35,11 @@ int luna_lua_pcall(lua_State *L, int nargs, int nresults, const char *what);
 
 /* Pushes nil and a new error (reason and message copied; NULL message:
  * ""); returns 2 (for `return luna_lua_push_error(...)`). */
+/* The fields of a luna error, NULL-terminated: reason, message and code
+ * (set here), where (set by lua/luna/api.lua on a failed API call).
+ * test_control.c's `api` command reports them for the spec of the editor
+ * definitions. */
+extern const char *const luna_lua_error_fields[];
 int luna_lua_push_error(lua_State *L, const char *reason, const char *message, int code);
 /* core.error(reason [, message [, code]]) → error: the constructor for Lua
  * (luna.errors.new checks the arguments, then calls it). */

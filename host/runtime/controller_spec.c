@@ -52,6 +52,20 @@ static const char *const source_fields[] = { "namespace", "labels", "fields", "m
 static const char *const limit_fields[] = { "instructions", "seconds", NULL };
 static const char *const rate_limit_fields[] = { "base_delay", "max_delay", "qps", "burst", NULL };
 
+void luna_controller_spec_list_fields(void (*fn)(void *ud, const char *group, const char *field),
+                                      void *ud)
+{
+    static const struct { const char *group; const char *const *fields; } groups[] = {
+        { "spec", top_fields },
+        { "spec.source", source_fields },
+        { "spec.limits", limit_fields },
+        { "spec.rate_limit", rate_limit_fields },
+    };
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+        for (const char *const *f = groups[g].fields; *f; f++)
+            fn(ud, groups[g].group, *f);
+}
+
 static bool in_list(const char *const *list, const char *s)
 {
     for (; *list; list++)

@@ -114,6 +114,13 @@ const struct luna_controller_spec *luna_controller_spec_get(lua_State *L, int id
  * path), then forgets it; false if none since the last call. */
 bool luna_controller_spec_last_error(lua_State *L, char *msg, size_t msg_size, char *field,
                                      size_t field_size);
+/* Calls fn for every field a spec may have, from the same lists the
+ * validation checks against: group "spec" (the top level), "spec.source"
+ * (watch/owns/watches entries), "spec.limits", "spec.rate_limit".  For the
+ * spec of the editor definitions (test_control.c's `api` command). */
+void luna_controller_spec_list_fields(void (*fn)(void *ud, const char *group, const char *field),
+                                      void *ud);
+
 /* The line of the file at path that sets the field of path `field`
  * ("watch.labels": the first line setting `watch`, then the next setting
  * `labels`), or 0 if no line does. */

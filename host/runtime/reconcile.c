@@ -16,6 +16,16 @@
 #include "runtime/runtime_metrics.h"
 #include "runtime/watchdog.h"
 
+enum { REQ_NAMESPACE, REQ_NAME, REQ_KEY, REQ_ATTEMPT, REQ_PERIODIC };
+const char *const luna_reconcile_request_fields[] = {
+    [REQ_NAMESPACE] = "namespace", [REQ_NAME] = "name", [REQ_KEY] = "key",
+    [REQ_ATTEMPT] = "attempt", [REQ_PERIODIC] = "periodic", NULL,
+};
+enum { RESULT_REQUEUE, RESULT_REQUEUE_AFTER };
+const char *const luna_reconcile_result_fields[] = {
+    [RESULT_REQUEUE] = "requeue", [RESULT_REQUEUE_AFTER] = "requeue_after", NULL,
+};
+
 struct luna_reconcile {
     struct luna_controller *c;
     char *key;
@@ -208,9 +218,9 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
             luna_workqueue_add_rate_limited(q, r->key);
         } else if (n >= 1 && lua_istable(co, 1)) {
             /* Raw reads: a metamethod must not run outside a protected call. */
-            lua_pushliteral(co, "requeue_after");
+            lua_pushstring(co, luna_reconcile_result_fields[RESULT_REQUEUE_AFTER]);
             lua_rawget(co, 1);
-            lua_pushliteral(co, "requeue");
+            lua_pushstring(co, luna_reconcile_result_fields[RESULT_REQUEUE]);
             lua_rawget(co, 1);
             double after_s = lua_tonumber(co, -2);
             if (!lua_isnil(co, -2) &&
@@ -357,19 +367,19 @@ void luna_reconcile_start(struct luna_controller *c, const char *key)
     const char *slash = strchr(key, '/');
     if (slash) {
         lua_pushlstring(co, key, (size_t)(slash - key));
-        lua_setfield(co, -2, "namespace");
+        lua_setfield(co, -2, luna_reconcile_request_fields[REQ_NAMESPACE]);
         lua_pushstring(co, slash + 1);
     } else {
         lua_pushstring(co, key);
     }
-    lua_setfield(co, -2, "name");
+    lua_setfield(co, -2, luna_reconcile_request_fields[REQ_NAME]);
     lua_pushstring(co, key);
-    lua_setfield(co, -2, "key");
+    lua_setfield(co, -2, luna_reconcile_request_fields[REQ_KEY]);
     lua_pushinteger(co, (lua_Integer)r->attempt);
-    lua_setfield(co, -2, "attempt");
+    lua_setfield(co, -2, luna_reconcile_request_fields[REQ_ATTEMPT]);
     if (strcmp(key, LUNA_PERIODIC_KEY) == 0) { /* periodic work (controller.h) */
         lua_pushboolean(co, 1);
-        lua_setfield(co, -2, "periodic");
+        lua_setfield(co, -2, luna_reconcile_request_fields[REQ_PERIODIC]);
     }
     resume(r, 1);
 }

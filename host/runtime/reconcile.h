@@ -49,6 +49,14 @@ void luna_reconcile_wait(struct luna_reconcile *r, void (*cancel)(void *ud), voi
  * has on top. */
 void luna_reconcile_resume(struct luna_reconcile *r, int nres);
 
+/* The fields of the request table reconcile(req) gets (namespace, name,
+ * key, attempt, periodic) and of the table it may return (requeue,
+ * requeue_after), NULL-terminated: the code below builds and reads them by
+ * these names, and test_control.c's `api` command reports them for the
+ * spec of the editor definitions. */
+extern const char *const luna_reconcile_request_fields[];
+extern const char *const luna_reconcile_result_fields[];
+
 /* For the controller: starts a reconcile of key (borrowed; copied) taken
  * from c's workqueue.  On failure to start, the key is requeued with rate
  * limiting and marked done. */

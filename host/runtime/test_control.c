@@ -20,8 +20,11 @@
 #include "cache/reflector.h"
 #include "client/kube_client.h"
 #include "queue/workqueue.h"
+#include "lua/lua_util.h"
 #include "runtime/controller.h"
+#include "runtime/controller_spec.h"
 #include "runtime/lua_sandbox.h"
+#include "runtime/reconcile.h"
 #include "runtime/reload.h"
 
 #define MAX_CALLS 10000
@@ -308,6 +311,23 @@ static void add_api(void *ud, const char *path, const char *type)
     json_object_set_new(ud, path, json_string(type));
 }
 
+/* fields[group] += [field] */
+static void add_field(void *ud, const char *group, const char *field)
+{
+    json_t *list = json_object_get(ud, group);
+    if (!list) {
+        list = json_array();
+        json_object_set_new(ud, group, list);
+    }
+    json_array_append_new(list, json_string(field));
+}
+
+static void add_fields(json_t *fields, const char *group, const char *const *names)
+{
+    for (; *names; names++)
+        add_field(fields, group, *names);
+}
+
 /* Every name scripts can reach, with its type, from the running state. */
 static json_t *api(void)
 {
@@ -320,7 +340,12 @@ static json_t *api(void)
         json_decref(names);
         return json_pack("{s:s}", "error", err.msg);
     }
-    return json_pack("{s:o}", "api", names);
+    json_t *fields = json_object();
+    luna_controller_spec_list_fields(add_field, fields);
+    add_fields(fields, "request", luna_reconcile_request_fields);
+    add_fields(fields, "result", luna_reconcile_result_fields);
+    add_fields(fields, "error", luna_lua_error_fields);
+    return json_pack("{s:o,s:o}", "api", names, "fields", fields);
 }
 
 /* seed "text": the manifests into the dev server. */

@@ -40,9 +40,13 @@
  *   seed "TEXT"     (a JSON string holding YAML or JSON manifests, several
  *                   documents allowed) creates or replaces each object in
  *                   the dev server, as --seed does: {"ok":true} or {"error"}
- *   api             {"api":{"luna.get":"function",…}}: every name a script
- *                   can reach through require (lua_sandbox.h:
- *                   luna_lua_sandbox_list_api), for the spec of `luna stubs`
+ *   api             {"api":{"luna.get":"function",…},"fields":{…}}: every
+ *                   name a script can reach through require (lua_sandbox.h:
+ *                   luna_lua_sandbox_list_api), and the fields of the
+ *                   tables scripts write or read: "spec", "spec.source",
+ *                   "spec.limits", "spec.rate_limit" (controller_spec.h),
+ *                   "request", "result" (reconcile.h), "error"
+ *                   (lua_util.h); for the spec of `luna stubs`
  *   anything else   {"error":"unknown command …"}
  * One command at a time: the runner sends the next after the answer.  A
  * command line may be up to 64 MiB (a request's body).

@@ -37,11 +37,29 @@
 ---@field name string
 ---@field key string "namespace/name" or "name"
 ---@field attempt integer 1 on the first try, counting retries
+---@field periodic? true set (and key is "@every") for the periodic run of a controller with `every`
 
 ---What `reconcile` returns: nothing or true (done), `{ requeue = true }`
 ---(again, rate limited), `{ requeue_after = s }` (again in s seconds), or
 ---`nil, err` / `false` / an error (retried with per-key backoff).
----@alias luna.Result nil|true|false|{requeue?: boolean, requeue_after?: number}
+---@alias luna.Result nil|true|false|luna.Requeue
+
+---The table form of a result.
+---@class luna.Requeue
+---@field requeue? boolean again, rate limited
+---@field requeue_after? number again in this many seconds (0..1e9)
+
+---Watchdog budgets between two yields (0: none).
+---@class luna.Limits
+---@field instructions? number Lua VM instructions (0..1e12)
+---@field seconds? number wall-clock seconds (0..86400)
+
+---Retry backoff and overall rate of the workqueue.
+---@class luna.RateLimit
+---@field base_delay? number seconds of the first retry
+---@field max_delay? number seconds at most between retries
+---@field qps? number overall requeue rate
+---@field burst? integer overall burst
 
 ---A controller's spec (validated by luna.controller at load time).
 ---@class luna.ControllerSpec
@@ -53,8 +71,11 @@
 ---@field predicates? luna.Predicate[] filters of primary events; all must pass
 ---@field workers? integer reconciles in flight at most (1..1024, default 1)
 ---@field resync? number seconds between full resyncs (0: never)
----@field rate_limit? {base_delay?: number, max_delay?: number, qps?: number, burst?: integer} retry backoff and overall rate
----@field limits? {instructions?: number, seconds?: number} watchdog budgets between two yields (0: none)
+---@field rate_limit? luna.RateLimit retry backoff and overall rate
+---@field limits? luna.Limits watchdog budgets between two yields (0: none)
+---@field keep_managed_fields? boolean keep metadata.managedFields in the caches (dropped by default)
+---@field every? number|string periodic work: seconds (1..31536000) or a cron schedule ("*/5 * * * *"); reconcile then also gets req.periodic
+---@field jitter? number each tick up to this fraction (0..1) of the period late, at random; only with `every`
 ---@field reconcile fun(req: luna.Request): luna.Result, luna.Error|string|nil
 
 ---What luna.controller returns (read-only).
