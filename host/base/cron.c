@@ -55,6 +55,11 @@ static int parse_field(const struct field *f, const char *s, size_t len, uint64_
     buf[len] = '\0';
     *bits = 0;
     *star = buf[0] == '*';
+    /* strtok_r skips empty elements: "1,,2" and "1," would pass as "1,2"
+     * and "1", which robfig/cron (and so a CronJob) refuses */
+    if (len == 0 || buf[0] == ',' || buf[len - 1] == ',' || strstr(buf, ",,"))
+        return luna_error_set(err, LUNA_EINVAL, "cron: %s: empty list element in \"%s\"",
+                              f->name, buf);
     char *save = NULL;
     for (char *part = strtok_r(buf, ",", &save); part; part = strtok_r(NULL, ",", &save)) {
         const char *p = part;

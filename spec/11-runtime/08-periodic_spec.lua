@@ -230,6 +230,9 @@ describe("core.cron #unit", function()
       { "* * * * 8", "cron: day of week: 8 out of range 0-7" },
       { "* * * * * *", "cron: want five fields, got more" },
       { "@often", "cron: unknown macro \"@often\"" },
+      { "1,,2 * * * *", "cron: minute: empty list element in \"1,,2\"" },
+      { "* 1, * * *", "cron: hour: empty list element in \"1,\"" },
+      { "* * ,5 * *", "cron: day of month: empty list element in \",5\"" },
       { "", "cron: want five fields" },
     }
     for _, c in ipairs(cases) do
