@@ -50,13 +50,14 @@ lua_State *luna_reconcile_thread(const struct luna_reconcile *r) { return r->co;
  * ended the reconcile (an error after the operation started, a watchdog
  * stop, abandonment), so no answer is ever delivered to a freed
  * reconcile. */
-static void reconcile_free(struct luna_reconcile *r)
+static void reconcile_free(struct luna_reconcile *r, bool reusable)
 {
     struct luna_controller *c = r->c;
     if (r->cancel) {
         void (*cancel)(void *) = r->cancel;
         r->cancel = NULL;
         cancel(r->cancel_ud);
+        reusable = false;
     }
     HASH_DEL(by_thread, r);
     if (r->prev)
@@ -65,10 +66,44 @@ static void reconcile_free(struct luna_reconcile *r)
         c->running = r->next;
     if (r->next)
         r->next->prev = r->prev;
-    luaL_unref(c->env.L, LUA_REGISTRYINDEX, r->co_ref);
+    int pool = c->workers < LUNA_RECONCILE_POOL ? c->workers : LUNA_RECONCILE_POOL;
+    if (reusable && c->nidle < pool && lua_status(r->co) == 0) {
+        lua_settop(r->co, 0);
+        c->idle[c->nidle] = r->co;
+        c->idle_ref[c->nidle++] = r->co_ref;
+    } else {
+        luaL_unref(c->env.L, LUA_REGISTRYINDEX, r->co_ref);
+    }
     free(r->key);
     free(r);
     c->active--;
+}
+
+void luna_reconcile_pool_free(struct luna_controller *c)
+{
+    while (c->nidle > 0)
+        luaL_unref(c->env.L, LUA_REGISTRYINDEX, c->idle_ref[--c->nidle]);
+}
+
+/* A coroutine for a new reconcile of c: an idle one, or a new thread
+ * anchored in the registry (*ref) that scripts cannot resume. */
+static lua_State *take_thread(struct luna_controller *c, int *ref)
+{
+    lua_State *L = c->env.L;
+    if (c->nidle > 0) {
+        c->nidle--;
+        *ref = c->idle_ref[c->nidle];
+        lua_State *co = c->idle[c->nidle];
+        /* what lua_newthread gives: the state's globals */
+        lua_pushvalue(L, LUA_GLOBALSINDEX);
+        lua_xmove(L, co, 1);
+        lua_replace(co, LUA_GLOBALSINDEX);
+        return co;
+    }
+    lua_State *co = lua_newthread(L);
+    luna_lua_sandbox_protect_top(L); /* scripts cannot resume it */
+    *ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return co;
 }
 
 /* "ns/name" → ns into buf ("" when cluster-scoped); returns the name. */
@@ -252,7 +287,7 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
     }
     observe_done(c, &before, status != 0, r->started);
     luna_workqueue_done(q, r->key);
-    reconcile_free(r);
+    reconcile_free(r, stop == LUNA_WATCHDOG_RUNNING && status == 0);
     /* The heap went past the cap: collect what the failed reconcile left
      * (its coroutine is unreferenced now) before the next one runs. */
     if (stop == LUNA_WATCHDOG_MEMORY)
@@ -317,7 +352,6 @@ void luna_reconcile_resume(struct luna_reconcile *r, int nres)
 void luna_reconcile_start(struct luna_controller *c, const char *key)
 {
     luna_event_latency_reconcile(key);
-    lua_State *L = c->env.L;
     struct luna_reconcile *r = calloc(1, sizeof *r);
     if (!r || !(r->key = strdup(key))) {
         free(r);
@@ -333,9 +367,7 @@ void luna_reconcile_start(struct luna_controller *c, const char *key)
     /* Unique across controllers and reloads: log readers pair start/done. */
     static unsigned long next_reconcile_id;
     snprintf(r->id, sizeof r->id, "%lx", ++next_reconcile_id);
-    r->co = lua_newthread(L);
-    luna_lua_sandbox_protect_top(L); /* scripts cannot resume it */
-    r->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    r->co = take_thread(c, &r->co_ref);
     HASH_ADD_PTR(by_thread, co, r);
     r->next = c->running;
     if (c->running)
@@ -383,5 +415,5 @@ void luna_reconcile_abandon(struct luna_reconcile *r, bool requeue)
     }
     luna_warn("reconcile abandoned", "controller", c->name, "key", r->key,
               "reconcile_id", r->id);
-    reconcile_free(r);
+    reconcile_free(r, false);
 }

@@ -21,8 +21,18 @@
  *   - a reconcile waits for at most one operation, and it has a cancel
  *     callback if and only if it waits.
  *
- * Ownership: the controller owns its reconciles; a reconcile owns its key
- * copy and the registry reference that keeps its coroutine alive.  The
+ * Coroutines are reused: one that returned normally (no error, no watchdog
+ * stop, nothing pending) goes, emptied, to its controller's idle pool and
+ * runs a later reconcile of the same controller; creating a thread, growing
+ * its stack and collecting it was a large share of a short reconcile.  A
+ * coroutine that raised, was stopped or was abandoned is never reused.
+ * Nothing of one reconcile reaches the next through it: its stack is
+ * empty, its open upvalues were closed by the return, and its globals are
+ * reset to the state's (scripts cannot call setfenv anyway).
+ *
+ * Ownership: the controller owns its reconciles and its idle coroutines; a
+ * reconcile owns its key copy and the registry reference that keeps its
+ * coroutine alive (handed to the pool, or released, when it ends).  The
  * pointer a binding keeps (as its operation's user data) is valid until
  * the reconcile is resumed or the operation is cancelled.
  */
@@ -56,5 +66,11 @@ void luna_reconcile_start(struct luna_controller *c, const char *key);
 /* For the controller being freed: cancels r's pending operation, gives its
  * key back (requeued when requeue) and frees it. */
 void luna_reconcile_abandon(struct luna_reconcile *r, bool requeue);
+
+/* Idle coroutines a controller keeps for its next reconciles (at most this
+ * many, fewer when it has fewer workers). */
+#define LUNA_RECONCILE_POOL 16
+/* For the controller being freed: releases its idle coroutines. */
+void luna_reconcile_pool_free(struct luna_controller *c);
 
 #endif
