@@ -19,7 +19,8 @@
 struct luna_reconcile {
     struct luna_controller *c;
     char *key;
-    char id[24];
+    unsigned long id_num;             /* unique across controllers and reloads */
+    char id[24];                      /* id_num in hex, written when first asked for */
     lua_State *co;
     int co_ref;
     unsigned attempt;
@@ -43,7 +44,14 @@ struct luna_reconcile *luna_reconcile_of(lua_State *L)
 
 struct luna_controller *luna_reconcile_controller(struct luna_reconcile *r) { return r->c; }
 const char *luna_reconcile_key(const struct luna_reconcile *r) { return r->key; }
-const char *luna_reconcile_id(const struct luna_reconcile *r) { return r->id; }
+/* Formatted on first use: most reconciles log nothing at the default
+ * level, and an snprintf per reconcile was measurable. */
+const char *luna_reconcile_id(struct luna_reconcile *r)
+{
+    if (!r->id[0])
+        snprintf(r->id, sizeof r->id, "%lx", r->id_num);
+    return r->id;
+}
 lua_State *luna_reconcile_thread(const struct luna_reconcile *r) { return r->co; }
 
 /* Frees r; an operation it still waits for is cancelled first, whatever
@@ -122,13 +130,16 @@ static void log_result_stopped(struct luna_reconcile *r, const char *msg, const 
                                const char *error, const char *where, enum luna_log_level level,
                                const char *stopped)
 {
+    if (!luna_log_enabled(level))
+        return; /* the formatting below is most of a short reconcile's finish */
     char attempt[16], ms[32];
     snprintf(attempt, sizeof attempt, "%u", r->attempt);
     snprintf(ms, sizeof ms, "%.3f",
              (luna_clock_now(r->c->env.clock) - r->started) * 1000.0);
     char ns[256];
     const char *name = split_key(r->key, ns, sizeof ns);
-    luna_log(level, msg, "controller", r->c->name, "key", r->key, "reconcile_id", r->id,
+    luna_log(level, msg, "controller", r->c->name, "key", r->key, "reconcile_id",
+             luna_reconcile_id(r),
              "attempt", attempt, "result", result, "duration_ms", ms, "error", error,
              "where", where, "stopped", stopped, "namespace", ns[0] ? ns : NULL, "name", name,
              NULL);
@@ -340,7 +351,8 @@ void luna_reconcile_resume(struct luna_reconcile *r, int nres)
         /* An answer for a reconcile that is not waiting (delivered while
          * its call was still starting): never resume it out of turn. */
         luna_error("api answer dropped", "controller", r->c->name, "key", r->key,
-                   "reconcile_id", r->id, "error", "the reconcile was not waiting for it");
+                   "reconcile_id", luna_reconcile_id(r), "error",
+                   "the reconcile was not waiting for it");
         lua_pop(r->co, nres);
         return;
     }
@@ -366,7 +378,7 @@ void luna_reconcile_start(struct luna_controller *c, const char *key)
     r->started = luna_clock_now(c->env.clock);
     /* Unique across controllers and reloads: log readers pair start/done. */
     static unsigned long next_reconcile_id;
-    snprintf(r->id, sizeof r->id, "%lx", ++next_reconcile_id);
+    r->id_num = ++next_reconcile_id;
     r->co = take_thread(c, &r->co_ref);
     HASH_ADD_PTR(by_thread, co, r);
     r->next = c->running;
@@ -380,7 +392,8 @@ void luna_reconcile_start(struct luna_controller *c, const char *key)
     if (luna_log_enabled(LUNA_LOG_DEBUG)) {
         char ns[256];
         const char *name = split_key(key, ns, sizeof ns);
-        luna_debug("reconcile start", "controller", c->name, "key", key, "reconcile_id", r->id,
+        luna_debug("reconcile start", "controller", c->name, "key", key, "reconcile_id",
+                   luna_reconcile_id(r),
                    "namespace", ns[0] ? ns : NULL, "name", name);
     }
     lua_State *co = r->co;
@@ -414,6 +427,6 @@ void luna_reconcile_abandon(struct luna_reconcile *r, bool requeue)
         luna_workqueue_done(c->queue, r->key);
     }
     luna_warn("reconcile abandoned", "controller", c->name, "key", r->key,
-              "reconcile_id", r->id);
+              "reconcile_id", luna_reconcile_id(r));
     reconcile_free(r, false);
 }

@@ -49,7 +49,7 @@ struct luna_reconcile;
 struct luna_reconcile *luna_reconcile_of(lua_State *L);
 struct luna_controller *luna_reconcile_controller(struct luna_reconcile *r);
 const char *luna_reconcile_key(const struct luna_reconcile *r);
-const char *luna_reconcile_id(const struct luna_reconcile *r);
+const char *luna_reconcile_id(struct luna_reconcile *r);
 lua_State *luna_reconcile_thread(const struct luna_reconcile *r);
 
 /* Records the asynchronous operation the reconcile waits for (one at a
