@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uthash.h>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -28,18 +27,19 @@ struct luna_reconcile {
     void (*cancel)(void *ud);         /* the operation waited for, if any */
     void *cancel_ud;
     struct luna_reconcile *prev, *next;
-    UT_hash_handle hh;                /* by coroutine pointer */
 };
 
 
-/* Coroutine → reconcile, for the bindings. */
-static struct luna_reconcile *by_thread;
+/* The reconcile whose coroutine runs now (the innermost, should an API
+ * answer resume one inside another's binding), for the bindings: only a
+ * running coroutine calls them, so this replaces a coroutine → reconcile
+ * map (a hash that went from empty to one entry and back on every
+ * reconcile, allocating and freeing its table each time). */
+static struct luna_reconcile *current;
 
 struct luna_reconcile *luna_reconcile_of(lua_State *L)
 {
-    struct luna_reconcile *r;
-    HASH_FIND_PTR(by_thread, &L, r);
-    return r;
+    return current && current->co == L ? current : NULL;
 }
 
 struct luna_controller *luna_reconcile_controller(struct luna_reconcile *r) { return r->c; }
@@ -67,7 +67,6 @@ static void reconcile_free(struct luna_reconcile *r, bool reusable)
         cancel(r->cancel_ud);
         reusable = false;
     }
-    HASH_DEL(by_thread, r);
     if (r->prev)
         r->prev->next = r->next;
     else
@@ -313,7 +312,10 @@ static void resume(struct luna_reconcile *r, int nargs)
     struct luna_watchdog_guard g = { .what = "reconcile", .owner = c->name, .key = r->key,
                                      .limits = &c->limits };
     double t0 = ev_time();
+    struct luna_reconcile *outer = current;
+    current = r;
     int rc = luna_watchdog_resume(r->co, nargs, &g);
+    current = outer;
     luna_controller_charge(ev_time() - t0);
     if (g.stop != LUNA_WATCHDOG_RUNNING) {
         char reason[256];
@@ -380,7 +382,6 @@ void luna_reconcile_start(struct luna_controller *c, const char *key)
     static unsigned long next_reconcile_id;
     r->id_num = ++next_reconcile_id;
     r->co = take_thread(c, &r->co_ref);
-    HASH_ADD_PTR(by_thread, co, r);
     r->next = c->running;
     if (c->running)
         c->running->prev = r;

@@ -17,7 +17,9 @@
  *
  * Invariants:
  *   - a reconcile is in its controller's running list if and only if its
- *     coroutine is anchored in the registry and found by luna_reconcile_of;
+ *     coroutine is anchored in the registry;
+ *   - luna_reconcile_of(L) finds a reconcile if and only if L is its
+ *     coroutine and that coroutine is running (resumed by the host);
  *   - a reconcile waits for at most one operation, and it has a cancel
  *     callback if and only if it waits.
  *
@@ -45,7 +47,8 @@
 struct luna_controller;
 struct luna_reconcile;
 
-/* For the API bindings: the reconcile running on coroutine L, or NULL. */
+/* For the API bindings: the reconcile running on coroutine L (L is the
+ * running coroutine), or NULL. */
 struct luna_reconcile *luna_reconcile_of(lua_State *L);
 struct luna_controller *luna_reconcile_controller(struct luna_reconcile *r);
 const char *luna_reconcile_key(const struct luna_reconcile *r);
