@@ -82,6 +82,19 @@ static int stack_budget(int max_depth)
            2 * PENDING_LIMIT + 16;
 }
 
+/* The slots a one-shot decode of len bytes can use: each slot holds a key,
+ * a value or an open container, each from a token of at least one byte of
+ * its own, so never more than len of them, plus the few a materialize or an
+ * int64 constructor call pushes for a moment.  Asking lua_checkstack for
+ * the full budget on every small document grew each fresh coroutine's
+ * stack to ~3,200 slots (a 25 KB allocation and memset per reconcile, and
+ * as much garbage for the collector). */
+static int stack_need(int max_depth, size_t len)
+{
+    int budget = stack_budget(max_depth);
+    return len + 16 < (size_t)budget ? (int)len + 16 : budget;
+}
+
 static void push_int64(lua_State *L, uint64_t v, bool is_unsigned)
 {
     lua_pushlightuserdata(L, &key_int_ctor);
@@ -340,7 +353,7 @@ static int decode_with(lua_State *L, struct decoder *d, const char *s, size_t le
 {
     if (luna_json_parser_reset(d->p, opts))
         return luna_json_parser_finish(d->p, err);
-    if (!lua_checkstack(L, stack_budget(opts->max_depth) + 2))
+    if (!lua_checkstack(L, stack_need(opts->max_depth, len) + 2))
         return luna_error_set(err, LUNA_ENOMEM, "Lua stack exhausted");
     int top = lua_gettop(L);
     lua_pushlightuserdata(L, &key_array_mt);
@@ -365,8 +378,359 @@ static int decode_with(lua_State *L, struct decoder *d, const char *s, size_t le
     return 0;
 }
 
+/* ------------------------------------------------------------------------
+ * The cache's reader: cached objects are turned into tables on every lister
+ * get, so this path is what a trivial reconcile spends most of its time on.
+ * Their bytes were validated when the informer parsed them (UTF-8, escapes,
+ * surrogate pairs, structure), so a direct recursive reader builds the same
+ * tables as decode_with without the parser's callbacks, its event records
+ * and its per-event bookkeeping.  It takes only what it fully understands:
+ * on anything else (a fraction, an exponent, more than 15 digits, more
+ * than FAST_MAX_DEPTH levels, a stack it would not fit, any malformed
+ * byte) it gives up and the full parser decodes the document from the
+ * start, with its exact semantics and error messages.  Tables are built as build_event builds them: members are
+ * pushed, the table is created with its exact size when the container ends
+ * (or at PENDING_LIMIT members, then filled directly).
+ */
+
+struct reader {
+    lua_State *L;
+    const char *p, *end;
+    int mt;    /* stack index of array_mt */
+    int depth;
+};
+
+/* FAST_NO: the full parser decodes the document instead. */
+enum { FAST_OK = 0, FAST_NO = -1 };
+
+/* The reader recurses once per level: deeper documents (no Kubernetes
+ * object comes close) go to the full parser, which does not recurse. */
+#define FAST_MAX_DEPTH 100
+
+static int read_value(struct reader *r);
+
+static inline void skip_ws(struct reader *r)
+{
+    while (r->p < r->end && (*r->p == ' ' || *r->p == '\n' || *r->p == '\r' || *r->p == '\t'))
+        r->p++;
+}
+
+static int hex4(const char *p, unsigned *out)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else
+            return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The rest of a string with escapes, from s (its first byte) and p (the
+ * first backslash): built in a luaL_Buffer (a few stack slots at most). */
+static int read_escaped(struct reader *r, const char *s, const char *p)
+{
+    luaL_Buffer b;
+    luaL_buffinit(r->L, &b);
+    luaL_addlstring(&b, s, (size_t)(p - s));
+    while (p < r->end) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"') {
+            luaL_pushresult(&b);
+            r->p = p + 1;
+            return FAST_OK;
+        }
+        if (c < 0x20)
+            return FAST_NO;
+        if (c != '\\') {
+            const char *run = p;
+            while (p < r->end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
+                p++;
+            luaL_addlstring(&b, run, (size_t)(p - run));
+            continue;
+        }
+        if (r->end - p < 2)
+            return FAST_NO;
+        char e = p[1];
+        p += 2;
+        switch (e) {
+        case '"': luaL_addchar(&b, '"'); break;
+        case '\\': luaL_addchar(&b, '\\'); break;
+        case '/': luaL_addchar(&b, '/'); break;
+        case 'b': luaL_addchar(&b, '\b'); break;
+        case 'f': luaL_addchar(&b, '\f'); break;
+        case 'n': luaL_addchar(&b, '\n'); break;
+        case 'r': luaL_addchar(&b, '\r'); break;
+        case 't': luaL_addchar(&b, '\t'); break;
+        case 'u': {
+            unsigned cp, lo;
+            if (r->end - p < 4 || hex4(p, &cp) < 0)
+                return FAST_NO;
+            p += 4;
+            if (cp >= 0xDC00 && cp <= 0xDFFF)
+                return FAST_NO;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (r->end - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, &lo) < 0 ||
+                    lo < 0xDC00 || lo > 0xDFFF)
+                    return FAST_NO;
+                p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            char u[4];
+            size_t n;
+            if (cp < 0x80) {
+                u[0] = (char)cp;
+                n = 1;
+            } else if (cp < 0x800) {
+                u[0] = (char)(0xC0 | (cp >> 6));
+                u[1] = (char)(0x80 | (cp & 0x3F));
+                n = 2;
+            } else if (cp < 0x10000) {
+                u[0] = (char)(0xE0 | (cp >> 12));
+                u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                u[2] = (char)(0x80 | (cp & 0x3F));
+                n = 3;
+            } else {
+                u[0] = (char)(0xF0 | (cp >> 18));
+                u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+                u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                u[3] = (char)(0x80 | (cp & 0x3F));
+                n = 4;
+            }
+            luaL_addlstring(&b, u, n);
+            break;
+        }
+        default:
+            return FAST_NO;
+        }
+    }
+    return FAST_NO;
+}
+
+/* Whether one of the 8 bytes of w is '"', '\\' or a control character
+ * (the bytes a string scan stops at). */
+static inline bool stop_byte8(uint64_t w)
+{
+    const uint64_t ones = UINT64_C(0x0101010101010101), high = UINT64_C(0x8080808080808080);
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    return (((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w)) & high;
+}
+
+/* At the opening quote: pushes the string. */
+static int read_string(struct reader *r)
+{
+    const char *s = ++r->p, *p = s;
+    /* eight bytes at a time up to the first byte that needs a look */
+    while (r->end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        if (stop_byte8(w))
+            break;
+        p += 8;
+    }
+    while (p < r->end) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"') {
+            lua_pushlstring(r->L, s, (size_t)(p - s));
+            r->p = p + 1;
+            return FAST_OK;
+        }
+        if (c == '\\')
+            return read_escaped(r, s, p);
+        if (c < 0x20)
+            return FAST_NO;
+        p++;
+    }
+    return FAST_NO;
+}
+
+/* An integer of at most 15 digits (exact as a double; "-0" is -0.0 as the
+ * full parser makes it); anything else is left to the full parser. */
+static int read_number(struct reader *r)
+{
+    const char *p = r->p;
+    bool neg = *p == '-';
+    if (neg)
+        p++;
+    const char *digits = p;
+    uint64_t v = 0;
+    while (p < r->end && *p >= '0' && *p <= '9' && p - digits < 16)
+        v = v * 10 + (uint64_t)(*p++ - '0');
+    size_t n = (size_t)(p - digits);
+    if (n == 0 || n > 15 || (n > 1 && *digits == '0'))
+        return FAST_NO;
+    if (p < r->end && (*p == '.' || *p == 'e' || *p == 'E' || (*p >= '0' && *p <= '9')))
+        return FAST_NO;
+    double d = (double)v;
+    lua_pushnumber(r->L, neg ? -d : d);
+    r->p = p;
+    return FAST_OK;
+}
+
+static int read_literal(struct reader *r, const char *word, size_t n)
+{
+    if ((size_t)(r->end - r->p) < n || memcmp(r->p, word, n) != 0)
+        return FAST_NO;
+    r->p += n;
+    return FAST_OK;
+}
+
+/* At '{' or '[': pushes the table. */
+static int read_container(struct reader *r, bool array)
+{
+    lua_State *L = r->L;
+    if (++r->depth > FAST_MAX_DEPTH || !lua_checkstack(L, 2 * PENDING_LIMIT + 24))
+        return FAST_NO;
+    char close = array ? ']' : '}';
+    int base = lua_gettop(L) + 1;
+    int n = 0;
+    bool created = false;
+    r->p++;
+    skip_ws(r);
+    if (r->p < r->end && *r->p == close) {
+        r->p++;
+    } else {
+        for (;;) {
+            if (!array) {
+                skip_ws(r);
+                if (r->p >= r->end || *r->p != '"' || read_string(r) != FAST_OK)
+                    return FAST_NO;
+                skip_ws(r);
+                if (r->p >= r->end || *r->p != ':')
+                    return FAST_NO;
+                r->p++;
+            }
+            skip_ws(r);
+            if (read_value(r) != FAST_OK)
+                return FAST_NO;
+            n++;
+            if (created) {
+                if (array)
+                    lua_rawseti(L, base, n);
+                else
+                    lua_rawset(L, base);
+            } else if (n == PENDING_LIMIT) {
+                /* as materialize() does */
+                lua_createtable(L, array ? 2 * n : 0, array ? 0 : 2 * n);
+                lua_insert(L, base);
+                if (array) {
+                    for (int i = 1; i <= n; i++) {
+                        lua_pushvalue(L, base + i);
+                        lua_rawseti(L, base, i);
+                    }
+                } else {
+                    for (int i = 0; i < n; i++) {
+                        lua_pushvalue(L, base + 1 + 2 * i);
+                        lua_pushvalue(L, base + 2 + 2 * i);
+                        lua_rawset(L, base);
+                    }
+                }
+                lua_settop(L, base);
+                created = true;
+            }
+            skip_ws(r);
+            if (r->p < r->end && *r->p == ',') {
+                r->p++;
+                continue;
+            }
+            if (r->p < r->end && *r->p == close) {
+                r->p++;
+                break;
+            }
+            return FAST_NO;
+        }
+    }
+    if (!created) {
+        /* as close_frame() does */
+        if (array) {
+            lua_createtable(L, n, 0);
+            for (int i = 0; i < n; i++) {
+                lua_pushvalue(L, base + i);
+                lua_rawseti(L, -2, i + 1);
+            }
+        } else {
+            lua_createtable(L, 0, n);
+            for (int i = 0; i < n; i++) {
+                lua_pushvalue(L, base + 2 * i);
+                lua_pushvalue(L, base + 2 * i + 1);
+                lua_rawset(L, -3);
+            }
+        }
+        if (n > 0) {
+            lua_replace(L, base);
+            lua_settop(L, base);
+        }
+    }
+    if (array) {
+        lua_pushvalue(L, r->mt);
+        lua_setmetatable(L, base);
+    }
+    r->depth--;
+    return FAST_OK;
+}
+
+static int read_value(struct reader *r)
+{
+    if (r->p >= r->end)
+        return FAST_NO;
+    switch (*r->p) {
+    case '"': return read_string(r);
+    case '{': return read_container(r, false);
+    case '[': return read_container(r, true);
+    case 't':
+        if (read_literal(r, "true", 4))
+            return FAST_NO;
+        lua_pushboolean(r->L, 1);
+        return FAST_OK;
+    case 'f':
+        if (read_literal(r, "false", 5))
+            return FAST_NO;
+        lua_pushboolean(r->L, 0);
+        return FAST_OK;
+    case 'n':
+        if (read_literal(r, "null", 4))
+            return FAST_NO;
+        lua_pushlightuserdata(r->L, NULL);
+        return FAST_OK;
+    default:
+        if (*r->p == '-' || (*r->p >= '0' && *r->p <= '9'))
+            return read_number(r);
+        return FAST_NO;
+    }
+}
+
+int luna_lua_json_read_cached(lua_State *L, const char *json, size_t len)
+{
+    if (!lua_checkstack(L, 4))
+        return FAST_NO;
+    int top = lua_gettop(L);
+    lua_pushlightuserdata(L, &key_array_mt);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    struct reader r = { .L = L, .p = json, .end = json + len, .mt = top + 1, .depth = 0 };
+    skip_ws(&r);
+    if (read_value(&r) == FAST_OK) {
+        skip_ws(&r);
+        if (r.p == r.end) {
+            lua_remove(L, top + 1);
+            return FAST_OK;
+        }
+    }
+    lua_settop(L, top);
+    return FAST_NO;
+}
+
 int luna_lua_json_push(lua_State *L, const char *json, size_t len, luna_error *err)
 {
+    if (luna_lua_json_read_cached(L, json, len) == 0)
+        return 0;
     luna_json_options opts = { .max_depth = HARD_MAX_DEPTH };
     return decode_with(L, cached_decoder(L), json, len, &opts, true, err);
 }

@@ -68,6 +68,14 @@ void luna_lua_json_register(lua_State *L);
  * of memory. */
 int luna_lua_json_push(lua_State *L, const char *json, size_t len,
                        luna_error *err);
+/* luna_lua_json_push's fast reader alone: pushes the value and returns 0
+ * when it could read json[0..len) (integers of at most 15 digits, no
+ * fraction or exponent, nesting that fits the Lua stack; the result is
+ * the same as the full parser's), or pushes nothing and returns -1 (the
+ * full parser is then needed).  Trusts json to be valid UTF-8, as cached
+ * objects are (their informer validated them): for bytes from anywhere
+ * else use core.json.decode.  May raise only when Lua runs out of memory. */
+int luna_lua_json_read_cached(lua_State *L, const char *json, size_t len);
 
 
 #endif

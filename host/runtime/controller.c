@@ -894,6 +894,7 @@ void luna_controller_free(struct luna_controller *c)
     periodic_stop(c);
     while (c->running)
         luna_reconcile_abandon(c->running, c->queue_borrowed);
+    luna_reconcile_pool_free(c);
     if (c->nindexes > 0 && c->nsources > 0) {
         struct luna_indexer *idx =
             luna_informer_indexer(luna_shared_informer_informer(c->sources[0].si));

@@ -4,7 +4,9 @@
  *
  * Invariants (in addition to controller.h's):
  *   - active is the length of the running list;
- *   - queue_borrowed if and only if a successor took the queue over.
+ *   - queue_borrowed if and only if a successor took the queue over;
+ *   - a coroutine is in idle if and only if it is no reconcile's: it
+ *     returned normally, its stack is empty, nothing waits on it.
  */
 #ifndef LUNA_CONTROLLER_IMPL_H
 #define LUNA_CONTROLLER_IMPL_H
@@ -52,6 +54,12 @@ struct luna_controller {
     void (*drained)(void *ud);
     void *drained_ud;
     struct luna_reconcile *running;   /* list of in-flight reconciles */
+    /* Coroutines of reconciles that returned normally, kept for the next
+     * reconciles (see reconcile.c): idle[0..nidle), each anchored in the
+     * registry by idle_ref[i] and protected from scripts' resume. */
+    lua_State *idle[LUNA_RECONCILE_POOL];
+    int idle_ref[LUNA_RECONCILE_POOL];
+    int nidle;
     struct luna_controller_stats stats;
     struct luna_controller_metrics *metrics; /* borrowed; NULL: none */
     ev_check dispatch_check;

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uthash.h>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -29,7 +28,8 @@ const char *const luna_reconcile_result_fields[] = {
 struct luna_reconcile {
     struct luna_controller *c;
     char *key;
-    char id[24];
+    unsigned long id_num;             /* unique across controllers and reloads */
+    char id[24];                      /* id_num in hex, written when first asked for */
     lua_State *co;
     int co_ref;
     unsigned attempt;
@@ -37,48 +37,90 @@ struct luna_reconcile {
     void (*cancel)(void *ud);         /* the operation waited for, if any */
     void *cancel_ud;
     struct luna_reconcile *prev, *next;
-    UT_hash_handle hh;                /* by coroutine pointer */
 };
 
 
-/* Coroutine → reconcile, for the bindings. */
-static struct luna_reconcile *by_thread;
+/* The reconcile whose coroutine runs now (the innermost, should an API
+ * answer resume one inside another's binding), for the bindings: only a
+ * running coroutine calls them, so this replaces a coroutine → reconcile
+ * map (a hash that went from empty to one entry and back on every
+ * reconcile, allocating and freeing its table each time). */
+static struct luna_reconcile *current;
 
 struct luna_reconcile *luna_reconcile_of(lua_State *L)
 {
-    struct luna_reconcile *r;
-    HASH_FIND_PTR(by_thread, &L, r);
-    return r;
+    return current && current->co == L ? current : NULL;
 }
 
 struct luna_controller *luna_reconcile_controller(struct luna_reconcile *r) { return r->c; }
 const char *luna_reconcile_key(const struct luna_reconcile *r) { return r->key; }
-const char *luna_reconcile_id(const struct luna_reconcile *r) { return r->id; }
+/* Formatted on first use: most reconciles log nothing at the default
+ * level, and an snprintf per reconcile was measurable. */
+const char *luna_reconcile_id(struct luna_reconcile *r)
+{
+    if (!r->id[0])
+        snprintf(r->id, sizeof r->id, "%lx", r->id_num);
+    return r->id;
+}
 lua_State *luna_reconcile_thread(const struct luna_reconcile *r) { return r->co; }
 
 /* Frees r; an operation it still waits for is cancelled first, whatever
  * ended the reconcile (an error after the operation started, a watchdog
  * stop, abandonment), so no answer is ever delivered to a freed
  * reconcile. */
-static void reconcile_free(struct luna_reconcile *r)
+static void reconcile_free(struct luna_reconcile *r, bool reusable)
 {
     struct luna_controller *c = r->c;
     if (r->cancel) {
         void (*cancel)(void *) = r->cancel;
         r->cancel = NULL;
         cancel(r->cancel_ud);
+        reusable = false;
     }
-    HASH_DEL(by_thread, r);
     if (r->prev)
         r->prev->next = r->next;
     else
         c->running = r->next;
     if (r->next)
         r->next->prev = r->prev;
-    luaL_unref(c->env.L, LUA_REGISTRYINDEX, r->co_ref);
+    int pool = c->workers < LUNA_RECONCILE_POOL ? c->workers : LUNA_RECONCILE_POOL;
+    if (reusable && c->nidle < pool && lua_status(r->co) == 0) {
+        lua_settop(r->co, 0);
+        c->idle[c->nidle] = r->co;
+        c->idle_ref[c->nidle++] = r->co_ref;
+    } else {
+        luaL_unref(c->env.L, LUA_REGISTRYINDEX, r->co_ref);
+    }
     free(r->key);
     free(r);
     c->active--;
+}
+
+void luna_reconcile_pool_free(struct luna_controller *c)
+{
+    while (c->nidle > 0)
+        luaL_unref(c->env.L, LUA_REGISTRYINDEX, c->idle_ref[--c->nidle]);
+}
+
+/* A coroutine for a new reconcile of c: an idle one, or a new thread
+ * anchored in the registry (*ref) that scripts cannot resume. */
+static lua_State *take_thread(struct luna_controller *c, int *ref)
+{
+    lua_State *L = c->env.L;
+    if (c->nidle > 0) {
+        c->nidle--;
+        *ref = c->idle_ref[c->nidle];
+        lua_State *co = c->idle[c->nidle];
+        /* what lua_newthread gives: the state's globals */
+        lua_pushvalue(L, LUA_GLOBALSINDEX);
+        lua_xmove(L, co, 1);
+        lua_replace(co, LUA_GLOBALSINDEX);
+        return co;
+    }
+    lua_State *co = lua_newthread(L);
+    luna_lua_sandbox_protect_top(L); /* scripts cannot resume it */
+    *ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return co;
 }
 
 /* "ns/name" → ns into buf ("" when cluster-scoped); returns the name. */
@@ -97,13 +139,16 @@ static void log_result_stopped(struct luna_reconcile *r, const char *msg, const 
                                const char *error, const char *where, enum luna_log_level level,
                                const char *stopped)
 {
+    if (!luna_log_enabled(level))
+        return; /* the formatting below is most of a short reconcile's finish */
     char attempt[16], ms[32];
     snprintf(attempt, sizeof attempt, "%u", r->attempt);
     snprintf(ms, sizeof ms, "%.3f",
              (luna_clock_now(r->c->env.clock) - r->started) * 1000.0);
     char ns[256];
     const char *name = split_key(r->key, ns, sizeof ns);
-    luna_log(level, msg, "controller", r->c->name, "key", r->key, "reconcile_id", r->id,
+    luna_log(level, msg, "controller", r->c->name, "key", r->key, "reconcile_id",
+             luna_reconcile_id(r),
              "attempt", attempt, "result", result, "duration_ms", ms, "error", error,
              "where", where, "stopped", stopped, "namespace", ns[0] ? ns : NULL, "name", name,
              NULL);
@@ -262,7 +307,7 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
     }
     observe_done(c, &before, status != 0, r->started);
     luna_workqueue_done(q, r->key);
-    reconcile_free(r);
+    reconcile_free(r, stop == LUNA_WATCHDOG_RUNNING && status == 0);
     /* The heap went past the cap: collect what the failed reconcile left
      * (its coroutine is unreferenced now) before the next one runs. */
     if (stop == LUNA_WATCHDOG_MEMORY)
@@ -277,7 +322,10 @@ static void resume(struct luna_reconcile *r, int nargs)
     struct luna_watchdog_guard g = { .what = "reconcile", .owner = c->name, .key = r->key,
                                      .limits = &c->limits };
     double t0 = ev_time();
+    struct luna_reconcile *outer = current;
+    current = r;
     int rc = luna_watchdog_resume(r->co, nargs, &g);
+    current = outer;
     luna_controller_charge(ev_time() - t0);
     if (g.stop != LUNA_WATCHDOG_RUNNING) {
         char reason[256];
@@ -315,7 +363,8 @@ void luna_reconcile_resume(struct luna_reconcile *r, int nres)
         /* An answer for a reconcile that is not waiting (delivered while
          * its call was still starting): never resume it out of turn. */
         luna_error("api answer dropped", "controller", r->c->name, "key", r->key,
-                   "reconcile_id", r->id, "error", "the reconcile was not waiting for it");
+                   "reconcile_id", luna_reconcile_id(r), "error",
+                   "the reconcile was not waiting for it");
         lua_pop(r->co, nres);
         return;
     }
@@ -327,7 +376,6 @@ void luna_reconcile_resume(struct luna_reconcile *r, int nres)
 void luna_reconcile_start(struct luna_controller *c, const char *key)
 {
     luna_event_latency_reconcile(key);
-    lua_State *L = c->env.L;
     struct luna_reconcile *r = calloc(1, sizeof *r);
     if (!r || !(r->key = strdup(key))) {
         free(r);
@@ -342,11 +390,8 @@ void luna_reconcile_start(struct luna_controller *c, const char *key)
     r->started = luna_clock_now(c->env.clock);
     /* Unique across controllers and reloads: log readers pair start/done. */
     static unsigned long next_reconcile_id;
-    snprintf(r->id, sizeof r->id, "%lx", ++next_reconcile_id);
-    r->co = lua_newthread(L);
-    luna_lua_sandbox_protect_top(L); /* scripts cannot resume it */
-    r->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    HASH_ADD_PTR(by_thread, co, r);
+    r->id_num = ++next_reconcile_id;
+    r->co = take_thread(c, &r->co_ref);
     r->next = c->running;
     if (c->running)
         c->running->prev = r;
@@ -358,7 +403,8 @@ void luna_reconcile_start(struct luna_controller *c, const char *key)
     if (luna_log_enabled(LUNA_LOG_DEBUG)) {
         char ns[256];
         const char *name = split_key(key, ns, sizeof ns);
-        luna_debug("reconcile start", "controller", c->name, "key", key, "reconcile_id", r->id,
+        luna_debug("reconcile start", "controller", c->name, "key", key, "reconcile_id",
+                   luna_reconcile_id(r),
                    "namespace", ns[0] ? ns : NULL, "name", name);
     }
     lua_State *co = r->co;
@@ -396,6 +442,6 @@ void luna_reconcile_abandon(struct luna_reconcile *r, bool requeue)
         luna_workqueue_done(c->queue, r->key);
     }
     luna_warn("reconcile abandoned", "controller", c->name, "key", r->key,
-              "reconcile_id", r->id);
-    reconcile_free(r);
+              "reconcile_id", luna_reconcile_id(r));
+    reconcile_free(r, false);
 }

@@ -17,12 +17,24 @@
  *
  * Invariants:
  *   - a reconcile is in its controller's running list if and only if its
- *     coroutine is anchored in the registry and found by luna_reconcile_of;
+ *     coroutine is anchored in the registry;
+ *   - luna_reconcile_of(L) finds a reconcile if and only if L is its
+ *     coroutine and that coroutine is running (resumed by the host);
  *   - a reconcile waits for at most one operation, and it has a cancel
  *     callback if and only if it waits.
  *
- * Ownership: the controller owns its reconciles; a reconcile owns its key
- * copy and the registry reference that keeps its coroutine alive.  The
+ * Coroutines are reused: one that returned normally (no error, no watchdog
+ * stop, nothing pending) goes, emptied, to its controller's idle pool and
+ * runs a later reconcile of the same controller; creating a thread, growing
+ * its stack and collecting it was a large share of a short reconcile.  A
+ * coroutine that raised, was stopped or was abandoned is never reused.
+ * Nothing of one reconcile reaches the next through it: its stack is
+ * empty, its open upvalues were closed by the return, and its globals are
+ * reset to the state's (scripts cannot call setfenv anyway).
+ *
+ * Ownership: the controller owns its reconciles and its idle coroutines; a
+ * reconcile owns its key copy and the registry reference that keeps its
+ * coroutine alive (handed to the pool, or released, when it ends).  The
  * pointer a binding keeps (as its operation's user data) is valid until
  * the reconcile is resumed or the operation is cancelled.
  */
@@ -35,11 +47,12 @@
 struct luna_controller;
 struct luna_reconcile;
 
-/* For the API bindings: the reconcile running on coroutine L, or NULL. */
+/* For the API bindings: the reconcile running on coroutine L (L is the
+ * running coroutine), or NULL. */
 struct luna_reconcile *luna_reconcile_of(lua_State *L);
 struct luna_controller *luna_reconcile_controller(struct luna_reconcile *r);
 const char *luna_reconcile_key(const struct luna_reconcile *r);
-const char *luna_reconcile_id(const struct luna_reconcile *r);
+const char *luna_reconcile_id(struct luna_reconcile *r);
 lua_State *luna_reconcile_thread(const struct luna_reconcile *r);
 
 /* Records the asynchronous operation the reconcile waits for (one at a
@@ -64,5 +77,11 @@ void luna_reconcile_start(struct luna_controller *c, const char *key);
 /* For the controller being freed: cancels r's pending operation, gives its
  * key back (requeued when requeue) and frees it. */
 void luna_reconcile_abandon(struct luna_reconcile *r, bool requeue);
+
+/* Idle coroutines a controller keeps for its next reconciles (at most this
+ * many, fewer when it has fewer workers). */
+#define LUNA_RECONCILE_POOL 16
+/* For the controller being freed: releases its idle coroutines. */
+void luna_reconcile_pool_free(struct luna_controller *c);
 
 #endif
