@@ -71,6 +71,8 @@ lua_State *luna_reconcile_thread(const struct luna_reconcile *r) { return r->co;
 static void reconcile_free(struct luna_reconcile *r, bool reusable)
 {
     struct luna_controller *c = r->c;
+    if (current == r)
+        current = NULL; /* never left pointing at freed memory */
     if (r->cancel) {
         void (*cancel)(void *) = r->cancel;
         r->cancel = NULL;
