@@ -195,7 +195,8 @@ run: all
 # libFuzzer targets (spec/fuzz/*.c, docs/fuzzing.md): the core and the dev
 # server compiled by Debian's clang with ASan, UBSan and coverage into
 # build/fuzz/; each target starts from its seed corpus spec/fuzz/corpus/NAME/
-# and keeps what it finds in build/fuzz/corpus/NAME/.  `make fuzz` runs each
+# (and its dictionary spec/fuzz/NAME.dict when there is one) and keeps what
+# it finds in build/fuzz/corpus/NAME/.  `make fuzz` runs each
 # target FUZZ_SECONDS; `make fuzz-smoke` (CI) replays every seed, then
 # fuzzes each target 20 seconds.  Leaks fail a run (LeakSanitizer).
 FUZZ_CC      ?= clang
@@ -224,15 +225,18 @@ fuzz-build: $(addprefix build/fuzz/,$(FUZZ_TARGETS))
 fuzz: fuzz-build
 	@for t in $(FUZZ_TARGETS); do mkdir -p build/fuzz/corpus/$$t build/fuzz/crashes/$$t; \
 	  echo "fuzz $$t: $(FUZZ_SECONDS) s"; \
-	  $(FUZZ_ENV) build/fuzz/$$t $(FUZZ_OPTS) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  dict=; [ -f spec/fuzz/$$t.dict ] && dict=-dict=spec/fuzz/$$t.dict; \
+	  $(FUZZ_ENV) build/fuzz/$$t $(FUZZ_OPTS) $$dict -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    -artifact_prefix=build/fuzz/crashes/$$t/ build/fuzz/corpus/$$t spec/fuzz/corpus/$$t || exit 1; \
 	done
 fuzz-smoke: fuzz-build
 	@for t in $(FUZZ_TARGETS); do mkdir -p build/fuzz/crashes/$$t; \
 	  echo "fuzz-smoke $$t: replaying spec/fuzz/corpus/$$t"; \
-	  $(FUZZ_ENV) build/fuzz/$$t $(FUZZ_OPTS) -runs=0 spec/fuzz/corpus/$$t || exit 1; \
+	  $(FUZZ_ENV) build/fuzz/$$t $(FUZZ_OPTS) -runs=0 -artifact_prefix=build/fuzz/crashes/$$t/ \
+	    spec/fuzz/corpus/$$t || exit 1; \
 	  rm -rf build/fuzz/smoke/$$t; mkdir -p build/fuzz/smoke/$$t; \
-	  $(FUZZ_ENV) build/fuzz/$$t $(FUZZ_OPTS) -max_total_time=20 -print_final_stats=1 \
+	  dict=; [ -f spec/fuzz/$$t.dict ] && dict=-dict=spec/fuzz/$$t.dict; \
+	  $(FUZZ_ENV) build/fuzz/$$t $(FUZZ_OPTS) $$dict -max_total_time=20 -print_final_stats=1 \
 	    -artifact_prefix=build/fuzz/crashes/$$t/ build/fuzz/smoke/$$t spec/fuzz/corpus/$$t || exit 1; \
 	done
 
