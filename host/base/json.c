@@ -674,6 +674,14 @@ int luna_json_parser_finish(luna_json_parser *p, luna_error *err)
         return 0; /* one complete value and nothing after it */
     }
     yajl_status st = yajl_complete_parse(p->h);
+    if (st == yajl_status_ok && p->tail_pending) {
+        /* Bytes after the last complete value that yajl's end of input did
+         * not complete: a token cut short (`{} "ab`, `{} tru`), which yajl
+         * in multiple-values mode takes for the absence of a value.  The
+         * handle still holds it, so it is not reusable either. */
+        fail(p, LUNA_EPROTO, "unexpected end of input at byte %" PRIu64, p->base);
+        return report(p, err);
+    }
     if (st == yajl_status_ok && (p->values > 0 || (p->opts.flags & LUNA_JSON_MULTIPLE))) {
         p->clean = true;
         return 0;
