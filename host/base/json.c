@@ -591,6 +591,22 @@ static size_t scan_utf8(luna_json_parser *p, const unsigned char *s, size_t len)
     return ok;
 }
 
+/* yajl takes vertical tab and form feed for blanks; JSON has neither
+ * (blanks are space, tab, LF, CR, and a string may not hold a raw control
+ * character), so either byte anywhere is an error.  Returns len, or the
+ * index of the first one (message in p). */
+static size_t scan_blanks(luna_json_parser *p, const unsigned char *s, size_t len)
+{
+    const unsigned char *v = memchr(s, '\v', len);
+    const unsigned char *f = memchr(s, '\f', v ? (size_t)(v - s) : len);
+    const unsigned char *bad = f ? f : v;
+    if (!bad)
+        return len;
+    fail(p, LUNA_EPROTO, "malformed JSON at byte %" PRIu64 ": invalid character (\\%c)",
+         p->base + (uint64_t)(bad - s), *bad == '\v' ? 'v' : 'f');
+    return (size_t)(bad - s);
+}
+
 static int feed_chunk(luna_json_parser *p, const unsigned char *s, size_t len)
 {
     /* Find the first invalid UTF-8 or unpaired surrogate escape, give yajl
@@ -605,6 +621,13 @@ static int feed_chunk(luna_json_parser *p, const unsigned char *s, size_t len)
         code = p->status;
         found = p->err;
         stop = esc_stop;
+        p->status = 0;
+    }
+    size_t blank_stop = scan_blanks(p, s, stop);
+    if (p->status) {
+        code = p->status;
+        found = p->err;
+        stop = blank_stop;
         p->status = 0;
     }
     yajl_status st = yajl_parse(p->h, s, stop);
