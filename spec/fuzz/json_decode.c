@@ -9,9 +9,14 @@
  *
  * Checked: the same return code and the same events whatever the split;
  * an accepted single document re-written from its events parses again to
- * the same text; luna_json_lookup never reads past the buffer.
+ * the same text; a single document is accepted if and only if jansson (an
+ * independent strict parser) accepts it, except where the two differ on
+ * purpose (luna's depth bound of 1000, integers beyond 64 bits that luna
+ * keeps as text, jansson stopping at a raw NUL byte); luna_json_lookup never reads past the buffer.
  */
 #include "fuzz_input.h"
+
+#include <jansson.h>
 
 #include "base/json.h"
 
@@ -107,6 +112,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(whole.hash == split.hash && whole.events == split.events,
                    "events differ between whole (%zu) and split (%zu) input", whole.events,
                    split.events);
+
+    /* jansson's reader stops at a raw NUL byte (luna refuses one). */
+    if (!(flags & 7) && !memchr(in.p, '\0', in.n)) {
+        json_error_t je;
+        json_t *ref = json_loadb((const char *)in.p, in.n, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+        if (ref)
+            FUZZ_CHECK(rc_whole == 0 || rc_whole == LUNA_ETOOBIG,
+                       "jansson accepts what luna refuses (%d)", rc_whole);
+        else
+            FUZZ_CHECK(rc_whole != 0 || strstr(je.text, "too big") || strstr(je.text, "overflow") ||
+                           strstr(je.text, "underflow"),
+                       "luna accepts what jansson refuses: %s", je.text);
+        json_decref(ref);
+    }
 
     if (rc_whole == 0 && whole.write) {
         luna_error err = { 0 };
