@@ -9,6 +9,7 @@
 #
 # Variants:  build/       release (-O2), what `make` and `make run` use
 #            build/test/  ASan + UBSan, what `make test` uses
+#            build/fuzz/  clang, ASan + UBSan + libFuzzer, what `make fuzz` uses
 
 VERSION   := 0.1.0
 PREFIX    ?= /usr/local
@@ -36,14 +37,15 @@ DEB_PKGS  := build-essential pkg-config luajit libluajit-5.1-dev \
              libcurl4-openssl-dev libev-dev libyaml-dev libmicrohttpd-dev \
              libyajl-dev uthash-dev lua-busted lua-cjson libjansson-dev \
              libcjson-dev libjson-c-dev libssl-dev openssl ca-certificates procps \
-             curl nghttp2-server libjsmn-dev
+             curl nghttp2-server libjsmn-dev clang libclang-rt-14-dev
 # The subset the container's build stage installs (`make deps-build`): every
 # package above except these, which only the specs, benchmarks and tools use.
 # New packages therefore reach the build stage unless they are listed here;
 # spec/16-deploy checks that every header, library and .pc file the build
 # uses comes from DEB_BUILD_PKGS or what they depend on.
 DEB_NOBUILD_PKGS := luajit lua-busted lua-cjson libcjson-dev libjson-c-dev \
-             openssl ca-certificates procps curl nghttp2-server libjsmn-dev
+             openssl ca-certificates procps curl nghttp2-server libjsmn-dev \
+             clang libclang-rt-14-dev
 DEB_BUILD_PKGS := $(filter-out $(DEB_NOBUILD_PKGS),$(DEB_PKGS))
 
 CORE_LAYERS := base client cache queue lua runtime testing
@@ -53,7 +55,7 @@ FIXTURES  := $(patsubst spec/fixtures/%.c,%,$(wildcard spec/fixtures/*.c))
 BENCHES   := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
 
 .PHONY: all deps deps-build deploy-sync test kube test-kube pbschema run bench bench-peers clean install \
-        install-runtime image test-container
+        install-runtime image test-container fuzz fuzz-smoke fuzz-build
 all: build/luna build/lua/luna/core.so
 
 # variant DIR FLAGS: object files, libluna.a, luna, core.so, fixtures, benches.
@@ -193,6 +195,54 @@ run: all
 	  exec build/luna run --log-level debug --dev-server --metrics-secure=false \
 	    --seed deploy/crd-widgets.yaml --seed deploy/demo-objects.yaml controllers; \
 	fi
+
+# libFuzzer targets (spec/fuzz/*.c, docs/fuzzing.md): the core and the dev
+# server compiled by Debian's clang with ASan, UBSan and coverage into
+# build/fuzz/; each target starts from its seed corpus spec/fuzz/corpus/NAME/
+# (and its dictionary spec/fuzz/NAME.dict when there is one) and keeps what
+# it finds in build/fuzz/corpus/NAME/.  `make fuzz` runs each
+# target FUZZ_SECONDS; `make fuzz-smoke` (CI) replays every seed, then
+# fuzzes each target 20 seconds.  Leaks fail a run (LeakSanitizer).
+FUZZ_CC      ?= clang
+FUZZ_TARGETS ?= $(patsubst spec/fuzz/%.c,%,$(wildcard spec/fuzz/*.c))
+FUZZ_SECONDS ?= 60
+FUZZ_SAN     := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+                -fno-sanitize-recover=undefined
+FUZZ_OPTS    ?= -rss_limit_mb=2048 -max_len=65536 -timeout=25
+FUZZ_ENV     := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+                UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+build/fuzz/obj/%.o: host/%.c
+	@mkdir -p $(@D)
+	@echo '  CLANG $@'
+	@$(FUZZ_CC) $(BASE_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+build/fuzz/libluna.a: $(patsubst host/%.c,build/fuzz/obj/%.o,$(CORE_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+build/fuzz/libluna_devserver.a: $(patsubst host/%.c,build/fuzz/obj/%.o,$(DEVSERVER_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+build/fuzz/%: spec/fuzz/%.c spec/fuzz/fuzz_input.h build/fuzz/libluna_devserver.a build/fuzz/libluna.a
+	$(FUZZ_CC) $(BASE_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $< \
+	  build/fuzz/libluna_devserver.a build/fuzz/libluna.a $(EXE_LIBS)
+-include $(wildcard build/fuzz/obj/*/*.d)
+fuzz-build: $(addprefix build/fuzz/,$(FUZZ_TARGETS))
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do mkdir -p build/fuzz/corpus/$$t build/fuzz/crashes/$$t; \
+	  echo "fuzz $$t: $(FUZZ_SECONDS) s"; \
+	  dict=; [ -f spec/fuzz/$$t.dict ] && dict=-dict=spec/fuzz/$$t.dict; \
+	  $(FUZZ_ENV) build/fuzz/$$t $(FUZZ_OPTS) $$dict -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=build/fuzz/crashes/$$t/ build/fuzz/corpus/$$t spec/fuzz/corpus/$$t || exit 1; \
+	done
+fuzz-smoke: fuzz-build
+	@for t in $(FUZZ_TARGETS); do mkdir -p build/fuzz/crashes/$$t; \
+	  echo "fuzz-smoke $$t: replaying spec/fuzz/corpus/$$t"; \
+	  $(FUZZ_ENV) build/fuzz/$$t $(FUZZ_OPTS) -runs=0 -artifact_prefix=build/fuzz/crashes/$$t/ \
+	    spec/fuzz/corpus/$$t || exit 1; \
+	  rm -rf build/fuzz/smoke/$$t; mkdir -p build/fuzz/smoke/$$t; \
+	  dict=; [ -f spec/fuzz/$$t.dict ] && dict=-dict=spec/fuzz/$$t.dict; \
+	  $(FUZZ_ENV) build/fuzz/$$t $(FUZZ_OPTS) $$dict -max_total_time=20 -print_final_stats=1 \
+	    -artifact_prefix=build/fuzz/crashes/$$t/ build/fuzz/smoke/$$t spec/fuzz/corpus/$$t || exit 1; \
+	done
 
 bench: all $(addprefix build/bench/,$(BENCHES))
 	@for b in $(BENCHES); do build/bench/$$b || exit 1; done

@@ -591,6 +591,22 @@ static size_t scan_utf8(luna_json_parser *p, const unsigned char *s, size_t len)
     return ok;
 }
 
+/* yajl takes vertical tab and form feed for blanks; JSON has neither
+ * (blanks are space, tab, LF, CR, and a string may not hold a raw control
+ * character), so either byte anywhere is an error.  Returns len, or the
+ * index of the first one (message in p). */
+static size_t scan_blanks(luna_json_parser *p, const unsigned char *s, size_t len)
+{
+    const unsigned char *v = memchr(s, '\v', len);
+    const unsigned char *f = memchr(s, '\f', v ? (size_t)(v - s) : len);
+    const unsigned char *bad = f ? f : v;
+    if (!bad)
+        return len;
+    fail(p, LUNA_EPROTO, "malformed JSON at byte %" PRIu64 ": invalid character (\\%c)",
+         p->base + (uint64_t)(bad - s), *bad == '\v' ? 'v' : 'f');
+    return (size_t)(bad - s);
+}
+
 static int feed_chunk(luna_json_parser *p, const unsigned char *s, size_t len)
 {
     /* Find the first invalid UTF-8 or unpaired surrogate escape, give yajl
@@ -605,6 +621,13 @@ static int feed_chunk(luna_json_parser *p, const unsigned char *s, size_t len)
         code = p->status;
         found = p->err;
         stop = esc_stop;
+        p->status = 0;
+    }
+    size_t blank_stop = scan_blanks(p, s, stop);
+    if (p->status) {
+        code = p->status;
+        found = p->err;
+        stop = blank_stop;
         p->status = 0;
     }
     yajl_status st = yajl_parse(p->h, s, stop);
@@ -674,6 +697,14 @@ int luna_json_parser_finish(luna_json_parser *p, luna_error *err)
         return 0; /* one complete value and nothing after it */
     }
     yajl_status st = yajl_complete_parse(p->h);
+    if (st == yajl_status_ok && p->tail_pending) {
+        /* Bytes after the last complete value that yajl's end of input did
+         * not complete: a token cut short (`{} "ab`, `{} tru`), which yajl
+         * in multiple-values mode takes for the absence of a value.  The
+         * handle still holds it, so it is not reusable either. */
+        fail(p, LUNA_EPROTO, "unexpected end of input at byte %" PRIu64, p->base);
+        return report(p, err);
+    }
     if (st == yajl_status_ok && (p->values > 0 || (p->opts.flags & LUNA_JSON_MULTIPLE))) {
         p->clean = true;
         return 0;

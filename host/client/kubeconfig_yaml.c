@@ -256,6 +256,13 @@ static int emit_json(struct luna_kubeconfig_yaml *f, yajl_gen g, yaml_node_t *n,
 {
     if (depth > EXTENSION_MAX_DEPTH)
         return -1;
+    /* The bound on the JSON is checked as it grows: aliases make a node
+     * reachable many times, so a few lines of YAML can stand for
+     * gigabytes ("billion laughs"). */
+    const unsigned char *buf;
+    size_t len;
+    if (yajl_gen_get_buf(g, &buf, &len) != yajl_gen_status_ok || len > EXTENSION_MAX_JSON)
+        return -1;
     switch (n->type) {
     case YAML_SCALAR_NODE:
         if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {

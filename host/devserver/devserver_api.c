@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "devserver/devserver_auth.h"
 #include "devserver/devserver_faults.h"
 #include "devserver/devserver_gc.h"
@@ -27,6 +28,12 @@ static int split_path(const char *path, char *buf, size_t bufsize, char **segs)
     for (char *s = strtok_r(buf, "/", &save); s && n < MAX_SEGS; s = strtok_r(NULL, "/", &save))
         segs[n++] = s;
     return n;
+}
+
+static bool utf8(const char *s)
+{
+    size_t len = strlen(s);
+    return luna_json_utf8_valid_prefix(s, len) == len;
 }
 
 static void handle_resource(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
@@ -245,7 +252,9 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
         sub = res;
         ns = NULL;
     }
-    if (!t) {
+    /* No namespace or object can have a name that is not UTF-8 (nor could
+     * it be written into a JSON document). */
+    if (!t || (ns && !utf8(ns)) || (name && !utf8(name))) {
         luna_ds_reply_not_found(resp);
         return;
     }

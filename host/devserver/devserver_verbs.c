@@ -152,10 +152,11 @@ void luna_ds_verbs_delete(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
         else if (strcmp(policy, "Background") == 0)
             prop = LUNA_DS_PROP_BACKGROUND;
         else {
-            json_decref(opts);
+            /* policy may point into opts: the message is written first. */
             luna_ds_status_set(&st, 422, "Invalid", "DeleteOptions.meta.k8s.io \"\" is invalid: "
                                "propagationPolicy: Unsupported value: \"%s\": supported values: "
                                "\"Foreground\", \"Background\", \"Orphan\", \"nil\"", policy);
+            json_decref(opts);
             luna_ds_reply_status(resp, &st);
             return;
         }

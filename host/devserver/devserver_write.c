@@ -316,6 +316,12 @@ int luna_ds_write_create(luna_ds *ds, luna_ds_type *t, json_t *doc, const char *
         return luna_ds_status_invalid(st, t->group, t->kind, "", "FieldValueRequired",
                                       "metadata.name", "Required value: name or generateName is required");
     }
+    if (t->namespaced && (!ns || !*ns)) {
+        /* callers set it from the URL or the seed's default */
+        json_decref(doc);
+        return luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueRequired",
+                                      "metadata.namespace", "Required value");
+    }
     int rc = luna_ds_validate_name(t, name, st);
     if (rc == 0)
         rc = luna_ds_validate_namespace_usable(ds, t, ns, name, true, st);

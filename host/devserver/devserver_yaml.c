@@ -8,16 +8,25 @@
 #include <yaml.h>
 
 #define MAX_DEPTH 200
+/* Aliases expand to copies, so a few hundred bytes of nested aliases
+ * ("billion laughs") would expand to gigabytes.  As go-yaml does for
+ * kube-apiserver, a document may copy through aliases at most this many
+ * values, or as many as it writes out itself when that is more. */
+#define MAX_ALIASED_FLOOR 10000
 
 struct anchor {
     char *name;
     json_t *value;
+    size_t nodes;   /* values in it (itself included) */
+    int height;     /* nesting below it: 0 for a scalar */
 };
 
 struct loader {
     yaml_parser_t parser;
     struct anchor *anchors;
     size_t nanchors;
+    size_t nodes;   /* values read from the text */
+    size_t aliased; /* values copied through aliases */
     luna_error *err;
 };
 
@@ -25,6 +34,39 @@ static int fail(struct loader *ld, const char *what)
 {
     return luna_error_set(ld->err, LUNA_EPROTO, "yaml: %s at line %zu", what,
                           ld->parser.problem_mark.line + 1);
+}
+
+/* Counts the values in v and its nesting height (v's height is bounded
+ * by MAX_DEPTH, so the recursion is). */
+static void measure(const json_t *v, size_t *nodes, int *height)
+{
+    size_t n = 1;
+    int h = 0;
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e) {
+            size_t cn;
+            int ch;
+            measure(e, &cn, &ch);
+            n += cn;
+            if (ch + 1 > h)
+                h = ch + 1;
+        }
+    } else if (json_is_object(v)) {
+        const char *k;
+        json_t *e;
+        json_object_foreach((json_t *)v, k, e) {
+            size_t cn;
+            int ch;
+            measure(e, &cn, &ch);
+            n += cn;
+            if (ch + 1 > h)
+                h = ch + 1;
+        }
+    }
+    *nodes = n;
+    *height = h;
 }
 
 static void remember(struct loader *ld, const yaml_char_t *anchor, json_t *v)
@@ -35,8 +77,13 @@ static void remember(struct loader *ld, const yaml_char_t *anchor, json_t *v)
     if (!a)
         return;
     ld->anchors = a;
-    a[ld->nanchors].name = strdup((const char *)anchor);
+    /* Out of memory the anchor is forgotten: its aliases then fail as unknown. */
+    char *name = strdup((const char *)anchor);
+    if (!name)
+        return;
+    a[ld->nanchors].name = name;
     a[ld->nanchors].value = json_incref(v);
+    measure(v, &a[ld->nanchors].nodes, &a[ld->nanchors].height);
     ld->nanchors++;
 }
 
@@ -164,6 +211,8 @@ static int load_node(struct loader *ld, yaml_event_t *ev, json_t **out, int dept
 {
     if (depth > MAX_DEPTH)
         return fail(ld, "document nested too deeply");
+    if (ev->type != YAML_ALIAS_EVENT)
+        ld->nodes++;
     switch (ev->type) {
     case YAML_SCALAR_EVENT: {
         const char *s = (const char *)ev->data.scalar.value;
@@ -205,7 +254,14 @@ static int load_node(struct loader *ld, yaml_event_t *ev, json_t **out, int dept
     case YAML_ALIAS_EVENT:
         for (size_t i = ld->nanchors; i-- > 0;)
             if (strcmp(ld->anchors[i].name, (const char *)ev->data.alias.anchor) == 0) {
-                *out = json_deep_copy(ld->anchors[i].value);
+                const struct anchor *a = &ld->anchors[i];
+                if (depth + a->height > MAX_DEPTH)
+                    return fail(ld, "document nested too deeply");
+                ld->aliased += a->nodes;
+                if (ld->aliased > MAX_ALIASED_FLOOR && ld->aliased > ld->nodes)
+                    return fail(ld, "document contains excessive aliasing");
+                if (!(*out = json_deep_copy(a->value)))
+                    return luna_error_set(ld->err, LUNA_ENOMEM, "yaml: out of memory");
                 return 0;
             }
         return fail(ld, "unknown alias");

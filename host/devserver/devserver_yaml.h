@@ -5,7 +5,10 @@
  * bodies.  libyaml parses; scalars are typed the way sigs.k8s.io/yaml (YAML
  * 1.1) types them: plain null/~ → null, true/false/yes/no/on/off → bool,
  * integers and floats → numbers, everything quoted or else → string.
- * Aliases to earlier anchors are expanded.  Runs on the loop thread.
+ * Aliases to earlier anchors are expanded, within bounds (errors, not
+ * gigabytes): at most MAX_DEPTH levels of nesting after expansion, and at
+ * most 10000 values copied through aliases or as many as the text itself
+ * holds, whichever is more ("billion laughs").  Runs on the loop thread.
  */
 #ifndef LUNA_DEVSERVER_YAML_H
 #define LUNA_DEVSERVER_YAML_H

@@ -168,6 +168,21 @@ describe("kubeconfig errors", function()
       expect("current-context: \xff\xfe\n", ": invalid text at byte %d+")
     end)
 
+    it("refuses an exec extension whose aliases expand past 1 MiB of JSON, without expanding it", function()
+      -- nine levels of ten aliases: 10^9 strings from a few hundred bytes
+      local lines = { '        x0: &a0 ["x","x","x","x","x","x","x","x","x","x"]' }
+      for i = 1, 8 do
+        local refs = {}
+        for j = 1, 10 do refs[j] = "*a" .. (i - 1) end
+        lines[#lines + 1] = ("        x%d: &a%d [%s]"):format(i, i, table.concat(refs, ","))
+      end
+      local yaml = sub(BASE, '  cluster: {server: "https://k:1"}\n',
+        '  cluster:\n    server: https://k:1\n    extensions:\n' ..
+        '    - name: client.authentication.k8s.io/exec\n      extension:\n' ..
+        table.concat(lines, "\n") .. "\n")
+      expect(yaml, ": clusters%[0%]%.cluster%.extensions%[0%]%.extension: cannot be converted to JSON")
+    end)
+
     it("reports invalid args and env in exec", function()
       local user = "{exec: {apiVersion: client.authentication.k8s.io/v1, command: x, interactiveMode: Never, %s}}"
       local function with_user(u) return sub(BASE, "{token: [^}]*}", u) end

@@ -166,6 +166,13 @@ describe("core.json.decode", function()
       { '{"a":1} x', "malformed JSON at byte 8" },
       { "[]]", "malformed JSON at byte 2" },
       { "1 2", "trailing garbage" },
+      -- a token cut short after a complete value (yajl took it for nothing)
+      { '{"i":"wb"}"', "unexpected end of input at byte 11" },
+      -- JSON's blanks are space, tab, LF and CR only (yajl also took \v, \f)
+      { '[1,\v2]', "malformed JSON at byte 3: invalid character" },
+      { '{"a":1}\f', "malformed JSON at byte 7: invalid character" },
+      { '"a\fb"', "malformed JSON at byte 2" },
+      { '[1] "ab', "unexpected end of input at byte 7" },
       { '{"a":1}{"b":2}', "trailing garbage" },
       { "01", "malformed JSON at byte 1" },
       { "1.", "malformed JSON" },

@@ -154,6 +154,23 @@ describe("core.json.decoder", function()
       assert.matches("malformed JSON at byte 13", err.message)
     end)
 
+    it("refuses a token cut short after the last value, and starts clean after reset", function()
+      for _, c in ipairs({ { '"ab', "unexpected end of input at byte 11" },
+                           { '"\\u00', "malformed JSON at byte 12" },
+                           { "tru", "malformed JSON at byte 10" } }) do
+        local d = json.decoder({ multiple = true })
+        assert.equal(1, #d:feed('{"a":1} ' .. c[1]))
+        local v, err = d:finish()
+        assert.is_nil(v, c[1])
+        assert.matches(c[2], err.message)
+        -- the cut token is not carried into the next document
+        d:reset()
+        local r = assert(d:feed('{"b":2}'))
+        assert.equal(2, r[1].b)
+        assert.same({}, assert(d:finish()))
+      end
+    end)
+
     it("refuses a truncated last value", function()
       local d = json.decoder({ multiple = true })
       assert.equal(1, #d:feed('{"a":1}\n{"a":'))

@@ -163,6 +163,21 @@ describe("apiserver object lifecycle", function()
     assert.is_nil(dep.metadata.ownerReferences)
   end)
 
+  it("answers an unsupported propagationPolicy with 422 naming it, from the body and the query", function()
+    srv:create_cm("bad-policy")
+    -- the body's policy is quoted in the message after the body is parsed
+    -- (it was read after being freed)
+    local code, st = srv:request("DELETE", srv:ns_path("configmaps", "bad-policy"),
+      { kind = "DeleteOptions", apiVersion = "v1", propagationPolicy = "Sideways-" .. ("x"):rep(40) })
+    assert.equal(422, code)
+    assert.equal("Invalid", st.reason)
+    assert.matches('Unsupported value: "Sideways-' .. ("x"):rep(40) .. '"', st.message, 1, true)
+    local qcode, qst = srv:request("DELETE", srv:ns_path("configmaps", "bad-policy") .. "?propagationPolicy=Up")
+    assert.equal(422, qcode)
+    assert.matches('Unsupported value: "Up"', qst.message, 1, true)
+    assert.equal(200, (srv:request("GET", srv:ns_path("configmaps", "bad-policy"))))
+  end)
+
   it("checks delete preconditions", function()
     local cm = srv:create_cm("pre")
     local code, st = srv:request("DELETE", srv:ns_path("configmaps", "pre"),

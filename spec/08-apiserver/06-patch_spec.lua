@@ -112,4 +112,32 @@ describe("apiserver PATCH", function()
       "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nofm\n", "application/apply-patch+yaml")
     assert.is_true(code == 400 or code == 422)
   end)
+  it("refuses an apply body whose aliases expand past the bounds (400), and still serves", function()
+    -- nine levels of ten aliases each: 10^9 values from a few hundred bytes
+    local lines = { 'apiVersion: v1', 'kind: ConfigMap', 'metadata: {name: laughs}',
+                    'x0: &a0 ["x","x","x","x","x","x","x","x","x","x"]' }
+    for i = 1, 8 do
+      local refs = {}
+      for j = 1, 10 do refs[j] = "*a" .. (i - 1) end
+      lines[#lines + 1] = ("x%d: &a%d [%s]"):format(i, i, table.concat(refs, ","))
+    end
+    local code, st = patch(srv:ns_path("configmaps", "laughs"), table.concat(lines, "\n") .. "\n",
+      "application/apply-patch+yaml", "?fieldManager=alice")
+    assert.equal(400, code)
+    assert.matches("excessive aliasing", st.message, 1, true)
+    -- an alias cannot nest a document deeper than a plain one may be
+    local deep = "a: &d " .. ("["):rep(150) .. ("]"):rep(150) .. "\nb: " .. ("["):rep(100) .. "*d" ..
+      ("]"):rep(100) .. "\n"
+    local dcode, dst = patch(srv:ns_path("configmaps", "laughs"), deep,
+      "application/apply-patch+yaml", "?fieldManager=alice")
+    assert.equal(400, dcode)
+    assert.matches("nested too deeply", dst.message, 1, true)
+    -- a few aliases of a small anchor are fine
+    local ok = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: laughs, labels: &l {a: b}, " ..
+      "annotations: *l}\ndata: {k: v}\n"
+    local okcode, cm = patch(srv:ns_path("configmaps", "laughs"), ok, "application/apply-patch+yaml",
+      "?fieldManager=alice")
+    assert.equal(201, okcode)
+    assert.same({ a = "b" }, cm.metadata.annotations)
+  end)
 end)

@@ -1,0 +1,158 @@
+/*
+ * object_stream.c — libFuzzer target for the LIST / WATCH object stream
+ * (cache/object_stream): the body is fed whole to one stream and in
+ * chunks split at fuzzer-chosen points to another, as libcurl may hand it
+ * over, and both must deliver the same items, bookmarks and errors.
+ *
+ * Input: byte 0 options (bit 0 WATCH instead of LIST, bit 1 keep
+ * managedFields, bit 2 a 256-byte item bound, bit 3 reset and feed the
+ * split stream a second time), byte 1 the number of split points (mod 16),
+ * then two bytes per split point; the rest is the body.
+ *
+ * Checked: same return code and same callbacks whatever the split; every
+ * item has a name and its cached JSON is itself valid JSON of one object;
+ * LIST metadata is the same.  Every object reference is dropped.
+ */
+#include "fuzz_input.h"
+
+#include "base/json.h"
+#include "cache/object_stream.h"
+
+struct run {
+    uint64_t hash;
+    size_t calls;
+};
+
+static int ignore(void *ud, const luna_json_event *ev, luna_error *err)
+{
+    return 0;
+}
+
+static int on_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
+{
+    struct run *r = ud;
+    r->calls++;
+    const char *name = luna_object_name(obj);
+    FUZZ_CHECK(name && *name, "item without a name");
+    const char *json = luna_object_json(obj);
+    size_t len = strlen(json);
+    luna_error err = { 0 };
+    FUZZ_CHECK(luna_json_parse(json, len, NULL, ignore, NULL, &err) == 0,
+               "cached item is not JSON (%s): %s", err.msg, json);
+    FUZZ_CHECK(json[0] == '{', "cached item is not an object: %s", json);
+    r->hash = fuzz_hash(r->hash, &ev, sizeof ev);
+    r->hash = fuzz_hash(r->hash, luna_object_key(obj), strlen(luna_object_key(obj)) + 1);
+    r->hash = fuzz_hash(r->hash, luna_object_uid(obj), strlen(luna_object_uid(obj)) + 1);
+    const char *rv = luna_object_resource_version(obj);
+    r->hash = fuzz_hash(r->hash, rv, strlen(rv) + 1);
+    r->hash = fuzz_hash(r->hash, json, len);
+    size_t cursor = 0;
+    const char *k, *v;
+    while (luna_object_next_label(obj, &cursor, &k, &v) == 0) {
+        r->hash = fuzz_hash(r->hash, k, strlen(k) + 1);
+        r->hash = fuzz_hash(r->hash, v, strlen(v) + 1);
+    }
+    luna_object_unref(obj);
+    return 0;
+}
+
+static int on_bookmark(void *ud, const char *rv)
+{
+    struct run *r = ud;
+    r->calls++;
+    r->hash = fuzz_hash(r->hash, "B", 1);
+    r->hash = fuzz_hash(r->hash, rv, strlen(rv) + 1);
+    return 0;
+}
+
+static int on_error(void *ud, int code, const char *reason, const char *message)
+{
+    struct run *r = ud;
+    r->calls++;
+    r->hash = fuzz_hash(r->hash, &code, sizeof code);
+    r->hash = fuzz_hash(r->hash, reason ? reason : "", reason ? strlen(reason) + 1 : 0);
+    r->hash = fuzz_hash(r->hash, message ? message : "", message ? strlen(message) + 1 : 0);
+    return 0;
+}
+
+static int feed(struct luna_object_stream *s, const uint8_t *body, size_t len,
+                const uint16_t *cuts, size_t ncuts)
+{
+    luna_error err = { 0 };
+    size_t at = 0;
+    int rc = 0;
+    for (size_t i = 0; i < ncuts && rc == 0; i++) {
+        size_t cut = cuts[i] % (len + 1);
+        if (cut < at)
+            continue;
+        rc = luna_object_stream_feed(s, body + at, cut - at, &err);
+        at = cut;
+    }
+    if (rc == 0)
+        rc = luna_object_stream_feed(s, body + at, len - at, &err);
+    if (rc == 0)
+        rc = luna_object_stream_finish(s, &err);
+    if (rc < 0)
+        FUZZ_CHECK(err.msg[0] != '\0', "error %d without a message", rc);
+    return rc;
+}
+
+static uint64_t list_meta(const struct luna_object_stream *s)
+{
+    uint64_t h = FUZZ_HASH_INIT;
+    const char *rv = luna_object_stream_list_rv(s), *cont = luna_object_stream_continue(s);
+    long long rem = luna_object_stream_remaining(s);
+    size_t items = luna_object_stream_items(s);
+    h = fuzz_hash(h, rv, strlen(rv) + 1);
+    h = fuzz_hash(h, cont, strlen(cont) + 1);
+    h = fuzz_hash(h, &rem, sizeof rem);
+    return fuzz_hash(h, &items, sizeof items);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_input in = { data, size };
+    uint8_t flags = fuzz_byte(&in);
+    size_t ncuts = fuzz_byte(&in) % 16;
+    uint16_t cuts[16];
+    for (size_t i = 0; i < ncuts; i++)
+        cuts[i] = fuzz_u16(&in);
+    for (size_t i = 1; i < ncuts; i++)
+        for (size_t j = i; j > 0 && cuts[j - 1] > cuts[j]; j--) {
+            uint16_t t = cuts[j];
+            cuts[j] = cuts[j - 1];
+            cuts[j - 1] = t;
+        }
+    struct luna_object_stream_options o = {
+        .mode = (flags & 1) ? LUNA_STREAM_WATCH : LUNA_STREAM_LIST,
+        .keep_managed_fields = flags & 2,
+        .max_item_bytes = (flags & 4) ? 256 : 0,
+    };
+    struct run whole = { .hash = FUZZ_HASH_INIT }, split = { .hash = FUZZ_HASH_INIT };
+    luna_error err = { 0 };
+    struct luna_object_stream_handler hw = { on_item, on_bookmark, on_error, &whole };
+    struct luna_object_stream_handler hs = { on_item, on_bookmark, on_error, &split };
+    struct luna_object_stream *sw = luna_object_stream_new(&o, &hw, &err);
+    struct luna_object_stream *ss = luna_object_stream_new(&o, &hs, &err);
+    if (!sw || !ss)
+        abort();
+
+    int rc_whole = feed(sw, in.p, in.n, NULL, 0);
+    int rc_split = feed(ss, in.p, in.n, cuts, ncuts);
+    if (flags & 8) {
+        /* A reset stream must behave as a new one. */
+        FUZZ_CHECK(luna_object_stream_reset(ss) == 0, "reset failed");
+        split = (struct run){ .hash = FUZZ_HASH_INIT };
+        rc_split = feed(ss, in.p, in.n, cuts, ncuts);
+    }
+    FUZZ_CHECK(rc_whole == rc_split, "whole %d, split %d", rc_whole, rc_split);
+    if (rc_whole == 0) {
+        FUZZ_CHECK(whole.calls == split.calls && whole.hash == split.hash,
+                   "callbacks differ between whole (%zu) and split (%zu) input", whole.calls,
+                   split.calls);
+        FUZZ_CHECK(list_meta(sw) == list_meta(ss), "LIST metadata differs");
+    }
+    luna_object_stream_free(sw);
+    luna_object_stream_free(ss);
+    return 0;
+}
