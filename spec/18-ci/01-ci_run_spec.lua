@@ -1,4 +1,4 @@
--- .ci/run: which suites it runs, how it sums their summary files into the
+-- .ci/run: which suites it runs (fuzz-smoke a step among them), how it sums their summary files into the
 -- last line "N passed, N failed", and when it fails.  Runs a copy of the
 -- script in a scratch tree with `make` and `docker` replaced by stand-ins
 -- that write the summary lines and exit codes each case asks for.
@@ -54,7 +54,7 @@ describe(".ci/run", function()
                                      FAKE_TEST_KUBE_LINE = "5 passed, 0 failed, 2 skipped" }
     assert.equal(0, rc, out)
     assert.equal("15 passed, 0 failed", last)
-    assert.equal("make deps\nmake test\nmake kube\nmake test-kube\nmake -n test-container\n", calls)
+    assert.equal("make deps\nmake test\nmake fuzz-smoke\nmake kube\nmake test-kube\nmake -n test-container\n", calls)
     assert.matches("test%-container skipped: this tree has no test%-container target", out)
     for _, part in ipairs({ "deps", "test", "kube", "test%-kube" }) do
       assert.matches("\n" .. part .. "%s+%d+s", out)
@@ -93,6 +93,16 @@ describe(".ci/run", function()
     assert.equal("10 passed, 1 failed", last)
     assert.is_nil(calls:find("make test-kube", 1, true))
     assert.matches("test%-kube skipped: the control plane did not build", out)
+  end)
+
+  it("counts a failed fuzz smoke run as one failure and still runs the other suites", function()
+    local out, rc, last, calls = ci{ FAKE_TEST_LINE = "2 passed, 0 failed, 0 skipped",
+                                     FAKE_FUZZ_SMOKE_RC = "1",
+                                     FAKE_TEST_KUBE_LINE = "3 passed, 0 failed, 0 skipped" }
+    assert.equal(1, rc, out)
+    assert.equal("5 passed, 1 failed", last)
+    assert.matches("failed: fuzz%-smoke", out)
+    assert.truthy(calls:find("make test-kube", 1, true))
   end)
 
   it("counts a failed make deps and still runs the suites", function()
