@@ -387,7 +387,7 @@ void luna_controller_maybe_drained(struct luna_controller *c)
 static struct {
     unsigned int iteration;
     double used;                      /* script seconds in this iteration */
-    bool forced;                      /* a deferred controller started one */
+    unsigned starts;                  /* reconciles started in this iteration */
     bool valid;
 } slice;
 
@@ -398,13 +398,15 @@ static void slice_roll(void)
         slice.valid = true;
         slice.iteration = it;
         slice.used = 0;
-        slice.forced = false;
+        slice.starts = 0;
     }
 }
 
-/* The deferred line (controller_impl.h): a forced start goes to its head,
- * so every controller deferred past the slice gets its turn in the order
- * it was deferred, however many spin. */
+/* The deferred line (controller_impl.h): once its head has waited
+ * DISPATCH_MAX_DEFERRALS iterations, the next iteration's first start is
+ * its, so every controller deferred by the slice gets its turn in the
+ * order it was deferred, however many spin, and an iteration never runs
+ * more than one reconcile past the slice. */
 static struct {
     struct luna_controller *head, *tail;
 } deferred_line;
@@ -454,11 +456,14 @@ void luna_controller_charge(double seconds)
 }
 
 /* Starts reconciles while keys and workers are free and the iteration's
- * script time is under the slice (past it, the watchers go on in the next
- * iteration; one controller deferred DISPATCH_MAX_DEFERRALS times per
- * iteration starts one anyway).  Runs from the dispatch watchers, and right after an informer
- * drain step (so an event's reconcile starts in the loop iteration the
- * event arrived in); never nested in itself. */
+ * script time is under the slice; past it, the watchers go on in the next
+ * iteration.  A controller deferred DISPATCH_MAX_DEFERRALS times at the
+ * head of the deferred line has the next fresh slice to itself: the others
+ * wait until it started (no controller starves; one spinning reconcile per
+ * iteration at most, so the loop still serves probes and watches).  Runs
+ * from the dispatch watchers, and right after an informer drain step (so
+ * an event's reconcile starts in the loop iteration the event arrived in);
+ * never nested in itself. */
 static void dispatch(struct luna_controller *c)
 {
     if (!c->started || c->dispatching || c->paused)
@@ -467,23 +472,21 @@ static void dispatch(struct luna_controller *c)
     bool started = false;
     while (!c->stopping && c->active < c->workers) {
         slice_roll();
-        if (slice.used > DISPATCH_SLICE) {
-            /* past the slice: one start per iteration, for the controller
-             * deferred longest, once deferred long enough (no controller
-             * starves, and spinning controllers do not all start in the
-             * same iteration) */
-            if (!started)
+        struct luna_controller *head = deferred_line.head;
+        bool head_waits = head && head->deferrals >= DISPATCH_MAX_DEFERRALS;
+        /* the waiting head starts even past the slice (script time spent
+         * outside reconciles, index or map functions, cannot hold it back)
+         * as long as no reconcile started in this iteration */
+        bool head_goes = head_waits && head == c && !started && slice.starts == 0;
+        if (!head_goes &&
+            (slice.used > DISPATCH_SLICE || (head_waits && head != c && !started))) {
+            if (!started) {
                 deferred_join(c);
-            bool force = !started && !slice.forced && deferred_line.head == c &&
-                         c->deferrals >= DISPATCH_MAX_DEFERRALS;
-            if (!force) {
-                if (!started)
-                    c->deferrals++;
-                c->dispatching = false;
-                luna_controller_kick(c);
-                return;
+                c->deferrals++;
             }
-            slice.forced = true;
+            c->dispatching = false;
+            luna_controller_kick(c);
+            return;
         }
         const char *key;
         if (luna_workqueue_get(c->queue, &key) != LUNA_WORKQUEUE_ITEM)
@@ -491,6 +494,7 @@ static void dispatch(struct luna_controller *c)
         /* key is borrowed from the queue until done: copy before Lua runs */
         c->deferrals = 0;
         deferred_leave(c);
+        slice.starts++;
         luna_reconcile_start(c, key);
         started = true;
     }
@@ -976,8 +980,7 @@ void luna_controller_set_paused(struct luna_controller *c, bool paused)
     if (c->metrics)
         luna_runtime_metrics_paused(c->metrics, paused);
     if (paused) {
-        ev_check_stop(luna_loop(), &c->dispatch_check);
-        ev_idle_stop(luna_loop(), &c->dispatch_idle);
+        dispatch_stop(c); /* and out of the deferred line: it starts nothing */
     } else {
         luna_controller_kick(c);
     }

@@ -189,7 +189,15 @@ static int luna_lua_client_request(lua_State *L)
         return luna_lua_push_error(L, "InvalidRequest",
                                    "a request path cannot contain a '.' or '..' segment", 0);
     }
-    /* Shadow mode: no write reaches storage, whatever the script sends. */
+    /* Shadow mode: no write reaches storage, whatever the script sends.
+     * kube-apiserver takes a DELETE's options from its body when it has
+     * one and then ignores the query's dryRun: such a body must say it. */
+    if (body && body_len > 0 && strcmp(method, "DELETE") == 0 && needs_dry_run(r, method, path) &&
+        !strstr(body, "\"dryRun\":[\"All\"]")) {
+        free(p);
+        return luna_lua_push_error(L, "InvalidRequest",
+                                   "shadow mode: a DELETE body must carry \"dryRun\":[\"All\"]", 0);
+    }
     char *dry = NULL;
     if (needs_dry_run(r, method, path) && !(dry = dry_run_path(path))) {
         free(p);

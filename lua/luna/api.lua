@@ -121,6 +121,14 @@ local function shadow_send(rt, fn, method, kind, namespace, name, subresource, q
   end
   local dry = (query and query ~= "") and (query:find("dryRun=All", 1, true) and query or query .. "&dryRun=All")
     or "dryRun=All"
+  -- kube-apiserver reads a DELETE's options from its body when there is
+  -- one, and then ignores the query: the body must say dryRun itself
+  if method == "DELETE" and type(body) == "table" then
+    local copy = {}
+    for k, v in pairs(body) do copy[k] = v end
+    copy.dryRun = { "All" }
+    body = copy
+  end
   local after, err = send_now(rt, method, kind, namespace, name, subresource, dry, body, content_type)
   if after == nil then return nil, err end
   local diff, changed

@@ -195,13 +195,15 @@ describe("apiserver CRUD", function()
     assert.equal("hello", ev.note)
     assert.equal("p", ev.regarding.name)
   end)
-  it("answers 404 for a namespace or name in the path that is not UTF-8 (it cannot name anything)", function()
+  it("refuses a namespace or name in the path that is not UTF-8 (it cannot name anything)", function()
     local body = { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "u8" } }
-    local code, st = srv:request("POST", "/api/v1/namespaces/%FF%FEdefault/configmaps", body)
-    assert.equal(404, code)
-    assert.equal("NotFound", st.reason)
+    local code = srv:request("POST", "/api/v1/namespaces/%FF%FEdefault/configmaps", body)
+    -- kube-apiserver v1.37 answers the create 400 (the body's namespace
+    -- does not match the path's), the dev server 404: both refuse it
+    assert.is_true(code == 400 or code == 404, tostring(code))
     assert.equal(404, (srv:request("GET", "/api/v1/namespaces/default/configmaps/%C3%28")))
-    assert.equal(404, (srv:request("PUT", "/api/v1/namespaces/default/configmaps/%FF", body)))
+    local put = srv:request("PUT", "/api/v1/namespaces/default/configmaps/%FF", body)
+    assert.is_true(put == 400 or put == 404, tostring(put))
     -- and the server goes on serving
     assert.equal(201, (srv:request("POST", "/api/v1/namespaces/default/configmaps", body)))
   end)

@@ -131,7 +131,9 @@ describe("apiserver PATCH", function()
     local dcode, dst = patch(srv:ns_path("configmaps", "laughs"), deep,
       "application/apply-patch+yaml", "?fieldManager=alice")
     assert.equal(400, dcode)
-    assert.matches("nested too deeply", dst.message, 1, true)
+    -- the reason's wording is each server's own (kube-apiserver: "invalid
+    -- object type"); the dev server names the depth bound
+    if not srv.real then assert.matches("nested too deeply", dst.message, 1, true) end
     -- a few aliases of a small anchor are fine
     local ok = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: laughs, labels: &l {a: b}, " ..
       "annotations: *l}\ndata: {k: v}\n"

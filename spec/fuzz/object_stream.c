@@ -130,8 +130,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     };
     struct run whole = { .hash = FUZZ_HASH_INIT }, split = { .hash = FUZZ_HASH_INIT };
     luna_error err = { 0 };
-    struct luna_object_stream_handler hw = { on_item, on_bookmark, on_error, &whole };
-    struct luna_object_stream_handler hs = { on_item, on_bookmark, on_error, &split };
+    struct luna_object_stream_handler hw = { .on_item = on_item, .on_bookmark = on_bookmark,
+                                             .on_error = on_error, .ud = &whole };
+    struct luna_object_stream_handler hs = { .on_item = on_item, .on_bookmark = on_bookmark,
+                                             .on_error = on_error, .ud = &split };
     struct luna_object_stream *sw = luna_object_stream_new(&o, &hw, &err);
     struct luna_object_stream *ss = luna_object_stream_new(&o, &hs, &err);
     if (!sw || !ss)
