@@ -65,11 +65,17 @@ struct informer_metrics {
     UT_hash_handle hh;
 };
 
-/* A reload replaced by a newer one, finishing its in-flight reconciles. */
+/* A reload replaced by a newer one, finishing its in-flight reconciles.
+ * The list runs newest first.  A controller that kept its name hands its
+ * workqueue to its successor, which owns it from then on, while the old
+ * one's reconciles in flight still finish into it: so retiring reloads are
+ * freed oldest first, one only once every older one is (drained or not, a
+ * newer one waits), and the running reload after them all. */
 struct retiring {
     struct runtime *rt;
     struct luna_reload *gen;
     ev_timer grace;
+    bool done;                        /* drained, or its grace period over */
     struct retiring *next;
 };
 
@@ -156,15 +162,24 @@ static void on_drained(void *ud)
         finish_shutdown(rt);
 }
 
+/* Unlinks and frees the oldest retiring reload. */
+static void free_oldest_retiring(struct runtime *rt)
+{
+    struct retiring **p = &rt->retiring;
+    while ((*p)->next)
+        p = &(*p)->next;
+    struct retiring *r = *p;
+    *p = NULL;
+    ev_timer_stop(luna_loop(), &r->grace);
+    luna_reload_free(r->gen);
+    free(r);
+}
+
+/* Frees every retiring reload, oldest first (struct retiring). */
 static void free_retiring(struct runtime *rt)
 {
-    while (rt->retiring) {
-        struct retiring *r = rt->retiring;
-        rt->retiring = r->next;
-        ev_timer_stop(luna_loop(), &r->grace);
-        luna_reload_free(r->gen);
-        free(r);
-    }
+    while (rt->retiring)
+        free_oldest_retiring(rt);
 }
 
 static void grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -831,19 +846,26 @@ static void teardown(struct runtime *rt)
 
 /* ---- hot reload ----------------------------------------------------------- */
 
+/* The oldest retiring reload, or NULL. */
+static struct retiring *oldest_retiring(struct runtime *rt)
+{
+    struct retiring *r = rt->retiring;
+    while (r && r->next)
+        r = r->next;
+    return r;
+}
+
 static void retired_cb(void *ud)
 {
     struct retiring *r = ud;
     struct runtime *rt = r->rt;
-    struct retiring **p = &rt->retiring;
-    while (*p && *p != r)
-        p = &(*p)->next;
-    if (*p)
-        *p = r->next;
     ev_timer_stop(luna_loop(), &r->grace);
     luna_debug("old controllers drained");
-    luna_reload_free(r->gen);
-    free(r);
+    r->done = true;
+    /* oldest first: a newer reload may own queues an older one still
+     * finishes reconciles into */
+    for (struct retiring *o = oldest_retiring(rt); o && o->done; o = oldest_retiring(rt))
+        free_oldest_retiring(rt);
 }
 
 static void retire_grace_cb(struct ev_loop *loop, ev_timer *w, int revents)

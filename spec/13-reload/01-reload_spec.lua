@@ -239,6 +239,49 @@ return luna.controller {
     -- env:stop() (after_each) asserts a clean exit: no sanitizer report
   end)
 
+  it("frees retiring reloads oldest first: a queue handed on outlives the old reconcile in flight", function()
+    -- reload 1 keeps the controller (its successor takes the workqueue);
+    -- reload 2 removes it, and that successor, with nothing in flight,
+    -- drains at once.  The first code's reconcile still waits on a slow
+    -- answer and then finishes into the handed-on queue: freeing the newer
+    -- reload first freed that queue under it (heap-use-after-free).
+    if client.real() then
+      return pending(client.DEV_ONLY .. "needs the delay fault to hold a reconcile across two reloads")
+    end
+    local function slow(version)
+      return ([[
+local luna = require "luna"
+return luna.controller {
+  name = "handed-on",
+  watch = { "v1/ConfigMap", namespace = %q, labels = { ["luna-spec"] = "stamp" } },
+  reconcile = function(req)
+    luna.log.info("asking slowly", { name = req.name, version = %q })
+    if %q == "v1" then luna.get("v1/ConfigMap", req.namespace, "slow-answer") end
+    luna.log.info("answered", { name = req.name, version = %q })
+  end,
+}
+]]):format(env.srv.ns, version, version, version)
+    end
+    env = luna_env.start{ sources = { ["a.lua"] = stamper("v0", "x") }, server_args = { "--admin" } }
+    assert.equal(200, (env.srv:request("PUT", "/luna/v1/faults", "delay=3,delay-path=slow-answer",
+      { content_type = "text/plain" })))
+    helpers.write_file(env.dir .. "/a.lua", slow("v1"))
+    env.luna:kill(SIGHUP)
+    env.luna:expect("reload done", 20)
+    env.srv:create_cm("cm-1", nil, STAMPED)
+    env.luna:expect("asking slowly[^\n]*version=v1", 20)
+    helpers.write_file(env.dir .. "/a.lua", slow("v2"))
+    env.luna:kill(SIGHUP)
+    env.luna:expect("reload done", 20)
+    os.remove(env.dir .. "/a.lua")
+    helpers.write_file(env.dir .. "/b.lua", stamper("v3", env.srv.ns))
+    env.luna:kill(SIGHUP)
+    env.luna:expect("controller removed controller=handed%-on", 20)
+    env.luna:expect("answered[^\n]*version=v1", 30)
+    env:wait(function() return all_stamped(env, "v3", 1) end, 20, "the new controller at work")
+    -- env:stop() (after_each) asserts a clean exit: no sanitizer report
+  end)
+
   it("reloads when the kubelet swaps a ConfigMap volume's ..data symlink (--watch)", function()
     -- lay the directory out as the kubelet does
     local base = helpers.tmpdir()
