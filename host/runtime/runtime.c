@@ -884,6 +884,24 @@ static void retire_grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static void reload_now(struct runtime *rt, const char *trigger);
 static void try_in_shadow(struct runtime *rt, const char *trigger);
 
+/* Loads the controllers directory into a new Lua state and builds every
+ * controller; NULL after logging "reload failed" (the running controllers
+ * keep going; informers the broken reload acquired are released with it). */
+static struct luna_reload *load_and_build(struct runtime *rt)
+{
+    luna_error err = { 0 };
+    struct luna_reload *next = NULL;
+    if (luna_reload_load(rt->lib, rt->cfg->dir, rt->cfg->limits, rt->kc, rt->disc, &next,
+                         &err) < 0 ||
+        luna_reload_build(next, rt->factory, &err) < 0) {
+        luna_reload_free(next);
+        luna_error("reload failed", "dir", rt->cfg->dir, "error", err.msg);
+        luna_runtime_metrics_reload(rt->rm, LUNA_RELOAD_FAILURE, ev_time());
+        return NULL;
+    }
+    return next;
+}
+
 static void reload(struct runtime *rt, const char *trigger)
 {
     if (rt->stopping)
@@ -905,18 +923,9 @@ static void reload_now(struct runtime *rt, const char *trigger)
         luna_reload_free(rt->pending);
         rt->pending = NULL;
     }
-    luna_error err = { 0 };
-    struct luna_reload *next = NULL;
-    if (luna_reload_load(rt->lib, rt->cfg->dir, rt->cfg->limits, rt->kc, rt->disc, &next,
-                             &err) < 0 ||
-        luna_reload_build(next, rt->factory, &err) < 0) {
-        /* The running controllers keep going; new informers the broken
-         * reload acquired are released with it. */
-        luna_reload_free(next);
-        luna_error("reload failed", "dir", rt->cfg->dir, "error", err.msg);
-        luna_runtime_metrics_reload(rt->rm, LUNA_RELOAD_FAILURE, ev_time());
+    struct luna_reload *next = load_and_build(rt);
+    if (!next)
         return;
-    }
     rt->pending = next;
     schedule_check(rt);
 }
@@ -1028,16 +1037,9 @@ static void try_in_shadow(struct runtime *rt, const char *trigger)
         luna_info("reload shadow superseded");
         candidate_free(rt);
     }
-    luna_error err = { 0 };
-    struct luna_reload *next = NULL;
-    if (luna_reload_load(rt->lib, rt->cfg->dir, rt->cfg->limits, rt->kc, rt->disc, &next,
-                         &err) < 0 ||
-        luna_reload_build(next, rt->factory, &err) < 0) {
-        luna_reload_free(next);
-        luna_error("reload failed", "dir", rt->cfg->dir, "error", err.msg);
-        luna_runtime_metrics_reload(rt->rm, LUNA_RELOAD_FAILURE, ev_time());
+    struct luna_reload *next = load_and_build(rt);
+    if (!next)
         return;
-    }
     set_state_shadow(luna_reload_state(next));
     for (size_t i = 0; i < luna_reload_count(next); i++)
         luna_controller_set_shadow(luna_reload_controller(next, i), true);
