@@ -46,7 +46,11 @@ static int value(const struct field *f, const char **p)
     return -1;
 }
 
-/* Parses one field (len bytes at s) into bits; star: it began with `*`. */
+/* Parses one field (len bytes at s) into bits.  star: an element of the
+ * list is `*` or `?` with no step or a step of 1.  That is robfig/cron v3's
+ * rule, which CronJobs follow: a star with a step above 1 counts as restricted,
+ * so day-of-month "star slash 2" with day-of-week 1 runs on odd days OR
+ * Mondays (Vixie cron would say AND). */
 static int parse_field(const struct field *f, const char *s, size_t len, uint64_t *bits,
                        bool *star, luna_error *err)
 {
@@ -54,7 +58,7 @@ static int parse_field(const struct field *f, const char *s, size_t len, uint64_
     memcpy(buf, s, len);
     buf[len] = '\0';
     *bits = 0;
-    *star = buf[0] == '*';
+    *star = false;
     /* strtok_r skips empty elements: "1,,2" and "1," would pass as "1,2"
      * and "1", which robfig/cron (and so a CronJob) refuses */
     if (len == 0 || buf[0] == ',' || buf[len - 1] == ',' || strstr(buf, ",,"))
@@ -65,7 +69,8 @@ static int parse_field(const struct field *f, const char *s, size_t len, uint64_
         const char *p = part;
         int a, b, step = 1;
         bool range = false; /* "a-b": a step stays within it, even when a == b */
-        if (*p == '*') {
+        bool any = *p == '*' || *p == '?';
+        if (any) {
             a = f->lo;
             b = f->hi == 7 ? 6 : f->hi;
             p++;
@@ -90,11 +95,13 @@ static int parse_field(const struct field *f, const char *s, size_t len, uint64_
                 return luna_error_set(err, LUNA_EINVAL, "cron: %s: bad step \"%s\"", f->name,
                                       part);
             p = q;
-            if (!range && part[0] != '*')
+            if (!range && !any)
                 b = f->hi == 7 ? 6 : f->hi; /* "5/15": from 5 to the end */
         }
         if (*p)
             return luna_error_set(err, LUNA_EINVAL, "cron: %s: bad value \"%s\"", f->name, part);
+        if (any && step == 1)
+            *star = true;
         if (a < f->lo || a > f->hi || b < f->lo || b > f->hi)
             return luna_error_set(err, LUNA_EINVAL, "cron: %s: %d out of range %d-%d", f->name,
                                   a < f->lo || a > f->hi ? a : b, f->lo, f->hi);

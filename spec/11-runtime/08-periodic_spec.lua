@@ -217,6 +217,15 @@ describe("core.cron #unit", function()
     assert.equal(at(2026, 1, 13, 0, 0), core.cron.next("0 0 13 * 5", at(2026, 1, 9, 0, 0)))
     -- with one day field `*`, the other decides alone
     assert.equal(at(2026, 1, 13, 0, 0), core.cron.next("0 0 13 * *", at(2026, 1, 1, 0, 0)))
+    -- robfig/cron v3 (a CronJob's parser): a stepped star is restricted, so
+    -- odd days OR Mondays (Saturday the 3rd), where Vixie cron would wait for
+    -- an odd Monday (the 5th); a star with step 1, `?`, or a `*` anywhere in
+    -- the list is unrestricted: Mondays only
+    assert.equal(at(2026, 1, 3, 0, 0), core.cron.next("0 0 */2 * 1", at(2026, 1, 1, 0, 0)))
+    assert.equal(at(2026, 1, 5, 0, 0), core.cron.next("0 0 */1 * 1", at(2026, 1, 1, 0, 0)))
+    assert.equal(at(2026, 1, 5, 0, 0), core.cron.next("0 0 ? * 1", at(2026, 1, 1, 0, 0)))
+    assert.equal(at(2026, 1, 5, 0, 0), core.cron.next("0 0 1,* * 1", at(2026, 1, 1, 0, 0)))
+    assert.equal(at(2026, 1, 3, 0, 0), core.cron.next("0 0 * * */2", at(2026, 1, 1, 0, 0)))
   end)
 
   it("refuses bad schedules with the field and the reason", function()
