@@ -116,6 +116,47 @@ static void handle_faults(luna_ds *ds, const luna_ds_request *req, luna_ds_respo
     luna_ds_reply_json(resp, 200, luna_ds_faults_json(&ds->faults));
 }
 
+/* Whether a write is a dry run; false with `bad` set to the refused value
+ * (as kube-apiserver quotes it, JSON) when it is not "All".  A DELETE with a
+ * body takes its DeleteOptions, dryRun included, from the body and ignores
+ * the query (kube-apiserver's delete handler decodes the query only when the
+ * body is empty); a body that is not JSON is refused later, by the verb. */
+static bool write_dry_run(const luna_ds_request *req, bool *dry, char *bad, size_t badsz)
+{
+    *dry = false;
+    if (strcmp(req->method, "GET") == 0)
+        return true;
+    if (strcmp(req->method, "DELETE") == 0 && req->body_len > 0) {
+        json_t *opts = json_loadb(req->body, req->body_len, 0, NULL);
+        json_t *values = json_object_get(opts, "dryRun");
+        bool ok = true;
+        size_t i;
+        json_t *v;
+        json_array_foreach(values, i, v) {
+            if (json_is_string(v) && strcmp(json_string_value(v), "All") == 0)
+                *dry = true;
+            else
+                ok = false;
+        }
+        if (!ok) {
+            char *text = json_dumps(values, JSON_COMPACT);
+            snprintf(bad, badsz, "%s", text ? text : "[]");
+            free(text);
+            *dry = false;
+        }
+        json_decref(opts);
+        return ok;
+    }
+    const char *q = luna_ds_request_arg(req, "dryRun");
+    if (q && strcmp(q, "All") != 0) {
+        snprintf(bad, badsz, "[\"%.200s\"]", q);
+        return false;
+    }
+    *dry = q != NULL;
+    return true;
+}
+
+
 void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_response *resp)
 {
     memset(resp, 0, sizeof *resp);
@@ -263,8 +304,9 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
         return;
     }
     /* dryRun=All (the only value kube-apiserver accepts) on a write */
-    const char *dry = strcmp(req->method, "GET") != 0 ? luna_ds_request_arg(req, "dryRun") : NULL;
-    if (dry && strcmp(dry, "All") != 0) {
+    bool dry;
+    char bad[256];
+    if (!write_dry_run(req, &dry, bad, sizeof bad)) {
         const char *m = req->method;
         const char *opts = strcmp(m, "POST") == 0    ? "CreateOptions"
                            : strcmp(m, "PUT") == 0   ? "UpdateOptions"
@@ -272,11 +314,11 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
                                                      : "DeleteOptions";
         luna_ds_status st = { 0 };
         luna_ds_status_invalid(&st, "meta.k8s.io", opts, "", "FieldValueNotSupported", "dryRun",
-                               "Unsupported value: [\"%s\"]: supported values: \"All\"", dry);
+                               "Unsupported value: %s: supported values: \"All\"", bad);
         luna_ds_reply_status(resp, &st);
         return;
     }
-    ds->dry_run = dry != NULL;
+    ds->dry_run = dry;
     handle_resource(ds, req, t, ns, name, sub, resp);
     ds->dry_run = false;
 }

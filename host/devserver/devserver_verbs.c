@@ -136,12 +136,18 @@ void luna_ds_verbs_delete(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
         luna_ds_reply_status(resp, &st);
         return;
     }
-    const char *policy = luna_ds_doc_str(opts, "propagationPolicy");
-    if (!policy)
+    /* The options come from the body when there is one, and then the query
+     * is ignored, as kube-apiserver's delete handler does. */
+    const char *policy, *qorphan = NULL;
+    json_t *orphan = NULL;
+    if (opts) {
+        policy = luna_ds_doc_str(opts, "propagationPolicy");
+        orphan = json_object_get(opts, "orphanDependents");
+    } else {
         policy = luna_ds_request_arg(req, "propagationPolicy");
+        qorphan = luna_ds_request_arg(req, "orphanDependents");
+    }
     enum luna_ds_propagation prop = LUNA_DS_PROP_BACKGROUND;
-    json_t *orphan = json_object_get(opts, "orphanDependents");
-    const char *qorphan = luna_ds_request_arg(req, "orphanDependents");
     if (json_is_true(orphan) || (qorphan && strcmp(qorphan, "true") == 0))
         prop = LUNA_DS_PROP_ORPHAN;
     if (policy && *policy) {
