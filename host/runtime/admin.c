@@ -15,6 +15,7 @@
 #include "runtime/runtime_metrics.h"
 
 #define MAX_KEY_LEN 317 /* namespace (63) / name (253) */
+#define AUDIT_KEYS_MAX 4000
 
 /* The answer under construction: a JSON object. */
 struct answer {
@@ -185,6 +186,11 @@ static int reconcile(const struct luna_admin_request *req, struct luna_controlle
     }
     size_t enqueued = 0;
     char what[400];
+    /* the keys asked for are logged, as many as fit in AUDIT_KEYS_MAX bytes,
+     * then how many more: the log is the audit trail, but one line of
+     * 1000 keys of the longest names (~320 KB) would stall the loop on a
+     * slow log reader and be split by container runtimes (16 KiB lines) */
+    struct luna_textbuf keys = LUNA_TEXTBUF_INIT;
     if (sel) {
         enqueued = luna_controller_enqueue_matching(c, sel);
         snprintf(what, sizeof what, "selector=%s", selector);
@@ -193,13 +199,22 @@ static int reconcile(const struct luna_admin_request *req, struct luna_controlle
         enqueued = luna_controller_enqueue_all(c);
         snprintf(what, sizeof what, "all");
     } else {
-        for (size_t i = 0; i < req->nargs; i++)
-            if (strcmp(req->args[2 * i], "key") == 0 &&
-                luna_controller_enqueue_key(c, req->args[2 * i + 1]) == 0)
+        const char *sep = nkeys == 1 ? "key=" : "keys=";
+        size_t more = 0;
+        for (size_t i = 0; i < req->nargs; i++) {
+            if (strcmp(req->args[2 * i], "key") != 0)
+                continue;
+            if (luna_controller_enqueue_key(c, req->args[2 * i + 1]) == 0)
                 enqueued++;
-        if (nkeys == 1)
-            snprintf(what, sizeof what, "key=%s", first_key);
-        else
+            if (!more && keys.len + strlen(req->args[2 * i + 1]) < AUDIT_KEYS_MAX)
+                luna_textbuf_printf(&keys, "%s%s", sep, req->args[2 * i + 1]);
+            else
+                more++;
+            sep = ",";
+        }
+        if (more)
+            luna_textbuf_printf(&keys, " (and %zu more)", more);
+        if (keys.failed) /* out of memory: the count and the first at least */
             snprintf(what, sizeof what, "keys=%zu first=%s", nkeys, first_key);
     }
     luna_controller_note_trigger(c, LUNA_TRIGGER_RECONCILE, enqueued);
@@ -210,7 +225,8 @@ static int reconcile(const struct luna_admin_request *req, struct luna_controlle
     put_uint(&a, "enqueued", enqueued);
     put_bool(&a, "paused", luna_controller_paused(c));
     finish(&a, out);
-    log_reconcile(req, name, what, enqueued);
+    log_reconcile(req, name, keys.len && !keys.failed ? keys.data : what, enqueued);
+    luna_textbuf_free(&keys);
     return 200;
 }
 

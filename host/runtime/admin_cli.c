@@ -154,6 +154,7 @@ int luna_admin_cli_main(int argc, char **argv)
     }
 
     int status = 1;
+    bool oom = true; /* until the request is sent: every failure before is one */
     curl_global_init(CURL_GLOBAL_DEFAULT);
     CURL *h = curl_easy_init();
     struct curl_slist *headers = NULL;
@@ -203,6 +204,7 @@ int luna_admin_cli_main(int argc, char **argv)
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
     }
+    oom = false;
     CURLcode rc = curl_easy_perform(h);
     if (rc != CURLE_OK) {
         fprintf(stderr, "luna trigger: %s: %s%s\n", server, curl_easy_strerror(rc),
@@ -227,7 +229,7 @@ int luna_admin_cli_main(int argc, char **argv)
                               : "");
     }
 out:
-    if (status && !h)
+    if (oom)
         fputs("luna trigger: out of memory\n", stderr);
     if (auth.data)
         memset(auth.data, 0, auth.len); /* the token */
