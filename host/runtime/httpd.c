@@ -20,6 +20,11 @@
 #include "runtime/metrics_auth.h"
 
 #define MAX_CONNECTIONS 64u
+/* A client that never ends its request holds a connection until the idle
+ * timeout, and one that sends a byte now and then, for ever: one address
+ * gets a quarter of the connections, so a scraper or a pod cannot take the
+ * kubelet's probes' (or Prometheus's) place. */
+#define MAX_CONNECTIONS_PER_ADDRESS 16u
 #define IDLE_TIMEOUT_S 30u
 #define MAX_EXCLUDE 32
 /* A connection's memory (request line, headers, query) on a server with
@@ -484,6 +489,7 @@ static struct MHD_Daemon *start_daemon(struct luna_httpd *s, const struct sockad
                             MHD_OPTION_EXTERNAL_LOGGER, luna_liblog_mhd, &mhd_log,
                             MHD_OPTION_ARRAY, opts,
                             MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, MAX_CONNECTIONS_PER_ADDRESS,
                             MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                             s->admin ? ADMIN_CONNECTION_MEMORY : CONNECTION_MEMORY,

@@ -89,6 +89,34 @@ describe("luna run probes", function()
     assert.equal(200, (S.get(luna.health .. "/readyz", "HEAD")))
   end)
 
+  -- A client that opens connections and never ends a request holds each
+  -- until the idle timeout, and one that trickles a byte now and then holds
+  -- it for ever: one address gets at most 16 of a server's 64 connections,
+  -- so the kubelet's probes, from another address, are still answered.
+  it("keeps answering other addresses while one holds every connection it can", function()
+    luna = S.start(srv, S.controllers({ ["c.lua"] = CONFIGMAPS:format(srv.ns) }),
+                   { args = { "--health-probe-bind-address=127.0.0.1:0" } })
+    luna:await("caches synced", 10)
+    local port = assert(luna.health:match(":(%d+)$"))
+    local holder = helpers.spawn({ "bash", "-c", ([[
+      trap '' PIPE
+      for i in $(seq 64); do
+        exec {fd}<>/dev/tcp/127.0.0.1/%s || exit 1
+        printf 'GET /healthz HTTP/1.1
+Host: x
+' >&$fd
+      done
+      echo held
+      exec sleep 600]]):format(port) })
+    holder:expect("held", 10)
+    local url = ("http://127.0.0.1:%s/healthz"):format(port)
+    assert.equal(200, (S.get(url, nil, { interface = "127.0.0.2", max_time = 1 })))
+    assert.equal(0, (S.get(url, nil, { interface = "127.0.0.1", max_time = 1 })), "a 17th from the holder's address")
+    holder:stop()
+    helpers.eventually(function() return S.get(url, nil, { interface = "127.0.0.1" }) == 200 end, 10,
+                       "the holder's address served again once it let go")
+  end)
+
   it("runs without servers when both addresses are 0", function()
     local dir = S.controllers({ ["c.lua"] = CONFIGMAPS:format(srv.ns) })
     local p = helpers.spawn({ helpers.luna, "run", "--kubeconfig", S.kubeconfig_for(srv),

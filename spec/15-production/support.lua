@@ -94,7 +94,8 @@ function Luna:wait(secs) return self.p:wait(secs) end
 function Luna:stop() return self.p:stop() end
 
 -- opts.token (a bearer token), opts.cacert (verify https against it; else
--- https is not verified), opts.resolve ("host:port:addr" for curl).
+-- https is not verified), opts.resolve ("host:port:addr" for curl),
+-- opts.interface (the source address), opts.max_time (seconds, default 10).
 -- Returns code (0: no HTTP answer), body, headers, curl's output.
 function S.get(url, method, opts)
   opts = opts or {}
@@ -107,8 +108,9 @@ function S.get(url, method, opts)
   end
   if opts.token then extra = extra .. " -H 'Authorization: Bearer " .. opts.token .. "'" end
   if opts.resolve then extra = extra .. " --resolve '" .. opts.resolve .. "'" end
-  local out = helpers.run(("env -u LD_PRELOAD curl -s -S %s%s --max-time 10 -D %s/h -o %s/b -w '%%{http_code}' '%s'")
-    :format(m, extra, tmp, tmp, url))
+  if opts.interface then extra = extra .. " --interface '" .. opts.interface .. "'" end
+  local out = helpers.run(("env -u LD_PRELOAD curl -s -S %s%s --max-time %s -D %s/h -o %s/b -w '%%{http_code}' '%s'")
+    :format(m, extra, tostring(opts.max_time or 10), tmp, tmp, url))
   return tonumber(out:match("(%d%d%d)%s*$")) or 0, helpers.read_file(tmp .. "/b") or "",
          helpers.read_file(tmp .. "/h") or "", out
 end
