@@ -614,6 +614,63 @@ size_t luna_workqueue_depth_at(const struct luna_workqueue *q, int priority)
 
 bool luna_workqueue_fifo(const struct luna_workqueue *q) { return q->fifo; }
 
+void luna_workqueue_each_priority(const struct luna_workqueue *q,
+                                  void (*fn)(void *ud, int priority), void *ud)
+{
+    for (const struct band *b = q->bands; b; b = b->hh.next)
+        if (b->depth > 0)
+            fn(ud, b->priority);
+}
+
+int luna_workqueue_set_fifo(struct luna_workqueue *q, bool fifo)
+{
+    if (fifo == q->fifo)
+        return 0;
+    q->fifo = fifo;
+    if (!fifo || q->depth == 0)
+        return 0;
+    struct band *zero = band_get(q, LUNA_WORKQUEUE_PRIORITY_DEFAULT);
+    if (!zero) {
+        q->fifo = false;
+        return LUNA_ENOMEM;
+    }
+    /* the queued keys, highest priority first, become one FIFO at 0 */
+    struct item *head = NULL, *tail = NULL;
+    while (q->band_heap_len > 0) {
+        struct band *b = q->band_heap[0];
+        while (b->head) {
+            struct item *it = b->head;
+            band_unlink(q, b, it);
+            it->next = NULL;
+            it->prev = tail;
+            if (tail)
+                tail->next = it;
+            else
+                head = it;
+            tail = it;
+        }
+    }
+    for (struct item *it = q->proc_head; it; it = it->next)
+        if (it->dirty)
+            it->priority = LUNA_WORKQUEUE_PRIORITY_DEFAULT;
+    struct band *b, *tmp;
+    HASH_ITER(hh, q->bands, b, tmp) {
+        b->depth = 0;
+        if (b != zero)
+            band_release(q, b);
+    }
+    zero->depth = q->depth;
+    if (q->observer.priority_seen)
+        q->observer.priority_seen(q->observer.ud, LUNA_WORKQUEUE_PRIORITY_DEFAULT);
+    while (head) {
+        struct item *it = head;
+        head = it->next;
+        it->priority = LUNA_WORKQUEUE_PRIORITY_DEFAULT;
+        band_push(q, zero, it);
+    }
+    return 0;
+}
+
 double luna_workqueue_next_ready(const struct luna_workqueue *q)
 {
     if (q->heap_len == 0)

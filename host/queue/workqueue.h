@@ -173,8 +173,17 @@ int luna_workqueue_done(struct luna_workqueue *q, const char *key);
 size_t luna_workqueue_len(const struct luna_workqueue *q);
 /* Dirty keys (queued, or added again while processing) at priority. */
 size_t luna_workqueue_depth_at(const struct luna_workqueue *q, int priority);
+/* Calls fn(ud, priority) for each priority some dirty key has, in no
+ * particular order; fn must not call into the queue. */
+void luna_workqueue_each_priority(const struct luna_workqueue *q,
+                                  void (*fn)(void *ud, int priority), void *ud);
 /* True if the queue ignores priorities (options.fifo). */
 bool luna_workqueue_fifo(const struct luna_workqueue *q);
+/* Turns priorities off (fifo) or on, as a reload that changes a
+ * controller's priority_queue does.  Turning them off moves every dirty
+ * key to priority 0, the queued ones in the order get would have handed
+ * them out.  0, or LUNA_ENOMEM (nothing changed). */
+int luna_workqueue_set_fifo(struct luna_workqueue *q, bool fifo);
 /* Seconds on the queue's clock until the first waiting key is due (0 if
  * it is due already), or -1 when no key is waiting. */
 double luna_workqueue_next_ready(const struct luna_workqueue *q);

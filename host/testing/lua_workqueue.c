@@ -327,6 +327,17 @@ static int get(lua_State *L, bool with_priority)
 static int luna_lua_workqueue_get(lua_State *L) { return get(L, false); }
 static int luna_lua_workqueue_get_with_priority(lua_State *L) { return get(L, true); }
 
+static int luna_lua_workqueue_set_fifo(lua_State *L)
+{
+    struct lua_workqueue *w = check_wq(L);
+    luaL_checktype(L, 2, LUA_TBOOLEAN);
+    int rc = luna_workqueue_set_fifo(w->q, lua_toboolean(L, 2));
+    if (rc)
+        return luna_lua_push_error(L, luna_errcode_name(rc), "workqueue: out of memory", rc);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 static int luna_lua_workqueue_depth_at(lua_State *L)
 {
     struct lua_workqueue *w = check_wq(L);
@@ -498,6 +509,7 @@ void luna_lua_workqueue_register(lua_State *L)
         { "get", luna_lua_workqueue_get },
         { "get_with_priority", luna_lua_workqueue_get_with_priority },
         { "depth_at", luna_lua_workqueue_depth_at },
+        { "set_fifo", luna_lua_workqueue_set_fifo },
         { "done", luna_lua_workqueue_done },
         { "forget", luna_lua_workqueue_forget },
         { "num_requeues", luna_lua_workqueue_num_requeues },

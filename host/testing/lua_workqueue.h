@@ -18,6 +18,7 @@
  *   q:get()                  key, or nil and "empty" / "shutdown"
  *   q:get_with_priority()    key and its priority, or as get
  *   q:depth_at(priority)     dirty keys at that priority
+ *   q:set_fifo(bool)         priorities off (every dirty key to 0) or on
  *   q:done(key)              raises if key is not being processed
  *   q:forget(key), q:num_requeues(key), q:len()
  *   q:shutdown()             a pending drain callback gets false

@@ -1,0 +1,115 @@
+-- Live events before the backlog (controller-runtime's priority queue):
+-- with many keys of the first list queued behind a reconcile that holds
+-- the only worker, a live change and a live create are reconciled next,
+-- before the rest of the first list; a controller with priority_queue =
+-- false keeps plain FIFO order.  Order is read from the log, never timed.
+local rt = require("11-runtime.support")
+
+local N = 100
+
+-- Two controllers on the same objects; each holds its single worker in
+-- the first reconcile until the ConfigMap "gate" exists, so the whole
+-- first list is queued when the live events arrive.
+local GATED = [[
+local luna = require "luna"
+local open = false
+return luna.controller {
+  name = "@NAME@",
+  watch = { "v1/ConfigMap", labels = { ["luna.dev/spec"] = "@TOKEN@" } },
+  priority_queue = @PRIORITY@,
+  workers = 1,
+  reconcile = function(req)
+    luna.log.info("saw", { req_key = req.key })
+    while not open do
+      local gate, err = luna.get("v1/ConfigMap", req.namespace, "gate")
+      if gate then open = true elseif err.reason ~= "NotFound" then return nil, err end
+    end
+  end,
+}
+]]
+
+local function name_of(i) return ("cm-%03d"):format(i) end
+
+describe("priority of live events #integration", function()
+  local env, token, ns
+
+  setup(function()
+    token = rt.token()
+    env = rt.start{
+      sources = {
+        ["prio.lua"] = rt.source(GATED, { TOKEN = token, NAME = "prio", PRIORITY = "true" }),
+        ["fifo.lua"] = rt.source(GATED, { TOKEN = token, NAME = "fifo", PRIORITY = "false" }),
+      },
+      prepare = function(srv)
+        for i = 1, N do
+          local code, _, raw = srv:request("POST", srv:ns_path("configmaps"), {
+            apiVersion = "v1", kind = "ConfigMap",
+            metadata = { name = name_of(i), labels = { [rt.LABEL] = token } }, data = { v = "1" } })
+          assert(code == 201, raw)
+        end
+      end,
+    }
+    ns = env.srv.ns
+  end)
+  teardown(function() env:stop() end)
+
+  local function key(name) return ns .. "/" .. name end
+
+  -- The keys controller c reconciled, in order (first reconcile of each).
+  local function order(c)
+    local keys, seen = {}, {}
+    for _, r in ipairs(rt.all(env, rt.msg("saw", { controller = c }))) do
+      if not seen[r.req_key] then
+        seen[r.req_key] = true
+        keys[#keys + 1] = r.req_key
+      end
+    end
+    return keys
+  end
+
+  it("reconciles a live change and a live create before the queued first list", function()
+    -- both controllers hold their worker: every other key of the first list is queued
+    rt.wait(env, rt.msg("saw", { controller = "prio" }), 20, "first prio reconcile")
+    rt.wait(env, rt.msg("saw", { controller = "fifo" }), 20, "first fifo reconcile")
+    local first = order("prio")[1]
+    local live = first == key(name_of(N)) and name_of(N - 1) or name_of(N)
+
+    local code = env.srv:request("PATCH", env.srv:ns_path("configmaps") .. "/" .. live,
+      { data = { v = "2" } }, { content_type = "application/merge-patch+json" })
+    assert.equal(200, code)
+    rt.cm(env, "new", { v = "1" }, { [rt.LABEL] = token })
+    for _, c in ipairs({ "prio", "fifo" }) do
+      rt.wait(env, rt.msg("enqueue", { controller = c, key = key("new"), priority = "0" }), 20,
+        c .. " enqueue of the created object")
+      assert.truthy(rt.find(env, rt.msg("enqueue", { controller = c, key = key(live), priority = "0" })))
+    end
+    rt.cm(env, "gate", {}, {})
+    for _, c in ipairs({ "prio", "fifo" }) do
+      rt.wait(env, function() return #order(c) == N + 1 end, 30, c .. " reconciles of every key")
+    end
+
+    -- priority: the two live keys right after the reconcile that held the worker
+    local prio = order("prio")
+    assert.same({ first, key(live), key("new") }, { prio[1], prio[2], prio[3] })
+    -- the first list went in at -100, the live keys at 0
+    local start = rt.find(env, rt.msg("reconcile start", { controller = "prio", key = key(live) }))
+    assert.equal("0", start.priority)
+    local initial = rt.all(env, rt.msg("enqueue", { controller = "prio", priority = "-100" }))
+    assert.equal(N, #initial)
+    for _, r in ipairs(rt.all(env, rt.msg("reconcile start", { controller = "prio" }))) do
+      local live_key = r.key == key(live) or r.key == key("new")
+      assert.equal(live_key and "0" or "-100", r.priority, r.key)
+    end
+
+    -- fifo: the changed key kept its place in the first list, the new one came last
+    local listed = {}
+    for _, r in ipairs(rt.all(env, rt.msg("enqueue", { controller = "fifo", priority = "-100" }))) do
+      listed[#listed + 1] = r.key
+    end
+    listed[#listed + 1] = key("new")
+    assert.same(listed, order("fifo"))
+    for _, r in ipairs(rt.all(env, rt.msg("reconcile start", { controller = "fifo" }))) do
+      assert.equal("0", r.priority, r.key)
+    end
+  end)
+end)
