@@ -28,7 +28,29 @@ return luna.controller {
 }
 ]]
 
+-- Resyncs every second: each resync re-delivers every cached object.
+local RESYNC = [[
+local luna = require "luna"
+return luna.controller {
+  name = "resync",
+  watch = { "v1/ConfigMap", labels = { ["luna.dev/spec"] = "@TOKEN@" } },
+  resync = 1,
+  workers = 4,
+  reconcile = function(req) end,
+}
+]]
+
 local function name_of(i) return ("cm-%03d"):format(i) end
+
+-- n labelled ConfigMaps, before luna starts: its first list.
+local function seed(srv, token, n)
+  for i = 1, n do
+    local code, _, raw = srv:request("POST", srv:ns_path("configmaps"), {
+      apiVersion = "v1", kind = "ConfigMap",
+      metadata = { name = name_of(i), labels = { [rt.LABEL] = token } }, data = { v = "1" } })
+    assert(code == 201, raw)
+  end
+end
 
 describe("priority of live events #integration", function()
   local env, token, ns
@@ -40,14 +62,7 @@ describe("priority of live events #integration", function()
         ["prio.lua"] = rt.source(GATED, { TOKEN = token, NAME = "prio", PRIORITY = "true" }),
         ["fifo.lua"] = rt.source(GATED, { TOKEN = token, NAME = "fifo", PRIORITY = "false" }),
       },
-      prepare = function(srv)
-        for i = 1, N do
-          local code, _, raw = srv:request("POST", srv:ns_path("configmaps"), {
-            apiVersion = "v1", kind = "ConfigMap",
-            metadata = { name = name_of(i), labels = { [rt.LABEL] = token } }, data = { v = "1" } })
-          assert(code == 201, raw)
-        end
-      end,
+      prepare = function(srv) seed(srv, token, N) end,
     }
     ns = env.srv.ns
   end)
@@ -55,42 +70,50 @@ describe("priority of live events #integration", function()
 
   local function key(name) return ns .. "/" .. name end
 
-  -- The keys controller c reconciled, in order (first reconcile of each).
-  local function order(c)
-    local keys, seen = {}, {}
-    for _, r in ipairs(rt.all(env, rt.msg("saw", { controller = c }))) do
-      if not seen[r.req_key] then
-        seen[r.req_key] = true
-        keys[#keys + 1] = r.req_key
+  -- The log read incrementally: the gates' polling logs a line per
+  -- request, and rescanning every record at each poll would be quadratic.
+  -- order[c]: the keys controller c reconciled, in order (first reconcile
+  -- of each); enqueued["c key priority"]: an enqueue was logged.
+  local read, order, first, enqueued = 0, { prio = {}, fifo = {} }, { prio = {}, fifo = {} }, {}
+  local function follow()
+    local recs = rt.records(env)
+    for i = read + 1, #recs do
+      local r = recs[i]
+      if r.msg == "saw" and order[r.controller] and not first[r.controller][r.req_key] then
+        first[r.controller][r.req_key] = true
+        table.insert(order[r.controller], r.req_key)
+      elseif r.msg == "enqueue" then
+        enqueued[("%s %s %s"):format(r.controller, r.key, r.priority)] = true
       end
     end
-    return keys
+    read = #recs
+  end
+  local function wait_for(cond, what)
+    return env:wait(function() follow(); return cond() end, 30, what)
   end
 
   it("reconciles a live change and a live create before the queued first list", function()
     -- both controllers hold their worker: every other key of the first list is queued
-    rt.wait(env, rt.msg("saw", { controller = "prio" }), 20, "first prio reconcile")
-    rt.wait(env, rt.msg("saw", { controller = "fifo" }), 20, "first fifo reconcile")
-    local first = order("prio")[1]
-    local live = first == key(name_of(N)) and name_of(N - 1) or name_of(N)
+    wait_for(function() return order.prio[1] and order.fifo[1] end, "the first reconciles")
+    local held = order.prio[1]
+    local live = held == key(name_of(N)) and name_of(N - 1) or name_of(N)
 
     local code = env.srv:request("PATCH", env.srv:ns_path("configmaps") .. "/" .. live,
       { data = { v = "2" } }, { content_type = "application/merge-patch+json" })
     assert.equal(200, code)
     rt.cm(env, "new", { v = "1" }, { [rt.LABEL] = token })
     for _, c in ipairs({ "prio", "fifo" }) do
-      rt.wait(env, rt.msg("enqueue", { controller = c, key = key("new"), priority = "0" }), 20,
+      wait_for(function() return enqueued[c .. " " .. key("new") .. " 0"] end,
         c .. " enqueue of the created object")
-      assert.truthy(rt.find(env, rt.msg("enqueue", { controller = c, key = key(live), priority = "0" })))
+      assert.is_true(enqueued[c .. " " .. key(live) .. " 0"], c .. " enqueue of the change")
     end
     rt.cm(env, "gate", {}, {})
-    for _, c in ipairs({ "prio", "fifo" }) do
-      rt.wait(env, function() return #order(c) == N + 1 end, 30, c .. " reconciles of every key")
-    end
+    wait_for(function() return #order.prio == N + 1 and #order.fifo == N + 1 end,
+      "reconciles of every key")
 
     -- priority: the two live keys right after the reconcile that held the worker
-    local prio = order("prio")
-    assert.same({ first, key(live), key("new") }, { prio[1], prio[2], prio[3] })
+    local prio = order.prio
+    assert.same({ held, key(live), key("new") }, { prio[1], prio[2], prio[3] })
     -- the first list went in at -100, the live keys at 0
     local start = rt.find(env, rt.msg("reconcile start", { controller = "prio", key = key(live) }))
     assert.equal("0", start.priority)
@@ -107,9 +130,31 @@ describe("priority of live events #integration", function()
       listed[#listed + 1] = r.key
     end
     listed[#listed + 1] = key("new")
-    assert.same(listed, order("fifo"))
+    assert.same(listed, order.fifo)
     for _, r in ipairs(rt.all(env, rt.msg("reconcile start", { controller = "fifo" }))) do
       assert.equal("0", r.priority, r.key)
+    end
+  end)
+end)
+
+describe("priority of resyncs #integration", function()
+  local env, token
+  local M = 10
+
+  setup(function()
+    token = rt.token()
+    env = rt.start{ sources = { ["resync.lua"] = rt.source(RESYNC, { TOKEN = token }) },
+                    prepare = function(srv) seed(srv, token, M) end }
+  end)
+  teardown(function() env:stop() end)
+
+  it("enqueues the first list and every resync at the low priority", function()
+    -- the first list, then two resyncs of every object (nothing changes)
+    rt.wait_count(env, rt.msg("enqueue", { controller = "resync", priority = "-100" }), 3 * M, 30,
+      "two resyncs of every object")
+    assert.same({}, rt.all(env, rt.msg("enqueue", { controller = "resync", priority = "0" })))
+    for _, r in ipairs(rt.all(env, rt.msg("reconcile start", { controller = "resync" }))) do
+      assert.equal("-100", r.priority)
     end
   end)
 end)
