@@ -3,6 +3,7 @@
 -- the only worker, a live change and a live create are reconciled next,
 -- before the rest of the first list; a controller with priority_queue =
 -- false keeps plain FIFO order.  Order is read from the log, never timed.
+local helpers = require("helpers")
 local rt = require("11-runtime.support")
 
 local N = 100
@@ -156,5 +157,54 @@ describe("priority of resyncs #integration", function()
     for _, r in ipairs(rt.all(env, rt.msg("reconcile start", { controller = "resync" }))) do
       assert.equal("-100", r.priority)
     end
+  end)
+end)
+
+-- A reload that turns priorities off applies to the queue the new code
+-- inherits (take_queue): the keys the changed code gets are FIFO at 0.
+local VERSIONED = [[
+local luna = require "luna"
+return luna.controller {
+  name = "switch",
+  watch = { "v1/ConfigMap", labels = { ["luna.dev/spec"] = "@TOKEN@" } },
+  priority_queue = @PRIORITY@,
+  reconcile = function(req) luna.log.info("saw", { version = "@VERSION@", req_key = req.key }) end,
+}
+]]
+
+describe("priority_queue across a reload #integration", function()
+  local env, token
+  local M = 10
+
+  setup(function()
+    token = rt.token()
+    env = rt.start{
+      sources = { ["switch.lua"] = rt.source(VERSIONED, { TOKEN = token, PRIORITY = "true", VERSION = "v1" }) },
+      prepare = function(srv) seed(srv, token, M) end,
+    }
+  end)
+  teardown(function() env:stop() end)
+
+  it("hands the changed code its keys without priorities once it sets priority_queue = false", function()
+    rt.wait_count(env, rt.msg("saw", { version = "v1" }), M, 20, "v1 reconciles")
+    for _, r in ipairs(rt.all(env, rt.msg("reconcile start", { controller = "switch" }))) do
+      assert.equal("-100", r.priority)
+    end
+    helpers.write_file(env.dir .. "/switch.lua",
+      rt.source(VERSIONED, { TOKEN = token, PRIORITY = "false", VERSION = "v2" }))
+    env.luna:kill(1) -- SIGHUP
+    -- the changed code gets every key again, enqueued at -100 (a backlog),
+    -- handed out at 0: its queue is one FIFO now
+    local v2 = rt.wait_count(env, rt.msg("saw", { version = "v2" }), M, 20, "v2 reconciles")
+    local ids = {}
+    for _, r in ipairs(v2) do ids[r.reconcile_id] = true end
+    local n = 0
+    for _, r in ipairs(rt.all(env, rt.msg("reconcile start", { controller = "switch" }))) do
+      if ids[r.reconcile_id] then
+        assert.equal("0", r.priority, r.key)
+        n = n + 1
+      end
+    end
+    assert.equal(M, n)
   end)
 end)
