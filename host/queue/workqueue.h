@@ -22,8 +22,11 @@
  *   - Delaying: add_after(key, d) adds the key once d seconds have passed on
  *     the queue's clock.  A key already waiting keeps the earlier of its two
  *     ready times and the higher of its two priorities; it is added with
- *     that priority when due.  Waiting keys become ready in ready-time order, equal
- *     times in the order they were scheduled.  One ev_timer, armed for the
+ *     that priority when due.  Waiting keys become ready in ready-time
+ *     order, equal times in the order they were scheduled.  (Waiting is
+ *     apart from dirty, as in client-go: a queued key that is also
+ *     add_after'ed is processed now and again when due, where
+ *     controller-runtime folds the two.)  One ev_timer, armed for the
  *     earliest waiting key, drives this; without a loop the owner calls
  *     luna_workqueue_tick() after moving its (fake) clock.
  *   - Rate limited: add_rate_limited(key) = add_after(key, limiter.when(key));
@@ -46,6 +49,8 @@
  *     dirty and not processing);
  *   - a band (the keys of one priority) is in the band heap if and only if
  *     it has queued keys; the heap's top is the highest such priority;
+ *   - a band's depth is the number of dirty keys at its priority; a band
+ *     exists while its depth > 0 (and a few empty ones are kept);
  *   - a key is processing if and only if get returned it and done has not
  *     been called for it since: at most one worker processes a key at once;
  *   - a key is waiting if and only if it is in the delay heap, at most once;
