@@ -158,13 +158,10 @@ static void band_heap_remove(struct luna_workqueue *q, struct band *b)
     band_heap_down(q, last->heap_index);
 }
 
-/* The band of priority, made if needed; NULL when out of memory.  Room in
- * the band heap is reserved here, so a later push cannot fail. */
-static struct band *band_get(struct luna_workqueue *q, int priority)
+/* band_get's slow path: a priority other than the last add's. */
+static struct band *band_lookup(struct luna_workqueue *q, int priority)
 {
-    struct band *b = q->last_band;
-    if (b && b->priority == priority)
-        return b;
+    struct band *b;
     HASH_FIND_INT(q->bands, &priority, b);
     if (!b) {
         if (q->band_heap_cap <= q->nbands) {
@@ -186,11 +183,18 @@ static struct band *band_get(struct luna_workqueue *q, int priority)
     return b;
 }
 
-/* Frees b once no key is dirty at it and more than BANDS_KEPT exist. */
-static void band_release(struct luna_workqueue *q, struct band *b)
+/* The band of priority, made if needed; NULL when out of memory.  Room in
+ * the band heap is reserved, so a later push cannot fail.  Adds mostly
+ * repeat the last add's priority: that one is at hand. */
+static inline struct band *band_get(struct luna_workqueue *q, int priority)
 {
-    if (b->depth > 0 || q->nbands <= BANDS_KEPT)
-        return;
+    struct band *b = q->last_band;
+    return b && b->priority == priority ? b : band_lookup(q, priority);
+}
+
+/* Frees b, at which no key is dirty. */
+static void band_free(struct luna_workqueue *q, struct band *b)
+{
     if (q->last_band == b)
         q->last_band = NULL;
     HASH_DEL(q->bands, b);
@@ -198,7 +202,14 @@ static void band_release(struct luna_workqueue *q, struct band *b)
     free(b);
 }
 
-static void band_push(struct luna_workqueue *q, struct band *b, struct item *it)
+/* Frees b once no key is dirty at it and more than BANDS_KEPT exist. */
+static inline void band_release(struct luna_workqueue *q, struct band *b)
+{
+    if (b->depth == 0 && q->nbands > BANDS_KEPT)
+        band_free(q, b);
+}
+
+static inline void band_push(struct luna_workqueue *q, struct band *b, struct item *it)
 {
     it->next = NULL;
     it->prev = b->tail;
@@ -214,7 +225,7 @@ static void band_push(struct luna_workqueue *q, struct band *b, struct item *it)
     q->queued++;
 }
 
-static void band_unlink(struct luna_workqueue *q, struct band *b, struct item *it)
+static inline void band_unlink(struct luna_workqueue *q, struct band *b, struct item *it)
 {
     if (it->prev)
         it->prev->next = it->next;
@@ -393,7 +404,7 @@ const char *luna_workqueue_name(const struct luna_workqueue *q) { return q->name
 /* Marks it dirty at priority (raising the priority of a dirty key) and
  * queues it unless processing.  Returns 1 if it was newly queued, 0 if
  * not, LUNA_ENOMEM (nothing changed) if its band could not be made. */
-static int add_item(struct luna_workqueue *q, struct item *it, int priority, double now)
+static inline int add_item(struct luna_workqueue *q, struct item *it, int priority, double now)
 {
     if (q->fifo)
         priority = LUNA_WORKQUEUE_PRIORITY_DEFAULT;
