@@ -14,7 +14,17 @@
  *                            delays up to 10 s), ticked in 10 ms steps
  *   workqueue_rate_limited   add_rate_limited + get + done + forget on a
  *                            fake clock (the default limiter, stepped 1 ms)
+ *   workqueue_cycle_fifo     workqueue_cycle on a queue without priorities
+ *                            (options.fifo): what priorities cost
+ *   workqueue_priority_mixed N keys at priority -100 (a first list) with a
+ *                            live key at 0 after every tenth, then all
+ *                            taken and done (live keys first)
+ *   workqueue_priority_raise N keys at -100, each added again at 0 (moved
+ *                            to the other priority), then taken and done
+ *
+ * Every queue but the fifo one has priorities on (the default).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,16 +45,21 @@ static double now(void)
 
 static char (*keys)[32];
 
-static struct luna_workqueue *new_queue(const struct luna_clock *clock)
+static struct luna_workqueue *new_queue_opts(const struct luna_clock *clock, bool fifo)
 {
     struct luna_workqueue *q;
-    struct luna_workqueue_options opts = { .name = "bench", .clock = clock };
+    struct luna_workqueue_options opts = { .name = "bench", .clock = clock, .fifo = fifo };
     luna_error err;
     if (luna_workqueue_new(&opts, &q, &err)) {
         fprintf(stderr, "bench: %s\n", err.msg);
         exit(1);
     }
     return q;
+}
+
+static struct luna_workqueue *new_queue(const struct luna_clock *clock)
+{
+    return new_queue_opts(clock, false);
 }
 
 static void take_done(struct luna_workqueue *q)
@@ -64,9 +79,9 @@ static void report(const char *name, const char *extra, unsigned long ops, doubl
     fflush(stdout);
 }
 
-static void bench_distinct(void)
+static void bench_distinct(bool fifo)
 {
-    struct luna_workqueue *q = new_queue(luna_clock_monotonic());
+    struct luna_workqueue *q = new_queue_opts(luna_clock_monotonic(), fifo);
     unsigned long ops = 0;
     double t0 = now(), t;
     do {
@@ -76,7 +91,47 @@ static void bench_distinct(void)
             take_done(q);
         ops += N_KEYS;
     } while ((t = now() - t0) < MIN_SECONDS);
-    report("workqueue_cycle", "keys=100000 ", ops, t);
+    report(fifo ? "workqueue_cycle_fifo" : "workqueue_cycle", "keys=100000 ", ops, t);
+    luna_workqueue_free(q);
+}
+
+static void bench_priority_mixed(void)
+{
+    struct luna_workqueue *q = new_queue(luna_clock_monotonic());
+    static char live[N_KEYS / 10][32];
+    for (int i = 0; i < N_KEYS / 10; i++)
+        snprintf(live[i], sizeof live[i], "live/object-%d", i);
+    unsigned long ops = 0;
+    double t0 = now(), t;
+    do {
+        for (int i = 0; i < N_KEYS; i++) {
+            luna_workqueue_add_priority(q, keys[i], LUNA_WORKQUEUE_PRIORITY_LOW);
+            if (i % 10 == 9)
+                luna_workqueue_add_priority(q, live[i / 10], LUNA_WORKQUEUE_PRIORITY_DEFAULT);
+        }
+        for (int i = 0; i < N_KEYS + N_KEYS / 10; i++)
+            take_done(q);
+        ops += N_KEYS + N_KEYS / 10;
+    } while ((t = now() - t0) < MIN_SECONDS);
+    report("workqueue_priority_mixed", "keys=100000 live=10000 ", ops, t);
+    luna_workqueue_free(q);
+}
+
+static void bench_priority_raise(void)
+{
+    struct luna_workqueue *q = new_queue(luna_clock_monotonic());
+    unsigned long ops = 0;
+    double t0 = now(), t;
+    do {
+        for (int i = 0; i < N_KEYS; i++)
+            luna_workqueue_add_priority(q, keys[i], LUNA_WORKQUEUE_PRIORITY_LOW);
+        for (int i = 0; i < N_KEYS; i++)
+            luna_workqueue_add_priority(q, keys[i], LUNA_WORKQUEUE_PRIORITY_DEFAULT);
+        for (int i = 0; i < N_KEYS; i++)
+            take_done(q);
+        ops += N_KEYS;
+    } while ((t = now() - t0) < MIN_SECONDS);
+    report("workqueue_priority_raise", "keys=100000 ", ops, t);
     luna_workqueue_free(q);
 }
 
@@ -179,11 +234,14 @@ int main(void)
         return 1;
     for (int i = 0; i < N_KEYS; i++)
         snprintf(keys[i], sizeof keys[i], "namespace-%d/object-%d", i % 100, i);
-    bench_distinct();
+    bench_distinct(false);
     bench_repeat();
     bench_steady();
     bench_delayed();
     bench_rate_limited();
+    bench_distinct(true);
+    bench_priority_mixed();
+    bench_priority_raise();
     free(keys);
     return 0;
 }

@@ -198,7 +198,9 @@ struct replay_ctx {
 static int replay_add(struct luna_object *obj, void *ud)
 {
     struct replay_ctx *ctx = ud;
-    ctx->h->on_add(ctx->h->ud, obj, false);
+    /* client-go marks these as in the initial list too: for this handler
+     * they are its first list, not live events */
+    ctx->h->on_add(ctx->h->ud, obj, true);
     return 0;
 }
 

@@ -17,9 +17,10 @@
  * After each drain step that delivered changes, every handler's
  * on_batch_end (optional) is called once: the place for work that must not
  * run inside a notification, such as starting reconciles.
+ * on_add's in_initial_list is true for the objects of the first list.
  * A handler added after objects are cached first receives on_add for every
- * cached object (client-go's shared informer does the same), so every
- * handler sees every object.
+ * cached object, with in_initial_list true (client-go's shared informer
+ * does the same), so every handler sees every object.
  *
  * Invariants:
  *   - handlers run only from the drain, never re-entrantly from a push, and

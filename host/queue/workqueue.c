@@ -7,20 +7,37 @@
 #include <uthash.h>
 
 /* One record per key the queue holds (see the invariants in workqueue.h).
- * The FIFO and the processing list are intrusive, so add/get/done cost one
- * hash lookup and no allocation for a key the queue already holds. */
+ * A key is queued or processing, never both, so one pair of links serves
+ * its band's FIFO and the processing list: add/get/done cost one hash
+ * lookup and no allocation for a key the queue already holds. */
 struct item {
     UT_hash_handle hh;
-    struct item *next;                   /* FIFO link; valid iff queued */
-    struct item *proc_prev, *proc_next;  /* processing list, in start order */
+    struct item *prev, *next;            /* band FIFO iff queued, else the
+                                            processing list iff processing */
     double dirty_since;                  /* valid iff dirty */
     double processing_since;             /* valid iff processing */
     double ready_at;                     /* valid iff waiting */
     uint64_t seq;                        /* waiting: tie-break, schedule order */
     size_t heap_index;                   /* valid iff waiting */
+    int priority;                        /* valid iff dirty */
+    int wait_priority;                   /* valid iff waiting */
     bool dirty, processing, waiting;
     char key[];
 };
+
+/* The dirty keys of one priority.  Kept while any key is dirty at it, and
+ * (up to BANDS_KEPT bands) after, so a queue that empties and fills again
+ * does not allocate. */
+struct band {
+    UT_hash_handle hh;                   /* by priority */
+    struct item *head, *tail;            /* queued keys, in queue order */
+    size_t queued;                       /* keys in the FIFO */
+    size_t depth;                        /* dirty keys: queued + processing */
+    size_t heap_index;                   /* valid iff queued > 0 */
+    int priority;
+};
+
+#define BANDS_KEPT 8
 
 struct luna_workqueue {
     ev_timer timer;                      /* first: the callback casts back */
@@ -28,9 +45,15 @@ struct luna_workqueue {
     const struct luna_clock *clock;      /* borrowed */
     struct luna_ratelimit *limiter;    /* owned */
     char *name;
+    bool fifo;                           /* every add at priority 0 */
 
     struct item *items;                  /* uthash: every key held */
-    struct item *head, *tail;            /* FIFO: dirty and not processing */
+    struct band *bands;                  /* uthash by priority: owned */
+    size_t nbands;
+    struct band *last_band;              /* the band the last add used */
+    struct band **band_heap;             /* max-heap on priority: bands with
+                                            queued keys */
+    size_t band_heap_len, band_heap_cap;
     size_t queued;
     struct item *proc_head, *proc_tail;  /* processing, oldest first */
     size_t processing;
@@ -85,25 +108,143 @@ static void item_release(struct luna_workqueue *q, struct item *it)
     }
 }
 
-static void fifo_push(struct luna_workqueue *q, struct item *it)
+/* ---- bands: one FIFO per priority, the bands in a max-heap ------------------ */
+
+static void band_heap_set(struct luna_workqueue *q, size_t i, struct band *b)
+{
+    q->band_heap[i] = b;
+    b->heap_index = i;
+}
+
+static void band_heap_up(struct luna_workqueue *q, size_t i)
+{
+    struct band *b = q->band_heap[i];
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (q->band_heap[parent]->priority >= b->priority)
+            break;
+        band_heap_set(q, i, q->band_heap[parent]);
+        i = parent;
+    }
+    band_heap_set(q, i, b);
+}
+
+static void band_heap_down(struct luna_workqueue *q, size_t i)
+{
+    struct band *b = q->band_heap[i];
+    for (;;) {
+        size_t child = 2 * i + 1;
+        if (child >= q->band_heap_len)
+            break;
+        if (child + 1 < q->band_heap_len &&
+            q->band_heap[child + 1]->priority > q->band_heap[child]->priority)
+            child++;
+        if (q->band_heap[child]->priority <= b->priority)
+            break;
+        band_heap_set(q, i, q->band_heap[child]);
+        i = child;
+    }
+    band_heap_set(q, i, b);
+}
+
+static void band_heap_remove(struct luna_workqueue *q, struct band *b)
+{
+    size_t i = b->heap_index;
+    struct band *last = q->band_heap[--q->band_heap_len];
+    if (last == b)
+        return;
+    band_heap_set(q, i, last);
+    band_heap_up(q, i);
+    band_heap_down(q, last->heap_index);
+}
+
+/* band_get's slow path: a priority other than the last add's. */
+static struct band *band_lookup(struct luna_workqueue *q, int priority)
+{
+    struct band *b;
+    HASH_FIND_INT(q->bands, &priority, b);
+    if (!b) {
+        if (q->band_heap_cap <= q->nbands) {
+            size_t cap = q->band_heap_cap ? 2 * q->band_heap_cap : 4;
+            struct band **heap = realloc(q->band_heap, cap * sizeof *heap);
+            if (!heap)
+                return NULL;
+            q->band_heap = heap;
+            q->band_heap_cap = cap;
+        }
+        b = calloc(1, sizeof *b);
+        if (!b)
+            return NULL;
+        b->priority = priority;
+        HASH_ADD_INT(q->bands, priority, b);
+        q->nbands++;
+    }
+    q->last_band = b;
+    return b;
+}
+
+/* The band of priority, made if needed; NULL when out of memory.  Room in
+ * the band heap is reserved, so a later push cannot fail.  Adds mostly
+ * repeat the last add's priority: that one is at hand. */
+static inline struct band *band_get(struct luna_workqueue *q, int priority)
+{
+    struct band *b = q->last_band;
+    return b && b->priority == priority ? b : band_lookup(q, priority);
+}
+
+/* Frees b, at which no key is dirty. */
+static void band_free(struct luna_workqueue *q, struct band *b)
+{
+    if (q->last_band == b)
+        q->last_band = NULL;
+    HASH_DEL(q->bands, b);
+    q->nbands--;
+    free(b);
+}
+
+/* Frees b once no key is dirty at it and more than BANDS_KEPT exist. */
+static inline void band_release(struct luna_workqueue *q, struct band *b)
+{
+    if (b->depth == 0 && q->nbands > BANDS_KEPT)
+        band_free(q, b);
+}
+
+static inline void band_push(struct luna_workqueue *q, struct band *b, struct item *it)
 {
     it->next = NULL;
-    if (q->tail)
-        q->tail->next = it;
+    it->prev = b->tail;
+    if (b->tail)
+        b->tail->next = it;
     else
-        q->head = it;
-    q->tail = it;
+        b->head = it;
+    b->tail = it;
+    if (b->queued++ == 0) {
+        band_heap_set(q, q->band_heap_len++, b);
+        band_heap_up(q, b->heap_index);
+    }
     q->queued++;
 }
 
-static struct item *fifo_pop(struct luna_workqueue *q)
+static inline void band_unlink(struct luna_workqueue *q, struct band *b, struct item *it)
 {
-    struct item *it = q->head;
-    q->head = it->next;
-    if (!q->head)
-        q->tail = NULL;
+    if (it->prev)
+        it->prev->next = it->next;
+    else
+        b->head = it->next;
+    if (it->next)
+        it->next->prev = it->prev;
+    else
+        b->tail = it->prev;
+    if (--b->queued == 0)
+        band_heap_remove(q, b);
     q->queued--;
-    return it;
+}
+
+static struct band *band_find(const struct luna_workqueue *q, int priority)
+{
+    struct band *b;
+    HASH_FIND_INT(q->bands, &priority, b);
+    return b;
 }
 
 /* ---- delay heap ------------------------------------------------------------- */
@@ -224,6 +365,7 @@ int luna_workqueue_new(const struct luna_workqueue_options *opts,
         }
     }
     q->name = name_copy;
+    q->fifo = opts->fifo;
     q->clock = opts->clock;
     q->loop = opts->loop;
     q->limiter = limiter;
@@ -245,6 +387,12 @@ void luna_workqueue_free(struct luna_workqueue *q)
         HASH_DEL(q->items, it);
         free(it);
     }
+    struct band *b, *btmp;
+    HASH_ITER(hh, q->bands, b, btmp) {
+        HASH_DEL(q->bands, b);
+        free(b);
+    }
+    free(q->band_heap);
     free(q->heap);
     luna_ratelimit_free(q->limiter);
     free(q->name);
@@ -253,19 +401,41 @@ void luna_workqueue_free(struct luna_workqueue *q)
 
 const char *luna_workqueue_name(const struct luna_workqueue *q) { return q->name; }
 
-/* Marks it dirty and queues it unless processing; true if it was queued. */
-static bool add_item(struct luna_workqueue *q, struct item *it, double now)
+/* Marks it dirty at priority (raising the priority of a dirty key) and
+ * queues it unless processing.  Returns 1 if it was newly queued, 0 if
+ * not, LUNA_ENOMEM (nothing changed) if its band could not be made. */
+static inline int add_item(struct luna_workqueue *q, struct item *it, int priority, double now)
 {
-    if (it->dirty)
-        return false;
-    it->dirty = true;
-    it->dirty_since = now;
-    q->depth++;
-    q->adds_total++;
-    if (it->processing)
-        return false; /* done() queues it */
-    fifo_push(q, it);
-    return true;
+    if (q->fifo)
+        priority = LUNA_WORKQUEUE_PRIORITY_DEFAULT;
+    if (it->dirty && priority <= it->priority)
+        return 0;
+    struct band *b = band_get(q, priority);
+    if (!b)
+        return LUNA_ENOMEM;
+    bool seen = b->depth == 0;
+    int queued = 0;
+    if (it->dirty) {
+        /* raised: from the old band to the tail of the new one */
+        struct band *old = band_find(q, it->priority);
+        if (!it->processing)
+            band_unlink(q, old, it);
+        old->depth--;
+        band_release(q, old);
+    } else {
+        it->dirty = true;
+        it->dirty_since = now;
+        q->depth++;
+        q->adds_total++;
+        queued = !it->processing;
+    }
+    it->priority = priority;
+    b->depth++;
+    if (!it->processing)
+        band_push(q, b, it);
+    if (seen && q->observer.priority_seen)
+        q->observer.priority_seen(q->observer.ud, priority);
+    return queued;
 }
 
 static void notify_ready(struct luna_workqueue *q)
@@ -274,22 +444,30 @@ static void notify_ready(struct luna_workqueue *q)
         q->ready_cb(q->ready_ud);
 }
 
-int luna_workqueue_add(struct luna_workqueue *q, const char *key)
+int luna_workqueue_add_priority(struct luna_workqueue *q, const char *key, int priority)
 {
     if (q->shutting_down)
         return LUNA_ECANCELED;
     struct item *it = item_get(q, key);
     if (!it)
         return LUNA_ENOMEM;
-    if (it->dirty)
-        return 0;
-    if (add_item(q, it, luna_clock_now(q->clock)))
+    int rc = add_item(q, it, priority, luna_clock_now(q->clock));
+    if (rc < 0) {
+        item_release(q, it);
+        return rc;
+    }
+    if (rc > 0)
         notify_ready(q);
     return 0;
 }
 
-int luna_workqueue_add_after(struct luna_workqueue *q, const char *key,
-                             double seconds)
+int luna_workqueue_add(struct luna_workqueue *q, const char *key)
+{
+    return luna_workqueue_add_priority(q, key, LUNA_WORKQUEUE_PRIORITY_DEFAULT);
+}
+
+int luna_workqueue_add_after_priority(struct luna_workqueue *q, const char *key,
+                                      double seconds, int priority)
 {
     if (!isfinite(seconds))
         return LUNA_EINVAL;
@@ -297,12 +475,14 @@ int luna_workqueue_add_after(struct luna_workqueue *q, const char *key,
         return LUNA_ECANCELED;
     q->retries_total++;
     if (seconds <= 0)
-        return luna_workqueue_add(q, key);
+        return luna_workqueue_add_priority(q, key, priority);
     struct item *it = item_get(q, key);
     if (!it)
         return LUNA_ENOMEM;
     double ready_at = luna_clock_now(q->clock) + seconds;
     if (it->waiting) {
+        if (priority > it->wait_priority)
+            it->wait_priority = priority;
         if (ready_at >= it->ready_at)
             return 0; /* the earlier time stands */
         it->ready_at = ready_at;
@@ -310,6 +490,7 @@ int luna_workqueue_add_after(struct luna_workqueue *q, const char *key,
         heap_up(q, it->heap_index);
     } else {
         it->ready_at = ready_at;
+        it->wait_priority = priority;
         it->seq = q->next_seq++;
         if (heap_push(q, it) != 0) {
             item_release(q, it);
@@ -322,11 +503,23 @@ int luna_workqueue_add_after(struct luna_workqueue *q, const char *key,
     return 0;
 }
 
-int luna_workqueue_add_rate_limited(struct luna_workqueue *q, const char *key)
+int luna_workqueue_add_after(struct luna_workqueue *q, const char *key, double seconds)
+{
+    return luna_workqueue_add_after_priority(q, key, seconds, LUNA_WORKQUEUE_PRIORITY_DEFAULT);
+}
+
+int luna_workqueue_add_rate_limited_priority(struct luna_workqueue *q, const char *key,
+                                             int priority)
 {
     if (q->shutting_down)
         return LUNA_ECANCELED;
-    return luna_workqueue_add_after(q, key, luna_ratelimit_when(q->limiter, key));
+    return luna_workqueue_add_after_priority(q, key, luna_ratelimit_when(q->limiter, key),
+                                             priority);
+}
+
+int luna_workqueue_add_rate_limited(struct luna_workqueue *q, const char *key)
+{
+    return luna_workqueue_add_rate_limited_priority(q, key, LUNA_WORKQUEUE_PRIORITY_DEFAULT);
 }
 
 void luna_workqueue_forget(struct luna_workqueue *q, const char *key)
@@ -339,22 +532,25 @@ unsigned luna_workqueue_num_requeues(struct luna_workqueue *q, const char *key)
     return luna_ratelimit_num_requeues(q->limiter, key);
 }
 
-enum luna_workqueue_status luna_workqueue_get(struct luna_workqueue *q,
-                                              const char **key)
+enum luna_workqueue_status luna_workqueue_get_priority(struct luna_workqueue *q,
+                                                       const char **key, int *priority)
 {
-    if (!q->head)
+    if (q->band_heap_len == 0)
         return q->shutting_down ? LUNA_WORKQUEUE_SHUTDOWN : LUNA_WORKQUEUE_EMPTY;
-    struct item *it = fifo_pop(q);
+    struct band *b = q->band_heap[0];
+    struct item *it = b->head;
+    band_unlink(q, b, it);
+    b->depth--;
     double now = luna_clock_now(q->clock);
     double waited = now - it->dirty_since;
     it->dirty = false;
     q->depth--;
     it->processing = true;
     it->processing_since = now;
-    it->proc_next = NULL;
-    it->proc_prev = q->proc_tail;
+    it->next = NULL;
+    it->prev = q->proc_tail;
     if (q->proc_tail)
-        q->proc_tail->proc_next = it;
+        q->proc_tail->next = it;
     else
         q->proc_head = it;
     q->proc_tail = it;
@@ -364,7 +560,15 @@ enum luna_workqueue_status luna_workqueue_get(struct luna_workqueue *q,
     if (q->observer.queue_duration)
         q->observer.queue_duration(q->observer.ud, waited);
     *key = it->key;
+    if (priority)
+        *priority = it->priority;
+    band_release(q, b);
     return LUNA_WORKQUEUE_ITEM;
+}
+
+enum luna_workqueue_status luna_workqueue_get(struct luna_workqueue *q, const char **key)
+{
+    return luna_workqueue_get_priority(q, key, NULL);
 }
 
 int luna_workqueue_done(struct luna_workqueue *q, const char *key)
@@ -373,14 +577,14 @@ int luna_workqueue_done(struct luna_workqueue *q, const char *key)
     if (!it || !it->processing)
         return LUNA_ENOTFOUND;
     double worked = luna_clock_now(q->clock) - it->processing_since;
-    if (it->proc_prev)
-        it->proc_prev->proc_next = it->proc_next;
+    if (it->prev)
+        it->prev->next = it->next;
     else
-        q->proc_head = it->proc_next;
-    if (it->proc_next)
-        it->proc_next->proc_prev = it->proc_prev;
+        q->proc_head = it->next;
+    if (it->next)
+        it->next->prev = it->prev;
     else
-        q->proc_tail = it->proc_prev;
+        q->proc_tail = it->prev;
     it->processing = false;
     q->processing--;
     q->work_duration_sum += worked;
@@ -390,7 +594,8 @@ int luna_workqueue_done(struct luna_workqueue *q, const char *key)
 
     bool requeued = false;
     if (it->dirty) {
-        fifo_push(q, it);
+        /* its band exists: it holds this dirty key */
+        band_push(q, band_find(q, it->priority), it);
         requeued = true;
     } else {
         item_release(q, it); /* it may be gone now */
@@ -411,6 +616,71 @@ int luna_workqueue_done(struct luna_workqueue *q, const char *key)
 }
 
 size_t luna_workqueue_len(const struct luna_workqueue *q) { return q->queued; }
+
+size_t luna_workqueue_depth_at(const struct luna_workqueue *q, int priority)
+{
+    const struct band *b = band_find(q, priority);
+    return b ? b->depth : 0;
+}
+
+bool luna_workqueue_fifo(const struct luna_workqueue *q) { return q->fifo; }
+
+void luna_workqueue_each_priority(const struct luna_workqueue *q,
+                                  void (*fn)(void *ud, int priority), void *ud)
+{
+    for (const struct band *b = q->bands; b; b = b->hh.next)
+        if (b->depth > 0)
+            fn(ud, b->priority);
+}
+
+int luna_workqueue_set_fifo(struct luna_workqueue *q, bool fifo)
+{
+    if (fifo == q->fifo)
+        return 0;
+    q->fifo = fifo;
+    if (!fifo || q->depth == 0)
+        return 0;
+    struct band *zero = band_get(q, LUNA_WORKQUEUE_PRIORITY_DEFAULT);
+    if (!zero) {
+        q->fifo = false;
+        return LUNA_ENOMEM;
+    }
+    /* the queued keys, highest priority first, become one FIFO at 0 */
+    struct item *head = NULL, *tail = NULL;
+    while (q->band_heap_len > 0) {
+        struct band *b = q->band_heap[0];
+        while (b->head) {
+            struct item *it = b->head;
+            band_unlink(q, b, it);
+            it->next = NULL;
+            it->prev = tail;
+            if (tail)
+                tail->next = it;
+            else
+                head = it;
+            tail = it;
+        }
+    }
+    for (struct item *it = q->proc_head; it; it = it->next)
+        if (it->dirty)
+            it->priority = LUNA_WORKQUEUE_PRIORITY_DEFAULT;
+    struct band *b, *tmp;
+    HASH_ITER(hh, q->bands, b, tmp) {
+        b->depth = 0;
+        if (b != zero)
+            band_release(q, b);
+    }
+    zero->depth = q->depth;
+    if (q->observer.priority_seen)
+        q->observer.priority_seen(q->observer.ud, LUNA_WORKQUEUE_PRIORITY_DEFAULT);
+    while (head) {
+        struct item *it = head;
+        head = it->next;
+        it->priority = LUNA_WORKQUEUE_PRIORITY_DEFAULT;
+        band_push(q, zero, it);
+    }
+    return 0;
+}
 
 double luna_workqueue_next_ready(const struct luna_workqueue *q)
 {
@@ -477,7 +747,19 @@ void luna_workqueue_tick(struct luna_workqueue *q)
     while (q->heap_len > 0 && q->heap[0]->ready_at <= now) {
         struct item *it = heap_pop(q);
         it->waiting = false;
-        added |= add_item(q, it, now);
+        int rc = add_item(q, it, it->wait_priority, now);
+        if (rc < 0) {
+            /* no band for its priority: it waits again, and the timer
+             * retries it (the memory may be back by then) */
+            it->ready_at = now + 0.001;
+            if (heap_push(q, it) == 0) {
+                it->waiting = true;
+                break;
+            }
+            item_release(q, it);
+            continue;
+        }
+        added |= rc > 0;
     }
     arm_timer(q);
     if (added)
@@ -525,6 +807,6 @@ void luna_workqueue_metrics(const struct luna_workqueue *q,
         return;
     double now = luna_clock_now(q->clock);
     out->longest_running_processor_seconds = now - q->proc_head->processing_since;
-    for (const struct item *it = q->proc_head; it; it = it->proc_next)
+    for (const struct item *it = q->proc_head; it; it = it->next)
         out->unfinished_work_seconds += now - it->processing_since;
 }

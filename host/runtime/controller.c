@@ -52,10 +52,28 @@ void luna_controller_set_metrics(struct luna_controller *c, struct luna_controll
 
 /* ---- event → key ------------------------------------------------------ */
 
-static void enqueue(struct luna_controller *c, const char *key)
+/* The priority of an event's keys (controller-runtime's handlers): an
+ * object from the informer's first list (or replayed to a handler added
+ * later), a resync, or a relisted object that did not change (same
+ * resourceVersion) is LOW; a live add, change or delete is DEFAULT, so it
+ * is reconciled before a backlog of those. */
+static int event_priority(struct luna_object *old, struct luna_object *obj, bool initial)
 {
-    luna_debug("enqueue", "controller", c->name, "key", key);
-    if (luna_workqueue_add(c->queue, key) == LUNA_ENOMEM)
+    if (initial)
+        return LUNA_WORKQUEUE_PRIORITY_LOW;
+    if (old && strcmp(luna_object_resource_version(old), luna_object_resource_version(obj)) == 0)
+        return LUNA_WORKQUEUE_PRIORITY_LOW;
+    return LUNA_WORKQUEUE_PRIORITY_DEFAULT;
+}
+
+static void enqueue(struct luna_controller *c, const char *key, int priority)
+{
+    if (luna_log_enabled(LUNA_LOG_DEBUG)) {
+        char prio[16];
+        snprintf(prio, sizeof prio, "%d", priority);
+        luna_debug("enqueue", "controller", c->name, "key", key, "priority", prio);
+    }
+    if (luna_workqueue_add_priority(c->queue, key, priority) == LUNA_ENOMEM)
         luna_error("enqueue failed", "controller", c->name, "key", key, "error", "out of memory");
 }
 
@@ -183,7 +201,7 @@ static int owner_event(void *ud, const luna_json_event *ev, luna_error *err)
     return 0;
 }
 
-static void enqueue_owner(struct source *src, struct luna_object *obj)
+static void enqueue_owner(struct source *src, struct luna_object *obj, int priority)
 {
     struct luna_controller *c = src->c;
     struct source *primary = &c->sources[0];
@@ -200,7 +218,7 @@ static void enqueue_owner(struct source *src, struct luna_object *obj)
     if (!res || res->namespaced)
         luna_object_namespace(obj, ns, sizeof ns);
     if (luna_object_make_key(key, sizeof key, ns, scan.result) > 0)
-        enqueue(c, key);
+        enqueue(c, key, priority);
 }
 
 /* Bounds on what a watches map may enqueue: keys per result, the length
@@ -250,7 +268,7 @@ static bool request_key(lua_State *T, int idx, char *key)
  * never walked deeper, so a cyclic table cannot recurse; a bad item is
  * logged, the others enqueued).  Anything else, a longer list, or a queue
  * already holding MAP_MAX_QUEUED keys is logged and the result ignored. */
-static void enqueue_request(struct luna_controller *c, lua_State *T, int idx)
+static void enqueue_request(struct luna_controller *c, lua_State *T, int idx, int priority)
 {
     char key[MAP_MAX_KEY_LEN + 1];
     if (lua_isnil(T, idx))
@@ -280,7 +298,7 @@ static void enqueue_request(struct luna_controller *c, lua_State *T, int idx)
         return;
     }
     if (single) {
-        enqueue(c, key);
+        enqueue(c, key, priority);
         return;
     }
     /* a list: its good items are enqueued, a bad one is reported */
@@ -288,7 +306,7 @@ static void enqueue_request(struct luna_controller *c, lua_State *T, int idx)
     for (size_t i = 1; i <= n; i++) {
         lua_rawgeti(T, idx, (int)i);
         if (request_key(T, lua_gettop(T), key))
-            enqueue(c, key);
+            enqueue(c, key, priority);
         else
             bad = true;
         lua_pop(T, 1);
@@ -299,7 +317,7 @@ static void enqueue_request(struct luna_controller *c, lua_State *T, int idx)
                    "(keys of at most 317 bytes, names of Kubernetes length)");
 }
 
-static void enqueue_mapped(struct source *src, struct luna_object *obj)
+static void enqueue_mapped(struct source *src, struct luna_object *obj, int priority)
 {
     struct luna_controller *c = src->c;
     lua_State *T = c->env.T;
@@ -311,12 +329,12 @@ static void enqueue_mapped(struct source *src, struct luna_object *obj)
         return;
     }
     if (guarded_call(c, T, 1, 1, "watches map") == 0)
-        enqueue_request(c, T, lua_gettop(T));
+        enqueue_request(c, T, lua_gettop(T), priority);
     lua_settop(T, top);
 }
 
 static void route(struct source *src, const char *type, struct luna_object *old,
-                  struct luna_object *obj)
+                  struct luna_object *obj, int priority)
 {
     struct luna_controller *c = src->c;
     if (c->stopping)
@@ -326,28 +344,31 @@ static void route(struct source *src, const char *type, struct luna_object *old,
     switch (src->spec->role) {
     case LUNA_SOURCE_WATCH:
         if (predicates_pass(c, type, old, obj))
-            enqueue(c, luna_object_key(obj));
+            enqueue(c, luna_object_key(obj), priority);
         break;
     case LUNA_SOURCE_OWNS:
         if (old)
-            enqueue_owner(src, old);
-        enqueue_owner(src, obj);
+            enqueue_owner(src, old, priority);
+        enqueue_owner(src, obj, priority);
         break;
     case LUNA_SOURCE_WATCHES:
-        enqueue_mapped(src, obj);
+        enqueue_mapped(src, obj, priority);
         break;
     }
     in_handler = outer;
 }
 
-static void on_add(void *ud, struct luna_object *obj, bool initial) { route(ud, "add", NULL, obj); }
+static void on_add(void *ud, struct luna_object *obj, bool initial)
+{
+    route(ud, "add", NULL, obj, event_priority(NULL, obj, initial));
+}
 static void on_update(void *ud, struct luna_object *old, struct luna_object *obj)
 {
-    route(ud, "update", old, obj);
+    route(ud, "update", old, obj, event_priority(old, obj, false));
 }
 static void on_delete(void *ud, struct luna_object *obj, bool unknown)
 {
-    route(ud, "delete", NULL, obj);
+    route(ud, "delete", NULL, obj, LUNA_WORKQUEUE_PRIORITY_DEFAULT);
 }
 
 /* ---- reconciles -------------------------------------------------------- */
@@ -489,13 +510,14 @@ static void dispatch(struct luna_controller *c)
             return;
         }
         const char *key;
-        if (luna_workqueue_get(c->queue, &key) != LUNA_WORKQUEUE_ITEM)
+        int priority;
+        if (luna_workqueue_get_priority(c->queue, &key, &priority) != LUNA_WORKQUEUE_ITEM)
             break;
         /* key is borrowed from the queue until done: copy before Lua runs */
         c->deferrals = 0;
         deferred_leave(c);
         slice.starts++;
-        luna_reconcile_start(c, key);
+        luna_reconcile_start(c, key, priority);
         started = true;
     }
     c->dispatching = false;
@@ -626,7 +648,8 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
     c->every_rng = ((uint64_t)(uintptr_t)c ^ (uint64_t)(ev_time() * 1e6)) | 1;
 
     struct luna_ratelimit *limiter = NULL;
-    struct luna_workqueue_options qo = { .name = c->name, .clock = env->clock, .loop = luna_loop() };
+    struct luna_workqueue_options qo = { .name = c->name, .clock = env->clock, .loop = luna_loop(),
+                                         .fifo = spec->fifo };
     c->sources = calloc(c->spec->nsources, sizeof *c->sources);
     if (!c->sources || luna_ratelimit_new(&c->spec->rate_limit, env->clock, &limiter, err) < 0) {
         luna_controller_free(c);
@@ -801,7 +824,7 @@ static void periodic_cb(struct ev_loop *loop, ev_timer *w, int revents)
     luna_debug("periodic tick", "controller", c->name);
     if (c->metrics)
         luna_runtime_metrics_periodic_tick(c->metrics);
-    enqueue(c, LUNA_PERIODIC_KEY);
+    enqueue(c, LUNA_PERIODIC_KEY, LUNA_WORKQUEUE_PRIORITY_DEFAULT);
     double base;
     if (c->spec->every > 0) {
         base = c->every_base + c->spec->every;
@@ -934,6 +957,9 @@ void luna_controller_take_queue(struct luna_controller *to, struct luna_controll
 {
     luna_workqueue_free(to->queue);
     to->queue = from->queue;
+    if (luna_workqueue_set_fifo(to->queue, to->spec->fifo) < 0)
+        luna_error("priority_queue change failed", "controller", to->name, "error",
+                   "out of memory: the queue keeps its priorities");
     to->paused = from->paused; /* a pause outlives the code it paused */
     periodic_take(to, from);
     from->queue_borrowed = true;
@@ -952,9 +978,11 @@ void luna_controller_retire(struct luna_controller *c, void (*drained)(void *ud)
     luna_controller_maybe_drained(c);
 }
 
+/* Every key at once (a reload, a start after leadership, a trigger of
+ * all or by selector) is a backlog like a first list: LOW. */
 static int enqueue_visit(struct luna_object *obj, void *ud)
 {
-    enqueue(ud, luna_object_key(obj));
+    enqueue(ud, luna_object_key(obj), LUNA_WORKQUEUE_PRIORITY_LOW);
     return 0;
 }
 
@@ -1006,7 +1034,7 @@ static int enqueue_matching_visit(struct luna_object *obj, void *ud)
 {
     struct match_visit *v = ud;
     if (luna_selector_matches(v->sel, object_label, obj)) {
-        enqueue(v->c, luna_object_key(obj));
+        enqueue(v->c, luna_object_key(obj), LUNA_WORKQUEUE_PRIORITY_LOW);
         v->n++;
     }
     return 0;

@@ -16,6 +16,13 @@
  *   watches  whatever the source's Lua `map(obj)` returns: a key, a
  *            {namespace=, name=} table, a list of either, or nil; other
  *            shapes (nested lists, numbers, ...) are logged and ignored.
+ * Priorities (controller-runtime's handlers, workqueue.h): an object of a
+ * first list or replayed to a handler added late, a resync and an unchanged
+ * relisted object (old and new resourceVersion equal) enqueue their keys at
+ * LUNA_WORKQUEUE_PRIORITY_LOW, as does enqueuing every key at once (reload,
+ * start, admin all/selector); live adds, changes and deletes, periodic
+ * ticks and single admin keys at DEFAULT.  priority_queue = false makes the
+ * queue one FIFO.
  * The dispatcher takes keys from the workqueue while fewer than `workers`
  * reconciles are in flight: right after each informer drain step (so a
  * watch event's reconcile starts before the next event is parsed), and
@@ -28,6 +35,8 @@
  *   nothing, true            done: forget the key's failures
  *   {requeue = true}         retry with rate limiting
  *   {requeue_after = s}      forget, then retry after s seconds
+ *   {..., priority = n}      the retry's priority (an integer, |n| <= 1e9);
+ *                            without it a retry keeps the key's priority
  *   nil, err / error()       logged with key, attempt and the error's text
  *   / false                  (__tostring of a table; traceback if raised;
  *                            err.where, the failed luna call, if a string);

@@ -46,7 +46,8 @@ static bool fail(struct check *ck, const char *field, const char *fmt, ...)
 
 static const char *const top_fields[] = {
     "name", "watch", "owns", "watches", "reconcile", "workers", "resync", "rate_limit",
-    "indexes", "predicates", "keep_managed_fields", "limits", "every", "jitter", NULL,
+    "indexes", "predicates", "keep_managed_fields", "limits", "every", "jitter",
+    "priority_queue", NULL,
 };
 static const char *const source_fields[] = { "namespace", "labels", "fields", "map", NULL };
 static const char *const limit_fields[] = { "instructions", "seconds", NULL };
@@ -854,6 +855,15 @@ static bool read_spec(lua_State *L, int ctl, struct luna_controller_spec *spec, 
     spec->keep_managed_fields = lua_toboolean(L, -1);
     lua_settop(L, top);
 
+    t = raw_field(L, ctl, "priority_queue");
+    if (t != LUA_TNIL && t != LUA_TBOOLEAN) {
+        lua_settop(L, top);
+        return fail(ck, "priority_queue", "controller field 'priority_queue' must be a boolean "
+                                          "(false: one FIFO queue, no priorities)");
+    }
+    spec->fifo = t == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+    lua_settop(L, top);
+
     if (!read_limits(L, ctl, spec, ck) || !read_rate_limit(L, ctl, spec, ck) ||
         !read_indexes(L, ctl, spec, ck) || !read_predicates(L, ctl, spec, ck))
         return false;
@@ -1090,6 +1100,8 @@ static int spec_index(lua_State *L)
         lua_pushnumber(L, spec->resync);
     } else if (strcmp(k, "keep_managed_fields") == 0) {
         lua_pushboolean(L, spec->keep_managed_fields);
+    } else if (strcmp(k, "priority_queue") == 0) {
+        lua_pushboolean(L, !spec->fifo);
     } else if (strcmp(k, "every") == 0 && spec->every_cron) {
         lua_pushstring(L, spec->every_cron);
     } else if (strcmp(k, "every") == 0 && spec->every > 0) {

@@ -90,6 +90,7 @@ struct luna_controller_spec {
     struct luna_cron cron;            /* parsed every_cron */
     double jitter;                    /* 0..1, a fraction of the period */
     bool keep_managed_fields;
+    bool fifo;                        /* priority_queue = false */
     struct luna_watchdog_limits limits; /* the fields limits_set names */
     unsigned limits_set;
     struct luna_ratelimit_config rate_limit; /* defaults filled in */

@@ -20,9 +20,10 @@ const char *const luna_reconcile_request_fields[] = {
     [REQ_NAMESPACE] = "namespace", [REQ_NAME] = "name", [REQ_KEY] = "key",
     [REQ_ATTEMPT] = "attempt", [REQ_PERIODIC] = "periodic", NULL,
 };
-enum { RESULT_REQUEUE, RESULT_REQUEUE_AFTER };
+enum { RESULT_REQUEUE, RESULT_REQUEUE_AFTER, RESULT_PRIORITY };
 const char *const luna_reconcile_result_fields[] = {
-    [RESULT_REQUEUE] = "requeue", [RESULT_REQUEUE_AFTER] = "requeue_after", NULL,
+    [RESULT_REQUEUE] = "requeue", [RESULT_REQUEUE_AFTER] = "requeue_after",
+    [RESULT_PRIORITY] = "priority", NULL,
 };
 
 struct luna_reconcile {
@@ -33,6 +34,7 @@ struct luna_reconcile {
     lua_State *co;
     int co_ref;
     unsigned attempt;
+    int priority;                     /* the key's, as the queue handed it out */
     double started;
     void (*cancel)(void *ud);         /* the operation waited for, if any */
     void *cancel_ud;
@@ -213,6 +215,21 @@ static void observe_done(struct luna_controller *c, const struct luna_controller
     luna_runtime_metrics_reconcile_done(c->metrics, res, luna_clock_now(c->env.clock) - started);
 }
 
+/* Reads a result's priority at idx into *priority: nil leaves it, an
+ * integer from -1e9 to 1e9 sets it; anything else returns false. */
+static bool result_priority(lua_State *co, int idx, int *priority)
+{
+    if (lua_isnil(co, idx))
+        return true;
+    if (lua_type(co, idx) != LUA_TNUMBER)
+        return false;
+    lua_Number n = lua_tonumber(co, idx);
+    if (!(n >= -1e9 && n <= 1e9) || n != (lua_Number)(int)n)
+        return false;
+    *priority = (int)n;
+    return true;
+}
+
 /* Applies the finished coroutine's result to the queue.  stop is why the
  * watchdog stopped it (LUNA_WATCHDOG_RUNNING if it did not), reason its
  * description. */
@@ -235,7 +252,7 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
         lua_pop(c->env.L, 1);
         c->stats.errors++;
         c->stats.stopped++;
-        luna_workqueue_add_rate_limited(q, r->key);
+        luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
     } else if (status != 0) {
         char msg[1024];
         value_text(c, co, -1, msg, sizeof msg);
@@ -244,7 +261,7 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
         log_result(r, "reconcile failed", "error", trace, NULL, LUNA_LOG_ERROR);
         lua_pop(c->env.L, 1);
         c->stats.errors++;
-        luna_workqueue_add_rate_limited(q, r->key);
+        luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
     } else {
         int n = lua_gettop(co);
         if (n >= 2 && lua_isnil(co, 1) && !lua_isnil(co, 2)) {
@@ -262,7 +279,7 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
             log_result(r, "reconcile failed", "error", msg, where[0] ? where : NULL,
                        LUNA_LOG_ERROR);
             c->stats.errors++;
-            luna_workqueue_add_rate_limited(q, r->key);
+            luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
         } else if (n >= 1 && lua_istable(co, 1)) {
             /* Raw reads: a metamethod must not run outside a protected call. */
             lua_pushstring(co, luna_reconcile_result_fields[RESULT_REQUEUE_AFTER]);
@@ -270,6 +287,12 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
             lua_pushstring(co, luna_reconcile_result_fields[RESULT_REQUEUE]);
             lua_rawget(co, 1);
             double after_s = lua_tonumber(co, -2);
+            /* priority: the requeue's, instead of the key's (controller-
+             * runtime's Result.Priority) */
+            lua_pushstring(co, luna_reconcile_result_fields[RESULT_PRIORITY]);
+            lua_rawget(co, 1);
+            bool priority_ok = result_priority(co, -1, &r->priority);
+            lua_pop(co, 1);
             if (!lua_isnil(co, -2) &&
                 (lua_type(co, -2) != LUA_TNUMBER || !(after_s >= 0) || after_s > 1e9)) {
                 /* A typo'd type must not pass silently as done. */
@@ -277,17 +300,23 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
                            "reconcile returned an invalid result: requeue_after must be a "
                            "number of seconds from 0 to 1e9", NULL, LUNA_LOG_ERROR);
                 c->stats.errors++;
-                luna_workqueue_add_rate_limited(q, r->key);
+                luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
+            } else if (!priority_ok) {
+                log_result(r, "reconcile failed", "error",
+                           "reconcile returned an invalid result: priority must be an integer "
+                           "from -1e9 to 1e9", NULL, LUNA_LOG_ERROR);
+                c->stats.errors++;
+                luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
             } else if (after_s > 0) {
                 double after = lua_tonumber(co, -2);
                 char secs[32];
                 snprintf(secs, sizeof secs, "%g", after);
                 luna_workqueue_forget(q, r->key);
-                luna_workqueue_add_after(q, r->key, after);
+                luna_workqueue_add_after_priority(q, r->key, after, r->priority);
                 c->stats.requeue_afters++;
                 log_result(r, "requeue after", secs, NULL, NULL, LUNA_LOG_DEBUG);
             } else if (lua_toboolean(co, -1)) {
-                luna_workqueue_add_rate_limited(q, r->key);
+                luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
                 c->stats.requeues++;
                 log_result(r, "reconcile done", "requeue", NULL, NULL, LUNA_LOG_DEBUG);
             } else {
@@ -300,7 +329,7 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
             log_result(r, "reconcile failed", "error", "reconcile returned false", NULL,
                        LUNA_LOG_ERROR);
             c->stats.errors++;
-            luna_workqueue_add_rate_limited(q, r->key);
+            luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
         } else {
             luna_workqueue_forget(q, r->key);
             c->stats.successes++;
@@ -375,7 +404,7 @@ void luna_reconcile_resume(struct luna_reconcile *r, int nres)
     resume(r, nres);
 }
 
-void luna_reconcile_start(struct luna_controller *c, const char *key)
+void luna_reconcile_start(struct luna_controller *c, const char *key, int priority)
 {
     luna_event_latency_reconcile(key);
     struct luna_reconcile *r = calloc(1, sizeof *r);
@@ -383,11 +412,12 @@ void luna_reconcile_start(struct luna_controller *c, const char *key)
         free(r);
         luna_error("reconcile start failed", "controller", c->name, "key", key, "error",
                    "out of memory");
-        luna_workqueue_add_rate_limited(c->queue, key);
+        luna_workqueue_add_rate_limited_priority(c->queue, key, priority);
         luna_workqueue_done(c->queue, key);
         return;
     }
     r->c = c;
+    r->priority = priority;
     r->attempt = luna_workqueue_num_requeues(c->queue, key) + 1;
     r->started = luna_clock_now(c->env.clock);
     /* Unique across controllers and reloads: log readers pair start/done. */
@@ -405,9 +435,11 @@ void luna_reconcile_start(struct luna_controller *c, const char *key)
     if (luna_log_enabled(LUNA_LOG_DEBUG)) {
         char ns[256];
         const char *name = split_key(key, ns, sizeof ns);
+        char prio[16];
+        snprintf(prio, sizeof prio, "%d", priority);
         luna_debug("reconcile start", "controller", c->name, "key", key, "reconcile_id",
                    luna_reconcile_id(r),
-                   "namespace", ns[0] ? ns : NULL, "name", name);
+                   "namespace", ns[0] ? ns : NULL, "name", name, "priority", prio);
     }
     lua_State *co = r->co;
     lua_rawgeti(co, LUA_REGISTRYINDEX, c->spec->reconcile_ref);
@@ -440,7 +472,7 @@ void luna_reconcile_abandon(struct luna_reconcile *r, bool requeue)
         /* An abandoned reconcile's key goes back to the queue (it has
          * a successor after a reload, or nobody after shutdown). */
         if (requeue)
-            luna_workqueue_add(c->queue, r->key);
+            luna_workqueue_add_priority(c->queue, r->key, r->priority);
         luna_workqueue_done(c->queue, r->key);
     }
     luna_warn("reconcile abandoned", "controller", c->name, "key", r->key,

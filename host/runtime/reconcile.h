@@ -64,16 +64,18 @@ void luna_reconcile_resume(struct luna_reconcile *r, int nres);
 
 /* The fields of the request table reconcile(req) gets (namespace, name,
  * key, attempt, periodic) and of the table it may return (requeue,
- * requeue_after), NULL-terminated: the code below builds and reads them by
+ * requeue_after, priority), NULL-terminated: the code below builds and reads them by
  * these names, and test_control.c's `api` command reports them for the
  * spec of the editor definitions. */
 extern const char *const luna_reconcile_request_fields[];
 extern const char *const luna_reconcile_result_fields[];
 
 /* For the controller: starts a reconcile of key (borrowed; copied) taken
- * from c's workqueue.  On failure to start, the key is requeued with rate
- * limiting and marked done. */
-void luna_reconcile_start(struct luna_controller *c, const char *key);
+ * from c's workqueue at priority.  Its requeues (errors, requeue,
+ * requeue_after, abandonment) keep that priority unless the result names
+ * another ({priority = n}).  On failure to start, the key is requeued
+ * with rate limiting and marked done. */
+void luna_reconcile_start(struct luna_controller *c, const char *key, int priority);
 /* For the controller being freed: cancels r's pending operation, gives its
  * key back (requeued when requeue) and frees it. */
 void luna_reconcile_abandon(struct luna_reconcile *r, bool requeue);

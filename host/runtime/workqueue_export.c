@@ -1,6 +1,7 @@
 /* workqueue_export.c — see workqueue_export.h. */
 #include "runtime/workqueue_export.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* client-go: prometheus.ExponentialBuckets(10e-9, 10, 10). */
@@ -45,9 +46,31 @@ static const struct luna_metric_desc descs[S_COUNT] = {
         sizeof duration_buckets / sizeof duration_buckets[0] },
 };
 
+/* controller-runtime's cap on the priority label's values; past it the
+ * rest of the depth is one series with this label. */
+#define MAX_PRIORITIES 25
+#define PRIORITY_OVERFLOW "exceeded_cardinality_limit"
+
+static const struct luna_metric_desc priority_desc = {
+    "workqueue_depth_by_priority", "Current depth of workqueue by workqueue and priority",
+    LUNA_METRIC_GAUGE, (const char *const[]){ "name", "priority", NULL }, NULL, 0 };
+
+struct luna_workqueue_export;
+
+/* One series of workqueue_depth_by_priority. */
+struct priority_series {
+    struct luna_workqueue_export *x;
+    int priority;
+    bool overflow;                            /* the rest, past MAX_PRIORITIES */
+    struct luna_metric_child *child;          /* reference */
+};
+
 struct luna_workqueue_export {
     struct luna_workqueue *q;                 /* borrowed: we die with it */
     struct luna_metric_child *child[S_COUNT]; /* references */
+    struct luna_metric_family *by_priority;   /* reference */
+    struct priority_series series[MAX_PRIORITIES + 1];
+    size_t nseries;                           /* the overflow one is last */
 };
 
 static struct luna_workqueue_metrics read_metrics(void *ud)
@@ -76,9 +99,61 @@ static void on_work_duration(void *ud, double seconds)
     luna_metric_observe(((struct luna_workqueue_export *)ud)->child[S_WORK_DURATION], seconds);
 }
 
+static double priority_depth(void *ud)
+{
+    const struct priority_series *s = ud;
+    if (!s->overflow)
+        return (double)luna_workqueue_depth_at(s->x->q, s->priority);
+    struct luna_workqueue_metrics m;
+    luna_workqueue_metrics(s->x->q, &m);
+    double rest = (double)m.depth;
+    for (size_t i = 0; i < s->x->nseries; i++)
+        if (!s->x->series[i].overflow)
+            rest -= (double)luna_workqueue_depth_at(s->x->q, s->x->series[i].priority);
+    return rest;
+}
+
+/* A priority got its first dirty key: its series, made once (the first
+ * MAX_PRIORITIES priorities get their own; the rest share one).  Out of
+ * memory, the series is missing: metrics never fail the queue. */
+static void on_priority_seen(void *ud, int priority)
+{
+    struct luna_workqueue_export *x = ud;
+    bool overflow = false;
+    for (size_t i = 0; i < x->nseries; i++) {
+        if (x->series[i].overflow)
+            overflow = true;
+        else if (x->series[i].priority == priority)
+            return;
+    }
+    if (overflow)
+        return;
+    struct priority_series *s = &x->series[x->nseries];
+    char label[sizeof PRIORITY_OVERFLOW];
+    if (x->nseries == MAX_PRIORITIES) {
+        s->overflow = true;
+        snprintf(label, sizeof label, "%s", PRIORITY_OVERFLOW);
+    } else {
+        snprintf(label, sizeof label, "%d", priority);
+    }
+    s->x = x;
+    s->priority = priority;
+    const char *const values[] = { luna_workqueue_name(x->q), label, NULL };
+    luna_error err = { 0 };
+    if (luna_metric_func(x->by_priority, values, priority_depth, s, NULL, &s->child, &err) < 0)
+        return;
+    luna_metric_child_ref(s->child);
+    x->nseries++;
+}
+
 /* Removes and releases every series, frees x. */
 static void destroy(struct luna_workqueue_export *x)
 {
+    for (size_t i = 0; i < x->nseries; i++) {
+        luna_metric_child_remove(x->series[i].child);
+        luna_metric_child_unref(x->series[i].child);
+    }
+    luna_metric_family_unref(x->by_priority);
     for (int i = 0; i < S_COUNT; i++) {
         if (!x->child[i])
             continue;
@@ -104,6 +179,10 @@ int luna_workqueue_export_attach(struct luna_metrics *reg, struct luna_workqueue
         if (rc)
             return rc;
     }
+    struct luna_metric_family *by_priority;
+    int rc = luna_metrics_register(reg, &priority_desc, &by_priority, err);
+    if (rc)
+        return rc;
     const struct luna_workqueue_observer *o = luna_workqueue_get_observer(q);
     if (o->queue_duration || o->work_duration || o->freed)
         return luna_error_set(err, LUNA_EINVAL,
@@ -117,11 +196,12 @@ int luna_workqueue_export_attach(struct luna_metrics *reg, struct luna_workqueue
     if (!x)
         return luna_error_set(err, LUNA_ENOMEM, "workqueue metrics: out of memory");
     x->q = q;
+    x->by_priority = by_priority;
+    luna_metric_family_ref(by_priority);
     static const luna_metric_fn fns[S_QUEUE_DURATION] = {
         [S_DEPTH] = depth, [S_ADDS] = adds, [S_RETRIES] = retries,
         [S_UNFINISHED] = unfinished, [S_LONGEST] = longest,
     };
-    int rc = 0;
     for (int i = 0; i < S_COUNT && rc == 0; i++) {
         if (i < S_QUEUE_DURATION)
             rc = luna_metric_func(fam[i], values, fns[i], x, NULL, &x->child[i], err);
@@ -139,10 +219,12 @@ int luna_workqueue_export_attach(struct luna_metrics *reg, struct luna_workqueue
     struct luna_workqueue_observer obs = {
         .queue_duration = on_queue_duration,
         .work_duration = on_work_duration,
+        .priority_seen = on_priority_seen,
         .freed = on_freed,
         .ud = x,
     };
     luna_workqueue_set_observer(q, &obs);
+    luna_workqueue_each_priority(q, on_priority_seen, x);
     if (out)
         *out = x;
     return 0;

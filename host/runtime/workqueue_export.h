@@ -10,6 +10,12 @@
  *   workqueue_work_duration_seconds{name}              histogram
  *   workqueue_unfinished_work_seconds{name}            gauge
  *   workqueue_longest_running_processor_seconds{name}  gauge
+ *   workqueue_depth_by_priority{name, priority}        gauge
+ *
+ * The last is controller-runtime's priority label on its depth (which
+ * luna keeps as client-go's total): a series per priority from the
+ * queue's first dirty key at it, at most 25; keys of further priorities
+ * are counted in one series labelled priority="exceeded_cardinality_limit".
  *
  * Durations use client-go's buckets, ExponentialBuckets(10e-9, 10, 10):
  * 1e-08 ... 10 seconds.  Depth, adds, retries, unfinished work and the

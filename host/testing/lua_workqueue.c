@@ -2,6 +2,7 @@
 #include "testing/lua_workqueue.h"
 
 #include <lauxlib.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
@@ -114,7 +115,7 @@ static void drain_cb(void *ud, bool drained)
 
 /* ---- construction ------------------------------------------------------- */
 
-static const char *const new_fields[] = { "name", "clock", "rate_limiter", NULL };
+static const char *const new_fields[] = { "name", "clock", "rate_limiter", "fifo", NULL };
 /* Shorthand for the default limiter's numbers. */
 static const char *const shorthand_fields[] = { "base_delay", "max_delay", "qps",
                                                 "burst", NULL };
@@ -178,6 +179,12 @@ static int luna_lua_workqueue_new(lua_State *L)
     const struct luna_ratelimit_config *cfg = check_options(L, &nodes);
     bool fake = luna_lua_ratelimit_check_clock(L, 1);
     const char *name = luna_lua_opt_string_field(L, 1, "name", "");
+    lua_getfield(L, 1, "fifo");
+    if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+        luaL_error(L, "workqueue.new: field 'fifo' must be a boolean, got %s",
+                   luaL_typename(L, -1));
+    bool fifo = lua_toboolean(L, -1);
+    lua_pop(L, 1);
 
     struct lua_workqueue *w = lua_newuserdata(L, sizeof *w);
     memset(w, 0, sizeof *w);
@@ -205,6 +212,7 @@ static int luna_lua_workqueue_new(lua_State *L)
     if (rc == 0) {
         struct luna_workqueue_options opts = {
             .name = name,
+            .fifo = fifo,
             .clock = clock,
             .loop = fake ? NULL : luna_loop(),
             .limiter = limiter,
@@ -228,6 +236,18 @@ static lua_Number check_number(lua_State *L, int idx)
     return lua_tonumber(L, idx);
 }
 
+/* An optional priority argument: an integer in int's range; nil = 0.  May
+ * raise. */
+static int opt_priority(lua_State *L, int idx)
+{
+    if (lua_isnoneornil(L, idx))
+        return LUNA_WORKQUEUE_PRIORITY_DEFAULT;
+    lua_Number n = check_number(L, idx);
+    if (!(n >= INT_MIN && n <= INT_MAX) || n != (lua_Number)(int)n)
+        luaL_argerror(L, idx, "priority must be an integer");
+    return (int)n;
+}
+
 /* Pushes the result of an add: true, false (dropped: shutting down), or
  * nil, err. */
 static int push_add_result(lua_State *L, int rc)
@@ -244,9 +264,10 @@ static int luna_lua_workqueue_add(lua_State *L)
 {
     struct lua_workqueue *w = check_wq(L);
     const char *key = luna_lua_ratelimit_check_key(L, 2);
+    int priority = opt_priority(L, 3);
     lua_State *outer = w->L;
     w->L = L;
-    int rc = luna_workqueue_add(w->q, key);
+    int rc = luna_workqueue_add_priority(w->q, key, priority);
     w->L = outer;
     return push_add_result(L, rc);
 }
@@ -258,9 +279,10 @@ static int luna_lua_workqueue_add_after(lua_State *L)
     lua_Number seconds = check_number(L, 3);
     if (!isfinite(seconds))
         return luaL_argerror(L, 3, "delay must be a finite number of seconds");
+    int priority = opt_priority(L, 4);
     lua_State *outer = w->L;
     w->L = L;
-    int rc = luna_workqueue_add_after(w->q, key, seconds);
+    int rc = luna_workqueue_add_after_priority(w->q, key, seconds, priority);
     w->L = outer;
     return push_add_result(L, rc);
 }
@@ -269,21 +291,27 @@ static int luna_lua_workqueue_add_rate_limited(lua_State *L)
 {
     struct lua_workqueue *w = check_wq(L);
     const char *key = luna_lua_ratelimit_check_key(L, 2);
+    int priority = opt_priority(L, 3);
     lua_State *outer = w->L;
     w->L = L;
-    int rc = luna_workqueue_add_rate_limited(w->q, key);
+    int rc = luna_workqueue_add_rate_limited_priority(w->q, key, priority);
     w->L = outer;
     return push_add_result(L, rc);
 }
 
-static int luna_lua_workqueue_get(lua_State *L)
+/* get() returns the key; get_with_priority() the key and its priority. */
+static int get(lua_State *L, bool with_priority)
 {
     struct lua_workqueue *w = check_wq(L);
     const char *key;
-    switch (luna_workqueue_get(w->q, &key)) {
+    int priority;
+    switch (luna_workqueue_get_priority(w->q, &key, &priority)) {
     case LUNA_WORKQUEUE_ITEM:
         lua_pushstring(L, key);
-        return 1;
+        if (!with_priority)
+            return 1;
+        lua_pushinteger(L, priority);
+        return 2;
     case LUNA_WORKQUEUE_EMPTY:
         lua_pushnil(L);
         lua_pushliteral(L, "empty");
@@ -294,6 +322,27 @@ static int luna_lua_workqueue_get(lua_State *L)
     lua_pushnil(L);
     lua_pushliteral(L, "shutdown");
     return 2;
+}
+
+static int luna_lua_workqueue_get(lua_State *L) { return get(L, false); }
+static int luna_lua_workqueue_get_with_priority(lua_State *L) { return get(L, true); }
+
+static int luna_lua_workqueue_set_fifo(lua_State *L)
+{
+    struct lua_workqueue *w = check_wq(L);
+    luaL_checktype(L, 2, LUA_TBOOLEAN);
+    int rc = luna_workqueue_set_fifo(w->q, lua_toboolean(L, 2));
+    if (rc)
+        return luna_lua_push_error(L, luna_errcode_name(rc), "workqueue: out of memory", rc);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int luna_lua_workqueue_depth_at(lua_State *L)
+{
+    struct lua_workqueue *w = check_wq(L);
+    lua_pushnumber(L, (double)luna_workqueue_depth_at(w->q, opt_priority(L, 2)));
+    return 1;
 }
 
 static int luna_lua_workqueue_done(lua_State *L)
@@ -458,6 +507,9 @@ void luna_lua_workqueue_register(lua_State *L)
         { "add_after", luna_lua_workqueue_add_after },
         { "add_rate_limited", luna_lua_workqueue_add_rate_limited },
         { "get", luna_lua_workqueue_get },
+        { "get_with_priority", luna_lua_workqueue_get_with_priority },
+        { "depth_at", luna_lua_workqueue_depth_at },
+        { "set_fifo", luna_lua_workqueue_set_fifo },
         { "done", luna_lua_workqueue_done },
         { "forget", luna_lua_workqueue_forget },
         { "num_requeues", luna_lua_workqueue_num_requeues },

@@ -2,18 +2,23 @@
  * lua_workqueue.h — core.workqueue: the workqueue (workqueue.h) from Lua,
  * for specs and scripts.
  *
- *   core.workqueue.new{ name = "", clock = "real"|"fake",
+ *   core.workqueue.new{ name = "", clock = "real"|"fake", fifo = false,
  *                       base_delay = 0.005, max_delay = 1000, qps = 10, burst = 100 }
  *   core.workqueue.new{ ..., rate_limiter = { kind = ..., ... } }
  *       the four numbers configure the default limiter; rate_limiter takes
  *       any description core.ratelimit.new accepts (without clock) instead
  *       (giving both raises).  A "real" queue runs its delays on the luna
  *       loop (they fire while core.loop.run* runs); a "fake" one starts at
- *       time 0 and moves only through q:advance().
- *   q:add(key)               true; false if shutting down (dropped)
- *   q:add_after(key, secs)   same; secs <= 0 adds now; NaN/inf raise
- *   q:add_rate_limited(key)  same
+ *       time 0 and moves only through q:advance().  fifo = true ignores
+ *       priorities (client-go's plain FIFO).
+ *   q:add(key[, priority])   true; false if shutting down (dropped);
+ *                            priority: an integer, default 0, higher first
+ *   q:add_after(key, secs[, priority])  same; secs <= 0 adds now; NaN/inf raise
+ *   q:add_rate_limited(key[, priority]) same
  *   q:get()                  key, or nil and "empty" / "shutdown"
+ *   q:get_with_priority()    key and its priority, or as get
+ *   q:depth_at(priority)     dirty keys at that priority
+ *   q:set_fifo(bool)         priorities off (every dirty key to 0) or on
  *   q:done(key)              raises if key is not being processed
  *   q:forget(key), q:num_requeues(key), q:len()
  *   q:shutdown()             a pending drain callback gets false

@@ -59,6 +59,8 @@ describe("luna.controller", function()
     { "zero workers", ok_spec({ workers = 0 }), "'workers' must be a positive integer" },
     { "fractional workers", ok_spec({ workers = 1.5 }), "'workers' must be a positive integer" },
     { "a negative resync", ok_spec({ resync = -1 }), "'resync' must be" },
+    { "a priority_queue that is not a boolean", ok_spec({ priority_queue = "fifo" }),
+      "'priority_queue' must be a boolean" },
     { "a watches entry without map", ok_spec({ watches = { "v1/Secret" } }), "needs a 'map' function" },
     { "labels that are not strings", ok_spec({ watch = { "v1/Pod", labels = { a = 1 } } }), "map strings to strings" },
     { "an index that is not a function", ok_spec({ indexes = { by_x = "x" } }), "map index names to functions" },

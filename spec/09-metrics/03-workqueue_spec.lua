@@ -126,6 +126,51 @@ describe("workqueue metrics export", function()
     assert.equal(m.work_duration_sum, n.work_sum)
   end)
 
+  it("shows the depth of each priority as controller-runtime labels it, and caps the label's values", function()
+    local reg = core.metrics.new()
+    local q = new_queue("prio")
+    core.metrics.export_workqueue(reg, q)
+    local function by_priority()
+      local out = {}
+      for _, s in ipairs(expo.samples(parse(reg), "workqueue_depth_by_priority")) do
+        assert.equal("prio", s.labels.name)
+        out[s.labels.priority] = s.value
+      end
+      return out
+    end
+    assert.same({}, by_priority())
+    q:add("a", -100); q:add("b", -100); q:add("c")
+    assert.same({ ["-100"] = 2, ["0"] = 1 }, by_priority())
+    q:add("a", 0)                                        -- raised
+    assert.same({ ["-100"] = 1, ["0"] = 2 }, by_priority())
+    assert.equal(3, numbers(reg, "prio").depth)          -- the total, as client-go's
+    assert.equal("c", q:get())                           -- a went behind c
+    q:add("c", 7)                                        -- dirty while processing
+    assert.same({ ["-100"] = 1, ["0"] = 1, ["7"] = 1 }, by_priority())
+    q:done("c")
+    while q:get() do end
+    assert.same({ ["-100"] = 0, ["0"] = 0, ["7"] = 0 }, by_priority())
+    for p = 1, 30 do q:add("k" .. p, 100 + p) end        -- 3 + 30 priorities seen
+    local depths = by_priority()
+    local labels = 0
+    for _ in pairs(depths) do labels = labels + 1 end
+    assert.equal(26, labels)                             -- 25 and the rest
+    assert.equal(30 - 22, depths.exceeded_cardinality_limit)
+    assert.equal(1, depths["101"])
+    assert.is_nil(depths["130"])
+  end)
+
+  it("shows the priorities a queue already has when exported later", function()
+    local reg = core.metrics.new()
+    local q = new_queue("late")
+    q:add("a", -100)
+    core.metrics.export_workqueue(reg, q)
+    local s = expo.samples(parse(reg), "workqueue_depth_by_priority")
+    assert.equal(1, #s)
+    assert.same({ name = "late", priority = "-100" }, s[1].labels)
+    assert.equal(1, s[1].value)
+  end)
+
   it("keeps queues apart by name, in name order", function()
     local reg = core.metrics.new()
     local b, a = new_queue("b-queue"), new_queue("a-queue")
@@ -185,7 +230,7 @@ describe("workqueue metrics export", function()
     assert.equal(1, numbers(reg, "short-lived").depth)
     collectgarbage(); collectgarbage(); collectgarbage()
     assert.equal("", reg:render())
-    assert.equal(7, reg:count()) -- the families stay, without series
+    assert.equal(8, reg:count()) -- the families stay, without series
   end)
 
   it("lets a queue outlive its registry", function()

@@ -51,6 +51,12 @@ return luna.controller {
     if mode == "badafter" and req.attempt < 3 then
       return { requeue_after = req.attempt == 1 and "1" or 0 / 0 }
     end
+    if mode == "lowpriority" and req.attempt < 3 then
+      return { requeue = true, priority = req.attempt == 1 and -100 or nil }
+    end
+    if mode == "badpriority" and req.attempt < 3 then
+      return { requeue = true, priority = req.attempt == 1 and 1.5 or "high" }
+    end
     if mode == "metatable" then
       -- a result whose metamethods raise: read raw, so just done
       return setmetatable({}, { __index = function() error("no fields here") end })
@@ -75,7 +81,7 @@ return luna.controller {
 describe("reconcile results #integration", function()
   local env, token, ns
   local modes = { "none", "true", "requeue", "after", "raise", "nilerr", "false", "tblret",
-                  "tblraise", "badtostring", "plainraise", "apierr", "yield", "badafter",
+                  "tblraise", "badtostring", "plainraise", "apierr", "yield", "badafter", "badpriority", "lowpriority",
                   "metatable" }
 
   setup(function()
@@ -235,6 +241,25 @@ describe("reconcile results #integration", function()
     assert.same({ 1, 2 }, attempts(fails))
     for _, f in ipairs(fails) do
       assert.matches("invalid result: requeue_after must be a number of seconds", f.error)
+    end
+  end)
+
+  it("requeues at the priority a result names, and retries keep it", function()
+    rt.wait(env, done("lowpriority", "success"), 20, "lowpriority done")
+    local prios = {}
+    for i, r in ipairs(rt.all(env, rt.msg("reconcile start", { key = key("lowpriority") }))) do
+      prios[i] = r.priority
+    end
+    -- created live (0), then the result's -100, kept by the next requeue
+    assert.same({ "0", "-100", "-100" }, prios)
+  end)
+
+  it("fails a result whose priority is not an integer", function()
+    rt.wait(env, done("badpriority", "success"), 20, "badpriority done")
+    local fails = rt.all(env, failed("badpriority"))
+    assert.same({ 1, 2 }, attempts(fails))
+    for _, f in ipairs(fails) do
+      assert.matches("invalid result: priority must be an integer", f.error)
     end
   end)
 

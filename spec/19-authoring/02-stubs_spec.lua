@@ -145,7 +145,8 @@ describe("the LuaLS definitions", function()
     assert.same(known, groups, "the runtime's groups of fields")
     for _, want in ipairs { "spec.every", "spec.jitter", "spec.watch", "spec.rate_limit", "spec.rate_limit.burst",
                             "spec.limits.seconds", "spec.source.map", "request.periodic", "request.attempt",
-                            "result.requeue_after", "error.reason", "error.where" } do
+                            "result.requeue_after", "result.priority", "spec.priority_queue", "error.reason",
+                            "error.where" } do
       local group, field = want:match("^(.*)%.([%w_]+)$")
       local found = false
       for _, f in ipairs(fields[group] or {}) do found = found or f == field end

@@ -44,7 +44,9 @@ end
 -- opts.seed: manifests the server needs first (CRDs): --seed for the dev
 -- server, kubectl apply for a cluster; opts.args: extra `luna run` flags;
 -- opts.server_args: extra dev server flags; opts.env: extra environment;
--- opts.wait: the log line to wait for (default "caches synced"; false: none).
+-- opts.wait: the log line to wait for (default "caches synced"; false: none);
+-- opts.prepare(srv): runs once the server is up, before luna starts (the
+-- objects its first lists should hold).
 function luna_env.start(opts)
   local args = {}
   for _, f in ipairs(opts.seed or {}) do
@@ -59,6 +61,7 @@ function luna_env.start(opts)
       assert(rc == 0, out)
     end
   end
+  if opts.prepare then opts.prepare(srv) end
   local dir = helpers.tmpdir()
   for _, f in ipairs(opts.controllers or {}) do
     helpers.write_file(dir .. "/" .. f:match("[^/]+$"), assert(helpers.read_file(f)))

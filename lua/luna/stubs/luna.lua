@@ -41,13 +41,15 @@
 
 ---What `reconcile` returns: nothing or true (done), `{ requeue = true }`
 ---(again, rate limited), `{ requeue_after = s }` (again in s seconds), or
----`nil, err` / `false` / an error (retried with per-key backoff).
+---`nil, err` / `false` / an error (retried with per-key backoff).  A retry
+---keeps the priority the key was reconciled at unless `priority` says otherwise.
 ---@alias luna.Result nil|true|false|luna.Requeue
 
 ---The table form of a result.
 ---@class luna.Requeue
 ---@field requeue? boolean again, rate limited
 ---@field requeue_after? number again in this many seconds (0..1e9)
+---@field priority? integer the requeue's priority (-1e9..1e9; higher first; first lists and resyncs are -100, live events 0)
 
 ---Watchdog budgets between two yields (0: none).
 ---@class luna.Limits
@@ -74,6 +76,7 @@
 ---@field rate_limit? luna.RateLimit retry backoff and overall rate
 ---@field limits? luna.Limits watchdog budgets between two yields (0: none)
 ---@field keep_managed_fields? boolean keep metadata.managedFields in the caches (dropped by default)
+---@field priority_queue? boolean live events before first-list and resync keys (default true); false: one FIFO
 ---@field every? number|string periodic work: seconds (1..31536000) or a cron schedule ("*/5 * * * *"); reconcile then also gets req.periodic
 ---@field jitter? number each tick up to this fraction (0..1) of the period late, at random; only with `every`
 ---@field reconcile fun(req: luna.Request): luna.Result, luna.Error|string|nil
