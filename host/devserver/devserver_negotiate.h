@@ -1,0 +1,82 @@
+/*
+ * devserver_negotiate.h — what a GET, LIST or WATCH answers, from its
+ * Accept header, as kube-apiserver v1.37 negotiates it; and the
+ * PartialObjectMetadata conversions it may ask for.
+ *
+ * The Accept header is parsed as the API server's goautoneg parses it:
+ * clauses split at ',', parameters at ';' (one '=' each, q read as a
+ * number), clauses ordered by goautoneg's comparison (q, then concrete
+ * types before wildcards; ties keep their order).  The first clause, in
+ * that order, that names one of the server's media types (application/
+ * json, application/yaml, application/vnd.kubernetes.protobuf; or a
+ * wildcard) with parameters the endpoint allows wins:
+ *   - as=, g=, v= ask for a conversion: PartialObjectMetadata and
+ *     PartialObjectMetadataList (any media type) and Table (JSON or YAML)
+ *     in meta.k8s.io/v1 or v1beta1; anything else is not allowed;
+ *   - stream= must be "watch", on a media type that streams (not YAML);
+ *   - sv= must be "v1";
+ *   - a custom resource without a conversion is served as JSON or YAML
+ *     only (kube's StandardSerializers).
+ * No header: JSON.  No clause allowed: 406 NotAcceptable, "only the
+ * following media types are accepted: application/json, application/yaml,
+ * application/vnd.kubernetes.protobuf".  A WATCH whose winner cannot
+ * stream (YAML) is refused the same way with the streaming types.
+ *
+ * The dev server writes JSON whatever media type won (every client that
+ * accepts protobuf or YAML from kube accepts JSON too) and serves a Table
+ * request the plain object; PartialObjectMetadata it converts as kube
+ * does: {"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/<v>",
+ * "metadata": the object's metadata}, and lists into a
+ * PartialObjectMetadataList with the list's resourceVersion, continue and
+ * remainingItemCount.  A list asked for as PartialObjectMetadata, or one
+ * object as PartialObjectMetadataList, is a 406 naming the Go type kube
+ * would have held ("*core.ConfigMapList", "*unstructured.Unstructured").
+ *
+ * Pure functions; nothing is kept between calls.
+ */
+#ifndef LUNA_DEVSERVER_NEGOTIATE_H
+#define LUNA_DEVSERVER_NEGOTIATE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "devserver/devserver_status.h"
+#include "devserver/devserver_types.h"
+
+typedef enum luna_ds_media {
+    LUNA_DS_MEDIA_JSON,
+    LUNA_DS_MEDIA_YAML,
+    LUNA_DS_MEDIA_PROTOBUF,
+} luna_ds_media;
+
+typedef enum luna_ds_as {
+    LUNA_DS_AS_OBJECT,        /* no conversion */
+    LUNA_DS_AS_PARTIAL,       /* PartialObjectMetadata */
+    LUNA_DS_AS_PARTIAL_LIST,  /* PartialObjectMetadataList */
+    LUNA_DS_AS_TABLE,         /* Table (served as the object by the dev server) */
+} luna_ds_as;
+
+typedef struct luna_ds_output {
+    luna_ds_media media;
+    luna_ds_as as;
+    const char *meta_version;  /* "v1" or "v1beta1" when converting (static) */
+} luna_ds_output;
+
+/* Negotiates accept (NULL or "": JSON) for type t.  0 with *out set, or a
+ * negative code with a 406 in st. */
+int luna_ds_negotiate(const char *accept, const luna_ds_type *t, luna_ds_output *out,
+                      luna_ds_status *st);
+/* For a WATCH, after luna_ds_negotiate: a 406 in st if out's media type
+ * cannot stream, else 0. */
+int luna_ds_negotiate_stream(const luna_ds_output *out, luna_ds_status *st);
+
+/* The 406 kube answers when the conversion does not fit the result: one
+ * object asked for as a list, or a list as one object.  Returns the
+ * negative code. */
+int luna_ds_negotiate_mismatch(const luna_ds_type *t, bool list, luna_ds_status *st);
+
+/* doc (an object; consumed) as a PartialObjectMetadata of meta.k8s.io/
+ * version: a new document, NULL when out of memory. */
+json_t *luna_ds_partial_object(json_t *doc, const char *version);
+
+#endif

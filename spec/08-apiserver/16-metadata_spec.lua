@@ -1,0 +1,179 @@
+-- Content negotiation for GET, LIST and WATCH: PartialObjectMetadata
+-- (what metadata-only informers ask for), and the 406 for what the server
+-- cannot send.  The same assertions hold on kube-apiserver (KUBECONFIG).
+local client = require("support.apiserver_client")
+
+local AS = "application/json;as=%s;g=meta.k8s.io;v=%s"
+local function accept(as, v) return "Accept: " .. AS:format(as, v or "v1") end
+local MEDIA = "only the following media types are accepted: application/json, application/yaml, " ..
+  "application/vnd.kubernetes.protobuf"
+
+describe("PartialObjectMetadata #integration", function()
+  local srv
+  setup(function() srv = client.start() end)
+  teardown(function() srv:stop() end)
+
+  local function secret(name, labels)
+    local code, obj = srv:request("POST", srv:ns_path("secrets"), { apiVersion = "v1", kind = "Secret",
+      metadata = { name = name, labels = labels, annotations = { note = "kept" } },
+      data = { big = string.rep("QUFB", 1024) } })
+    assert.equal(201, code)
+    return obj
+  end
+
+  local function same_metadata(full, partial)
+    -- kube copies ObjectMeta whole (managedFields included)
+    assert.same(full.metadata, partial.metadata)
+    assert.is_nil(partial.data)
+  end
+
+  it("lists as a PartialObjectMetadataList, items as PartialObjectMetadata", function()
+    local a, b = secret("pom-a", { pom = "yes" }), secret("pom-b", { pom = "yes" })
+    local code, list, raw, headers = srv:request("GET", srv:ns_path("secrets") .. "?labelSelector=pom%3Dyes",
+      nil, { headers = { accept("PartialObjectMetadataList") } })
+    assert.equal(200, code, raw)
+    assert.matches("[Cc]ontent%-[Tt]ype: application/json\r?\n", headers)
+    assert.equal("PartialObjectMetadataList", list.kind)
+    assert.equal("meta.k8s.io/v1", list.apiVersion)
+    assert.is_string(list.metadata.resourceVersion)
+    assert.equal(2, #list.items)
+    assert.matches('^{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{', raw)
+    for i, want in ipairs({ a, b }) do
+      local item = list.items[i]
+      assert.equal("PartialObjectMetadata", item.kind)
+      assert.equal("meta.k8s.io/v1", item.apiVersion)
+      same_metadata(want, item)
+    end
+    assert.matches('"items":%[{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"pom%-a"', raw)
+  end)
+
+  it("pages a metadata list with continue and remainingItemCount", function()
+    for i = 1, 3 do secret("page-" .. i, { page = "yes" }) end
+    local code, list = srv:request("GET", srv:ns_path("secrets") .. "?labelSelector=page%3Dyes&limit=2",
+      nil, { headers = { accept("PartialObjectMetadataList") } })
+    assert.equal(200, code)
+    assert.equal(2, #list.items)
+    assert.is_string(list.metadata.continue)
+    local code2, rest = srv:request("GET", srv:ns_path("secrets") .. "?labelSelector=page%3Dyes&limit=2&continue=" ..
+      list.metadata.continue, nil, { headers = { accept("PartialObjectMetadataList") } })
+    assert.equal(200, code2)
+    assert.equal("page-3", rest.items[1].metadata.name)
+    assert.equal("PartialObjectMetadata", rest.items[1].kind)
+  end)
+
+  it("answers an empty metadata list with items null", function()
+    local code, _, raw = srv:request("GET", srv:ns_path("secrets") .. "?labelSelector=none%3Dhere",
+      nil, { headers = { accept("PartialObjectMetadataList") } })
+    assert.equal(200, code)
+    assert.matches('"items":null}', raw, 1, true)
+  end)
+
+  it("speaks meta.k8s.io/v1beta1 too", function()
+    secret("beta", { beta = "yes" })
+    local code, list = srv:request("GET", srv:ns_path("secrets") .. "?labelSelector=beta%3Dyes", nil,
+      { headers = { accept("PartialObjectMetadataList", "v1beta1") } })
+    assert.equal(200, code)
+    assert.equal("meta.k8s.io/v1beta1", list.apiVersion)
+    assert.equal("meta.k8s.io/v1beta1", list.items[1].apiVersion)
+  end)
+
+  it("gets one object as PartialObjectMetadata", function()
+    local full = secret("one")
+    local code, obj, raw = srv:request("GET", srv:ns_path("secrets", "one"), nil,
+      { headers = { accept("PartialObjectMetadata") } })
+    assert.equal(200, code)
+    assert.equal("PartialObjectMetadata", obj.kind)
+    assert.equal("meta.k8s.io/v1", obj.apiVersion)
+    same_metadata(full, obj)
+    assert.matches('^{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"one"', raw)
+  end)
+
+  it("refuses a list asked for as one object and one object asked for as a list, with 406", function()
+    secret("mismatch")
+    local code, st = srv:request("GET", srv:ns_path("secrets"), nil, { headers = { accept("PartialObjectMetadata") } })
+    assert.equal(406, code)
+    assert.same({ "Status", "Failure", "NotAcceptable", 406,
+      "you requested PartialObjectMetadata, but the requested object is a list (*core.SecretList)" },
+      { st.kind, st.status, st.reason, st.code, st.message })
+    code, st = srv:request("GET", srv:ns_path("secrets", "mismatch"), nil,
+      { headers = { accept("PartialObjectMetadataList") } })
+    assert.equal(406, code)
+    assert.equal("you requested PartialObjectMetadataList, but the requested object is not a list (*core.Secret)",
+      st.message)
+    -- the object is read first: a missing one is a 404
+    code = srv:request("GET", srv:ns_path("secrets", "absent"), nil, { headers = { accept("PartialObjectMetadataList") } })
+    assert.equal(404, code)
+    code, st = srv:request("GET", "/apis/apps/v1/namespaces/" .. srv.ns .. "/deployments", nil,
+      { headers = { accept("PartialObjectMetadata") } })
+    assert.equal(406, code)
+    assert.equal("you requested PartialObjectMetadata, but the requested object is a list (*apps.DeploymentList)",
+      st.message)
+  end)
+
+  it("refuses a conversion it cannot make with 406, unless the Accept falls back", function()
+    for _, h in ipairs({ accept("Foo"), accept("PartialObjectMetadata", "v2"),
+                         "Accept: application/json;as=PartialObjectMetadata",
+                         "Accept: application/json;as=PartialObjectMetadata;g=example.com;v=v1",
+                         "Accept: application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1",
+                         "Accept: application/json;stream=other", "Accept: text/html",
+                         "Accept: application/json;sv=v2" }) do
+      local code, st = srv:request("GET", srv:ns_path("secrets"), nil, { headers = { h } })
+      assert.equal(406, code, h)
+      assert.same({ "NotAcceptable", MEDIA }, { st.reason, st.message }, h)
+      code, st = srv:request("GET", srv:ns_path("secrets", "nothing-here"), nil, { headers = { h } })
+      assert.equal(406, code, "GET one: " .. h)
+    end
+    -- a later clause kube can serve wins: the plain list
+    local code, list = srv:request("GET", srv:ns_path("secrets"), nil,
+      { headers = { "Accept: " .. AS:format("Foo", "v1") .. ", application/json" } })
+    assert.equal(200, code)
+    assert.equal("SecretList", list.kind)
+    -- a higher q wins over order
+    code, list = srv:request("GET", srv:ns_path("secrets"), nil,
+      { headers = { "Accept: application/json;q=0.5, " .. AS:format("PartialObjectMetadataList", "v1") } })
+    assert.equal(200, code)
+    assert.equal("PartialObjectMetadataList", list.kind)
+    -- wildcards match json
+    code, list = srv:request("GET", srv:ns_path("secrets"), nil,
+      { headers = { "Accept: */*;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1" } })
+    assert.equal(200, code)
+    assert.equal("PartialObjectMetadataList", list.kind)
+  end)
+
+  it("watches as PartialObjectMetadata", function()
+    local code, list = srv:request("GET", srv:ns_path("secrets"))
+    assert.equal(200, code)
+    local w = srv:watch(srv:ns_path("secrets") .. "?watch=true&resourceVersion=" .. list.metadata.resourceVersion,
+      { accept("PartialObjectMetadata") })
+    local full = secret("watched")
+    local ev = w:until_event(function(e) return e.object and e.object.metadata.name == "watched" end, 10)
+    w:stop()
+    assert.is_not_nil(ev, "no event for the new secret")
+    assert.equal("ADDED", ev.type)
+    assert.equal("PartialObjectMetadata", ev.object.kind)
+    assert.equal("meta.k8s.io/v1", ev.object.apiVersion)
+    same_metadata(full, ev.object)
+  end)
+
+  it("watches whole objects when asked for PartialObjectMetadataList (kube cannot convert one object)", function()
+    local code, list = srv:request("GET", srv:ns_path("secrets"))
+    assert.equal(200, code)
+    local w = srv:watch(srv:ns_path("secrets") .. "?watch=true&resourceVersion=" .. list.metadata.resourceVersion,
+      { accept("PartialObjectMetadataList") })
+    secret("watched-list")
+    local ev = w:until_event(function(e) return e.object and e.object.metadata.name == "watched-list" end, 10)
+    w:stop()
+    assert.is_not_nil(ev, "no event for the new secret")
+    assert.equal("Secret", ev.object.kind)
+    assert.is_string(ev.object.data.big)
+  end)
+
+  it("refuses a watch in YAML, which does not stream", function()
+    -- (kube writes this Status in YAML, the dev server in JSON)
+    local code, _, raw = srv:request("GET", srv:ns_path("secrets") .. "?watch=true&timeoutSeconds=1", nil,
+      { headers = { "Accept: application/yaml" } })
+    assert.equal(406, code)
+    assert.matches("NotAcceptable", raw, 1, true)
+    assert.matches("application/json;stream=watch", raw, 1, true)
+  end)
+end)
