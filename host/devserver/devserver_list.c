@@ -264,7 +264,7 @@ void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t
         if (s > i)
             i = s;
     }
-    bool convert = luna_ds_types_storage_of(ds->types, t) != t || partial;
+    bool convert = luna_ds_types_storage_of(ds->types, t) != t;
     bool selects = luna_ds_filter_selects(&f);
     struct luna_textbuf b = LUNA_TEXTBUF_INIT;
     size_t est = 256;
@@ -302,7 +302,9 @@ void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t
             continue;
         if (count)
             luna_textbuf_putc(&b, ',');
-        if (convert) {
+        if (partial && !convert && luna_ds_partial_bytes(o->bytes, o->len, partial, &b)) {
+            /* the stored bytes' metadata, unparsed */
+        } else if (convert || partial) {
             json_t *doc = luna_ds_doc_as(ds, t, o);
             if (partial)
                 doc = luna_ds_partial_object(doc, partial);

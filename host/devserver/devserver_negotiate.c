@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
+
 #define MAX_CLAUSES 32
 #define MAX_PARAMS 8
 #define ACCEPTED "application/json, application/yaml, application/vnd.kubernetes.protobuf"
@@ -239,4 +241,19 @@ json_t *luna_ds_partial_object(json_t *doc, const char *version)
                                  api_version, "metadata");
     json_decref(doc);
     return out;
+}
+
+bool luna_ds_partial_bytes(const char *json, size_t len, const char *version,
+                           struct luna_textbuf *b)
+{
+    luna_json_value v;
+    char buf[8];
+    if (luna_json_lookup(json, len, "metadata", &v, buf, sizeof buf, NULL) < 0 ||
+        v.type != LUNA_JSON_OBJECT_START)
+        return false;
+    luna_textbuf_printf(b, "{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/%s\","
+                        "\"metadata\":", version);
+    luna_textbuf_append(b, json + v.start, (size_t)(v.end - v.start));
+    luna_textbuf_putc(b, '}');
+    return true;
 }

@@ -40,6 +40,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "base/textbuf.h"
 #include "devserver/devserver_status.h"
 #include "devserver/devserver_types.h"
 
@@ -78,5 +79,10 @@ int luna_ds_negotiate_mismatch(const luna_ds_type *t, bool list, luna_ds_status 
 /* doc (an object; consumed) as a PartialObjectMetadata of meta.k8s.io/
  * version: a new document, NULL when out of memory. */
 json_t *luna_ds_partial_object(json_t *doc, const char *version);
+/* The same from a stored object's compact JSON bytes, appended to b
+ * without parsing the rest of the object (its metadata comes first):
+ * false (nothing appended) if json has no metadata object. */
+bool luna_ds_partial_bytes(const char *json, size_t len, const char *version,
+                           struct luna_textbuf *b);
 
 #endif

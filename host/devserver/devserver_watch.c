@@ -108,7 +108,17 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
     char *converted = NULL;
     const char *bytes = obj->bytes;
     size_t len = obj->len;
-    if (rv_override || w->type != w->storage || w->partial) {
+    struct luna_textbuf tb = LUNA_TEXTBUF_INIT;
+    if (w->partial && !rv_override && w->type == w->storage &&
+        luna_ds_partial_bytes(obj->bytes, obj->len, w->partial, &tb)) {
+        if (tb.failed) {
+            luna_textbuf_free(&tb);
+            drop(w);
+            return;
+        }
+        converted = luna_textbuf_steal(&tb, &len);
+        bytes = converted;
+    } else if (rv_override || w->type != w->storage || w->partial) {
         json_t *doc = luna_ds_obj_doc(obj);
         if (!doc) {
             drop(w);
