@@ -2,6 +2,7 @@
 -- (what metadata-only informers ask for), and the 406 for what the server
 -- cannot send.  The same assertions hold on kube-apiserver (KUBECONFIG).
 local client = require("support.apiserver_client")
+local helpers = require("helpers")
 
 local AS = "application/json;as=%s;g=meta.k8s.io;v=%s"
 local function accept(as, v) return "Accept: " .. AS:format(as, v or "v1") end
@@ -166,6 +167,45 @@ describe("PartialObjectMetadata #integration", function()
     assert.is_not_nil(ev, "no event for the new secret")
     assert.equal("Secret", ev.object.kind)
     assert.is_string(ev.object.data.big)
+  end)
+
+  it("converts custom resources, names their Go type unstructured, and serves them no protobuf", function()
+    local group = srv.ns .. ".example.com"
+    local crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    local code = srv:request("POST", crd, { apiVersion = "apiextensions.k8s.io/v1",
+      kind = "CustomResourceDefinition", metadata = { name = "gizmos." .. group },
+      spec = { group = group, scope = "Namespaced", names = { plural = "gizmos", singular = "gizmo",
+        kind = "Gizmo", listKind = "GizmoList" }, versions = { { name = "v1", served = true, storage = true,
+        schema = { openAPIV3Schema = { type = "object", ["x-kubernetes-preserve-unknown-fields"] = true } } } } } })
+    assert.equal(201, code)
+    finally(function() srv:request("DELETE", crd .. "/gizmos." .. group) end)
+    local path = "/apis/" .. group .. "/v1/namespaces/" .. srv.ns .. "/gizmos"
+    -- a new CRD's resource is served a moment after it is Established
+    helpers.eventually(function()
+      return srv:request("POST", path, { apiVersion = group .. "/v1", kind = "Gizmo",
+        metadata = { name = "gz" }, spec = { size = 3 } }) == 201
+    end, 30, "the custom resource to be served")
+    local lcode, list = srv:request("GET", path, nil, { headers = { accept("PartialObjectMetadataList") } })
+    assert.equal(200, lcode)
+    assert.equal("PartialObjectMetadataList", list.kind)
+    assert.equal("PartialObjectMetadata", list.items[1].kind)
+    assert.equal("gz", list.items[1].metadata.name)
+    assert.is_nil(list.items[1].spec)
+    local st
+    code, st = srv:request("GET", path, nil, { headers = { accept("PartialObjectMetadata") } })
+    assert.equal(406, code)
+    assert.equal("you requested PartialObjectMetadata, but the requested object is a list " ..
+      "(*unstructured.UnstructuredList)", st.message)
+    code, st = srv:request("GET", path .. "/gz", nil, { headers = { accept("PartialObjectMetadataList") } })
+    assert.equal(406, code)
+    assert.equal("you requested PartialObjectMetadataList, but the requested object is not a list " ..
+      "(*unstructured.Unstructured)", st.message)
+    code, st = srv:request("GET", path, nil, { headers = { "Accept: application/vnd.kubernetes.protobuf" } })
+    assert.equal(406, code)
+    assert.equal(MEDIA, st.message)
+    code = srv:request("GET", path, nil,
+      { headers = { "Accept: application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1" } })
+    assert.equal(200, code)
   end)
 
   it("refuses a watch in YAML, which does not stream", function()
