@@ -137,7 +137,8 @@ void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t
 {
     luna_ds_status st = { 0 };
     luna_ds_output neg;
-    if (luna_ds_negotiate(req->accept, t, &neg, &st) < 0) {
+    if (luna_ds_negotiate_route(req->accept, t, true, &st) < 0 ||
+        luna_ds_negotiate(req->accept, t, &neg, &st) < 0) {
         luna_ds_reply_status(resp, &st);
         return;
     }
@@ -370,9 +371,11 @@ static void handle_watch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *
         .type = t,
         .storage = luna_ds_types_storage_of(ds->types, t),
         .bookmark_interval = ds->bookmark_interval,
-        /* as=PartialObjectMetadataList fails on each event's object and
-         * kube sends the object whole (watch.go's embedded encoder) */
         .partial = out->as == LUNA_DS_AS_PARTIAL ? out->meta_version : NULL,
+        /* as=PartialObjectMetadataList: kube's embedded encoder fails on
+         * each event's object (logged), then encoding the object as it was
+         * fails too and the watch ends, 200 and nothing sent */
+        .end_on_object = out->as == LUNA_DS_AS_PARTIAL_LIST,
     };
     if (luna_ds_list_filter(req, t, ns, !ds->faults.ignore_shard_selector, &o.filter, &st) < 0) {
         luna_ds_reply_status(resp, &st);

@@ -151,6 +151,41 @@ static bool allowed(const struct clause *c, size_t m, const luna_ds_type *t, lun
     return true;
 }
 
+int luna_ds_negotiate_route(const char *accept, const luna_ds_type *t, bool collection,
+                            luna_ds_status *st)
+{
+    if (t->custom || !accept || !*accept)
+        return 0;
+    for (const char *p = accept; *p;) {
+        size_t n = strcspn(p, ",");
+        size_t m = strcspn(p, ";");
+        if (m > n)
+            m = n;
+        const char *a = p, *b = p + m;
+        while (a < b && *a == ' ')
+            a++;
+        while (b > a && b[-1] == ' ')
+            b--;
+        size_t len = (size_t)(b - a);
+        if (len == 3 && memcmp(a, "*/*", 3) == 0)
+            return 0;
+        for (size_t i = 0; i < sizeof served / sizeof served[0]; i++) {
+            size_t sl = strlen(served[i].subtype);
+            if (len == 12 + sl && memcmp(a, "application/", 12) == 0 &&
+                memcmp(a + 12, served[i].subtype, sl) == 0)
+                return 0;
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    int rc = luna_ds_status_set(st, 406, "NotAcceptable",
+                                "406: Not Acceptable\n\nAvailable representations: " ACCEPTED "%s",
+                                collection ? ", " ACCEPTED_STREAM : "");
+    st->details = json_object();
+    return rc;
+}
+
 int luna_ds_negotiate(const char *accept, const luna_ds_type *t, luna_ds_output *out,
                       luna_ds_status *st)
 {
@@ -224,6 +259,8 @@ int luna_ds_negotiate_mismatch(const luna_ds_type *t, bool list, luna_ds_status 
     if (list)
         return luna_ds_status_set(st, 406, "NotAcceptable", "you requested PartialObjectMetadata, "
                                   "but the requested object is a list (*%s.%sList)", pkg, kind);
+    if (t->custom) /* Unstructured has a list's accessors, not its content */
+        return luna_ds_status_set(st, 500, "", "content is not a list");
     return luna_ds_status_set(st, 406, "NotAcceptable", "you requested PartialObjectMetadataList, "
                               "but the requested object is not a list (*%s.%s)", pkg, kind);
 }

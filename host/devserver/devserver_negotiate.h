@@ -63,6 +63,15 @@ typedef struct luna_ds_output {
     const char *meta_version;  /* "v1" or "v1beta1" when converting (static) */
 } luna_ds_output;
 
+/* The check go-restful makes first on a built-in type's route (kube serves
+ * custom resources outside go-restful): some clause's media type, its
+ * parameters cut off, is "*" "/" "*" or exactly one the route produces
+ * (application/json, application/yaml, application/vnd.kubernetes.protobuf;
+ * no subtype wildcard).  Else a 406 "406: Not Acceptable\n\nAvailable
+ * representations: ..." listing the route's types (a collection's route
+ * adds the two ";stream=watch" ones) with empty details.  No header passes. */
+int luna_ds_negotiate_route(const char *accept, const luna_ds_type *t, bool collection,
+                            luna_ds_status *st);
 /* Negotiates accept (NULL or "": JSON) for type t.  0 with *out set, or a
  * negative code with a 406 in st. */
 int luna_ds_negotiate(const char *accept, const luna_ds_type *t, luna_ds_output *out,
@@ -71,9 +80,10 @@ int luna_ds_negotiate(const char *accept, const luna_ds_type *t, luna_ds_output 
  * cannot stream, else 0. */
 int luna_ds_negotiate_stream(const luna_ds_output *out, luna_ds_status *st);
 
-/* The 406 kube answers when the conversion does not fit the result: one
- * object asked for as a list, or a list as one object.  Returns the
- * negative code. */
+/* The error kube answers when the conversion does not fit the result: a
+ * list asked for as one object (406), or one object as a list (406; for a
+ * custom resource, whose Go type passes for a list, a 500 "content is not a
+ * list" without a reason).  Returns the negative code. */
 int luna_ds_negotiate_mismatch(const luna_ds_type *t, bool list, luna_ds_status *st);
 
 /* doc (an object; consumed) as a PartialObjectMetadata of meta.k8s.io/

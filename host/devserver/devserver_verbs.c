@@ -54,7 +54,8 @@ void luna_ds_verbs_get(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t,
 {
     luna_ds_status st = { 0 };
     luna_ds_output out;
-    if (luna_ds_negotiate(req->accept, t, &out, &st) < 0) {
+    if (luna_ds_negotiate_route(req->accept, t, false, &st) < 0 ||
+        luna_ds_negotiate(req->accept, t, &out, &st) < 0) {
         luna_ds_reply_status(resp, &st);
         return;
     }

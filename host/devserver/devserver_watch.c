@@ -25,6 +25,7 @@ struct luna_ds_watch {
     luna_ds_filter filter;
     bool bookmarks;
     const char *partial;            /* meta.k8s.io version of PartialObjectMetadata, or NULL */
+    bool end_on_object;             /* as=PartialObjectMetadataList: end before any object */
     char *buf;                      /* queued bytes buf[off..len) */
     size_t off, len, cap;
     bool ended;                     /* no more bytes will be queued */
@@ -104,6 +105,10 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
 {
     if (w->ended)
         return;
+    if (w->end_on_object) {
+        end_stream(w);
+        return;
+    }
     luna_ds_faults *f = w->faults;
     char *converted = NULL;
     const char *bytes = obj->bytes;
@@ -186,6 +191,10 @@ static void queue_line(luna_ds_watch *w, json_t *doc)
 
 static void send_bookmark(luna_ds_watch *w, bool initial_end)
 {
+    if (w->end_on_object) {
+        end_stream(w);
+        return;
+    }
     json_t *md = json_object();
     char rv[32];
     snprintf(rv, sizeof rv, "%llu", (unsigned long long)luna_ds_store_rv(w->store));
@@ -285,6 +294,7 @@ luna_ds_watch *luna_ds_watch_start(luna_ds_watch_opts *opts)
     memset(&opts->filter, 0, sizeof opts->filter);
     w->bookmarks = opts->bookmarks;
     w->partial = opts->partial;
+    w->end_on_object = opts->end_on_object;
     w->listener.fn = on_listener;
     ev_timer_init(&w->timeout_timer, on_timeout, opts->timeout, 0);
     double bi = opts->bookmark_interval > 0 ? opts->bookmark_interval : 60;

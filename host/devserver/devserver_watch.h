@@ -63,6 +63,9 @@ typedef struct luna_ds_watch_opts {
     double timeout;                 /* seconds; 0 = none */
     const char *partial;            /* "v1"/"v1beta1": objects as meta.k8s.io
                                        PartialObjectMetadata (static); NULL: whole */
+    bool end_on_object;             /* end the stream cleanly instead of sending
+                                       any object or bookmark (kube, asked for
+                                       PartialObjectMetadataList, cannot encode one) */
     double bookmark_interval;       /* seconds between BOOKMARKs */
 } luna_ds_watch_opts;
 
