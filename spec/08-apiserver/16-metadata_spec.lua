@@ -169,6 +169,15 @@ describe("PartialObjectMetadata #integration", function()
     assert.equal("PartialObjectMetadata", ev.object.kind)
     assert.equal("meta.k8s.io/v1", ev.object.apiVersion)
     same_metadata(full, ev.object)
+    -- bookmarks too (the initial-events-end one comes at once)
+    w = srv:watch(srv:ns_path("secrets") .. "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan" ..
+      "&allowWatchBookmarks=true&fieldSelector=metadata.name%3Dnothing", { accept("PartialObjectMetadata") })
+    ev = w:event(10)
+    w:stop()
+    assert.is_not_nil(ev, "no bookmark")
+    assert.same({ "BOOKMARK", "PartialObjectMetadata", "meta.k8s.io/v1", { ["k8s.io/initial-events-end"] = "true" } },
+      { ev.type, ev.object.kind, ev.object.apiVersion, ev.object.metadata.annotations })
+    assert.is_string(ev.object.metadata.resourceVersion)
   end)
 
   it("ends a watch asked for PartialObjectMetadataList at its first object, sending nothing", function()
