@@ -162,6 +162,7 @@ static void on_resolved(void *ud, const struct luna_resource *res, const luna_er
         .shard = si->shard,
         .page_size = si->spec.page_size,
         .keep_managed_fields = si->spec.keep_managed_fields,
+        .metadata_only = si->spec.metadata_only,
         .min_watch_timeout = si->spec.min_watch_timeout,
         .max_watch_timeout = si->spec.max_watch_timeout,
         .idle_timeout = si->spec.idle_timeout,
@@ -191,23 +192,26 @@ static void start_resolve(struct luna_shared_informer *si)
 }
 
 /* The shared informer's key (malloc'd; NULL on ENOMEM): kind, namespace
- * ("" → "*"), canonical selectors and the shard's canonical text. */
+ * ("" → "*"), canonical selectors, the shard's canonical text and
+ * " metadata-only" for an informer of PartialObjectMetadata. */
 static char *make_key(const char *group, const char *version, const char *kind, const char *ns,
                       const char *labels, const char *fields,
-                      const struct luna_shard_selector *shard)
+                      const struct luna_shard_selector *shard, bool metadata_only)
 {
     char *shard_text = shard ? luna_shard_text(shard) : NULL;
     if (shard && !shard_text)
         return NULL;
-    /* + "/", "/", " ns=", "*", " labels=", " fields=", " shard=" and the NUL: 31 bytes */
+    /* + "/", "/", " ns=", "*", " labels=", " fields=", " shard=", " metadata-only"
+     * and the NUL: 45 bytes */
     size_t klen = strlen(group) + strlen(version) + strlen(kind) + strlen(ns) +
                   (labels ? strlen(labels) : 0) + (fields ? strlen(fields) : 0) +
-                  (shard_text ? strlen(shard_text) : 0) + 31;
+                  (shard_text ? strlen(shard_text) : 0) + 45;
     char *key = malloc(klen);
     if (key)
-        snprintf(key, klen, "%s%s%s/%s ns=%s labels=%s fields=%s%s%s", group, *group ? "/" : "",
-                 version, kind, *ns ? ns : "*", labels ? labels : "", fields ? fields : "",
-                 shard_text ? " shard=" : "", shard_text ? shard_text : "");
+        snprintf(key, klen, "%s%s%s/%s ns=%s labels=%s fields=%s%s%s%s", group,
+                 *group ? "/" : "", version, kind, *ns ? ns : "*", labels ? labels : "",
+                 fields ? fields : "", shard_text ? " shard=" : "", shard_text ? shard_text : "",
+                 metadata_only ? " metadata-only" : "");
     free(shard_text);
     return key;
 }
@@ -219,7 +223,7 @@ int luna_informer_factory_set_shard(struct luna_informer_factory *f,
     if (luna_shard_equal(si->shard, shard))
         return 0;
     char *key = make_key(si->group, si->version, si->kind, si->namespace_ ? si->namespace_ : "",
-                         si->labels, si->fields, shard);
+                         si->labels, si->fields, shard, si->spec.metadata_only);
     struct luna_shard_selector *copy = shard ? luna_shard_copy(shard) : NULL;
     if (!key || (shard && !copy)) {
         free(key);
@@ -265,7 +269,8 @@ struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_
     }
     const char *group = spec->group ? spec->group : "";
     const char *ns = spec->namespace_ ? spec->namespace_ : "";
-    char *key = make_key(group, spec->version, spec->kind, ns, labels, fields, spec->shard);
+    char *key = make_key(group, spec->version, spec->kind, ns, labels, fields, spec->shard,
+                         spec->metadata_only);
     if (!key) {
         free(labels);
         free(fields);

@@ -18,7 +18,9 @@
  * report what it means for them.
  * Selectors are canonicalised first, so "b=2,a=1" and "a=1, b=2" share;
  * a shard selector (KEP-5866) is part of the key in its canonical text, so
- * informers of different shards of one kind are different informers.
+ * informers of different shards of one kind are different informers, and
+ * so is the mode: a metadata-only informer (PartialObjectMetadata, see
+ * reflector.h) and a full one of the same kind never share a cache.
  *
  * Invariants:
  *   - at most one shared informer exists per canonical key;
@@ -64,6 +66,7 @@ struct luna_informer_spec {
     const char *field_selector;
     const struct luna_shard_selector *shard;  /* NULL: whole collection; copied */
     bool keep_managed_fields;
+    bool metadata_only;          /* cache apiVersion, kind and metadata only */
     double resync;               /* seconds; 0: no resync */
     /* Reflector tuning (0: defaults); backoff_* also pace discovery
      * retries while the kind is not served. */

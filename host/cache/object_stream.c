@@ -31,8 +31,10 @@ struct luna_object_stream {
     uint64_t chunk_base, fed;
     struct arena raw;
     uint64_t raw_base;
-    /* The item's JSON as stored: its raw bytes less managedFields. */
+    /* The item's JSON as stored: its raw bytes less managedFields (or, for
+     * metadata only, md_head then its metadata's bytes less managedFields). */
     struct arena out;
+    char *md_head;        /* metadata only: {"apiVersion":"..","kind":".." */
 
     /* Outside items. */
     int top_key;          /* LIST: 1 metadata, 2 items; WATCH: 1 type, 2 object */
@@ -60,6 +62,7 @@ struct luna_object_stream {
     uint64_t drop_from, drop_to;  /* managedFields and its separator */
     bool drop_first;      /* it was metadata's first key */
     uint64_t labels_abs;  /* offset + 1 of metadata.labels' '{' (absolute) */
+    uint64_t md_from, md_to;  /* metadata's value [from, to) (absolute); equal: none */
     struct arena strings;
     size_t field_at[F_NFIELDS];  /* offset + 1 into strings; 0 = absent */
     size_t *label_at;            /* pairs of offsets into strings */
@@ -129,6 +132,7 @@ static void item_reset(struct luna_object_stream *s)
     s->pending_label_key = 0;
     s->labels_at = 0;
     s->labels_abs = 0;
+    s->md_from = s->md_to = 0;
     s->status_code = 0;
     s->drop_from = s->drop_to = 0;
     s->drop_first = false;
@@ -306,19 +310,36 @@ static size_t compact(char *p, size_t n)
 /* The item ended at `end`: its JSON for the cache is its input bytes less
  * managedFields (when dropped), without blanks between tokens.  Copying the
  * input bytes costs a memcpy where writing each token again cost a third of
- * the parse. */
+ * the parse.  Metadata only: md_head, then ,"metadata": and the bytes of
+ * its value less managedFields, then '}'; every other field the server sent
+ * (a server that ignored the Accept's as=) is left out. */
 static int take_item(struct luna_object_stream *s, uint64_t end, luna_error *err)
 {
     s->out.len = 0;
-    uint64_t from = s->item_start, cut_from = end, cut_to = end;
+    uint64_t from = s->item_start;
+    size_t at0;
+    int rc = 0;
+    if (s->md_head) {
+        bool md = s->md_to > s->md_from;
+        rc = arena_put(&s->out, s->md_head, strlen(s->md_head), &at0);
+        if (rc == 0 && md)
+            rc = arena_put(&s->out, ",\"metadata\":", 12, &at0);
+        from = md ? s->md_from : end;
+        end = md ? s->md_to : end;
+    }
+    size_t base = s->out.len; /* where the input bytes start in out */
+    uint64_t cut_from = end, cut_to = end;
     if (s->drop_to > s->drop_from) {
         cut_from = s->drop_from;
         cut_to = s->drop_to;
     }
-    int rc = append_input(s, &s->out, from, cut_from);
+    if (rc == 0)
+        rc = append_input(s, &s->out, from, cut_from);
     size_t rest_at = s->out.len;
     if (rc == 0)
         rc = append_input(s, &s->out, cut_to, end);
+    if (rc == 0 && s->md_head)
+        rc = arena_put(&s->out, "}", 1, &at0);
     if (rc < 0)
         return luna_error_set(err, rc, rc == LUNA_ENOMEM ? "out of memory"
                                                          : "item bytes were not kept");
@@ -336,7 +357,7 @@ static int take_item(struct luna_object_stream *s, uint64_t end, luna_error *err
     s->out.len = compact(s->out.buf, s->out.len);
     s->out.buf[s->out.len] = '\0';
     s->labels_at = 0;
-    if (s->labels_abs && s->out.len == before) {
+    if (s->labels_abs && s->labels_abs > from && s->out.len == before) {
         uint64_t at = s->labels_abs - 1; /* the '{' */
         if (cut_to > cut_from && at >= cut_to)
             at -= cut_to - cut_from;
@@ -344,8 +365,8 @@ static int take_item(struct luna_object_stream *s, uint64_t end, luna_error *err
             at = UINT64_MAX;
         if (at != UINT64_MAX && s->drop_first && at > cut_from)
             at = UINT64_MAX; /* shifted by the comma too: copy the labels instead */
-        if (at != UINT64_MAX && at - from < s->out.len)
-            s->labels_at = (size_t)(at - from) + 1;
+        if (at != UINT64_MAX && base + (at - from) < s->out.len)
+            s->labels_at = base + (size_t)(at - from) + 1;
     }
     return 0;
 }
@@ -428,6 +449,10 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
     int rc;
     if (ev->type == LUNA_JSON_OBJECT_START && r == 2 && s->k1 == 1 && s->k2 == 1)
         s->labels_abs = ev->offset; /* just past the '{' */
+    if (ev->type == LUNA_JSON_OBJECT_START && r == 1 && s->k1 == 1)
+        s->md_from = s->md_to = ev->offset - 1; /* metadata's '{' */
+    else if (ev->type == LUNA_JSON_OBJECT_END && r == 1 && s->k1 == 1)
+        s->md_to = ev->offset;
     s->after_md_start = ev->type == LUNA_JSON_OBJECT_START && r == 1 && s->k1 == 1;
     s->last_end = ev->offset;
     if (end && ev->depth == s->item_depth) {
@@ -535,6 +560,17 @@ static int on_event(void *ud, const luna_json_event *ev, luna_error *err)
     return 0;
 }
 
+/* Non-empty, and nothing JSON would have to escape. */
+static bool plain_text(const char *t)
+{
+    if (!t || !*t)
+        return false;
+    for (; *t; t++)
+        if ((unsigned char)*t < 0x20 || *t == '"' || *t == '\\')
+            return false;
+    return true;
+}
+
 struct luna_object_stream *luna_object_stream_new(const struct luna_object_stream_options *o,
                                                   const struct luna_object_stream_handler *h,
                                                   luna_error *err)
@@ -545,6 +581,24 @@ struct luna_object_stream *luna_object_stream_new(const struct luna_object_strea
         return NULL;
     }
     s->opts = *o;
+    s->opts.api_version = s->opts.kind = NULL; /* borrowed for the call only */
+    if (o->metadata_only) {
+        if (!plain_text(o->api_version) || !plain_text(o->kind)) {
+            free(s);
+            luna_error_set(err, LUNA_EINVAL, "metadata-only stream needs a plain apiVersion "
+                                             "and kind");
+            return NULL;
+        }
+        size_t n = strlen(o->api_version) + strlen(o->kind) + 32;
+        s->md_head = malloc(n);
+        if (!s->md_head) {
+            free(s);
+            luna_error_set(err, LUNA_ENOMEM, "out of memory");
+            return NULL;
+        }
+        snprintf(s->md_head, n, "{\"apiVersion\":\"%s\",\"kind\":\"%s\"", o->api_version,
+                 o->kind);
+    }
     if (!s->opts.max_item_bytes)
         s->opts.max_item_bytes = DEFAULT_MAX_ITEM;
     s->json_opts.flags = o->mode == LUNA_STREAM_WATCH ? LUNA_JSON_MULTIPLE : 0;
@@ -553,6 +607,7 @@ struct luna_object_stream *luna_object_stream_new(const struct luna_object_strea
     s->h = *h;
     s->parser = luna_json_parser_new(&s->json_opts, on_event, s);
     if (!s->parser) {
+        free(s->md_head);
         free(s);
         luna_error_set(err, LUNA_ENOMEM, "out of memory");
         return NULL;
@@ -569,6 +624,7 @@ void luna_object_stream_free(struct luna_object_stream *s)
     luna_json_parser_free(s->parser);
     free(s->raw.buf);
     free(s->out.buf);
+    free(s->md_head);
     free(s->strings.buf);
     free(s->label_at);
     free(s->continue_token);

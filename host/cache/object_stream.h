@@ -12,6 +12,14 @@
  * object and no controller reads it), and less any blanks between tokens.
  * Memory per item is the item's own bytes, whatever the size of the list.
  *
+ * Metadata only (options.metadata_only, for PartialObjectMetadata lists
+ * and watches): the object keeps its metadata and nothing else, under the
+ * apiVersion and kind the caller names (the resource's own, as
+ * controller-runtime sets them, not the server's "meta.k8s.io/v1"
+ * "PartialObjectMetadata"), so an owner reference built from it is right
+ * and a server that ignored the conversion (answered full objects) costs
+ * no more memory.
+ *
  *   LIST:  {"kind":"XList","metadata":{"resourceVersion":"..","continue":".."},
  *           "items":[ {...}, {...} ]}
  *          → on_item(LUNA_STREAM_LISTED, obj) per item; the list's
@@ -72,6 +80,12 @@ struct luna_object_stream_handler {
 struct luna_object_stream_options {
     enum luna_stream_mode mode;
     bool keep_managed_fields;
+    /* Keep only metadata: each object is stored as {"apiVersion":
+     * api_version, "kind": kind, "metadata": ...} whatever else the item
+     * held (borrowed for luna_object_stream_new; plain text, no quotes or
+     * backslashes). */
+    bool metadata_only;
+    const char *api_version, *kind;
     uint64_t max_item_bytes;  /* 0: 64 MiB */
 };
 

@@ -32,6 +32,7 @@ struct luna_reflector {
     enum luna_reflector_shard_mode shard_mode;
     bool list_server_filtered;      /* every page of this list echoed shardInfo */
     bool warned_foreign;            /* warned once: server mode, a foreign item */
+    bool metadata_only;             /* PartialObjectMetadata lists and watches */
     size_t page_size;
     bool page_size_set;             /* the informer asked for pages */
     bool rv_unavailable;            /* a list got 410: list from etcd, in pages */
@@ -245,6 +246,8 @@ static int start_request(struct luna_reflector *r, bool watch, luna_kube_data_fn
     }
     struct luna_kube_request_options o = {
         .path = path,
+        .accept = !r->metadata_only ? NULL : watch ? LUNA_ACCEPT_METADATA_WATCH
+                                                   : LUNA_ACCEPT_METADATA_LIST,
         .idle_timeout = r->idle_timeout,
         .on_headers = on_headers,
         .on_chunk = on_chunk,
@@ -641,6 +644,7 @@ int luna_reflector_new(struct luna_kube_client *kc, struct luna_informer *inf,
         }
         r->shard_mode = LUNA_SHARD_MODE_PENDING;
     }
+    r->metadata_only = o->metadata_only;
     r->page_size = o->page_size ? o->page_size : DEFAULT_PAGE;
     r->page_size_set = o->page_size != 0;
     r->min_watch = o->min_watch_timeout > 0 ? o->min_watch_timeout : DEFAULT_MIN_WATCH;
@@ -657,8 +661,17 @@ int luna_reflector_new(struct luna_kube_client *kc, struct luna_informer *inf,
         .on_item = on_list_item, .on_bookmark = on_bookmark, .on_error = on_watch_error,
         .on_filter = on_filter, .ud = r,
     };
+    char api_version[512];
+    if (o->resource->group && *o->resource->group)
+        snprintf(api_version, sizeof api_version, "%s/%s", o->resource->group,
+                 o->resource->version);
+    else
+        snprintf(api_version, sizeof api_version, "%s", o->resource->version);
     struct luna_object_stream_options so = { .mode = LUNA_STREAM_LIST,
-                                             .keep_managed_fields = o->keep_managed_fields };
+                                             .keep_managed_fields = o->keep_managed_fields,
+                                             .metadata_only = o->metadata_only,
+                                             .api_version = api_version,
+                                             .kind = o->resource->kind };
     r->list_stream = luna_object_stream_new(&so, &h, err);
     h.on_item = on_watch_item;
     so.mode = LUNA_STREAM_WATCH;

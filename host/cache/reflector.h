@@ -42,6 +42,13 @@
  * (luna_reflector_set_shard) relists: objects that left the shard vanish
  * from the cache as deletions, objects that joined it arrive as adds.
  *
+ * Metadata only (client-go's metadata informer): LIST asks for
+ * LUNA_ACCEPT_METADATA_LIST and WATCH for LUNA_ACCEPT_METADATA_WATCH, the
+ * media types client-go's metadata client sends less protobuf, each ending
+ * in plain application/json: a server that cannot convert answers full
+ * objects instead of 406, and the object stream keeps only their metadata
+ * either way.  Cached objects carry the resource's own apiVersion and kind.
+ *
  * On a relist, listed objects whose key and resourceVersion match the cache
  * reuse the cached object instead of a new copy, so relisting a synced
  * informer does not double its memory.
@@ -66,6 +73,11 @@
 #include "client/kube_client.h"
 #include "client/resource.h"
 
+#define LUNA_ACCEPT_METADATA_LIST \
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+#define LUNA_ACCEPT_METADATA_WATCH \
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
 struct luna_reflector_options {
     const struct luna_resource *resource;
     const char *namespace_;        /* NULL or "": all namespaces */
@@ -74,6 +86,7 @@ struct luna_reflector_options {
     const struct luna_shard_selector *shard;  /* NULL: the whole collection; copied */
     size_t page_size;              /* 0: 500, and relists are not paged */
     bool keep_managed_fields;
+    bool metadata_only;            /* list and watch PartialObjectMetadata */
     double min_watch_timeout;      /* 0: 300 s */
     double max_watch_timeout;      /* 0: 2 × min */
     double idle_timeout;           /* 0: 180 s */

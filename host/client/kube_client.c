@@ -21,7 +21,7 @@ struct luna_kube_request {
     struct luna_kube_request *prev, *next;
     luna_http_request *http;
     struct luna_kube_request_options o;  /* strings below are owned copies */
-    char *method, *path, *body, *content_type;
+    char *method, *path, *body, *content_type, *accept;
     unsigned generation;  /* credentials generation of the current attempt */
     int attempt;
     bool retry_auth;      /* the current attempt got a 401 worth retrying */
@@ -44,6 +44,7 @@ static void request_free(struct luna_kube_request *r)
     free(r->path);
     free(r->body);
     free(r->content_type);
+    free(r->accept);
     free(r);
 }
 
@@ -178,7 +179,7 @@ static int send_attempt(struct luna_kube_request *r, luna_error *err)
     char *authorization = NULL;
     luna_http_header headers[4];
     size_t nh = 0;
-    headers[nh++] = (luna_http_header){ "Accept", "application/json" };
+    headers[nh++] = (luna_http_header){ "Accept", r->accept };
     headers[nh++] = (luna_http_header){ "User-Agent", "luna/" LUNA_VERSION };
     if (r->body)
         headers[nh++] = (luna_http_header){ "Content-Type", r->content_type };
@@ -264,7 +265,8 @@ struct luna_kube_request *luna_kube_request_start(struct luna_kube_client *kc,
     r->path = strdup(o->path);
     r->body = dup_or_null(o->body, o->body_len);
     r->content_type = strdup(o->content_type ? o->content_type : "application/json");
-    if (!r->method || !r->path || !r->content_type || (o->body && !r->body)) {
+    r->accept = strdup(o->accept ? o->accept : "application/json");
+    if (!r->method || !r->path || !r->content_type || !r->accept || (o->body && !r->body)) {
         request_free(r);
         luna_error_set(err, LUNA_ENOMEM, "out of memory");
         return NULL;

@@ -5,7 +5,8 @@
  * Uses: http (libcurl on libev), kubeconfig.  Runs on the loop thread.
  *
  * A request names a path ("/api/v1/namespaces/x/configmaps?limit=500");
- * the client prefixes the server URL, adds Accept/Content-Type/User-Agent,
+ * the client prefixes the server URL, adds Accept (the request's, else
+ * application/json), Content-Type and User-Agent,
  * the TLS settings and the current credentials (bearer token, basic auth or
  * client certificate, fetched per request so rotated tokens and refreshed
  * exec credentials apply).  A 401 from a token-file or exec-plugin user is
@@ -50,6 +51,7 @@ struct luna_kube_request_options {
     const char *body;
     size_t body_len;
     const char *content_type;  /* default application/json when a body is sent */
+    const char *accept;        /* default application/json (the Accept header) */
     double timeout;            /* seconds; 0: none */
     double idle_timeout;       /* seconds; 0: none */
     size_t max_response_bytes;

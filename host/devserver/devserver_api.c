@@ -71,7 +71,7 @@ static void handle_resource(luna_ds *ds, const luna_ds_request *req, luna_ds_typ
         return;
     }
     if (strcmp(m, "GET") == 0)
-        luna_ds_verbs_get(ds, t, ns ? ns : "", name, resp);
+        luna_ds_verbs_get(ds, req, t, ns ? ns : "", name, resp);
     else if (strcmp(m, "PUT") == 0)
         luna_ds_verbs_update(ds, req, t, ns ? ns : "", name, sub, resp);
     else if (strcmp(m, "PATCH") == 0)

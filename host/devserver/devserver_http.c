@@ -253,6 +253,7 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
         .arg_ctx = c,
         .content_type = ct,
         .user_agent = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "User-Agent"),
+        .accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
         .body = json_body ? json_body : r->body,
         .body_len = json_body ? json_len : r->len,
     };

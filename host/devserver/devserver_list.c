@@ -7,6 +7,7 @@
 
 #include "devserver/devserver_continue.h"
 #include "devserver/devserver_doc.h"
+#include "devserver/devserver_negotiate.h"
 #include "devserver/devserver_state.h"
 #include "devserver/devserver_store.h"
 #include "devserver/devserver_watch.h"
@@ -129,14 +130,20 @@ static size_t lower_bound(luna_ds_obj **items, size_t n, const char *key, bool s
 }
 
 static void handle_watch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
-                         luna_ds_response *resp);
+                         const luna_ds_output *out, luna_ds_response *resp);
 
 void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                         luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
+    luna_ds_output neg;
+    if (luna_ds_negotiate_route(req->accept, t, true, &st) < 0 ||
+        luna_ds_negotiate(req->accept, t, &neg, &st) < 0) {
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
     if (luna_ds_request_flag(req, "watch")) {
-        handle_watch(ds, req, t, ns, resp);
+        handle_watch(ds, req, t, ns, &neg, resp);
         return;
     }
     luna_ds_filter f;
@@ -220,12 +227,21 @@ void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t
             limit = 0; /* served "from the cache": kube ignores limit for RV 0 */
         }
     }
+    /* kube converts the list it read: its errors come first */
+    if (rc == 0 && neg.as == LUNA_DS_AS_PARTIAL)
+        rc = luna_ds_negotiate_mismatch(t, true, &st);
     if (rc < 0) {
         free(start);
         luna_ds_filter_clear(&f);
         luna_ds_reply_status(resp, &st);
         return;
     }
+    /* PartialObjectMetadataList: items as PartialObjectMetadata, no
+     * shardInfo (kube copies resourceVersion, continue and
+     * remainingItemCount only), and "items": null when empty. */
+    const char *partial = neg.as == LUNA_DS_AS_PARTIAL_LIST ? neg.meta_version : NULL;
+    char partial_version[32];
+    snprintf(partial_version, sizeof partial_version, "meta.k8s.io/%s", partial ? partial : "");
     luna_ds_obj **items;
     size_t n;
     if (luna_ds_store_snapshot(t->coll, snap == now ? 0 : snap, &items, &n) < 0) {
@@ -257,10 +273,11 @@ void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t
         est += items[k]->len + 1;
     luna_textbuf_reserve(&b, est);
     luna_textbuf_printf(&b, "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":"
-                        "{\"resourceVersion\":\"%llu\"", t->list_kind, t->api_version,
-                        (unsigned long long)snap);
+                        "{\"resourceVersion\":\"%llu\"",
+                        partial ? "PartialObjectMetadataList" : t->list_kind,
+                        partial ? partial_version : t->api_version, (unsigned long long)snap);
     size_t meta_end = b.len;
-    if (f.shard) {
+    if (f.shard && !partial) {
         /* KEP-5866: the applied selector, in its canonical form (the
          * server's String()), tells the client the server filtered. */
         json_t *sel = json_string(f.shard_text);
@@ -272,7 +289,9 @@ void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t
         free(s);
         json_decref(sel);
     }
-    luna_textbuf_puts(&b, "},\"items\":[");
+    luna_textbuf_puts(&b, "},\"items\":");
+    size_t items_at = b.len;
+    luna_textbuf_putc(&b, '[');
     long long count = 0;
     size_t k = i;
     const char *last_key = NULL;
@@ -284,8 +303,12 @@ void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t
             continue;
         if (count)
             luna_textbuf_putc(&b, ',');
-        if (convert) {
+        if (partial && !convert && luna_ds_partial_bytes(o->bytes, o->len, partial, &b)) {
+            /* the stored bytes' metadata, unparsed */
+        } else if (convert || partial) {
             json_t *doc = luna_ds_doc_as(ds, t, o);
+            if (partial)
+                doc = luna_ds_partial_object(doc, partial);
             char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
             if (s)
                 luna_textbuf_puts(&b, s);
@@ -299,7 +322,12 @@ void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t
         count++;
         last_key = o->key;
     }
-    luna_textbuf_puts(&b, "]}\n");
+    if (partial && count == 0) {
+        b.len = items_at;
+        luna_textbuf_puts(&b, "null}\n");
+    } else {
+        luna_textbuf_puts(&b, "]}\n");
+    }
     if (limit > 0 && k < end && last_key) {
         /* more keys remain: a continue token, and a count without selectors */
         char *tok = luna_ds_continue_encode(snap, last_key);
@@ -333,7 +361,7 @@ void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t
 /* ---- WATCH ---- */
 
 static void handle_watch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
-                         luna_ds_response *resp)
+                         const luna_ds_output *out, luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
     luna_ds_watch_opts o = {
@@ -343,6 +371,11 @@ static void handle_watch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *
         .type = t,
         .storage = luna_ds_types_storage_of(ds->types, t),
         .bookmark_interval = ds->bookmark_interval,
+        .partial = out->as == LUNA_DS_AS_PARTIAL ? out->meta_version : NULL,
+        /* as=PartialObjectMetadataList: kube's embedded encoder fails on
+         * each event's object (logged), then encoding the object as it was
+         * fails too and the watch ends, 200 and nothing sent */
+        .end_on_object = out->as == LUNA_DS_AS_PARTIAL_LIST,
     };
     if (luna_ds_list_filter(req, t, ns, !ds->faults.ignore_shard_selector, &o.filter, &st) < 0) {
         luna_ds_reply_status(resp, &st);
@@ -376,6 +409,8 @@ static void handle_watch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *
     } else {
         o.start = LUNA_DS_WATCH_FROM_STATE;
     }
+    if (rc == 0)
+        rc = luna_ds_negotiate_stream(out, &st);
     if (rc < 0) {
         luna_ds_filter_clear(&o.filter);
         luna_ds_reply_status(resp, &st);

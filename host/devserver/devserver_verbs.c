@@ -14,6 +14,7 @@
 #include "devserver/devserver_store.h"
 #include "devserver/devserver_validate.h"
 #include "devserver/devserver_write.h"
+#include "devserver/devserver_negotiate.h"
 #include "devserver/devserver_yaml.h"
 #include "base/textbuf.h"
 
@@ -48,12 +49,30 @@ static luna_ds_obj *lookup(luna_ds_type *t, const char *ns, const char *name,
     return o;
 }
 
-void luna_ds_verbs_get(luna_ds *ds, luna_ds_type *t, const char *ns, const char *name, luna_ds_response *resp)
+void luna_ds_verbs_get(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                       const char *name, luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
+    luna_ds_output out;
+    if (luna_ds_negotiate_route(req->accept, t, false, &st) < 0 ||
+        luna_ds_negotiate(req->accept, t, &out, &st) < 0) {
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
     luna_ds_obj *o = lookup(t, ns, name, &st);
     if (!o) {
         luna_ds_reply_status(resp, &st);
+        return;
+    }
+    /* kube converts after the object is read: a 404 comes first */
+    if (out.as == LUNA_DS_AS_PARTIAL_LIST) {
+        luna_ds_negotiate_mismatch(t, false, &st);
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
+    if (out.as == LUNA_DS_AS_PARTIAL) {
+        luna_ds_reply_json(resp, 200, luna_ds_partial_object(luna_ds_doc_as(ds, t, o),
+                                                             out.meta_version));
         return;
     }
     if (luna_ds_types_storage_of(ds->types, t) == t) {

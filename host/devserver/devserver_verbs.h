@@ -18,7 +18,10 @@ typedef struct luna_ds luna_ds;
 
 void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                           luna_ds_response *resp);
-void luna_ds_verbs_get(luna_ds *ds, luna_ds_type *t, const char *ns, const char *name, luna_ds_response *resp);
+/* GET of one object, in the form the request's Accept negotiates
+ * (devserver_negotiate.h). */
+void luna_ds_verbs_get(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                       const char *name, luna_ds_response *resp);
 void luna_ds_verbs_update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                           const char *name, const char *sub, luna_ds_response *resp);
 void luna_ds_verbs_patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "devserver/devserver_faults.h"
+#include "devserver/devserver_negotiate.h"
 #include "devserver/devserver_store.h"
 #include "base/loop.h"
 
@@ -23,6 +24,8 @@ struct luna_ds_watch {
     luna_ds_type *storage;
     luna_ds_filter filter;
     bool bookmarks;
+    const char *partial;            /* meta.k8s.io version of PartialObjectMetadata, or NULL */
+    bool end_on_object;             /* as=PartialObjectMetadataList: end before any object */
     char *buf;                      /* queued bytes buf[off..len) */
     size_t off, len, cap;
     bool ended;                     /* no more bytes will be queued */
@@ -102,11 +105,25 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
 {
     if (w->ended)
         return;
+    if (w->end_on_object) {
+        end_stream(w);
+        return;
+    }
     luna_ds_faults *f = w->faults;
     char *converted = NULL;
     const char *bytes = obj->bytes;
     size_t len = obj->len;
-    if (rv_override || w->type != w->storage) {
+    struct luna_textbuf tb = LUNA_TEXTBUF_INIT;
+    if (w->partial && !rv_override && w->type == w->storage &&
+        luna_ds_partial_bytes(obj->bytes, obj->len, w->partial, &tb)) {
+        if (tb.failed) {
+            luna_textbuf_free(&tb);
+            drop(w);
+            return;
+        }
+        converted = luna_textbuf_steal(&tb, &len);
+        bytes = converted;
+    } else if (rv_override || w->type != w->storage || w->partial) {
         json_t *doc = luna_ds_obj_doc(obj);
         if (!doc) {
             drop(w);
@@ -119,6 +136,10 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
             snprintf(rv, sizeof rv, "%llu", (unsigned long long)rv_override);
             json_object_set_new(json_object_get(doc, "metadata"), "resourceVersion",
                                 json_string(rv));
+        }
+        if (w->partial && !(doc = luna_ds_partial_object(doc, w->partial))) {
+            drop(w);
+            return;
         }
         converted = json_dumps(doc, JSON_COMPACT);
         json_decref(doc);
@@ -170,6 +191,10 @@ static void queue_line(luna_ds_watch *w, json_t *doc)
 
 static void send_bookmark(luna_ds_watch *w, bool initial_end)
 {
+    if (w->end_on_object) {
+        end_stream(w);
+        return;
+    }
     json_t *md = json_object();
     char rv[32];
     snprintf(rv, sizeof rv, "%llu", (unsigned long long)luna_ds_store_rv(w->store));
@@ -177,8 +202,12 @@ static void send_bookmark(luna_ds_watch *w, bool initial_end)
     if (initial_end)
         json_object_set_new(md, "annotations",
                             json_pack("{s:s}", "k8s.io/initial-events-end", "true"));
+    char partial_version[32];
+    if (w->partial)
+        snprintf(partial_version, sizeof partial_version, "meta.k8s.io/%s", w->partial);
     json_t *o = json_pack("{s:s,s:{s:s,s:s,s:o}}", "type", "BOOKMARK", "object",
-                          "kind", w->type->kind, "apiVersion", w->type->api_version,
+                          "kind", w->partial ? "PartialObjectMetadata" : w->type->kind,
+                          "apiVersion", w->partial ? partial_version : w->type->api_version,
                           "metadata", md);
     queue_line(w, o);
 }
@@ -264,6 +293,8 @@ luna_ds_watch *luna_ds_watch_start(luna_ds_watch_opts *opts)
     w->filter = opts->filter;
     memset(&opts->filter, 0, sizeof opts->filter);
     w->bookmarks = opts->bookmarks;
+    w->partial = opts->partial;
+    w->end_on_object = opts->end_on_object;
     w->listener.fn = on_listener;
     ev_timer_init(&w->timeout_timer, on_timeout, opts->timeout, 0);
     double bi = opts->bookmark_interval > 0 ? opts->bookmark_interval : 60;

@@ -5,7 +5,8 @@
  * A watch subscribes to its type's collection, filters each event through
  * its namespace and selectors (an object that stops matching is sent as
  * DELETED with its previous content at the event's RV; one that starts
- * matching as ADDED), converts objects to the requested version, and queues
+ * matching as ADDED), converts objects to the requested version (or to
+ * PartialObjectMetadata, devserver_negotiate.h), and queues
  * the lines for the transport, which pulls them with luna_ds_watch_read()
  * and is woken through the wake callback when new bytes are queued.
  * Bookmarks, timeoutSeconds, 410 Expired (as an ERROR event) and injected
@@ -60,6 +61,11 @@ typedef struct luna_ds_watch_opts {
     bool send_initial_events;       /* sendInitialEvents=true: state, then an
                                        initial-events-end BOOKMARK */
     double timeout;                 /* seconds; 0 = none */
+    const char *partial;            /* "v1"/"v1beta1": objects as meta.k8s.io
+                                       PartialObjectMetadata (static); NULL: whole */
+    bool end_on_object;             /* end the stream cleanly instead of sending
+                                       any object or bookmark (kube, asked for
+                                       PartialObjectMetadataList, cannot encode one) */
     double bookmark_interval;       /* seconds between BOOKMARKs */
 } luna_ds_watch_opts;
 

@@ -558,6 +558,7 @@ static int add_source(struct luna_controller *c, const struct luna_source_spec *
         .label_selector = ss->labels,
         .field_selector = ss->fields,
         .keep_managed_fields = c->spec->keep_managed_fields,
+        .metadata_only = ss->metadata_only,
         .resync = ss->role == LUNA_SOURCE_WATCH ? c->spec->resync : 0,
     };
     src->si = luna_informer_factory_acquire(c->env.factory, &spec, err);
@@ -903,13 +904,20 @@ struct luna_informer *luna_controller_informer_for(struct luna_controller *c,
                                                    const char *group, const char *version,
                                                    const char *kind)
 {
+    /* The first source of the kind that caches whole objects, else the
+     * first metadata-only one. */
+    struct source *found = NULL;
     for (size_t i = 0; i < c->nsources; i++) {
         struct source *s = &c->sources[i];
         if (strcmp(s->spec->group, group) == 0 && strcmp(s->spec->version, version) == 0 &&
-            strcmp(s->spec->kind, kind) == 0)
-            return luna_shared_informer_informer(s->si);
+            strcmp(s->spec->kind, kind) == 0) {
+            if (!s->spec->metadata_only)
+                return luna_shared_informer_informer(s->si);
+            if (!found)
+                found = s;
+        }
     }
-    return NULL;
+    return found ? luna_shared_informer_informer(found->si) : NULL;
 }
 
 void luna_controller_free(struct luna_controller *c)

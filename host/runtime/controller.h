@@ -220,7 +220,8 @@ unsigned long luna_controller_errors(const struct luna_controller *c);
 struct luna_controller *luna_controller_in_handler(void);
 
 /* The informer a controller declared for a kind ("v1/ConfigMap"); NULL if
- * none of its sources watches that kind. */
+ * none of its sources watches that kind.  With several sources of the
+ * kind, the first that caches whole objects wins over metadata-only ones. */
 struct luna_informer *luna_controller_informer_for(struct luna_controller *c,
                                                    const char *group, const char *version,
                                                    const char *kind);

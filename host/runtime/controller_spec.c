@@ -49,7 +49,8 @@ static const char *const top_fields[] = {
     "indexes", "predicates", "keep_managed_fields", "limits", "every", "jitter",
     "priority_queue", NULL,
 };
-static const char *const source_fields[] = { "namespace", "labels", "fields", "map", NULL };
+static const char *const source_fields[] = { "namespace", "labels", "fields", "map",
+                                             "metadata_only", NULL };
 static const char *const limit_fields[] = { "instructions", "seconds", NULL };
 static const char *const rate_limit_fields[] = { "base_delay", "max_delay", "qps", "burst", NULL };
 
@@ -527,6 +528,13 @@ static bool read_source(lua_State *L, int idx, enum luna_source_role role, const
         if (t == LUA_TFUNCTION)
             src->map_ref = luaL_ref(L, LUA_REGISTRYINDEX);
         lua_settop(L, top);
+        snprintf(sub, sizeof sub, "%s.metadata_only", field);
+        t = raw_field(L, idx, "metadata_only");
+        src->metadata_only = lua_toboolean(L, -1);
+        lua_settop(L, top);
+        if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+            return fail(ck, sub, "controller field '%s' must be a boolean (true: cache "
+                                 "apiVersion, kind and metadata only)", sub);
     }
     if (!src->labels)
         src->labels = dup(L, "", 0);
@@ -1039,7 +1047,7 @@ static int luna_lua_is_controller_spec(lua_State *L)
 
 static void push_source(lua_State *L, const struct luna_source_spec *s)
 {
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 7);
     lua_pushstring(L, s->kind_text);
     lua_setfield(L, -2, "kind");
     lua_createtable(L, 0, 4);
@@ -1066,6 +1074,10 @@ static void push_source(lua_State *L, const struct luna_source_spec *s)
     if (s->fields[0]) {
         lua_pushstring(L, s->fields);
         lua_setfield(L, -2, "fields");
+    }
+    if (s->metadata_only) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "metadata_only");
     }
 }
 

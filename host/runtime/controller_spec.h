@@ -30,7 +30,7 @@
  * max_delay, qps in (0, 1e6], burst an integer 1..1e6; at most 64 sources
  * (watch + owns + watches), 64 indexes, 64 predicates; selectors of at most
  * 2047 bytes that parse; names and namespaces as Kubernetes spells them;
- * every number finite.
+ * every number finite; a source's metadata_only a boolean.
  *
  * Invariants:
  *   - nsources >= 1 and sources[0] is the primary (`watch`) source;
@@ -68,6 +68,7 @@ struct luna_source_spec {
     char *namespace_;                 /* NULL: every namespace */
     char *labels, *fields;            /* selectors in kube syntax; "" none */
     int map_ref;                      /* watches: the map function; else LUA_NOREF */
+    bool metadata_only;               /* cache apiVersion, kind and metadata only */
 };
 
 struct luna_index_spec {

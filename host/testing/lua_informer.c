@@ -227,6 +227,7 @@ static int env_informer(lua_State *L)
         .label_selector = labels_field(L, 2),
         .field_selector = luna_lua_opt_string_field(L, 2, "fields", NULL),
         .keep_managed_fields = luna_lua_opt_bool_field(L, 2, "keep_managed_fields", 0),
+        .metadata_only = luna_lua_opt_bool_field(L, 2, "metadata_only", 0),
         .resync = luna_lua_opt_number_field(L, 2, "resync", 0),
         .page_size = (size_t)luna_lua_opt_number_field(L, 2, "page_size", 0),
         .idle_timeout = luna_lua_opt_number_field(L, 2, "idle_timeout", 0),

@@ -89,6 +89,9 @@ static int luna_lua_object_stream_new(lua_State *L)
     else
         return luaL_error(L, "mode must be \"list\" or \"watch\"");
     o.keep_managed_fields = luna_lua_opt_bool_field(L, 1, "keep_managed_fields", 0);
+    o.metadata_only = luna_lua_opt_bool_field(L, 1, "metadata_only", 0);
+    o.api_version = luna_lua_opt_string_field(L, 1, "api_version", NULL);
+    o.kind = luna_lua_opt_string_field(L, 1, "kind", NULL);
     o.max_item_bytes = (uint64_t)luna_lua_opt_number_field(L, 1, "max_item_bytes", 0);
     const char *shard_text = luna_lua_opt_string_field(L, 1, "shard", NULL);
     struct lua_stream *ls = lua_newuserdata(L, sizeof *ls);

@@ -27,6 +27,17 @@ describe("luna.controller", function()
     assert.equal("example.com/v1alpha1", w.api_version)
   end)
 
+  it("marks metadata-only sources, and only them", function()
+    local c = luna.controller(ok_spec({ watch = { "v1/ConfigMap", metadata_only = false },
+      owns = { { "v1/Secret", metadata_only = true }, "v1/Pod" },
+      watches = { { "v1/Pod", metadata_only = true, map = function() end } } }))
+    assert.is_nil(c.watch.metadata_only)
+    assert.is_true(c.owns[1].metadata_only)
+    assert.is_nil(c.owns[2].metadata_only)
+    assert.is_true(c.watches[1].metadata_only)
+    assert.is_true(luna.controller(ok_spec({ watch = { "v1/Pod", metadata_only = true } })).watch.metadata_only)
+  end)
+
   it("copies the watchdog limits it is given", function()
     local limits = { instructions = 1e6, seconds = 0.5 }
     local c = luna.controller(ok_spec({ limits = limits }))
@@ -71,6 +82,12 @@ describe("luna.controller", function()
       "'limits.instructions' must be a number >= 0" },
     { "a NaN limit", ok_spec({ limits = { seconds = 0 / 0 } }), "'limits.seconds' must be a number >= 0" },
     { "an unknown rate_limit key", ok_spec({ rate_limit = { base = 1 } }), "'rate_limit' has unknown key 'base'" },
+    { "a metadata_only that is not a boolean", ok_spec({ owns = { { "v1/Secret", metadata_only = "yes" } } }),
+      "controller field 'owns[1].metadata_only' must be a boolean (true: cache apiVersion, kind and metadata only)" },
+    { "a metadata_only of 1 on watch", ok_spec({ watch = { "v1/Pod", metadata_only = 1 } }),
+      "controller field 'watch.metadata_only' must be a boolean" },
+    { "a misspelled metadata_only", ok_spec({ owns = { { "v1/Secret", metadata_ony = true } } }),
+      "controller field 'owns[1]' has unknown key 'metadata_ony' (did you mean 'metadata_only'?)" },
     { "a rate_limit that is not a number", ok_spec({ rate_limit = { qps = "10" } }),
       "'rate_limit.qps' must be a number > 0" },
   }

@@ -358,3 +358,104 @@ describe("object stream, shard filter", function()
       "shardRange() requires exactly 3 arguments, got 1")
   end)
 end)
+
+describe("object stream, metadata only", function()
+  local MD = { metadata_only = true, api_version = "v1", kind = "ConfigMap" }
+  local function ev(t, obj) return assert(json.encode({ type = t, object = obj })) .. "\n" end
+  local function opts(extra)
+    local o = {}
+    for k, v in pairs(MD) do o[k] = v end
+    for k, v in pairs(extra) do o[k] = v end
+    return o
+  end
+  -- What kube-apiserver sends for as=PartialObjectMetadata(List).
+  local function partial(name, rv)
+    local full = cm(name, rv)
+    return { kind = "PartialObjectMetadata", apiVersion = "meta.k8s.io/v1", metadata = full.metadata }
+  end
+
+  it("keeps apiVersion, kind (the resource's) and metadata less managedFields", function()
+    local s = core.object_stream.new(opts{ mode = "list" })
+    local body = assert(json.encode({ kind = "PartialObjectMetadataList", apiVersion = "meta.k8s.io/v1",
+      metadata = { resourceVersion = "100" }, items = json.array({ partial("a", "10") }) }))
+    local events = assert(s:feed(body))
+    assert(s:finish())
+    local a = events[1].object
+    assert.equal("default/a", a:key())
+    assert.equal("uid-a", a:uid())
+    assert.same({ app = "web", ["x.io/tier"] = "fe" }, a:labels())
+    local decoded = json.decode(a:json())
+    assert.same({ "apiVersion", "kind", "metadata" }, (function()
+      local keys = {}
+      for k in pairs(decoded) do keys[#keys + 1] = k end
+      table.sort(keys)
+      return keys
+    end)())
+    assert.equal("v1", decoded.apiVersion)
+    assert.equal("ConfigMap", decoded.kind)
+    assert.is_nil(decoded.metadata.managedFields)
+    assert.equal("a", decoded.metadata.name)
+    assert.equal("100", s:list_resource_version())
+  end)
+
+  it("keeps only metadata of full objects from a server that ignored the conversion", function()
+    local s = core.object_stream.new(opts{ mode = "list" })
+    local o = cm("b", "11")
+    o.data.big = string.rep("x", 4096)
+    local events = feed_in_chunks(s, list_body({ o }), 7)
+    assert(s:finish())
+    local b = events[1].object
+    local decoded = json.decode(b:json())
+    assert.is_nil(decoded.data)
+    assert.equal("b", decoded.metadata.name)
+    assert.same({ app = "web", ["x.io/tier"] = "fe" }, b:labels())
+    assert.is_true(#b:json() < 400)
+  end)
+
+  it("keeps managedFields when asked, and labels placed anywhere in metadata", function()
+    local s = core.object_stream.new(opts{ mode = "list", keep_managed_fields = true })
+    local events = assert(s:feed('{"items":[{"spec":{"x":1},"metadata":{"managedFields":[{"manager":"m"}],' ..
+      '"labels":{"a":"1","b":"2"},"name":"n","namespace":"ns"},"status":{}}]}'))
+    local o = events[1].object
+    assert.same({ a = "1", b = "2" }, o:labels())
+    assert.equal('{"apiVersion":"v1","kind":"ConfigMap","metadata":{"managedFields":[{"manager":"m"}],' ..
+      '"labels":{"a":"1","b":"2"},"name":"n","namespace":"ns"}}', o:json())
+    s = core.object_stream.new(opts{ mode = "list" })
+    events = assert(s:feed('{"items":[{"metadata":{"managedFields":[{"manager":"m"}],' ..
+      '"labels":{"a":"1"},"name":"n"}}]}'))
+    assert.equal('{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"a":"1"},"name":"n"}}',
+      events[1].object:json())
+    assert.same({ a = "1" }, events[1].object:labels())
+  end)
+
+  it("decodes WATCH events, bookmarks and errors", function()
+    local text = ev("ADDED", partial("a", "1")) .. ev("MODIFIED", cm("a", "2")) ..
+      ev("BOOKMARK", { kind = "PartialObjectMetadata", apiVersion = "meta.k8s.io/v1",
+        metadata = { resourceVersion = "3" } }) ..
+      ev("DELETED", partial("a", "4")) ..
+      ev("ERROR", { kind = "Status", apiVersion = "v1", status = "Failure", code = 410,
+        reason = "Expired", message = "too old" })
+    local s = core.object_stream.new(opts{ mode = "watch" })
+    local events = feed_in_chunks(s, text, 5)
+    assert(s:finish())
+    local summary = {}
+    for i, e in ipairs(events) do
+      summary[i] = e.type .. ":" .. (e.object and e.object:resource_version() or e.resource_version or e.code)
+    end
+    assert.same({ "ADDED:1", "MODIFIED:2", "BOOKMARK:3", "DELETED:4", "ERROR:410" }, summary)
+    for _, i in ipairs({ 1, 2, 4 }) do
+      local d = json.decode(events[i].object:json())
+      assert.equal("ConfigMap", d.kind)
+      assert.is_nil(d.data)
+    end
+    assert.equal("Expired", events[5].reason)
+  end)
+
+  it("refuses a missing or unsafe apiVersion or kind", function()
+    assert.has_error(function() core.object_stream.new{ mode = "list", metadata_only = true, kind = "X" } end,
+      "metadata-only stream needs a plain apiVersion and kind")
+    assert.has_error(function()
+      core.object_stream.new{ mode = "list", metadata_only = true, api_version = "v1", kind = 'X"' }
+    end, "metadata-only stream needs a plain apiVersion and kind")
+  end)
+end)

@@ -6,12 +6,14 @@
  *
  * Input: byte 0 options (bit 0 WATCH instead of LIST, bit 1 keep
  * managedFields, bit 2 a 256-byte item bound, bit 3 reset and feed the
- * split stream a second time), byte 1 the number of split points (mod 16),
- * then two bytes per split point; the rest is the body.
+ * split stream a second time, bit 4 metadata only), byte 1 the number of
+ * split points (mod 16), then two bytes per split point; the rest is the
+ * body.
  *
  * Checked: same return code and same callbacks whatever the split; every
- * item has a name and its cached JSON is itself valid JSON of one object;
- * LIST metadata is the same.  Every object reference is dropped.
+ * item has a name and its cached JSON is itself valid JSON of one object
+ * (metadata only: whose keys are apiVersion "v1", kind "Fuzz" and at most
+ * metadata); LIST metadata is the same.  Every object reference is dropped.
  */
 #include "fuzz_input.h"
 
@@ -23,8 +25,21 @@ struct run {
     size_t calls;
 };
 
+static bool metadata_only;
+
 static int ignore(void *ud, const luna_json_event *ev, luna_error *err)
 {
+    return 0;
+}
+
+/* Counts the top-level keys other than apiVersion, kind and metadata. */
+static int other_keys(void *ud, const luna_json_event *ev, luna_error *err)
+{
+    if (ev->type == LUNA_JSON_KEY && ev->depth == 1 &&
+        !(ev->len == 10 && memcmp(ev->str, "apiVersion", 10) == 0) &&
+        !(ev->len == 4 && memcmp(ev->str, "kind", 4) == 0) &&
+        !(ev->len == 8 && memcmp(ev->str, "metadata", 8) == 0))
+        ++*(size_t *)ud;
     return 0;
 }
 
@@ -40,6 +55,12 @@ static int on_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
     FUZZ_CHECK(luna_json_parse(json, len, NULL, ignore, NULL, &err) == 0,
                "cached item is not JSON (%s): %s", err.msg, json);
     FUZZ_CHECK(json[0] == '{', "cached item is not an object: %s", json);
+    if (metadata_only) {
+        size_t others = 0;
+        FUZZ_CHECK(strncmp(json, "{\"apiVersion\":\"v1\",\"kind\":\"Fuzz\"", 30) == 0 &&
+                   luna_json_parse(json, len, NULL, other_keys, &others, &err) == 0 &&
+                   others == 0, "metadata-only item holds more: %s", json);
+    }
     r->hash = fuzz_hash(r->hash, &ev, sizeof ev);
     r->hash = fuzz_hash(r->hash, luna_object_key(obj), strlen(luna_object_key(obj)) + 1);
     r->hash = fuzz_hash(r->hash, luna_object_uid(obj), strlen(luna_object_uid(obj)) + 1);
@@ -127,7 +148,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .mode = (flags & 1) ? LUNA_STREAM_WATCH : LUNA_STREAM_LIST,
         .keep_managed_fields = flags & 2,
         .max_item_bytes = (flags & 4) ? 256 : 0,
+        .metadata_only = flags & 16,
+        .api_version = "v1",
+        .kind = "Fuzz",
     };
+    metadata_only = flags & 16;
     struct run whole = { .hash = FUZZ_HASH_INIT }, split = { .hash = FUZZ_HASH_INIT };
     luna_error err = { 0 };
     struct luna_object_stream_handler hw = { .on_item = on_item, .on_bookmark = on_bookmark,

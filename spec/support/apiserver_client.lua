@@ -5,7 +5,7 @@
 --                                               the real cluster when KUBECONFIG is set
 --   srv.real, srv.url, srv.ns                   -- srv.ns: a throwaway namespace
 --   srv:request(method, path, body, opts) -> code, decoded body (or nil), raw, headers
---   srv:watch(path) -> w; w:event(secs) -> decoded event or nil; w:lines(); w:stop()
+--   srv:watch(path, headers) -> w; w:event(secs) -> decoded event or nil; w:lines(); w:stop()
 --   srv:stop()
 -- Against a real cluster, `kubectl proxy` carries the credentials and the
 -- namespace is deleted by srv:stop().
@@ -125,8 +125,13 @@ end
 local Watch = {}
 Watch.__index = Watch
 
-function Server:watch(path)
+-- headers: extra request headers ("Name: value"), for this watch only.
+function Server:watch(path, headers)
   local argv = { "env", "-u", "LD_PRELOAD", "curl", "-sN", "--max-time", "30" }
+  for _, h in ipairs(headers or {}) do
+    argv[#argv + 1] = "-H"
+    argv[#argv + 1] = h
+  end
   if self.opts.cacert then
     argv[#argv + 1] = "--cacert"
     argv[#argv + 1] = self.opts.cacert

@@ -18,6 +18,7 @@
 ---@field namespace? string
 ---@field labels? luna.Labels
 ---@field fields? string field selector text
+---@field metadata_only? boolean cache only apiVersion, kind and metadata (PartialObjectMetadata): for big kinds (Pods, Secrets) whose bodies the controller never reads
 
 ---A `watches` source: objects of a kind mapped to keys of the primary kind.
 ---@class luna.WatchesSource: luna.Source
