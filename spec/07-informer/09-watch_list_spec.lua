@@ -201,6 +201,55 @@ describe("watch list", function()
   end)
 end)
 
+-- A server that refuses watch lists: the dev server with its WatchList
+-- gate off (fault watch-list-off), or a cluster started with
+-- KUBE_FEATURE_GATES=...,WatchList=false (docs/kube.md).
+describe("watch list refused by the server", function()
+  local srv, env
+  before_each(function()
+    srv = client.start{ args = { "--faults", "watch-list-off=1" } }
+    env = assert(core.informer.env{ kubeconfig = S.kubeconfig_for(srv) })
+  end)
+  after_each(function()
+    collectgarbage()
+    srv:stop()
+  end)
+
+  it("is answered 422 Invalid, and the informer lists instead", function()
+    local code, st = srv:request("GET", srv:ns_path("configmaps") .. "?watch=1&sendInitialEvents=true" ..
+      "&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1")
+    if code == 200 then
+      return pending("this cluster serves watch lists: start it with " ..
+                     "KUBE_FEATURE_GATES=ShardedListAndWatch=true,WatchList=false to run this")
+    end
+    local message = 'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: ' ..
+      "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+    assert.equal(422, code)
+    assert.equal(message, st.message)
+    assert.same({ { reason = "FieldValueForbidden", field = "sendInitialEvents",
+      message = "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList " ..
+                "feature gate is enabled" } }, st.details.causes)
+    create_many(srv, 50, "refused")
+    local m = S.mirror()
+    local inf = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, labels = LABEL,
+      on_add = m.handlers.on_add, on_update = m.handlers.on_update, on_delete = m.handlers.on_delete }
+    helpers.eventually(function() return inf:has_synced() end, 20, "sync")
+    local stats = inf:stats()
+    assert.equal(1, stats.watch_list_fallbacks)
+    assert.equal(0, stats.watch_lists)
+    assert.equal(1, stats.lists)
+    assert.equal("watch list: HTTP 422: " .. message, inf:last_error())
+    assert.same(S.server_state(srv, "set%3Dwl"), S.cache_state(inf))
+    assert.equal(50, m.adds)
+    -- The plain watch after the LIST carries the changes.
+    srv:request("DELETE", srv:ns_path("configmaps", "refused-00001"))
+    S.converge(inf, S.server_state(srv, "set%3Dwl"), 20, m)
+    assert.same({ "refused-00001" }, m.deleted)
+    assert.same({}, m.violations)
+    inf:release()
+  end)
+end)
+
 if client.real() then
   describe("watch list faults", function()
     pending(client.DEV_ONLY .. "a server refusing watch lists, cut streams and 410s are " ..
