@@ -67,14 +67,17 @@ struct luna_reflector {
     bool error_too_large;           /* ... and it said "Too large resource version" */
 
     /* Objects of the list (or the watch list's initial events) in
-     * progress, in arrival order, one reference each.  During a watch list
-     * `initial` indexes them by key (no references): an entry of `listed`
-     * is current if and only if `initial` maps its key to it; the others
-     * were replaced or deleted and are dropped when the initial events
-     * end. */
+     * progress, in arrival order, one reference each.  A server sends a
+     * watch list's state as ADDED events of distinct keys, appended like a
+     * LIST's items; only if a MODIFIED or DELETED comes before the
+     * bookmark is `initial` built, indexing them by key (no references):
+     * from then on an entry of `listed` is current if and only if
+     * `initial` maps its key to it; the others were replaced or deleted
+     * and are dropped when the initial events end. */
     struct luna_object **listed;
     size_t nlisted, listed_cap;
     struct luna_objset initial;
+    bool initial_indexed;
     char *continue_token;
 
     char rv[64];
@@ -116,6 +119,7 @@ static void drop_listed(struct luna_reflector *r)
         luna_object_unref(r->listed[i]);
     r->nlisted = 0;
     luna_objset_clear(&r->initial);
+    r->initial_indexed = false;
     free(r->continue_token);
     r->continue_token = NULL;
 }
@@ -531,6 +535,20 @@ static int on_initial_item(struct luna_reflector *r, enum luna_stream_event ev,
                            struct luna_object *obj)
 {
     r->stats.watch_list_items++;
+    if (ev == LUNA_STREAM_ADDED && !r->initial_indexed)
+        return keep_listed(r, obj, NULL);
+    if (!r->initial_indexed) {
+        /* The first change to the state being built: index it (a later
+         * duplicate key wins, as it would in the cache). */
+        r->initial_indexed = true;
+        for (size_t i = 0; i < r->nlisted; i++) {
+            struct luna_object *replaced;
+            if (luna_objset_put(&r->initial, r->listed[i], &replaced) < 0) {
+                luna_object_unref(obj);
+                return LUNA_ENOMEM;
+            }
+        }
+    }
     if (ev == LUNA_STREAM_DELETED) {
         luna_objset_remove(&r->initial, luna_object_key(obj), obj->key_len);
         luna_object_unref(obj);
@@ -571,16 +589,19 @@ static int on_watch_item(void *ud, enum luna_stream_event ev, struct luna_object
  * from the bookmark's resourceVersion. */
 static int finish_watch_list(struct luna_reflector *r, const char *rv)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < r->nlisted; i++) {
-        struct luna_object *o = r->listed[i];
-        if (luna_objset_get(&r->initial, luna_object_key(o), o->key_len) == o)
-            r->listed[n++] = o;
-        else
-            luna_object_unref(o);
+    if (r->initial_indexed) {
+        size_t n = 0;
+        for (size_t i = 0; i < r->nlisted; i++) {
+            struct luna_object *o = r->listed[i];
+            if (luna_objset_get(&r->initial, luna_object_key(o), o->key_len) == o)
+                r->listed[n++] = o;
+            else
+                luna_object_unref(o);
+        }
+        r->nlisted = n;
     }
-    r->nlisted = n;
     luna_objset_clear(&r->initial);
+    r->initial_indexed = false;
     if (luna_delta_fifo_replace(luna_informer_fifo(r->inf), r->listed, r->nlisted) < 0) {
         set_error(r, "watch list", "out of memory applying the initial events");
         return LUNA_ENOMEM;

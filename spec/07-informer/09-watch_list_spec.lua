@@ -250,6 +250,36 @@ describe("watch list refused by the server", function()
   end)
 end)
 
+-- No server changes the state inside a watch list's initial events, but
+-- the state must come out right if one did (a scripted stream from the
+-- spec/fixtures/httpd server).
+describe("watch list whose initial events change the state", function()
+  it("holds the state at the end of the initial events", function()
+    local server = helpers.spawn({ helpers.fixtures .. "/httpd" })
+    local url = select(2, server:expect("listening on (http://127%.0%.0%.1:%d+)"))
+    local env = assert(core.informer.env{ kubeconfig = require("support.luna_env").kubeconfig_file(url) })
+    local m = S.mirror()
+    local inf = env:informer{ kind = "v1/ConfigMap", namespace = "wl", watch_list = "on",
+      on_add = m.handlers.on_add, on_update = m.handlers.on_update, on_delete = m.handlers.on_delete }
+    helpers.eventually(function() return inf:has_synced() end, 10, "sync")
+    assert.same({ ["wl/a"] = "4", ["wl/c"] = "3", ["wl/d"] = "6" }, S.cache_state(inf))
+    assert.same({ v = "2" }, core.json.decode(inf:get("wl/a"):json()).data)
+    assert.equal(3, m.adds)
+    assert.equal(0, m.updates)
+    assert.equal(0, m.deletes)
+    assert.equal("7", inf:resource_version())
+    local st = inf:stats()
+    assert.equal(6, st.watch_list_items)
+    assert.equal(2, st.bookmarks)
+    assert.equal(1, st.watch_lists)
+    assert.equal(0, st.watch_events)
+    inf:release()
+    env = nil
+    collectgarbage()
+    server:stop()
+  end)
+end)
+
 if client.real() then
   describe("watch list faults", function()
     pending(client.DEV_ONLY .. "a server refusing watch lists, cut streams and 410s are " ..
