@@ -430,7 +430,7 @@ static void finish_list(struct luna_reflector *r)
     char count[24];
     snprintf(count, sizeof count, "%zu", r->nlisted);
     luna_debug("reflector listed", "informer", luna_informer_name(r->inf), "objects", count,
-               "resourceVersion", rv);
+               "resourceVersion", rv, "via", "list");
     snprintf(r->rv, sizeof r->rv, "%s", rv);
     drop_listed(r);
     r->rv_unavailable = false;
@@ -608,8 +608,8 @@ static int finish_watch_list(struct luna_reflector *r, const char *rv)
     }
     char count[24];
     snprintf(count, sizeof count, "%zu", r->nlisted);
-    luna_debug("reflector streamed the initial state (watch list)", "informer",
-               luna_informer_name(r->inf), "objects", count, "resourceVersion", rv);
+    luna_debug("reflector listed", "informer", luna_informer_name(r->inf), "objects", count,
+               "resourceVersion", rv, "via", "watch list");
     snprintf(r->rv, sizeof r->rv, "%s", rv);
     drop_listed(r);
     r->phase = WATCHING;
