@@ -24,7 +24,6 @@
  * bookmark before a round falls back to LIST (a server that always cuts
  * the stream short must not stall the informer). */
 #define WATCH_LIST_ATTEMPTS 3
-#define INITIAL_EVENTS_END "k8s.io/initial-events-end"
 
 /* WATCH_LISTING: a watch list before its initial-events-end bookmark;
  * the same request goes on as WATCHING after it. */
