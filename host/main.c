@@ -346,12 +346,12 @@ static int cmd_run(int argc, char **argv)
                 return bad_flag(name, optarg, "want a duration up to 24h (30, 30s, 2m)");
             cfg.shadow_reload = secs;
             break;
-        case OPT_INSTR_LIMIT:
-        case OPT_TIME_LIMIT:
         case OPT_WATCH_LIST:
             if (luna_watch_list_mode_parse(optarg, &cfg.watch_list) < 0)
                 return bad_flag(name, optarg, "want auto, on or off");
             break;
+        case OPT_INSTR_LIMIT:
+        case OPT_TIME_LIMIT:
         case OPT_MEM_LIMIT: {
             double v = parse_limit(optarg);
             if (v < 0)

@@ -250,6 +250,38 @@ describe("watch list refused by the server", function()
   end)
 end)
 
+describe("luna run --watch-list", function()
+  local luna_env = require("support.luna_env")
+  local CONTROLLER = [[
+local luna = require "luna"
+return luna.controller { name = "wl", watch = { "v1/ConfigMap" }, reconcile = function(req) end }
+]]
+  local function via(opts)
+    opts.sources = { ["wl.lua"] = CONTROLLER }
+    local env = luna_env.start(opts)
+    local out = env:stop()
+    local how = out:match("reflector listed informer=\"v1/ConfigMap [^\n]*via=(%b\"\")") or
+                out:match("reflector listed informer=\"v1/ConfigMap [^\n]*via=(%w+)")
+    return how
+  end
+
+  it("streams by default, lists with off, from the flag or LUNA_WATCH_LIST", function()
+    assert.equal('"watch list"', via{})
+    assert.equal("list", via{ args = { "--watch-list", "off" } })
+    assert.equal("list", via{ env = { LUNA_WATCH_LIST = "off" } })
+    assert.equal('"watch list"', via{ args = { "--watch-list=on" }, env = { LUNA_WATCH_LIST = "off" } })
+  end)
+
+  it("refuses a bad mode with a clear error", function()
+    local out, rc = helpers.run(helpers.luna .. " run --watch-list sometimes /tmp")
+    assert.equal(2, rc, out)
+    assert.matches("luna run: --watch-list=sometimes: want auto, on or off", out, 1, true)
+    out, rc = helpers.run("LUNA_WATCH_LIST=yes " .. helpers.luna .. " run /tmp")
+    assert.equal(2, rc, out)
+    assert.matches("luna run: LUNA_WATCH_LIST=yes: want auto, on or off", out, 1, true)
+  end)
+end)
+
 -- No server changes the state inside a watch list's initial events, but
 -- the state must come out right if one did (a scripted stream from the
 -- spec/fixtures/httpd server).
