@@ -107,6 +107,10 @@ static void usage(FILE *out)
           "  --reconcile-time-limit SECONDS\n"
           "                        seconds a reconcile may run without yielding\n"
           "                        (default: 2; 0: unlimited)\n"
+          "  --watch-list MODE     how informers get their state: auto (a streaming\n"
+          "                        watch list, a LIST where the server refuses it), on\n"
+          "                        (watch list only) or off (LIST only) (default:\n"
+          "                        $LUNA_WATCH_LIST, else auto)\n"
           "  --lua-memory-limit MIB\n"
           "                        cap on the scripts' Lua heap (default: 128; 0: none)\n"
           "durations: seconds (1.5) or Go durations (1500ms, 1m30s)\n",
@@ -195,7 +199,7 @@ enum run_flag {
     OPT_DEV_SERVER, OPT_SEED, OPT_INSTR_LIMIT, OPT_TIME_LIMIT, OPT_MEM_LIMIT,
     OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
     OPT_TEST_CONTROL, OPT_FAKE_CLOCK,
-    OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD,
+    OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD, OPT_WATCH_LIST,
 };
 
 /* A number >= 0 for a limit flag, or -1. */
@@ -248,6 +252,7 @@ static int cmd_run(int argc, char **argv)
         { "admin-endpoints", optional_argument, NULL, OPT_ADMIN },
         { "shadow", no_argument, NULL, OPT_SHADOW },
         { "shadow-reload", required_argument, NULL, OPT_SHADOW_RELOAD },
+        { "watch-list", required_argument, NULL, OPT_WATCH_LIST },
         { NULL, 0, NULL, 0 },
     };
     struct luna_run_config cfg = { .argv0 = argv[0] };
@@ -256,6 +261,11 @@ static int cmd_run(int argc, char **argv)
     static struct luna_watchdog_config limits;
     limits = luna_watchdog_config_default();
     cfg.limits = &limits;
+    const char *wl = getenv("LUNA_WATCH_LIST");
+    if (wl && *wl && luna_watch_list_mode_parse(wl, &cfg.watch_list) < 0) {
+        fprintf(stderr, "luna run: LUNA_WATCH_LIST=%s: want auto, on or off\n", wl);
+        return 2;
+    }
     int ch, idx = 0;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
@@ -335,6 +345,10 @@ static int cmd_run(int argc, char **argv)
             if (secs <= 0 || secs > 86400)
                 return bad_flag(name, optarg, "want a duration up to 24h (30, 30s, 2m)");
             cfg.shadow_reload = secs;
+            break;
+        case OPT_WATCH_LIST:
+            if (luna_watch_list_mode_parse(optarg, &cfg.watch_list) < 0)
+                return bad_flag(name, optarg, "want auto, on or off");
             break;
         case OPT_INSTR_LIMIT:
         case OPT_TIME_LIMIT:

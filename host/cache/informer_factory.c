@@ -37,7 +37,14 @@ struct luna_informer_factory {
     struct luna_kube_client *kc;
     struct luna_discovery *disc;
     struct luna_shared_informer *informers;
+    enum luna_watch_list_mode watch_list;  /* for specs that leave it DEFAULT */
 };
+
+void luna_informer_factory_set_watch_list(struct luna_informer_factory *f,
+                                          enum luna_watch_list_mode mode)
+{
+    f->watch_list = mode;
+}
 
 int luna_informer_factory_new(struct luna_kube_client *kc, struct luna_discovery *disc,
                               struct luna_informer_factory **out, luna_error *err)
@@ -163,6 +170,8 @@ static void on_resolved(void *ud, const struct luna_resource *res, const luna_er
         .page_size = si->spec.page_size,
         .keep_managed_fields = si->spec.keep_managed_fields,
         .metadata_only = si->spec.metadata_only,
+        .watch_list = si->spec.watch_list != LUNA_WATCH_LIST_DEFAULT ? si->spec.watch_list
+                                                                     : si->f->watch_list,
         .min_watch_timeout = si->spec.min_watch_timeout,
         .max_watch_timeout = si->spec.max_watch_timeout,
         .idle_timeout = si->spec.idle_timeout,

@@ -67,6 +67,10 @@ struct luna_informer_spec {
     const struct luna_shard_selector *shard;  /* NULL: whole collection; copied */
     bool keep_managed_fields;
     bool metadata_only;          /* cache apiVersion, kind and metadata only */
+    /* DEFAULT: the factory's (luna_informer_factory_set_watch_list).  The
+     * first acquirer's choice holds for a shared informer, as its tuning
+     * below does. */
+    enum luna_watch_list_mode watch_list;
     double resync;               /* seconds; 0: no resync */
     /* Reflector tuning (0: defaults); backoff_* also pace discovery
      * retries while the kind is not served. */
@@ -77,6 +81,10 @@ struct luna_informer_spec {
 
 int luna_informer_factory_new(struct luna_kube_client *kc, struct luna_discovery *disc,
                               struct luna_informer_factory **out, luna_error *err);
+/* How informers created from now on whose spec leaves watch_list DEFAULT
+ * get their state (default: DEFAULT, i.e. the reflector's AUTO). */
+void luna_informer_factory_set_watch_list(struct luna_informer_factory *f,
+                                          enum luna_watch_list_mode mode);
 /* Stops and frees every shared informer, whatever its count. */
 void luna_informer_factory_free(struct luna_informer_factory *f);
 

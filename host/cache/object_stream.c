@@ -10,7 +10,8 @@
 #define DEFAULT_MAX_ITEM (64u << 20)
 
 /* Which item field a string event fills. */
-enum field { F_NONE = -1, F_NAME, F_NAMESPACE, F_UID, F_RV, F_REASON, F_MESSAGE, F_NFIELDS };
+enum field { F_NONE = -1, F_NAME, F_NAMESPACE, F_UID, F_RV, F_REASON, F_MESSAGE, F_INITIAL_END,
+             F_NFIELDS };
 
 /* A growable byte arena for one item's captured strings. */
 struct arena {
@@ -52,7 +53,7 @@ struct luna_object_stream {
     bool in_item;
     int item_depth;
     int k1;               /* item-level key: 1 metadata, 2 code, 3 reason, 4 message */
-    int k2;               /* metadata key: 1 labels, or a field */
+    int k2;               /* metadata key: 1 labels, 2 annotations, or a field */
     enum field pending;   /* the field the next string fills */
     bool skip_next;       /* leave the next value out (managedFields) */
     int skip_depth;       /* >= 0 while leaving a container out */
@@ -202,8 +203,10 @@ static int finish_watch_event(struct luna_object_stream *s, luna_error *err)
         const char *rv = field(s, F_RV);
         if (!rv || !*rv)
             rc = luna_error_set(err, LUNA_EPROTO, "BOOKMARK event without a resourceVersion");
-        else if (s->h.on_bookmark)
-            rc = s->h.on_bookmark(s->h.ud, rv);
+        else if (s->h.on_bookmark) {
+            const char *end = field(s, F_INITIAL_END);
+            rc = s->h.on_bookmark(s->h.ud, rv, end && strcmp(end, "true") == 0);
+        }
     } else if (strcmp(t, "ERROR") == 0) {
         if (s->h.on_error)
             rc = s->h.on_error(s->h.ud, (int)s->status_code,
@@ -416,6 +419,8 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
             }
             if (key_is(ev, "labels"))
                 s->k2 = 1;
+            else if (key_is(ev, "annotations"))
+                s->k2 = 2;
             else if (key_is(ev, "name"))
                 s->pending = F_NAME;
             else if (key_is(ev, "namespace"))
@@ -427,9 +432,13 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
         } else if (r == 3 && s->k1 == 1 && s->k2 == 1) {
             if (arena_add(&s->strings, ev->str, ev->len, &s->pending_label_key) < 0)
                 return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+        } else if (r == 3 && s->k1 == 1 && s->k2 == 2 && s->opts.mode == LUNA_STREAM_WATCH) {
+            /* Only the WatchList end marker is read from annotations. */
+            s->pending = key_is(ev, "k8s.io/initial-events-end") ? F_INITIAL_END : F_NONE;
         }
     } else if (ev->type == LUNA_JSON_STRING) {
-        if (s->pending != F_NONE && ((r == 1 && s->k1 >= 3) || (r == 2 && s->k1 == 1))) {
+        if (s->pending != F_NONE && ((r == 1 && s->k1 >= 3) || (r == 2 && s->k1 == 1) ||
+                                     (r == 3 && s->pending == F_INITIAL_END))) {
             if (arena_add(&s->strings, ev->str, ev->len, &s->field_at[s->pending]) < 0)
                 return luna_error_set(err, LUNA_ENOMEM, "out of memory");
             if (memchr(ev->str, '\0', ev->len))
@@ -441,7 +450,7 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
                 return luna_error_set(err, LUNA_ENOMEM, "out of memory");
             s->pending_label_key = 0;
         }
-        s->pending = r <= 2 ? F_NONE : s->pending;
+        s->pending = r <= 2 || s->pending == F_INITIAL_END ? F_NONE : s->pending;
     } else if (ev->type == LUNA_JSON_NUMBER && r == 1 && s->k1 == 2) {
         s->status_code = ev->kind == LUNA_JSON_INT ? ev->i : 0;
     }

@@ -29,6 +29,8 @@
  *   WATCH: {"type":"ADDED","object":{...}} {"type":"MODIFIED",...} ...
  *          → on_item(ADDED|MODIFIED|DELETED, obj); BOOKMARK → on_bookmark(rv);
  *            ERROR → on_error(code, reason, message) with the Status fields.
+ *            A BOOKMARK whose metadata.annotations has
+ *            "k8s.io/initial-events-end": "true" says so to on_bookmark.
  *
  * An optional on_filter sees each item's namespace, uid and
  * resourceVersion once the item is complete and before its object is
@@ -68,7 +70,10 @@ enum luna_stream_event {
 struct luna_object_stream_handler {
     /* Return 0 to go on, negative to abort the stream with that code. */
     int (*on_item)(void *ud, enum luna_stream_event ev, struct luna_object *obj);
-    int (*on_bookmark)(void *ud, const char *resource_version);
+    /* initial_events_end: the bookmark carries the annotation
+     * "k8s.io/initial-events-end": "true" (the end of a WatchList's
+     * initial events, KEP-3157). */
+    int (*on_bookmark)(void *ud, const char *resource_version, bool initial_events_end);
     int (*on_error)(void *ud, int code, const char *reason, const char *message);
     /* Optional: true to build and deliver the item, false to drop it.  The
      * strings are NULL when absent, borrowed for the call. */

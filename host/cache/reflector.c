@@ -13,14 +13,24 @@
 #include "base/loop.h"
 #include "cache/event_latency.h"
 #include "cache/object_stream.h"
+#include "cache/objset.h"
 
 #define DEFAULT_PAGE 500
 #define DEFAULT_MIN_WATCH 300.0
 #define DEFAULT_IDLE 180.0
 #define MAX_ERROR_BODY (64u << 10)
 #define PATH_MAX_LEN 8192
+/* Watch lists in a row that may end without their initial-events-end
+ * bookmark before a round falls back to LIST (a server that always cuts
+ * the stream short must not stall the informer). */
+#define WATCH_LIST_ATTEMPTS 3
 
-enum phase { IDLE, LISTING, WATCHING, WAITING };
+/* WATCH_LISTING: a watch list before its initial-events-end bookmark;
+ * the same request goes on as WATCHING after it. */
+enum phase { IDLE, LISTING, WATCH_LISTING, WATCHING, WAITING };
+
+/* What a request asks for. */
+enum request_kind { REQ_LIST, REQ_WATCH, REQ_WATCH_LIST };
 
 struct luna_reflector {
     struct luna_kube_client *kc;
@@ -39,6 +49,10 @@ struct luna_reflector {
     bool paginated;                 /* a list from the cache came in pages */
     double min_watch, max_watch, idle_timeout;
     struct luna_backoff backoff;
+    enum luna_watch_list_mode watch_list;
+    bool list_this_round;           /* a watch list failed: this sync lists */
+    int watch_list_attempts;        /* incomplete watch lists in a row */
+    bool warned_fallback;           /* the first fallback was logged at warn */
 
     enum phase phase;
     bool relist_next;               /* the wait ends in a list, not a watch */
@@ -49,9 +63,21 @@ struct luna_reflector {
     char *error_body;               /* non-2xx body, for its Status */
     size_t error_len;
     bool stream_failed;             /* a decode error ended the request */
+    int error_event;                /* code of an ERROR event that ended it, 0 if none */
+    bool error_too_large;           /* ... and it said "Too large resource version" */
 
-    struct luna_object **listed;    /* objects of the list in progress */
+    /* Objects of the list (or the watch list's initial events) in
+     * progress, in arrival order, one reference each.  A server sends a
+     * watch list's state as ADDED events of distinct keys, appended like a
+     * LIST's items; only if a MODIFIED or DELETED comes before the
+     * bookmark is `initial` built, indexing them by key (no references):
+     * from then on an entry of `listed` is current if and only if
+     * `initial` maps its key to it; the others were replaced or deleted
+     * and are dropped when the initial events end. */
+    struct luna_object **listed;
     size_t nlisted, listed_cap;
+    struct luna_objset initial;
+    bool initial_indexed;
     char *continue_token;
 
     char rv[64];
@@ -62,6 +88,23 @@ struct luna_reflector {
 
 static void start_list(struct luna_reflector *r);
 static void start_watch(struct luna_reflector *r);
+static void start_watch_list(struct luna_reflector *r);
+
+/* A sync (the first, or a relist) streams the state as a watch list unless
+ * the informer lists, this round fell back, or the informer is sharded
+ * (only a LIST echoes shardInfo, which says whether the server filtered). */
+static bool use_watch_list(const struct luna_reflector *r)
+{
+    return r->watch_list != LUNA_WATCH_LIST_OFF && !r->shard && !r->list_this_round;
+}
+
+static void start_sync(struct luna_reflector *r)
+{
+    if (use_watch_list(r))
+        start_watch_list(r);
+    else
+        start_list(r);
+}
 
 static void set_error(struct luna_reflector *r, const char *what, const char *msg)
 {
@@ -75,6 +118,8 @@ static void drop_listed(struct luna_reflector *r)
     for (size_t i = 0; i < r->nlisted; i++)
         luna_object_unref(r->listed[i]);
     r->nlisted = 0;
+    luna_objset_clear(&r->initial);
+    r->initial_indexed = false;
     free(r->continue_token);
     r->continue_token = NULL;
 }
@@ -84,7 +129,7 @@ static void wait_cb(struct ev_loop *loop, ev_timer *w, int revents)
     struct luna_reflector *r = (struct luna_reflector *)((char *)w -
                                                          offsetof(struct luna_reflector, wait));
     if (r->relist_next || !r->rv[0])
-        start_list(r);
+        start_sync(r);
     else
         start_watch(r);
 }
@@ -120,7 +165,7 @@ static int append_query(char *buf, size_t size, size_t *len, const char *name, c
     return 0;
 }
 
-static int build_path(struct luna_reflector *r, bool watch, char *buf, size_t size)
+static int build_path(struct luna_reflector *r, enum request_kind kind, char *buf, size_t size)
 {
     int n = luna_resource_path(&r->resource, r->namespace_, NULL, NULL, buf, size);
     if (n < 0)
@@ -128,13 +173,22 @@ static int build_path(struct luna_reflector *r, bool watch, char *buf, size_t si
     size_t len = (size_t)n;
     char num[32];
     int rc = 0;
-    if (watch) {
+    if (kind != REQ_LIST) {
         double span = r->max_watch - r->min_watch;
         long timeout = (long)(r->min_watch + span * luna_backoff_random(&r->backoff));
         snprintf(num, sizeof num, "%ld", timeout);
         rc |= append_query(buf, size, &len, "watch", "1");
         rc |= append_query(buf, size, &len, "allowWatchBookmarks", "true");
-        rc |= append_query(buf, size, &len, "resourceVersion", r->rv);
+        if (kind == REQ_WATCH_LIST) {
+            /* client-go's watchList: the state at least as fresh as the
+             * last version seen, or (first sync, or after 410 / too large)
+             * a consistent read: resourceVersion left out. */
+            rc |= append_query(buf, size, &len, "sendInitialEvents", "true");
+            rc |= append_query(buf, size, &len, "resourceVersionMatch", "NotOlderThan");
+            rc |= append_query(buf, size, &len, "resourceVersion", r->rv_unavailable ? "" : r->rv);
+        } else {
+            rc |= append_query(buf, size, &len, "resourceVersion", r->rv);
+        }
         rc |= append_query(buf, size, &len, "timeoutSeconds", num);
     } else if (r->continue_token) {
         snprintf(num, sizeof num, "%zu", r->page_size);
@@ -233,21 +287,23 @@ static void end_request(struct luna_reflector *r)
  * Returns 0 if it runs; 1 if the path was too long (last_error set and a
  * relist scheduled); -1 if it could not start (counted as a failure and
  * last_error set: the caller schedules the retry). */
-static int start_request(struct luna_reflector *r, bool watch, luna_kube_data_fn on_chunk,
-                         luna_kube_done_fn on_done)
+static int start_request(struct luna_reflector *r, enum request_kind kind,
+                         luna_kube_data_fn on_chunk, luna_kube_done_fn on_done)
 {
     char path[PATH_MAX_LEN];
     luna_error err = { 0 };
-    const char *what = watch ? "watch" : "list";
-    if (build_path(r, watch, path, sizeof path) < 0) {
+    const char *what = kind == REQ_LIST ? "list" : kind == REQ_WATCH ? "watch" : "watch list";
+    if (build_path(r, kind, path, sizeof path) < 0) {
         set_error(r, what, "request path too long");
         retry_later(r, true, true);
         return 1;
     }
     struct luna_kube_request_options o = {
         .path = path,
-        .accept = !r->metadata_only ? NULL : watch ? LUNA_ACCEPT_METADATA_WATCH
-                                                   : LUNA_ACCEPT_METADATA_LIST,
+        /* a watch list's events are a watch's */
+        .accept = !r->metadata_only   ? NULL
+                  : kind == REQ_LIST ? LUNA_ACCEPT_METADATA_LIST
+                                     : LUNA_ACCEPT_METADATA_WATCH,
         .idle_timeout = r->idle_timeout,
         .on_headers = on_headers,
         .on_chunk = on_chunk,
@@ -299,11 +355,13 @@ static bool on_filter(void *ud, enum luna_stream_event ev, const char *ns, const
     return false;
 }
 
-static int on_list_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
+/* Appends obj (its reference taken over) to the list in progress.  An
+ * unchanged object (same key, same resourceVersion) is the cached one:
+ * the cached one is kept instead of a second copy.  *kept is what was
+ * stored. */
+static int keep_listed(struct luna_reflector *r, struct luna_object *obj,
+                       struct luna_object **kept)
 {
-    struct luna_reflector *r = ud;
-    /* An unchanged object (same key, same resourceVersion) is the cached
-     * one: share it instead of keeping a second copy. */
     struct luna_object *cached = luna_indexer_get(luna_informer_indexer(r->inf),
                                                   luna_object_key(obj));
     if (cached && cached->rv_len && obj->rv_len == cached->rv_len &&
@@ -322,7 +380,14 @@ static int on_list_item(void *ud, enum luna_stream_event ev, struct luna_object 
         r->listed_cap = cap;
     }
     r->listed[r->nlisted++] = obj;
+    if (kept)
+        *kept = obj;
     return 0;
+}
+
+static int on_list_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
+{
+    return keep_listed(ud, obj, NULL);
 }
 
 static int on_list_chunk(void *ud, const char *data, size_t len, luna_error *err)
@@ -369,10 +434,12 @@ static void finish_list(struct luna_reflector *r)
     char count[24];
     snprintf(count, sizeof count, "%zu", r->nlisted);
     luna_debug("reflector listed", "informer", luna_informer_name(r->inf), "objects", count,
-               "resourceVersion", rv);
+               "resourceVersion", rv, "via", "list");
     snprintf(r->rv, sizeof r->rv, "%s", rv);
     drop_listed(r);
     r->rv_unavailable = false;
+    r->list_this_round = false;   /* the next sync tries a watch list again */
+    r->watch_list_attempts = 0;
     r->stats.lists++;
     note_shard_mode(r);
     luna_informer_wake(r->inf);
@@ -450,7 +517,7 @@ static void start_list(struct luna_reflector *r)
         r->list_server_filtered = true; /* until a page says otherwise */
     }
     luna_object_stream_reset(r->list_stream);
-    if (start_request(r, false, on_list_chunk, on_list_done) < 0) {
+    if (start_request(r, REQ_LIST, on_list_chunk, on_list_done) < 0) {
         drop_listed(r);
         retry_later(r, true, true);
     }
@@ -464,9 +531,45 @@ static void advance_rv(struct luna_reflector *r, const char *rv)
         snprintf(r->rv, sizeof r->rv, "%s", rv);
 }
 
+/* An event before the initial-events-end bookmark goes to the state being
+ * built, not to the FIFO (client-go's temporary store): the informer sees
+ * the whole state at once, as after a LIST.  A server sends only ADDED
+ * there; MODIFIED and DELETED are applied to the state all the same. */
+static int on_initial_item(struct luna_reflector *r, enum luna_stream_event ev,
+                           struct luna_object *obj)
+{
+    r->stats.watch_list_items++;
+    if (ev == LUNA_STREAM_ADDED && !r->initial_indexed)
+        return keep_listed(r, obj, NULL);
+    if (!r->initial_indexed) {
+        /* The first change to the state being built: index it (a later
+         * duplicate key wins, as it would in the cache). */
+        r->initial_indexed = true;
+        for (size_t i = 0; i < r->nlisted; i++) {
+            struct luna_object *replaced;
+            if (luna_objset_put(&r->initial, r->listed[i], &replaced) < 0) {
+                luna_object_unref(obj);
+                return LUNA_ENOMEM;
+            }
+        }
+    }
+    if (ev == LUNA_STREAM_DELETED) {
+        luna_objset_remove(&r->initial, luna_object_key(obj), obj->key_len);
+        luna_object_unref(obj);
+        return 0;
+    }
+    struct luna_object *kept, *replaced;
+    int rc = keep_listed(r, obj, &kept);
+    if (rc == 0)
+        rc = luna_objset_put(&r->initial, kept, &replaced);
+    return rc;
+}
+
 static int on_watch_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
 {
     struct luna_reflector *r = ud;
+    if (r->phase == WATCH_LISTING)
+        return on_initial_item(r, ev, obj);
     struct luna_delta_fifo *fifo = luna_informer_fifo(r->inf);
     luna_event_latency_event(luna_object_key(obj));
     int rc;
@@ -485,11 +588,54 @@ static int on_watch_item(void *ud, enum luna_stream_event ev, struct luna_object
     return rc;
 }
 
-static int on_bookmark(void *ud, const char *rv)
+/* The initial-events-end bookmark: the state streamed so far replaces the
+ * FIFO's contents, as a complete LIST does, and the same watch goes on
+ * from the bookmark's resourceVersion. */
+static int finish_watch_list(struct luna_reflector *r, const char *rv)
+{
+    if (r->initial_indexed) {
+        size_t n = 0;
+        for (size_t i = 0; i < r->nlisted; i++) {
+            struct luna_object *o = r->listed[i];
+            if (luna_objset_get(&r->initial, luna_object_key(o), o->key_len) == o)
+                r->listed[n++] = o;
+            else
+                luna_object_unref(o);
+        }
+        r->nlisted = n;
+    }
+    luna_objset_clear(&r->initial);
+    r->initial_indexed = false;
+    if (luna_delta_fifo_replace(luna_informer_fifo(r->inf), r->listed, r->nlisted) < 0) {
+        set_error(r, "watch list", "out of memory applying the initial events");
+        return LUNA_ENOMEM;
+    }
+    char count[24];
+    snprintf(count, sizeof count, "%zu", r->nlisted);
+    luna_debug("reflector listed", "informer", luna_informer_name(r->inf), "objects", count,
+               "resourceVersion", rv, "via", "watch list");
+    snprintf(r->rv, sizeof r->rv, "%s", rv);
+    drop_listed(r);
+    r->phase = WATCHING;
+    r->rv_unavailable = false;
+    r->list_this_round = false;
+    r->watch_list_attempts = 0;
+    r->stats.lists++;
+    r->stats.watch_lists++;
+    luna_informer_wake(r->inf);
+    return 0;
+}
+
+static int on_bookmark(void *ud, const char *rv, bool initial_events_end)
 {
     struct luna_reflector *r = ud;
-    advance_rv(r, rv);
     r->stats.bookmarks++;
+    if (r->phase == WATCH_LISTING) {
+        /* A bookmark inside the initial events says nothing the state can
+         * be resumed from: only the end marker moves the version. */
+        return initial_events_end ? finish_watch_list(r, rv) : 0;
+    }
+    advance_rv(r, rv);
     return 0;
 }
 
@@ -498,7 +644,9 @@ static int on_watch_error(void *ud, int code, const char *reason, const char *me
     struct luna_reflector *r = ud;
     char msg[512];
     snprintf(msg, sizeof msg, "watch ERROR event %d %s: %s", code, reason, message);
-    set_error(r, "watch", msg);
+    set_error(r, r->phase == WATCH_LISTING ? "watch list" : "watch", msg);
+    r->error_event = code ? code : 500;
+    r->error_too_large = code == 504 && strstr(message, "Too large resource version");
     if (code == 410) {
         r->stats.gone++;
         r->relist_next = true;
@@ -519,9 +667,15 @@ static int on_watch_chunk(void *ud, const char *data, size_t len, luna_error *er
     return rc;
 }
 
+static void watch_list_done(struct luna_reflector *r, const luna_http_failure *fail);
+
 static void on_watch_done(void *ud, const luna_http_response *resp, const luna_http_failure *fail)
 {
     struct luna_reflector *r = ud;
+    if (r->phase == WATCH_LISTING) {
+        watch_list_done(r, fail);
+        return;
+    }
     bool relist = r->relist_next;
     r->relist_next = false;
     char msg[512];
@@ -603,10 +757,139 @@ static void start_watch(struct luna_reflector *r)
     r->status = 0;
     r->stream_failed = false;
     r->relist_next = false;
+    r->error_event = 0;
     luna_object_stream_reset(r->watch_stream);
-    int rc = start_request(r, true, on_watch_chunk, on_watch_done);
+    int rc = start_request(r, REQ_WATCH, on_watch_chunk, on_watch_done);
     if (rc < 0)
         retry_later(r, false, true);
+    else if (rc == 0)
+        r->stats.watches++;
+}
+
+/* ---- WATCH LIST (KEP-3157) ---------------------------------------------- */
+
+/* This round lists instead (client-go falls back to LIST on any watch-list
+ * error it does not retry; the next relist tries a watch list again).  With
+ * the watch list forced on, it is tried again after a backoff instead. */
+static void fall_back_to_list(struct luna_reflector *r, const char *why)
+{
+    r->watch_list_attempts = 0;
+    if (r->watch_list == LUNA_WATCH_LIST_ON) {
+        retry_later(r, true, true);
+        return;
+    }
+    r->list_this_round = true;
+    r->stats.watch_list_fallbacks++;
+    if (!r->warned_fallback)
+        luna_warn("watch list failed, listing instead (the API server may not serve "
+                  "sendInitialEvents: older than v1.27, or the WatchList gate is off)",
+                  "informer", luna_informer_name(r->inf), "error", why);
+    else
+        luna_info("watch list failed, listing instead", "informer", luna_informer_name(r->inf),
+                  "error", why);
+    r->warned_fallback = true;
+    retry_later(r, true, false);
+}
+
+/* Tries the watch list again: at once from "" after 410 or a too large
+ * version, else after a backoff; after WATCH_LIST_ATTEMPTS incomplete ones
+ * in a row, this round lists. */
+static void watch_list_again(struct luna_reflector *r, bool at_once)
+{
+    if (++r->watch_list_attempts >= WATCH_LIST_ATTEMPTS) {
+        fall_back_to_list(r, r->last_error);
+        return;
+    }
+    retry_later(r, true, !at_once);
+}
+
+/* The watch list ended before its initial-events-end bookmark: the state
+ * streamed so far is dropped (the next attempt starts over, as client-go's
+ * temporary store does).  What comes next, after client-go:
+ *   - 410 Gone, 504 Too large (status or ERROR event): again at once,
+ *     from a consistent read ("");
+ *   - 429: again after a backoff (Retry-After honoured);
+ *   - any other status or ERROR event (an older server's 422 "Invalid",
+ *     403, 5xx), or a stream that does not decode: LIST this round;
+ *   - a broken connection, an idle timeout, a truncated stream, or an end
+ *     without the bookmark: again after a backoff (a network fault says
+ *     nothing about the server's support). */
+static void watch_list_done(struct luna_reflector *r, const luna_http_failure *fail)
+{
+    bool gone = r->relist_next;
+    r->relist_next = false;
+    char msg[512];
+    drop_listed(r);
+    if (r->status != 200 && r->status != 0) {
+        describe_status(r, msg, sizeof msg);
+        bool too_large = too_large_rv(r);
+        long status = r->status;
+        end_request(r);
+        r->stats.failures++;
+        set_error(r, "watch list", msg);
+        if (status == 410 || too_large) {
+            if (status == 410)
+                r->stats.gone++;
+            r->rv_unavailable = true;
+            watch_list_again(r, true);
+        } else if (status == 429) {
+            retry_later(r, true, true);
+        } else {
+            fall_back_to_list(r, msg);
+        }
+        return;
+    }
+    if (gone || r->error_too_large) {
+        end_request(r);
+        r->stats.failures++;
+        r->rv_unavailable = true;
+        watch_list_again(r, true);
+        return;
+    }
+    if (r->error_event) {
+        end_request(r);
+        r->stats.failures++;
+        fall_back_to_list(r, r->last_error);
+        return;
+    }
+    luna_error partial = { 0 };
+    bool truncated = !r->stream_failed && r->status == 200 &&
+                     luna_object_stream_finish(r->watch_stream, &partial) < 0;
+    r->stats.failures++;
+    if (r->stream_failed && fail) {
+        r->stats.decode_errors++;
+        snprintf(msg, sizeof msg, "stream did not decode: %.400s", fail->err.msg);
+        set_error(r, "watch list", msg);
+        end_request(r);
+        fall_back_to_list(r, msg);
+        return;
+    }
+    if (truncated) {
+        r->stats.decode_errors++;
+        snprintf(msg, sizeof msg, "event truncated: %.400s", fail ? fail->err.msg : partial.msg);
+        set_error(r, "watch list", msg);
+    } else if (fail) {
+        set_error(r, "watch list", fail->err.msg);
+    } else {
+        set_error(r, "watch list", "the stream ended before the initial-events-end bookmark");
+    }
+    end_request(r);
+    watch_list_again(r, false);
+}
+
+static void start_watch_list(struct luna_reflector *r)
+{
+    r->phase = WATCH_LISTING;
+    r->status = 0;
+    r->stream_failed = false;
+    r->relist_next = false;
+    r->error_event = 0;
+    r->error_too_large = false;
+    drop_listed(r);
+    luna_object_stream_reset(r->watch_stream);
+    int rc = start_request(r, REQ_WATCH_LIST, on_watch_chunk, on_watch_done);
+    if (rc < 0)
+        retry_later(r, true, true);
     else if (rc == 0)
         r->stats.watches++;
 }
@@ -650,6 +933,7 @@ int luna_reflector_new(struct luna_kube_client *kc, struct luna_informer *inf,
     r->min_watch = o->min_watch_timeout > 0 ? o->min_watch_timeout : DEFAULT_MIN_WATCH;
     r->max_watch = o->max_watch_timeout > r->min_watch ? o->max_watch_timeout : 2 * r->min_watch;
     r->idle_timeout = o->idle_timeout > 0 ? o->idle_timeout : DEFAULT_IDLE;
+    r->watch_list = o->watch_list == LUNA_WATCH_LIST_DEFAULT ? LUNA_WATCH_LIST_AUTO : o->watch_list;
     luna_backoff_init_default(&r->backoff);
     if (o->backoff_base > 0) {
         r->backoff.base = o->backoff_base;
@@ -719,7 +1003,27 @@ void luna_reflector_start(struct luna_reflector *r)
     if (r->rv[0])
         start_watch(r);
     else
-        start_list(r);
+        start_sync(r);
+}
+
+int luna_watch_list_mode_parse(const char *text, enum luna_watch_list_mode *out)
+{
+    static const struct { const char *name; enum luna_watch_list_mode m; } modes[] = {
+        { "auto", LUNA_WATCH_LIST_AUTO }, { "on", LUNA_WATCH_LIST_ON },
+        { "off", LUNA_WATCH_LIST_OFF },
+    };
+    for (size_t i = 0; text && i < sizeof modes / sizeof modes[0]; i++)
+        if (strcmp(text, modes[i].name) == 0) {
+            *out = modes[i].m;
+            return 0;
+        }
+    return LUNA_EINVAL;
+}
+
+const char *luna_watch_list_mode_name(enum luna_watch_list_mode m)
+{
+    static const char *const names[] = { "default", "auto", "on", "off" };
+    return (unsigned)m < 4 ? names[m] : "default";
 }
 
 const char *luna_reflector_resource_version(const struct luna_reflector *r) { return r->rv; }

@@ -1,6 +1,7 @@
 /*
  * reflector.h — keeps an informer's DeltaFIFO in step with the API server:
- * a paged LIST, then a WATCH from the list's resourceVersion, for ever.
+ * the state (a watch list, else a paged LIST), then a WATCH from its
+ * resourceVersion, for ever.
  *
  * Uses: kube_client (HTTP + credentials), object_stream (decoding), backoff,
  * delta_fifo and informer.  Runs on the loop thread.
@@ -27,6 +28,29 @@
  *     minute on a real server) is treated as hung and replaced;
  *   - a malformed or truncated event stops that watch (logged, counted);
  *     the next one resumes from the last event applied, so nothing is lost.
+ * Watch list (KEP-3157, client-go's WatchListClient, on by default since
+ * v0.35): unless told to list (LUNA_WATCH_LIST_OFF) or sharded, a sync
+ * (the first one and every relist) is one WATCH with sendInitialEvents=true,
+ * resourceVersionMatch=NotOlderThan and allowWatchBookmarks, from the last
+ * version seen ("" at first and after a 410 or a too large version: a
+ * consistent read).  The server streams the state as ADDED events, then a
+ * BOOKMARK annotated "k8s.io/initial-events-end": "true"; the events
+ * before it build the state aside, and at the bookmark the state replaces
+ * the FIFO's contents at once (exactly as a complete LIST does: Replaced
+ * deltas, deletions of vanished objects) and its resourceVersion is taken;
+ * the same stream then goes on as the WATCH.  Before the bookmark:
+ *   - 410 / 504 Too large → again at once from "";
+ *   - 429 → again after a backoff;
+ *   - any other error status or ERROR event (the 422 Invalid of a server
+ *     without the WatchList gate, 403, 5xx) or an undecodable stream → this
+ *     round is a LIST (client-go's fallback); the next relist tries a
+ *     watch list again, as client-go's next ListAndWatch does;
+ *   - a broken connection, a hung or truncated stream, or an end without
+ *     the bookmark → again after a backoff, from scratch; after
+ *     WATCH_LIST_ATTEMPTS (3) such ends in a row, this round lists.
+ * LUNA_WATCH_LIST_ON never falls back (each failure backs off and tries
+ * again).  A sharded informer lists: only a LIST echoes shardInfo.
+ *
  * Sharded (KEP-5866, base/shard.h): given a shard selector, every LIST page
  * and WATCH carries it as `shardSelector`.  A list whose every page echoes
  * it in metadata.shardInfo.selector was filtered by the server ("server"
@@ -77,6 +101,18 @@
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 #define LUNA_ACCEPT_METADATA_WATCH \
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+/* How a sync gets the state. */
+enum luna_watch_list_mode {
+    LUNA_WATCH_LIST_DEFAULT = 0,  /* the owner's default; for a reflector: AUTO */
+    LUNA_WATCH_LIST_AUTO,         /* watch list, LIST when the server refuses */
+    LUNA_WATCH_LIST_ON,           /* watch list only */
+    LUNA_WATCH_LIST_OFF,          /* LIST only */
+};
+
+/* "auto", "on", "off" → the mode; LUNA_EINVAL for anything else. */
+int luna_watch_list_mode_parse(const char *text, enum luna_watch_list_mode *out);
+/* "default", "auto", "on", "off". */
+const char *luna_watch_list_mode_name(enum luna_watch_list_mode m);
 
 struct luna_reflector_options {
     const struct luna_resource *resource;
@@ -87,6 +123,7 @@ struct luna_reflector_options {
     size_t page_size;              /* 0: 500, and relists are not paged */
     bool keep_managed_fields;
     bool metadata_only;            /* list and watch PartialObjectMetadata */
+    enum luna_watch_list_mode watch_list;
     double min_watch_timeout;      /* 0: 300 s */
     double max_watch_timeout;      /* 0: 2 × min */
     double idle_timeout;           /* 0: 180 s */
@@ -95,7 +132,10 @@ struct luna_reflector_options {
 };
 
 struct luna_reflector_stats {
-    unsigned long lists;           /* complete lists applied */
+    unsigned long lists;           /* complete states applied (LIST or watch list) */
+    unsigned long watch_lists;     /* of which by watch list */
+    unsigned long watch_list_items;      /* events before initial-events-end bookmarks */
+    unsigned long watch_list_fallbacks;  /* syncs that listed as a watch list failed */
     unsigned long list_pages;
     unsigned long watches;         /* watch requests started */
     unsigned long watch_events;

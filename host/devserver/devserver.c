@@ -6,6 +6,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 
 #include "devserver/devserver_api.h"
@@ -282,6 +285,12 @@ int luna_devserver_main(int argc, char **argv)
             luna_error("seed failed", "error", err.msg);
             goto out_api;
         }
+#ifdef __GLIBC__
+    /* A large seed's parse trees are gone: give their pages back, so the
+     * server's RSS is its objects, not the seed's peak. */
+    if (nseeds)
+        malloc_trim(0);
+#endif
     luna_ds_http_opts hopts = { .ds = ds, .host = host, .port = port, .token = token,
                                 .tls_cert = cert, .tls_key = key };
     srv = luna_ds_http_start(&hopts, &err);

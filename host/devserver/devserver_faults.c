@@ -79,9 +79,14 @@ int luna_ds_faults_set(luna_ds_faults *out, const char *spec, luna_error *err)
             bad = parse_number(v, 0, 1e9, &d) || ((f.malformed_event = (int)d), 0);
         else if (strcmp(k, "gone") == 0)
             bad = parse_number(v, 0, 1e9, &d) || ((f.gone = (int)d), 0);
+        else if (strcmp(k, "hold-watches") == 0)
+            bad = parse_number(v, 0, 1e9, &d) || ((f.hold_watches = (int)d), 0);
         else if (strcmp(k, "ignore-shard-selector") == 0) {
             bad = parse_number(v, 0, 1, &d) || d != (int)d;
             f.ignore_shard_selector = d == 1;
+        } else if (strcmp(k, "watch-list-off") == 0) {
+            bad = parse_number(v, 0, 1, &d) || d != (int)d;
+            f.watch_list_off = d == 1;
         } else if (strcmp(k, "seed") == 0)
             bad = parse_number(v, 0, 4e9, &d) || ((f.seed = (unsigned)d), 0);
         else {
@@ -103,7 +108,7 @@ int luna_ds_faults_set(luna_ds_faults *out, const char *spec, luna_error *err)
 
 json_t *luna_ds_faults_json(const luna_ds_faults *f)
 {
-    return json_pack("{s:i,s:f,s:f,s:s,s:s,s:f,s:i,s:s,s:i,s:i,s:i,s:i,s:b,s:i}",
+    return json_pack("{s:i,s:f,s:f,s:s,s:s,s:f,s:i,s:s,s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:i}",
                      "watch-close-after", f->watch_close_after,
                      "watch-close-random", f->watch_close_random,
                      "delay", f->delay,
@@ -116,7 +121,9 @@ json_t *luna_ds_faults_json(const luna_ds_faults *f)
                      "truncate-event", f->truncate_event,
                      "malformed-event", f->malformed_event,
                      "gone", f->gone,
+                     "hold-watches", f->hold_watches,
                      "ignore-shard-selector", f->ignore_shard_selector,
+                     "watch-list-off", f->watch_list_off,
                      "seed", (int)f->seed);
 }
 

@@ -22,11 +22,24 @@
  *                          the connection is then dropped
  *   malformed-event=N      the next N watch events are sent as invalid JSON
  *   gone=N                 the next N watches get 410 Expired at once
+ *   hold-watches=N         the next N watches are held `delay` seconds (3
+ *                          if delay is 0) after they took their state and
+ *                          subscribed; the count goes down as each one does,
+ *                          so a spec reading GET /luna/v1/faults knows its
+ *                          watch has taken its state and can write "during"
+ *                          the stream
  *   ignore-shard-selector=1  LIST and WATCH ignore shardSelector (no
  *                          filtering, no shardInfo), as a server without
  *                          KEP-5866 or with its feature gate off does
+ *   watch-list-off=1       the WatchList feature gate off, as on kube-apiserver
+ *                          v1.27–v1.33 by default: a watch with
+ *                          sendInitialEvents is refused with 422 Invalid
+ *                          (which makes client-go and luna list instead),
+ *                          and a watch from "" or "0" ends its initial
+ *                          ADDED events without a bookmark
  *   seed=N                 seed of the random choices (default 1)
- * Counters (truncate-event, malformed-event, gone) count down as used.
+ * Counters (truncate-event, malformed-event, gone, hold-watches) count
+ * down as used.
  * The settings are a value owned by one server (struct luna_ds); the
  * functions take it.  Runs on the loop thread.
  */
@@ -59,7 +72,9 @@ typedef struct luna_ds_faults {
     int truncate_event;
     int malformed_event;
     int gone;
+    int hold_watches;
     bool ignore_shard_selector;
+    bool watch_list_off;
     unsigned seed;
     unsigned rng;               /* the random generator's state (from seed) */
 } luna_ds_faults;

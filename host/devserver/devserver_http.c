@@ -362,7 +362,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_NO; /* out of memory: MHD closes the connection */
     luna_ds_faults *f = &srv->ds->faults;
     double delay = luna_ds_faults_delay_for(f, url);
-    if (delay > 0 && luna_ds_faults_applies(f->delay_on, method, is_watch(c))) {
+    bool hold = code == 200 && is_watch(c) && luna_ds_faults_take(&f->hold_watches);
+    if (hold)
+        delay = f->delay > 0 ? f->delay : 3;
+    if (delay > 0 && (hold || luna_ds_faults_applies(f->delay_on, method, is_watch(c)))) {
         r->ready = resp;
         r->ready_code = code;
         ev_timer_set(&r->delay, delay, 0);

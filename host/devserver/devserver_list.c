@@ -102,13 +102,76 @@ static int too_large(luna_ds *ds, uint64_t rv, luna_ds_status *st)
     return LUNA_ETIMEOUT;
 }
 
-static int list_options_invalid(luna_ds_status *st, const char *field, const char *what)
+/* ListOptions validation errors, gathered as apimachinery's
+ * ValidateListOptions gathers them (every rule is checked; the message
+ * lists them all, duplicates once, in brackets when more than one). */
+#define MAX_CAUSES 6
+struct list_options_errors {
+    int n;
+    struct {
+        const char *field;
+        const char *reason;      /* FieldValueForbidden, FieldValueNotSupported */
+        char body[192];          /* field.Error's ErrorBody() */
+    } c[MAX_CAUSES];
+};
+
+static void forbidden(struct list_options_errors *e, const char *field, const char *detail)
 {
-    luna_ds_status_set(st, 422, "Invalid", "ListOptions.meta.k8s.io \"\" is invalid: %s: %s",
-                       field, what);
-    st->details = json_pack("{s:s,s:s,s:[{s:s,s:s,s:s}]}", "group", "meta.k8s.io", "kind",
-                            "ListOptions", "causes", "reason", "FieldValueInvalid", "message",
-                            what, "field", field);
+    if (e->n == MAX_CAUSES)
+        return;
+    e->c[e->n].field = field;
+    e->c[e->n].reason = "FieldValueForbidden";
+    snprintf(e->c[e->n].body, sizeof e->c[e->n].body, "Forbidden: %s", detail);
+    e->n++;
+}
+
+/* values: the supported values, already quoted and joined. */
+static void not_supported(struct list_options_errors *e, const char *field, const char *value,
+                          const char *values)
+{
+    if (e->n == MAX_CAUSES)
+        return;
+    json_t *q = json_string(value);
+    char *quoted = q ? json_dumps(q, JSON_ENCODE_ANY) : NULL;
+    e->c[e->n].field = field;
+    e->c[e->n].reason = "FieldValueNotSupported";
+    snprintf(e->c[e->n].body, sizeof e->c[e->n].body, "Unsupported value: %s: supported values: %s",
+             quoted ? quoted : "\"\"", values);
+    free(quoted);
+    json_decref(q);
+    e->n++;
+}
+
+/* 422 Invalid for the gathered errors (0 if there are none). */
+static int list_options_invalid(const struct list_options_errors *e, luna_ds_status *st)
+{
+    if (e->n == 0)
+        return 0;
+    char msg[900];
+    size_t len = 0;
+    int shown = 0;
+    json_t *causes = json_array();
+    for (int i = 0; i < e->n; i++) {
+        bool dup = false;
+        for (int j = 0; j < i; j++)
+            dup |= strcmp(e->c[i].field, e->c[j].field) == 0 &&
+                   strcmp(e->c[i].body, e->c[j].body) == 0;
+        json_array_append_new(causes, json_pack("{s:s,s:s,s:s}", "reason", e->c[i].reason,
+                                                "message", e->c[i].body, "field", e->c[i].field));
+        if (dup)
+            continue;
+        int n = snprintf(msg + len, sizeof msg - len, "%s%s: %s", shown ? ", " : "",
+                         e->c[i].field, e->c[i].body);
+        if (n > 0 && (size_t)n < sizeof msg - len)
+            len += (size_t)n;
+        shown++;
+    }
+    if (shown > 1)
+        luna_ds_status_set(st, 422, "Invalid", "ListOptions.meta.k8s.io \"\" is invalid: [%s]", msg);
+    else
+        luna_ds_status_set(st, 422, "Invalid", "ListOptions.meta.k8s.io \"\" is invalid: %s", msg);
+    st->details = json_pack("{s:s,s:s,s:o}", "group", "meta.k8s.io", "kind", "ListOptions",
+                            "causes", causes);
     return LUNA_EINVAL;
 }
 
@@ -171,24 +234,25 @@ void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t
     uint64_t now = luna_ds_store_rv(ds->store);
     uint64_t snap = now;
     char *start = NULL;
-    int rc = 0;
-    if (match && strcmp(match, "Exact") != 0 && strcmp(match, "NotOlderThan") != 0) {
-        char what[256];
-        snprintf(what, sizeof what, "Unsupported value: \"%s\": supported values: \"Exact\", "
-                 "\"NotOlderThan\"", match);
-        rc = list_options_invalid(&st, "resourceVersionMatch", what);
-    } else if (match && !rvs) {
-        rc = list_options_invalid(&st, "resourceVersionMatch",
-                                  "Forbidden: resourceVersionMatch is forbidden unless "
-                                  "resourceVersion is provided");
-    } else if (match && cont) {
-        rc = list_options_invalid(&st, "resourceVersionMatch",
-                                  "Forbidden: resourceVersionMatch is forbidden when continue is provided");
-    } else if (match && strcmp(match, "Exact") == 0 && strcmp(rvs, "0") == 0) {
-        rc = list_options_invalid(&st, "resourceVersionMatch",
-                                  "Forbidden: resourceVersionMatch \"exact\" is forbidden for "
-                                  "resourceVersion \"0\"");
-    } else if (cont) {
+    struct list_options_errors invalid = { 0 };
+    if (match) {
+        if (!rvs)
+            forbidden(&invalid, "resourceVersionMatch",
+                      "resourceVersionMatch is forbidden unless resourceVersion is provided");
+        if (cont)
+            forbidden(&invalid, "resourceVersionMatch",
+                      "resourceVersionMatch is forbidden when continue is provided");
+        if (strcmp(match, "Exact") != 0 && strcmp(match, "NotOlderThan") != 0)
+            not_supported(&invalid, "resourceVersionMatch", match,
+                          "\"Exact\", \"NotOlderThan\", \"\"");
+        if (strcmp(match, "Exact") == 0 && rvs && strcmp(rvs, "0") == 0)
+            forbidden(&invalid, "resourceVersionMatch",
+                      "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"");
+    }
+    if (luna_ds_request_arg(req, "sendInitialEvents"))
+        forbidden(&invalid, "sendInitialEvents", "sendInitialEvents is forbidden for list");
+    int rc = list_options_invalid(&invalid, &st);
+    if (rc == 0 && cont) {
         if (rvs && strcmp(rvs, "0") != 0)
             rc = luna_ds_status_bad_request(&st, "specifying resource version is not allowed "
                                             "when using continue");
@@ -208,7 +272,7 @@ void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t
                                "the list.");
             rc = LUNA_ENOTFOUND;
         }
-    } else if (rvs) {
+    } else if (rc == 0 && rvs) {
         uint64_t want;
         rc = parse_rv(rvs, &want, &st);
         if (rc == 0 && want != 0) {
@@ -383,29 +447,57 @@ static void handle_watch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *
     }
     const char *rvs = luna_ds_request_arg(req, "resourceVersion");
     const char *match = luna_ds_request_arg(req, "resourceVersionMatch");
-    const char *sie = luna_ds_request_arg(req, "sendInitialEvents");
+    const char *cont = luna_ds_request_arg(req, "continue");
+    if (match && !*match)
+        match = NULL;
+    bool gate = !ds->faults.watch_list_off;  /* the WatchList feature gate */
+    bool from_state = !rvs || !*rvs || strcmp(rvs, "0") == 0;
     o.bookmarks = luna_ds_request_flag(req, "allowWatchBookmarks");
-    o.send_initial_events = sie && strcmp(sie, "true") == 0;
+    /* sendInitialEvents is a *bool: set when present, false for "0" or
+     * "false"; with the gate on, kube's SetListOptionsDefaults makes a
+     * watch from "" or "0" without it (and without resourceVersionMatch)
+     * a watch list, so with bookmarks it ends its state with the
+     * initial-events-end bookmark too. */
+    bool sie = luna_ds_request_arg(req, "sendInitialEvents") != NULL;
+    o.send_initial_events = luna_ds_request_flag(req, "sendInitialEvents");
+    if (gate && !sie && !match && from_state) {
+        sie = o.send_initial_events = true;
+        match = "NotOlderThan";
+    }
     const char *ts = luna_ds_request_arg(req, "timeoutSeconds");
     if (ts && *ts)
         o.timeout = strtod(ts, NULL);
-    int rc = 0;
-    if (sie && (!match || strcmp(match, "NotOlderThan") != 0)) {
-        rc = list_options_invalid(&st, "resourceVersionMatch",
-                                  "Forbidden: sendInitialEvents requires setting "
-                                  "resourceVersionMatch to NotOlderThan");
-    } else if (o.send_initial_events && !o.bookmarks) {
-        rc = list_options_invalid(&st, "allowWatchBookmarks",
-                                  "Required value: allowWatchBookmarks must be set to true when "
-                                  "sendInitialEvents is set");
-    } else if (match && !sie) {
-        rc = list_options_invalid(&st, "resourceVersionMatch",
-                                  "Forbidden: resourceVersionMatch is forbidden for watch");
-    } else if (rvs && *rvs && strcmp(rvs, "0") != 0) {
+    /* apimachinery's validateWatchOptions, every rule checked. */
+    struct list_options_errors invalid = { 0 };
+    if (sie) {
+        if (!match || strcmp(match, "NotOlderThan") != 0)
+            forbidden(&invalid, "resourceVersionMatch",
+                      "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
+        if (!gate)
+            forbidden(&invalid, "sendInitialEvents", "sendInitialEvents is forbidden for watch "
+                      "unless the WatchList feature gate is enabled");
+    }
+    if (match) {
+        if (!sie)
+            forbidden(&invalid, "resourceVersionMatch",
+                      "resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
+                      "provided");
+        if (strcmp(match, "NotOlderThan") != 0)
+            not_supported(&invalid, "resourceVersionMatch", match, "\"NotOlderThan\"");
+        if (cont && *cont)
+            forbidden(&invalid, "resourceVersionMatch",
+                      "resourceVersionMatch is forbidden when continue is provided");
+    }
+    int rc = list_options_invalid(&invalid, &st);
+    if (rc == 0 && !from_state) {
         rc = parse_rv(rvs, &o.rv, &st);
         if (rc == 0 && o.rv > luna_ds_store_rv(ds->store))
             rc = too_large(ds, o.rv, &st);
         o.start = LUNA_DS_WATCH_FROM_RV;
+    } else if (rc == 0 && sie && !o.send_initial_events) {
+        /* sendInitialEvents=false from "" or "0": no state, changes from now */
+        o.start = LUNA_DS_WATCH_FROM_RV;
+        o.rv = luna_ds_store_rv(ds->store);
     } else {
         o.start = LUNA_DS_WATCH_FROM_STATE;
     }

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 void luna_ds_reply_bytes(luna_ds_response *resp, int code, char *body)
 {
@@ -58,7 +59,7 @@ const char *luna_ds_request_arg(const luna_ds_request *req, const char *name)
 bool luna_ds_request_flag(const luna_ds_request *req, const char *name)
 {
     const char *v = luna_ds_request_arg(req, name);
-    return v && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0);
+    return v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0;
 }
 
 const char *luna_ds_request_manager(const luna_ds_request *req, char *buf, size_t n)

@@ -43,7 +43,9 @@ typedef struct luna_ds_response {
 
 /* A query parameter's value, or NULL when absent. */
 const char *luna_ds_request_arg(const luna_ds_request *req, const char *name);
-/* True if the query parameter is "true" or "1". */
+/* A boolean query parameter as kube-apiserver's parameter codec reads one
+ * (apimachinery's Convert_Slice_string_To_bool): absent, "0" or "false"
+ * in any case is false, anything else ("" included) true. */
 bool luna_ds_request_flag(const luna_ds_request *req, const char *name);
 /* The field manager of a write: ?fieldManager=, else the User-Agent's
  * product (before the first '/'), written into buf when it comes from

@@ -12,6 +12,14 @@
 #include "base/loop.h"
 
 #define MAX_QUEUED (64u << 20) /* a watcher this far behind is closed, as kube does */
+/* Bytes of the initial state queued at a time, as the transport reads. */
+#define STATE_CHUNK (256u << 10)
+
+/* Queued bytes buf[off..len). */
+struct qbuf {
+    char *buf;
+    size_t off, len, cap;
+};
 
 struct luna_ds_watch {
     luna_ds_listener listener;      /* first: cast back in the callback */
@@ -26,8 +34,16 @@ struct luna_ds_watch {
     bool bookmarks;
     const char *partial;            /* meta.k8s.io version of PartialObjectMetadata, or NULL */
     bool end_on_object;             /* as=PartialObjectMetadataList: end before any object */
-    char *buf;                      /* queued bytes buf[off..len) */
-    size_t off, len, cap;
+    struct qbuf q;                  /* the bytes the transport reads next */
+    /* The initial state not queued yet, sent STATE_CHUNK at a time as the
+     * transport reads (a 100,000-object state is never all in memory
+     * twice), then the initial-events-end bookmark if asked for.  While
+     * it lasts, live events wait in `live`, queued behind it. */
+    luna_ds_obj **state;            /* one reference each, [state_i..state_n) unsent */
+    size_t state_i, state_n;
+    bool state_bookmark;
+    bool filling;                   /* queue() is writing the state, not a live event */
+    struct qbuf live;
     bool ended;                     /* no more bytes will be queued */
     bool drop;                      /* drop the connection after the queue */
     int events_sent;
@@ -45,31 +61,39 @@ static void drop(luna_ds_watch *w)
     end_stream(w);
 }
 
+static int qbuf_put(struct qbuf *b, const char *s, size_t n)
+{
+    if (b->len + n > b->cap) {
+        if (b->off > 0) {
+            memmove(b->buf, b->buf + b->off, b->len - b->off);
+            b->len -= b->off;
+            b->off = 0;
+        }
+        if (b->len + n > b->cap) {
+            size_t cap = b->cap ? b->cap : 4096;
+            while (cap < b->len + n)
+                cap *= 2;
+            char *nb = realloc(b->buf, cap);
+            if (!nb)
+                return LUNA_ENOMEM;
+            b->buf = nb;
+            b->cap = cap;
+        }
+    }
+    memcpy(b->buf + b->len, s, n);
+    b->len += n;
+    return 0;
+}
+
+static size_t qbuf_used(const struct qbuf *b) { return b->len - b->off; }
+
 static void queue(luna_ds_watch *w, const char *s, size_t n)
 {
     if (w->ended)
         return;
-    if (w->len + n > w->cap) {
-        if (w->off > 0) {
-            memmove(w->buf, w->buf + w->off, w->len - w->off);
-            w->len -= w->off;
-            w->off = 0;
-        }
-        if (w->len + n > w->cap) {
-            size_t cap = w->cap ? w->cap : 4096;
-            while (cap < w->len + n)
-                cap *= 2;
-            char *b = realloc(w->buf, cap);
-            if (!b) {
-                drop(w);
-                return;
-            }
-            w->buf = b;
-            w->cap = cap;
-        }
-    }
-    memcpy(w->buf + w->len, s, n);
-    w->len += n;
+    bool behind_state = w->state && !w->filling;
+    if (qbuf_put(behind_state ? &w->live : &w->q, s, n) < 0)
+        drop(w);
 }
 
 static void end_stream(luna_ds_watch *w)
@@ -168,7 +192,7 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
     }
     free(converted);
     w->events_sent++;
-    if (w->len - w->off > MAX_QUEUED)
+    if (qbuf_used(&w->q) > MAX_QUEUED || qbuf_used(&w->live) > MAX_QUEUED)
         end_stream(w);
     if ((f->watch_close_after > 0 && w->events_sent >= f->watch_close_after) ||
         luna_ds_faults_chance(f, f->watch_close_random))
@@ -248,11 +272,43 @@ static void on_store_event(luna_ds_watch *w, const luna_ds_event *ev)
 static void on_listener(luna_ds_listener *l, const luna_ds_event *ev)
 {
     luna_ds_watch *w = (luna_ds_watch *)l;
-    size_t before = w->len - w->off;
+    size_t before = qbuf_used(&w->q);
     bool was_ended = w->ended;
     on_store_event(w, ev);
-    if (w->len - w->off != before || w->ended != was_ended)
+    if (qbuf_used(&w->q) != before || w->ended != was_ended)
         wake(w);
+}
+
+static void drop_state(luna_ds_watch *w)
+{
+    for (size_t i = w->state_i; i < w->state_n; i++)
+        luna_ds_obj_unref(w->state[i]);
+    free(w->state);
+    w->state = NULL;
+    w->state_i = w->state_n = 0;
+}
+
+/* Queues the next part of the initial state; after its last object, the
+ * bookmark and what came live meanwhile. */
+static void fill_state(luna_ds_watch *w)
+{
+    w->filling = true;
+    while (!w->ended && w->state_i < w->state_n && qbuf_used(&w->q) < STATE_CHUNK) {
+        luna_ds_obj *o = w->state[w->state_i++];
+        send_event(w, "ADDED", o, 0);
+        luna_ds_obj_unref(o);
+    }
+    if (!w->ended && w->state_i == w->state_n) {
+        if (w->state_bookmark)
+            send_bookmark(w, true);
+        drop_state(w);
+        if (qbuf_used(&w->live) && qbuf_put(&w->q, w->live.buf + w->live.off,
+                                            qbuf_used(&w->live)) < 0)
+            drop(w);
+        free(w->live.buf);
+        memset(&w->live, 0, sizeof w->live);
+    }
+    w->filling = false;
 }
 
 static void replay_one(void *ctx, const luna_ds_event *ev)
@@ -323,12 +379,15 @@ luna_ds_watch *luna_ds_watch_start(luna_ds_watch_opts *opts)
             drop(w);
             return w;
         }
-        for (size_t i = 0; i < n && !w->ended; i++)
+        /* Kept (matching objects only) and sent as the transport reads. */
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++)
             if (luna_ds_filter_match(&w->filter, items[i]))
-                send_event(w, "ADDED", items[i], 0);
-        free(items);
-        if (opts->send_initial_events && opts->bookmarks)
-            send_bookmark(w, true);
+                items[kept++] = luna_ds_obj_ref(items[i]);
+        w->state = items;
+        w->state_n = kept;
+        w->state_bookmark = opts->send_initial_events && opts->bookmarks;
+        fill_state(w);
     }
     if (w->ended)
         return w;
@@ -348,13 +407,15 @@ void luna_ds_watch_set_wake(luna_ds_watch *w, void (*fn)(void *ctx), void *ctx)
 
 ssize_t luna_ds_watch_read(luna_ds_watch *w, char *buf, size_t max)
 {
-    size_t avail = w->len - w->off;
+    if (!qbuf_used(&w->q) && w->state && !w->ended)
+        fill_state(w);
+    size_t avail = qbuf_used(&w->q);
     if (avail) {
         size_t n = avail < max ? avail : max;
-        memcpy(buf, w->buf + w->off, n);
-        w->off += n;
-        if (w->off == w->len)
-            w->off = w->len = 0;
+        memcpy(buf, w->q.buf + w->q.off, n);
+        w->q.off += n;
+        if (w->q.off == w->q.len)
+            w->q.off = w->q.len = 0;
         return (ssize_t)n;
     }
     if (w->ended)
@@ -382,6 +443,8 @@ void luna_ds_watch_free(luna_ds_watch *w)
     if (w->next_open)
         w->next_open->prev_open = w->prev_open;
     luna_ds_filter_clear(&w->filter);
-    free(w->buf);
+    drop_state(w);
+    free(w->q.buf);
+    free(w->live.buf);
     free(w);
 }

@@ -12,6 +12,14 @@
  * Bookmarks, timeoutSeconds, 410 Expired (as an ERROR event) and injected
  * faults are handled here.  It uses the libev loop for its timers.
  *
+ * The initial state (a watch from "" or "0", or sendInitialEvents) is
+ * taken at once (one reference per object) but queued 256 KB at a time
+ * as the transport reads, then the initial-events-end bookmark; events
+ * that happen meanwhile wait behind it.  So a 100,000-object watch list
+ * neither holds its whole text nor trips the 64 MiB backlog limit, which
+ * applies to live events (as kube-apiserver closes a watcher that falls
+ * that far behind).
+ *
  * A watch that cannot queue (out of memory) ends with its connection
  * dropped, as an injected truncation does: the client re-watches from the
  * last resourceVersion it saw and loses nothing.

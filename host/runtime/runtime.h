@@ -62,6 +62,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "cache/reflector.h"
 
 struct luna_watchdog_config;
 
@@ -125,6 +126,10 @@ struct luna_run_config {
      * keys where it would change what the live code keeps ("reload shadow
      * report"), then takes over as a plain reload.  0: off. */
     double shadow_reload;
+    /* --watch-list (default $LUNA_WATCH_LIST, else auto): how informers
+     * get their state (cache/reflector.h): auto streams a watch list and
+     * lists where the server refuses, on only streams, off only lists. */
+    enum luna_watch_list_mode watch_list;
     bool leader_elect;
     const char *leader_election_id;         /* NULL: "luna" */
     const char *leader_election_namespace;  /* NULL: $POD_NAMESPACE, else the kubeconfig's */

@@ -198,6 +198,16 @@ static const char *labels_field(lua_State *L, int idx)
     return lua_tostring(L, -1);
 }
 
+/* opts.watch_list: "auto", "on", "off" (nil: the factory's default). */
+static enum luna_watch_list_mode watch_list_field(lua_State *L, int idx)
+{
+    const char *text = luna_lua_opt_string_field(L, idx, "watch_list", NULL);
+    enum luna_watch_list_mode m = LUNA_WATCH_LIST_DEFAULT;
+    if (text && luna_watch_list_mode_parse(text, &m) < 0)
+        luaL_error(L, "watch_list must be \"auto\", \"on\" or \"off\", not \"%s\"", text);
+    return m;
+}
+
 static int env_informer(lua_State *L)
 {
     struct lua_env *e = check_env(L, 1);
@@ -228,6 +238,7 @@ static int env_informer(lua_State *L)
         .field_selector = luna_lua_opt_string_field(L, 2, "fields", NULL),
         .keep_managed_fields = luna_lua_opt_bool_field(L, 2, "keep_managed_fields", 0),
         .metadata_only = luna_lua_opt_bool_field(L, 2, "metadata_only", 0),
+        .watch_list = watch_list_field(L, 2),
         .resync = luna_lua_opt_number_field(L, 2, "resync", 0),
         .page_size = (size_t)luna_lua_opt_number_field(L, 2, "page_size", 0),
         .idle_timeout = luna_lua_opt_number_field(L, 2, "idle_timeout", 0),
@@ -422,9 +433,12 @@ static int handle_stats(lua_State *L)
     struct luna_reflector_stats st = { 0 };
     if (r)
         st = luna_reflector_stats(r);
-    lua_createtable(L, 0, 16);
+    lua_createtable(L, 0, 20);
 #define FIELD(name) (lua_pushnumber(L, (lua_Number)st.name), lua_setfield(L, -2, #name))
     FIELD(lists);
+    FIELD(watch_lists);
+    FIELD(watch_list_items);
+    FIELD(watch_list_fallbacks);
     FIELD(list_pages);
     FIELD(watches);
     FIELD(watch_events);

@@ -38,15 +38,17 @@ static int on_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
     return 0;
 }
 
-static int on_bookmark(void *ud, const char *rv)
+static int on_bookmark(void *ud, const char *rv, bool initial_events_end)
 {
     struct lua_stream *ls = ud;
     lua_State *L = ls->L;
-    lua_createtable(L, 0, 2);
+    lua_createtable(L, 0, 3);
     lua_pushliteral(L, "BOOKMARK");
     lua_setfield(L, -2, "type");
     lua_pushstring(L, rv);
     lua_setfield(L, -2, "resource_version");
+    lua_pushboolean(L, initial_events_end);
+    lua_setfield(L, -2, "initial_events_end");
     append_event(L);
     return 0;
 }

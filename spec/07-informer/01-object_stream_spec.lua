@@ -218,6 +218,33 @@ describe("object stream, the cached JSON", function()
 end)
 
 describe("object stream, WATCH", function()
+  it("says which BOOKMARK ends a watch list's initial events", function()
+    local s = core.object_stream.new{ mode = "watch" }
+    local function bookmark(rv, annotations)
+      return assert(json.encode({ type = "BOOKMARK", object = { kind = "ConfigMap", apiVersion = "v1",
+        metadata = { resourceVersion = rv, annotations = annotations } } }))
+    end
+    local annotated = cm("x", "5")
+    annotated.metadata.annotations = { ["k8s.io/initial-events-end"] = "true" }
+    local text = table.concat({
+      assert(json.encode({ type = "ADDED", object = annotated })),
+      bookmark("6", { ["other/key"] = "true" }),
+      bookmark("7", { ["k8s.io/initial-events-end"] = "false" }),
+      bookmark("8", { a = "b", ["k8s.io/initial-events-end"] = "true", z = { nested = "true" } }),
+      bookmark("9"),
+    }, "\n") .. "\n"
+    for _, size in ipairs{ 1, 7, #text } do
+      s:reset()
+      local events = feed_in_chunks(s, text, size)
+      assert.equal(5, #events)
+      assert.equal("ADDED", events[1].type)
+      local ends = {}
+      for i = 2, 5 do ends[#ends + 1] = tostring(events[i].initial_events_end) end
+      assert.equal("false,false,true,false", table.concat(ends, ","))
+      assert.equal("8", events[4].resource_version)
+    end
+  end)
+
   local function ev(t, obj) return assert(json.encode({ type = t, object = obj })) .. "\n" end
 
   it("yields ADDED, MODIFIED, DELETED, BOOKMARK and ERROR events in order", function()

@@ -39,9 +39,11 @@ describe("informer", function()
   it("lists, then follows the watch until the cache equals the server", function()
     -- The first list asks for resourceVersion 0, which a server with a
     -- watch cache (and the dev server) answers whole whatever the page
-    -- size; paged lists are in 04-faults_spec.lua.
+    -- size; paged lists are in 04-faults_spec.lua, watch lists (the
+    -- default) in 10-watch_list_spec.lua.
     for i = 1, 7 do srv:create_cm("cm-" .. i) end
-    local inf = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, page_size = 3 }
+    local inf = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, page_size = 3,
+                              watch_list = "off" }
     helpers.eventually(function() return inf:has_synced() end, 10, "sync")
     assert.same(server_state(srv), cache_state(inf))
     assert.is_true(inf:stats().list_pages >= 1)

@@ -93,12 +93,140 @@ describe("apiserver WATCH", function()
     w:stop()
   end)
 
+  -- Reads events up to the first BOOKMARK: the ADDED objects by name, and
+  -- the bookmark (nil if the stream ends or stalls first).
+  local function state_then_bookmark(w)
+    local added = {}
+    while true do
+      local ev = w:event(10)
+      if not ev then return added, nil end
+      if ev.type == "BOOKMARK" then return added, ev end
+      assert.equal("ADDED", ev.type)
+      added[ev.object.metadata.name] = ev.object
+    end
+  end
+
   it("answers sendInitialEvents with the state and an initial-events-end BOOKMARK", function()
+    local a = srv:create_cm("wl-a")
+    local b = srv:create_cm("wl-b")
     local w = srv:watch(srv:ns_path("configmaps") .. "?watch=1&sendInitialEvents=true" ..
       "&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan")
-    local ev = w:until_event(function(e) return e.type == "BOOKMARK" end)
+    local added, ev = state_then_bookmark(w)
+    assert.is_table(ev, "the initial-events-end bookmark")
+    assert.equal(a.metadata.resourceVersion, added["wl-a"].metadata.resourceVersion)
+    assert.equal(b.metadata.resourceVersion, added["wl-b"].metadata.resourceVersion)
+    -- An empty object of the kind, with the version and the annotation.
+    assert.equal("ConfigMap", ev.object.kind)
+    assert.equal("v1", ev.object.apiVersion)
+    assert.same({ ["k8s.io/initial-events-end"] = "true" }, ev.object.metadata.annotations)
+    assert.is_nil(ev.object.metadata.name)
+    assert.is_true(tonumber(ev.object.metadata.resourceVersion) >= tonumber(b.metadata.resourceVersion))
+    -- Then the stream goes on as a watch.
+    srv:create_cm("wl-c")
+    local c = w:event(10)
+    assert.equal("ADDED", c.type)
+    assert.equal("wl-c", c.object.metadata.name)
+    w:stop()
+  end)
+
+  it("streams the current state for a watch list from an older resourceVersion", function()
+    local cm = srv:create_cm("wl-old")
+    cm.data = { k = "new" }
+    assert.equal(200, (srv:request("PUT", srv:ns_path("configmaps", "wl-old"), cm)))
+    local w = srv:watch(srv:ns_path("configmaps") .. "?watch=1&sendInitialEvents=true" ..
+      "&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&resourceVersion=" ..
+      cm.metadata.resourceVersion)
+    local added, ev = state_then_bookmark(w)
+    assert.is_table(ev, "the initial-events-end bookmark")
+    assert.equal("true", ev.object.metadata.annotations["k8s.io/initial-events-end"])
+    assert.same({ k = "new" }, added["wl-old"].data)
+    w:stop()
+  end)
+
+  it("ends a watch from \"\" with allowWatchBookmarks with the same bookmark (WatchList defaulting)", function()
+    srv:create_cm("legacy")
+    local w = srv:watch(srv:ns_path("configmaps") .. "?watch=1&allowWatchBookmarks=true")
+    local added, ev = state_then_bookmark(w)
+    assert.is_table(added.legacy)
+    assert.is_table(ev, "the initial-events-end bookmark")
     assert.equal("true", ev.object.metadata.annotations["k8s.io/initial-events-end"])
     w:stop()
+  end)
+
+  it("sends the state without a bookmark when bookmarks are not allowed", function()
+    srv:create_cm("nobm")
+    local w = srv:watch(srv:ns_path("configmaps") .. "?watch=1&sendInitialEvents=true" ..
+      "&resourceVersionMatch=NotOlderThan")
+    assert.is_table(w:until_event(function(e)
+      assert.equal("ADDED", e.type)
+      return e.object.metadata.name == "nobm"
+    end, 10))
+    srv:create_cm("nobm-after")
+    assert.is_table(w:until_event(function(e)
+      assert.equal("ADDED", e.type, "no BOOKMARK without allowWatchBookmarks")
+      return e.object.metadata.name == "nobm-after"
+    end, 10))
+    w:stop()
+  end)
+
+  it("starts from now with sendInitialEvents=false", function()
+    srv:create_cm("existing")
+    local w = srv:watch(srv:ns_path("configmaps") .. "?watch=1&sendInitialEvents=false" ..
+      "&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true")
+    -- The watch is open once a write made now shows up; nothing before it.
+    local fresh
+    for i = 1, 20 do
+      srv:create_cm("fresh-" .. i)
+      fresh = w:event(i == 20 and 10 or 0.5)
+      if fresh then break end
+    end
+    assert.is_table(fresh)
+    assert.equal("ADDED", fresh.type)
+    assert.matches("^fresh%-", fresh.object.metadata.name)
+    w:stop()
+  end)
+
+  -- kube-apiserver's ListOptions validation, word for word.
+  local function invalid(query, message, causes)
+    local code, st = srv:request("GET", srv:ns_path("configmaps") .. query)
+    assert.equal(422, code)
+    assert.equal("Invalid", st.reason)
+    assert.equal('ListOptions.meta.k8s.io "" is invalid: ' .. message, st.message)
+    assert.equal("meta.k8s.io", st.details.group)
+    assert.equal("ListOptions", st.details.kind)
+    assert.same(causes, st.details.causes)
+  end
+
+  it("refuses sendInitialEvents without resourceVersionMatch=NotOlderThan", function()
+    invalid("?watch=1&sendInitialEvents=true&allowWatchBookmarks=true",
+      "resourceVersionMatch: Forbidden: sendInitialEvents requires setting " ..
+      "resourceVersionMatch to NotOlderThan",
+      { { reason = "FieldValueForbidden", field = "resourceVersionMatch",
+          message = "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan" } })
+    invalid("?watch=1&sendInitialEvents=true&resourceVersionMatch=Exact&resourceVersion=1",
+      "[resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch " ..
+      "to NotOlderThan, resourceVersionMatch: Unsupported value: \"Exact\": supported values: " ..
+      "\"NotOlderThan\"]",
+      { { reason = "FieldValueForbidden", field = "resourceVersionMatch",
+          message = "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan" },
+        { reason = "FieldValueNotSupported", field = "resourceVersionMatch",
+          message = 'Unsupported value: "Exact": supported values: "NotOlderThan"' } })
+  end)
+
+  it("refuses resourceVersionMatch on a watch without sendInitialEvents", function()
+    invalid("?watch=1&resourceVersionMatch=NotOlderThan&resourceVersion=1",
+      "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless " ..
+      "sendInitialEvents is provided",
+      { { reason = "FieldValueForbidden", field = "resourceVersionMatch",
+          message = "Forbidden: resourceVersionMatch is forbidden for watch unless " ..
+                    "sendInitialEvents is provided" } })
+  end)
+
+  it("refuses sendInitialEvents on a LIST", function()
+    invalid("?sendInitialEvents=true",
+      "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list",
+      { { reason = "FieldValueForbidden", field = "sendInitialEvents",
+          message = "Forbidden: sendInitialEvents is forbidden for list" } })
   end)
 
   it("rejects an invalid selector on a watch with 400", function()

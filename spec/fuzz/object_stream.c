@@ -77,11 +77,11 @@ static int on_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
     return 0;
 }
 
-static int on_bookmark(void *ud, const char *rv)
+static int on_bookmark(void *ud, const char *rv, bool initial_events_end)
 {
     struct run *r = ud;
     r->calls++;
-    r->hash = fuzz_hash(r->hash, "B", 1);
+    r->hash = fuzz_hash(r->hash, initial_events_end ? "E" : "B", 1);
     r->hash = fuzz_hash(r->hash, rv, strlen(rv) + 1);
     return 0;
 }
