@@ -292,9 +292,16 @@ function R.start(srv, attacks, opts)
 end
 
 -- GET /healthz must answer 200 within 1 s.
+-- The host's output is read while curl waits: a host logging at debug
+-- fills a pipe nobody reads in a fraction of a second and then blocks in
+-- write(2), which would be the runner stopping its loop, not the attack.
 function Host:healthz()
-  local out = helpers.run("env -u LD_PRELOAD curl -s -o /dev/null -w '%{http_code}' --max-time 1 http://"
-    .. self.health .. "/healthz")
+  local curl = helpers.spawn({ "env", "-u", "LD_PRELOAD", "curl", "-s", "-o", "/dev/null",
+    "-w", "%{http_code}", "--max-time", "1", "http://" .. self.health .. "/healthz" })
+  local deadline = helpers.now() + 30 -- curl's --max-time decides; this only bounds a stuck curl
+  while curl:wait(0) == nil and helpers.now() < deadline do self:pump(0.02) end
+  local out = curl:drain(2) -- to the end of its output (it has exited, or is killed next)
+  curl:stop()
   if not out:match("200$") then self:fail("/healthz did not answer 200 within 1 s (curl: %s)", out) end
 end
 
