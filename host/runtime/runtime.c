@@ -695,6 +695,8 @@ static void wire_metrics(struct runtime *rt, struct luna_reload *gen,
  * controller and per workqueue, and the API client's request counter.
  * Metrics must not stop the runtime: a controller's series that cannot be
  * made are logged and skipped. */
+static double http_received(void *ud) { return (double)luna_http_client_received(ud); }
+
 static int setup_metrics(struct runtime *rt, luna_error *err)
 {
     rt->registry = luna_metrics_default();
@@ -710,6 +712,7 @@ static int setup_metrics(struct runtime *rt, luna_error *err)
     h = h ? h + 3 : server;
     snprintf(rt->api_host, sizeof rt->api_host, "%.*s", (int)strcspn(h, "/"), h);
     luna_kube_client_set_observer(rt->kc, on_api_request, rt);
+    luna_runtime_metrics_http_received(rt->rm, http_received, rt->http, NULL);
     wire_metrics(rt, rt->gen, NULL);
     return 0;
 }

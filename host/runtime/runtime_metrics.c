@@ -43,6 +43,7 @@ enum fam {
     F_SHARD_MEMBERS,
     F_SHARD_DROPPED,
     F_SHARD_HANDOFFS,
+    F_HTTP_RECEIVED,
     F_COUNT
 };
 
@@ -135,6 +136,9 @@ static const struct luna_metric_desc descs[F_COUNT] = {
     [F_SHARD_HANDOFFS] = { "luna_shard_handoffs_total",
         "Total number of claim changes written, per direction (grow, shrink)",
         LUNA_METRIC_COUNTER, LABELS("direction"), NULL, 0 },
+    [F_HTTP_RECEIVED] = { "luna_http_received_bytes_total",
+        "Total number of response body bytes received from the API server",
+        LUNA_METRIC_COUNTER, NULL, NULL, 0 },
 };
 
 struct luna_runtime_metrics {
@@ -539,4 +543,10 @@ void luna_runtime_metrics_shard_handoff(struct luna_runtime_metrics *rm, const c
     struct luna_metric_child *c;
     if (luna_metric_child(rm->fam[F_SHARD_HANDOFFS], LABELS(direction), &c, NULL) == 0)
         luna_metric_inc(c);
+}
+
+int luna_runtime_metrics_http_received(struct luna_runtime_metrics *rm, double (*fn)(void *ud),
+                                       void *ud, luna_error *err)
+{
+    return luna_metric_func(rm->fam[F_HTTP_RECEIVED], NULL, fn, ud, NULL, NULL, err);
 }

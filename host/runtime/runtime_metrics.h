@@ -193,5 +193,9 @@ void luna_runtime_metrics_shard(struct luna_runtime_metrics *rm, double fraction
                                 size_t members);
 void luna_runtime_metrics_shard_dropped(struct luna_runtime_metrics *rm, const char *reason);
 void luna_runtime_metrics_shard_handoff(struct luna_runtime_metrics *rm, const char *direction);
+/* luna_http_received_bytes_total: fn(ud) at each scrape (ud borrowed
+ * until rm is freed). */
+int luna_runtime_metrics_http_received(struct luna_runtime_metrics *rm, double (*fn)(void *ud),
+                                       void *ud, luna_error *err);
 
 #endif

@@ -16,6 +16,10 @@
 #define MAX_RANGES 64
 #define MAX_PEERS 256
 #define LEAVE_TRIES 5
+/* A starting replica grows only from its JOIN_LISTS-th look at the
+ * members on: replicas started together (a Deployment's rollout) see each
+ * other before the first of them claims, and lists, the whole space. */
+#define JOIN_LISTS 2
 /* How often a drain is looked at while it waits for reconciles to end. */
 #define DRAIN_POLL 0.02
 
@@ -229,6 +233,7 @@ struct luna_shard_set {
     struct peer *peers;
     size_t npeers;
     size_t members;                    /* live members at the last decision, us included */
+    unsigned lists;                    /* member lists read since start */
 
     bool frozen, leaving;
     int leave_tries;
@@ -667,6 +672,8 @@ static void decide(struct luna_shard_set *s)
     }
     struct ranges free_part = ranges_subtract(&target, &keep);
     free_part = ranges_subtract(&free_part, &others);
+    if (s->lists < JOIN_LISTS)
+        memset(&free_part, 0, sizeof free_part); /* peers starting with us: see them first */
     struct ranges want = keep;
     ranges_union(&want, &free_part);
     if (s->confirmed && ranges_equal(&want, &recorded) && !expired_entries &&
@@ -836,6 +843,8 @@ static void on_done(void *ud, const luna_http_response *resp, const luna_http_fa
         return;
     case STEP_LIST:
         if (status == 200 && read_members(s, body, len) == 0) {
+            if (s->lists < JOIN_LISTS)
+                s->lists++;
             decide(s);
         } else {
             luna_warn("shard members list failed", "set", s->set, "error", why);
