@@ -52,13 +52,16 @@ return luna.controller {
 local Replica = {}
 Replica.__index = Replica
 
-local function start_replica(srv, name, logs)
-  local dir = S.controllers({ ["sharded.lua"] = CONTROLLER:format(name, srv.ns) })
+local function start_replica(srv, name, logs, opts)
+  opts = opts or {}
+  local dir = S.controllers({ ["sharded.lua"] = (opts.controller or CONTROLLER):format(name, srv.ns) })
   local log = helpers.tmpdir() .. "/" .. name .. ".log"
   local argv = { helpers.luna, "run", "--kubeconfig", S.kubeconfig_for(srv), "--shards",
                  "--shard-set=spec", "--leader-election-namespace=" .. srv.ns,
-                 "--metrics-bind-address=0", "--health-probe-bind-address=0" }
+                 "--metrics-bind-address=" .. (opts.metrics and "127.0.0.1:0" or "0"),
+                 "--metrics-secure=false", "--health-probe-bind-address=0" }
   for _, a in ipairs(LEASE) do argv[#argv + 1] = a end
+  for _, a in ipairs(opts.args or {}) do argv[#argv + 1] = a end
   argv[#argv + 1] = dir
   local quoted = {}
   for i, a in ipairs(argv) do quoted[i] = "'" .. a:gsub("'", "'\\''") .. "'" end
@@ -213,6 +216,42 @@ local function assert_no_overlap(logs)
     table.concat(overlaps, "\n", 1, math.min(#overlaps, 20)))
   return #all
 end
+
+-- Namespace sharding: primaries in several namespaces own Secrets; both
+-- informers follow the shard, and a child's change reaches its owner's
+-- replica only.
+local OWNER = [[
+local luna = require "luna"
+local ME = %q
+return luna.controller {
+  name = "owner",
+  watch = { "v1/ConfigMap", labels = { app = "ns-shards" } },
+  owns = { "v1/Secret" },
+  reconcile = function(req)
+    local cm = luna.cache("v1/ConfigMap"):get(req.namespace, req.name)
+    if not cm then return end
+    local secret = luna.cache("v1/Secret"):get(req.namespace, req.name)
+    if not secret then
+      local s = { apiVersion = "v1", kind = "Secret",
+                  metadata = { name = req.name, namespace = req.namespace },
+                  stringData = { v = "0" } }
+      -- kube-apiserver's list items carry no apiVersion/kind
+      cm.apiVersion, cm.kind = "v1", "ConfigMap"
+      luna.meta.set_owner(s, cm, { controller = true })
+      local _, err = luna.create(s)
+      if err and not luna.is_already_exists(err) then return nil, err end
+      return
+    end
+    local v = secret.data and secret.data.v or ""
+    local ann = cm.metadata.annotations or {}
+    if ann["spec.luna.dev/secret"] ~= v or ann["spec.luna.dev/by"] ~= ME then
+      local _, err = luna.patch("v1/ConfigMap", req.namespace, req.name, { metadata = {
+        annotations = { ["spec.luna.dev/secret"] = v, ["spec.luna.dev/by"] = ME } } })
+      if err then return nil, err end
+    end
+  end,
+}
+]]
 
 describe("luna run --shards", function()
   local srv
@@ -369,5 +408,89 @@ describe("luna run --shards", function()
         assert.matches("reason=", line)
       end
     end
+  end)
+
+  it("with --shard-by=namespace, owned children follow their owner's shard", function()
+    local namespaces = {}
+    for i = 1, 8 do
+      local ns = srv.ns .. "-" .. i
+      namespaces[i] = ns
+      local code = srv:request("POST", "/api/v1/namespaces",
+        { apiVersion = "v1", kind = "Namespace", metadata = { name = ns } })
+      assert(code == 201, "namespace " .. ns .. ": " .. tostring(code))
+    end
+    finally(function()
+      for _, ns in ipairs(namespaces) do srv:request("DELETE", "/api/v1/namespaces/" .. ns) end
+    end)
+    if srv.real then srv:await_namespace() end
+    local reqs = {}
+    for _, ns in ipairs(namespaces) do
+      for j = 1, 5 do
+        reqs[#reqs + 1] = { method = "POST", path = "/api/v1/namespaces/" .. ns .. "/configmaps",
+          body = cjson.encode({ apiVersion = "v1", kind = "ConfigMap", metadata = {
+            name = "owner-" .. j, labels = { app = "ns-shards" } } }) }
+      end
+    end
+    bulk(srv, reqs, 8)
+    local opts = { controller = OWNER, metrics = true, args = { "--shard-by=namespace" } }
+    local a = start_replica(srv, "pod-a", logs, opts)
+    local b = start_replica(srv, "pod-b", logs, opts)
+    local ids = { "pod-a", "pod-b" }
+    local owner_of = {}
+    for _, id in ipairs(ids) do owner_of[id] = assert(core.shard.split(ids, id, "namespace")) end
+    local function owner(ns)
+      for id, sel in pairs(owner_of) do if core.shard.matches(sel, ns, nil) then return id end end
+    end
+    -- every owner reconciled by the replica owning its namespace, its
+    -- Secret's value seen
+    local mismatch
+    local function converged(value)
+      for _, ns in ipairs(namespaces) do
+        local code, list = srv:request("GET", "/api/v1/namespaces/" .. ns ..
+                                       "/configmaps?labelSelector=app%3Dns-shards")
+        if code ~= 200 or #list.items ~= 5 then return false end
+        for _, cm in ipairs(list.items) do
+          local ann = cm.metadata.annotations or {}
+          if ann["spec.luna.dev/by"] ~= owner(ns) or ann["spec.luna.dev/secret"] ~= value then
+            mismatch = ("%s/%s by=%s secret=%s, want by=%s secret=%s"):format(ns,
+              cm.metadata.name, tostring(ann["spec.luna.dev/by"]),
+              tostring(ann["spec.luna.dev/secret"]), tostring(owner(ns)), value)
+            return false
+          end
+        end
+      end
+      return true
+    end
+    local function await(value, what)
+      local ok, err = pcall(helpers.eventually, function() return converged(value) end, 120, what)
+      assert(ok, tostring(err) .. ": " .. tostring(mismatch) .. "\n" .. a:text() .. b:text())
+    end
+    await("MA==", "every owner reconciled by its namespace's replica")
+    -- a child's change reaches its owner through the owner's replica
+    local patches = {}
+    for _, ns in ipairs(namespaces) do
+      for j = 1, 5 do
+        patches[#patches + 1] = { method = "PATCH", type = "application/merge-patch+json",
+          path = "/api/v1/namespaces/" .. ns .. "/secrets/owner-" .. j,
+          body = cjson.encode({ stringData = { v = "1" } }) }
+      end
+    end
+    bulk(srv, patches, 8)
+    await("MQ==", "every Secret change seen by its owner's replica")
+    -- both sources of each replica are sharded: the Secret informer lists
+    -- only the Secrets of its namespaces
+    for _, r in ipairs({ a, b }) do
+      local addr = r:text():match("metrics server listening address=(%S+)")
+      local code, body = S.get("http://" .. addr .. "/metrics")
+      assert.equal(200, code)
+      local secrets = body:match('luna_informer_objects{resource="v1/secrets[^"]*shard=[^"]*"} (%d+)')
+      assert(secrets, "no sharded Secret informer in:\n" .. body)
+      local mine = 0
+      for _, ns in ipairs(namespaces) do if owner(ns) == r.name then mine = mine + 5 end end
+      assert.equal(mine, tonumber(secrets))
+    end
+    for _, r in ipairs({ a, b }) do r.p:kill(15) end
+    for _, r in ipairs({ a, b }) do assert.equal(0, r.p:wait(60)) end
+    assert_no_overlap(logs)
   end)
 end)
