@@ -466,6 +466,19 @@ static struct peer *peer_find(struct luna_shard_set *s, const char *identity, bo
     return p;
 }
 
+static bool peer_live(const struct luna_shard_set *s, const struct peer *p, double now)
+{
+    return now - p->changed < p->duration + s->margin;
+}
+
+static bool has_entry(const struct luna_shard_set *s, const char *identity)
+{
+    for (size_t i = 0; i < s->nentries; i++)
+        if (strcmp(s->entries[i].identity, identity) == 0 && s->entries[i].r.n)
+            return true;
+    return false;
+}
+
 /* Takes in the LIST of member Leases. */
 static int read_members(struct luna_shard_set *s, const char *json, size_t len)
 {
@@ -513,12 +526,16 @@ static int read_members(struct luna_shard_set *s, const char *json, size_t len)
             p->changed = now;
         }
     }
+    /* forget peers gone for good: no Lease, expired, no claim left (a
+     * claim keeps its peer, whose expiry clock must not start over) */
+    size_t kept = 0;
+    for (size_t i = 0; i < s->npeers; i++) {
+        struct peer *p = &s->peers[i];
+        if (p->rv[0] || peer_live(s, p, now) || has_entry(s, p->identity))
+            s->peers[kept++] = *p;
+    }
+    s->npeers = kept;
     return 0;
-}
-
-static bool peer_live(const struct luna_shard_set *s, const struct peer *p, double now)
-{
-    return now - p->changed < p->duration + s->margin;
 }
 
 /* ---- deciding ------------------------------------------------------------------------ */
