@@ -4,8 +4,8 @@
 -- reconciled, CPU seconds from start to then, and the response bytes it
 -- received (luna_http_received_bytes_total), when the server filters (it
 -- echoes shardInfo) and when it ignores shardSelector (`--faults
--- ignore-shard-selector=1`: client-side filtering).  Then, with 3 replicas, one is killed (SIGKILL) and the time
--- until the survivors have claimed its range and cached its objects is
+-- ignore-shard-selector=1`: client-side filtering).  Then, with 3
+-- replicas, one is killed (SIGKILL) and the time until the survivors have claimed its range and cached its objects is
 -- the rebalance time (lease timings below: a peer is taken over after
 -- lease + margin).
 --
@@ -95,7 +95,10 @@ end
 local function metric(r, name)
   local body = helpers.run("curl -s --max-time 5 http://" .. r.metrics .. "/metrics")
   local sum, seen = 0, false
-  for v in body:gmatch("\n" .. name .. "[^\n]* ([%d.e+]+)") do sum = sum + tonumber(v); seen = true end
+  for v in body:gmatch("\n" .. name .. "[^\n]* ([%d.e+]+)") do
+    sum = sum + tonumber(v)
+    seen = true
+  end
   return seen and sum or nil
 end
 

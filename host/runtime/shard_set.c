@@ -993,7 +993,8 @@ int luna_shard_set_new(struct luna_kube_client *kc, const struct luna_shard_set_
         return rc;
     if (!o->set || !luna_lease_dns_name(o->set) || strchr(o->set, '.') || strlen(o->set) > 63)
         return luna_error_set(err, LUNA_EINVAL, "sharding: set name \"%s\" is not a DNS label "
-                              "(lower case letters, digits, '-'; at most 63)", o->set ? o->set : "");
+                              "(lower case letters, digits, '-'; at most 63)",
+                              o->set ? o->set : "");
     if (!o->namespace_ || !luna_lease_dns_name(o->namespace_))
         return luna_error_set(err, LUNA_EINVAL, "sharding: namespace \"%s\" is not a valid "
                               "name", o->namespace_ ? o->namespace_ : "");

@@ -54,7 +54,8 @@ Replica.__index = Replica
 
 local function start_replica(srv, name, logs, opts)
   opts = opts or {}
-  local dir = S.controllers({ ["sharded.lua"] = (opts.controller or CONTROLLER):format(name, srv.ns) })
+  local source = (opts.controller or CONTROLLER):format(name, srv.ns)
+  local dir = S.controllers({ ["sharded.lua"] = source })
   local log = helpers.tmpdir() .. "/" .. name .. ".log"
   local argv = { helpers.luna, "run", "--kubeconfig", S.kubeconfig_for(srv), "--shards",
                  "--shard-set=spec", "--leader-election-namespace=" .. srv.ns,
@@ -377,8 +378,9 @@ describe("luna run --shards", function()
     local owner_of = {}
     for _, id in ipairs(ids) do owner_of[id] = assert(core.shard.split(ids, id)) end
     local pending
-    helpers.eventually(function()
-      local code, list = srv:request("GET", srv:ns_path("configmaps") .. "?labelSelector=app%3Dshards",
+    local ok, err = pcall(helpers.eventually, function()
+      local code, list = srv:request("GET",
+                                     srv:ns_path("configmaps") .. "?labelSelector=app%3Dshards",
                                      nil, { timeout = 120 })
       assert(code == 200, "list: " .. tostring(code))
       pending = {}
@@ -389,13 +391,16 @@ describe("luna run --shards", function()
           if core.shard.matches(sel, cm.metadata.namespace, cm.metadata.uid) then owner = id end
         end
         if ann["spec.luna.dev/seen"] ~= "4" or ann["spec.luna.dev/by"] ~= owner then
-          pending[#pending + 1] = cm.metadata.name .. " seen=" .. tostring(ann["spec.luna.dev/seen"])
+          pending[#pending + 1] = cm.metadata.name .. " seen="
+            .. tostring(ann["spec.luna.dev/seen"])
             .. " by=" .. tostring(ann["spec.luna.dev/by"]) .. " owner=" .. tostring(owner)
         end
       end
       assert.equal(OBJECTS, #list.items)
       return #pending == 0
     end, 300, "every object reconciled after its last change by its owner")
+    assert(ok, tostring(err) .. ": " .. #(pending or {}) .. " not yet, e.g. " ..
+               table.concat(pending or {}, "; ", 1, math.min(5, #(pending or {}))))
 
     -- stop everything, then read the merged log
     for _, r in ipairs({ a, c2 }) do r.p:kill(15) end
@@ -483,7 +488,8 @@ describe("luna run --shards", function()
       local addr = r:text():match("metrics server listening address=(%S+)")
       local code, body = S.get("http://" .. addr .. "/metrics")
       assert.equal(200, code)
-      local secrets = body:match('luna_informer_objects{resource="v1/secrets[^"]*shard=[^"]*"} (%d+)')
+      local secrets =
+        body:match('luna_informer_objects{resource="v1/secrets[^"]*shard=[^"]*"} (%d+)')
       assert(secrets, "no sharded Secret informer in:\n" .. body)
       local mine = 0
       for _, ns in ipairs(namespaces) do if owner(ns) == r.name then mine = mine + 5 end end
