@@ -33,6 +33,7 @@
 #include "base/log.h"
 #include "runtime/lua_host.h"
 #include "runtime/runtime.h"
+#include "runtime/shard_set.h"
 #include "runtime/watchdog.h"
 #include "lua/lua_core.h"
 
@@ -93,6 +94,15 @@ static void usage(FILE *out)
           "  --leader-elect-lease-duration D   (default 15s)\n"
           "  --leader-elect-renew-deadline D   (default 10s)\n"
           "  --leader-elect-retry-period D     (default 2s)\n"
+          "  --shards[=auto]       split the objects among the replicas: each holds a Lease\n"
+          "                        (in the leader election namespace, with its timings)\n"
+          "                        and reconciles its share of the hash space; a hand-off\n"
+          "                        never lets two replicas reconcile one key at once\n"
+          "                        (docs/sharding.md)\n"
+          "  --shard-by uid|namespace   what is hashed (default uid)\n"
+          "  --shard-set NAME      the replica set's name, the Leases' prefix (default luna)\n"
+          "  --shard-skew-margin D how long past a peer's lease duration it is taken over\n"
+          "                        (default 2s)\n"
           "  --shutdown-grace-period D\n"
           "                        how long SIGTERM waits for reconciles in flight (default 30s)\n"
           "  --watch               reload the controllers when files in DIR change\n"
@@ -199,7 +209,8 @@ enum run_flag {
     OPT_DEV_SERVER, OPT_SEED, OPT_INSTR_LIMIT, OPT_TIME_LIMIT, OPT_MEM_LIMIT,
     OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
     OPT_TEST_CONTROL, OPT_FAKE_CLOCK,
-    OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD, OPT_WATCH_LIST,
+    OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD, OPT_WATCH_LIST, OPT_SHARDS, OPT_SHARD_BY,
+    OPT_SHARD_SET, OPT_SHARD_MARGIN,
 };
 
 /* A number >= 0 for a limit flag, or -1. */
@@ -253,6 +264,10 @@ static int cmd_run(int argc, char **argv)
         { "shadow", no_argument, NULL, OPT_SHADOW },
         { "shadow-reload", required_argument, NULL, OPT_SHADOW_RELOAD },
         { "watch-list", required_argument, NULL, OPT_WATCH_LIST },
+        { "shards", optional_argument, NULL, OPT_SHARDS },
+        { "shard-by", required_argument, NULL, OPT_SHARD_BY },
+        { "shard-set", required_argument, NULL, OPT_SHARD_SET },
+        { "shard-skew-margin", required_argument, NULL, OPT_SHARD_MARGIN },
         { NULL, 0, NULL, 0 },
     };
     struct luna_run_config cfg = { .argv0 = argv[0] };
@@ -350,6 +365,29 @@ static int cmd_run(int argc, char **argv)
             if (luna_watch_list_mode_parse(optarg, &cfg.watch_list) < 0)
                 return bad_flag(name, optarg, "want auto, on or off");
             break;
+        case OPT_SHARDS:
+            if (optarg && strcmp(optarg, "auto") != 0 && strcmp(optarg, "off") != 0)
+                return bad_flag(name, optarg, "want auto (replicas split the objects by their "
+                                "Leases) or off");
+            cfg.shards = !optarg || strcmp(optarg, "auto") == 0;
+            break;
+        case OPT_SHARD_BY:
+            if (strcmp(optarg, "uid") != 0 && strcmp(optarg, "namespace") != 0)
+                return bad_flag(name, optarg, "want uid or namespace");
+            cfg.shard_by_namespace = strcmp(optarg, "namespace") == 0;
+            cfg.shard_option = true;
+            break;
+        case OPT_SHARD_SET:
+            cfg.shard_set = optarg;
+            cfg.shard_option = true;
+            break;
+        case OPT_SHARD_MARGIN:
+            secs = parse_duration(optarg);
+            if (secs <= 0)
+                return bad_flag(name, optarg, "want a positive duration (2, 2s, 500ms)");
+            cfg.shard_skew_margin = secs;
+            cfg.shard_option = true;
+            break;
         case OPT_INSTR_LIMIT:
         case OPT_TIME_LIMIT:
         case OPT_MEM_LIMIT: {
@@ -399,6 +437,22 @@ static int cmd_run(int argc, char **argv)
     if (cfg.shadow && cfg.leader_elect) {
         fputs("luna run: --shadow runs beside the live controllers: it takes no lease "
               "(drop --leader-elect)\n", stderr);
+        return 2;
+    }
+    if (cfg.shard_option && !cfg.shards) {
+        fputs("luna run: --shard-by, --shard-set and --shard-skew-margin need --shards\n",
+              stderr);
+        return 2;
+    }
+    if (cfg.shards && (cfg.leader_elect || cfg.shadow || cfg.test_control)) {
+        fputs("luna run: --shards splits the objects among replicas that all reconcile: not "
+              "with --leader-elect, --shadow or --test-control\n", stderr);
+        return 2;
+    }
+    if (cfg.shards && luna_shard_set_check_timing(cfg.lease_duration, cfg.renew_deadline,
+                                                  cfg.retry_period, cfg.shard_skew_margin,
+                                                  &err) < 0) {
+        fprintf(stderr, "luna run: %s\n", err.msg);
         return 2;
     }
     if (cfg.shadow && cfg.shadow_reload > 0) {

@@ -46,6 +46,7 @@ struct luna_http_client {
     luna_http_request *pending; /* requests with something to deliver */
     struct http_socket *sockets;
     size_t active;
+    uint64_t received;          /* response body bytes, every request */
     struct luna_liblog_stream log; /* libcurl's stderr: into luna's log (liblog.h) */
 };
 
@@ -224,6 +225,7 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
     luna_http_request *r = userdata;
     size_t n = size * nmemb;
     touch(r);
+    r->client->received += n;
     if (r->failed || r->canceled)
         return CURL_WRITEFUNC_ERROR;
     if (r->max_response && n > r->max_response - r->received) {
@@ -739,6 +741,8 @@ void luna_http_client_free(luna_http_client *c)
     luna_liblog_stream_close(&c->log);
     free(c);
 }
+
+uint64_t luna_http_client_received(const luna_http_client *c) { return c->received; }
 
 size_t luna_http_client_active(const luna_http_client *c)
 {

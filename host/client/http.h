@@ -82,6 +82,7 @@
 
 #include <ev.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 #include "base/error.h"
@@ -196,6 +197,9 @@ void luna_http_client_free(luna_http_client *c);
 
 /* Number of live requests. */
 size_t luna_http_client_active(const luna_http_client *c);
+/* Response body bytes received so far, every request counted (a sharded
+ * replica's share of the API server's answers). */
+uint64_t luna_http_client_received(const luna_http_client *c);
 
 /* Starts a request; never calls a callback before returning.  Returns the
  * request, or NULL with err set (LUNA_EINVAL: bad method, URL, header or

@@ -22,6 +22,7 @@
 #include "queue/ratelimit.h"
 #include "client/resource.h"
 #include "runtime/runtime_metrics.h"
+#include "runtime/shard_set.h"
 #include "runtime/watchdog.h"
 #include "queue/workqueue.h"
 
@@ -32,6 +33,17 @@ struct shadow_key {
     char *key, *what;
     UT_hash_handle hh;
 };
+
+struct tombstone {
+    char *key;
+    char uid[64];
+    UT_hash_handle hh;
+};
+
+/* The shard set controllers built now follow (controller.h), or NULL. */
+static struct luna_shard_set *sharding;
+
+void luna_controller_set_sharding(struct luna_shard_set *set) { sharding = set; }
 
 /* The controller whose predicate or map function is running, if any. */
 static struct luna_controller *in_handler;
@@ -366,9 +378,76 @@ static void on_update(void *ud, struct luna_object *old, struct luna_object *obj
 {
     route(ud, "update", old, obj, event_priority(old, obj, false));
 }
+static void tombstone_drop(struct luna_controller *c, const char *key)
+{
+    struct tombstone *t;
+    HASH_FIND_STR(c->tombstones, key, t);
+    if (!t)
+        return;
+    HASH_DEL(c->tombstones, t);
+    free(t->key);
+    free(t);
+}
+
+/* Keeps a deleted primary object's uid for its key's owner check (uid
+ * sharding); without memory the check finds no uid and drops the key. */
+static void tombstone_keep(struct luna_controller *c, struct luna_object *obj)
+{
+    const char *key = luna_object_key(obj);
+    const char *uid = luna_object_uid(obj);
+    struct tombstone *t;
+    HASH_FIND_STR(c->tombstones, key, t);
+    if (!t) {
+        t = calloc(1, sizeof *t);
+        if (!t || !(t->key = strdup(key))) {
+            free(t);
+            return;
+        }
+        HASH_ADD_KEYPTR(hh, c->tombstones, t->key, strlen(t->key), t);
+    }
+    snprintf(t->uid, sizeof t->uid, "%s", uid ? uid : "");
+}
+
 static void on_delete(void *ud, struct luna_object *obj, bool unknown)
 {
-    route(ud, "delete", NULL, obj, LUNA_WORKQUEUE_PRIORITY_DEFAULT);
+    struct source *src = ud;
+    if (src->sharded && src->c->sharding) {
+        /* An object outside the informer's shard left it by a relist after
+         * the claim moved: another replica owns it now; it is not gone. */
+        char ns[256];
+        luna_object_namespace(obj, ns, sizeof ns);
+        if (!luna_shard_matches(luna_shard_set_informer_shard(src->c->sharding), ns,
+                                luna_object_uid(obj))) {
+            luna_shard_set_note_dropped(src->c->sharding, "handed_off");
+            return;
+        }
+        if (src->spec->role == LUNA_SOURCE_WATCH && !src->c->stopping &&
+            luna_shard_set_field(src->c->sharding) == LUNA_SHARD_UID)
+            tombstone_keep(src->c, obj);
+    }
+    route(src, "delete", NULL, obj, LUNA_WORKQUEUE_PRIORITY_DEFAULT);
+}
+
+/* Whether this replica reconciles key (controller.h, sharding). */
+static bool key_owned(struct luna_controller *c, const char *key)
+{
+    struct luna_shard_set *set = c->sharding;
+    if (strcmp(key, LUNA_PERIODIC_KEY) == 0)
+        return luna_shard_set_owns(set, key, key);
+    char ns[256] = "";
+    const char *slash = strchr(key, '/');
+    if (slash && (size_t)(slash - key) < sizeof ns)
+        snprintf(ns, sizeof ns, "%.*s", (int)(slash - key), key);
+    if (luna_shard_set_field(set) == LUNA_SHARD_NAMESPACE)
+        return luna_shard_set_owns(set, ns, NULL);
+    struct luna_object *obj =
+        luna_indexer_get(luna_informer_indexer(luna_shared_informer_informer(c->sources[0].si)),
+                         key);
+    if (obj)
+        return luna_shard_set_owns(set, ns, luna_object_uid(obj));
+    struct tombstone *t;
+    HASH_FIND_STR(c->tombstones, key, t);
+    return t && luna_shard_set_owns(set, ns, t->uid);
 }
 
 /* ---- reconciles -------------------------------------------------------- */
@@ -513,6 +592,17 @@ static void dispatch(struct luna_controller *c)
         int priority;
         if (luna_workqueue_get_priority(c->queue, &key, &priority) != LUNA_WORKQUEUE_ITEM)
             break;
+        if (c->sharding) {
+            bool owned = key_owned(c, key);
+            tombstone_drop(c, key);
+            if (!owned) {
+                luna_debug("shard: key not owned here", "controller", c->name, "key", key);
+                luna_shard_set_note_dropped(c->sharding, "not_owned");
+                luna_workqueue_forget(c->queue, key);
+                luna_workqueue_done(c->queue, key);
+                continue;
+            }
+        }
         /* key is borrowed from the queue until done: copy before Lua runs */
         c->deferrals = 0;
         deferred_leave(c);
@@ -561,6 +651,14 @@ static int add_source(struct luna_controller *c, const struct luna_source_spec *
         .metadata_only = ss->metadata_only,
         .resync = ss->role == LUNA_SOURCE_WATCH ? c->spec->resync : 0,
     };
+    /* the primary follows the claim; `owns` children too when they hash
+     * as their owner does (same namespace); the rest is cached whole */
+    src->sharded = c->sharding &&
+                   (ss->role == LUNA_SOURCE_WATCH ||
+                    (ss->role == LUNA_SOURCE_OWNS &&
+                     luna_shard_set_field(c->sharding) == LUNA_SHARD_NAMESPACE));
+    if (src->sharded)
+        spec.shard = luna_shard_set_informer_shard(c->sharding);
     src->si = luna_informer_factory_acquire(c->env.factory, &spec, err);
     if (!src->si)
         return err ? err->code : LUNA_EINVAL;
@@ -641,6 +739,7 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
     c->env = *env;
     c->name = spec->name;
     c->workers = spec->workers;
+    c->sharding = sharding;
     c->limits = luna_controller_spec_limits(L, spec);
     int rc = 0;
     ev_check_init(&c->dispatch_check, dispatch_cb);
@@ -946,6 +1045,12 @@ void luna_controller_free(struct luna_controller *c)
         luna_informer_factory_release(c->env.factory, s->si);
     }
     free(c->sources);
+    struct tombstone *t, *ttmp;
+    HASH_ITER(hh, c->tombstones, t, ttmp) {
+        HASH_DEL(c->tombstones, t);
+        free(t->key);
+        free(t);
+    }
     struct shadow_key *k, *tmp;
     HASH_ITER(hh, c->shadow_keys, k, tmp) {
         HASH_DEL(c->shadow_keys, k);
@@ -1111,4 +1216,43 @@ size_t luna_controller_shadow_keys(const struct luna_controller *c,
         fn(ud, k->key, k->what);
     *dropped = c->shadow_keys_dropped;
     return c->nshadow_keys;
+}
+
+/* ---- sharding ------------------------------------------------------------------ */
+
+int luna_controller_reshard(struct luna_controller *c)
+{
+    if (!c->sharding)
+        return 0;
+    const struct luna_shard_selector *shard = luna_shard_set_informer_shard(c->sharding);
+    int rc = 0;
+    for (size_t i = 0; i < c->nsources; i++) {
+        if (!c->sources[i].sharded)
+            continue;
+        luna_error err = { 0 };
+        if (luna_informer_factory_set_shard(c->env.factory, c->sources[i].si, shard, &err) < 0) {
+            luna_error("shard: moving an informer failed", "controller", c->name, "error",
+                       err.msg);
+            rc = err.code ? err.code : LUNA_EINVAL;
+        }
+    }
+    return rc;
+}
+
+void luna_controller_abandon_running(struct luna_controller *c)
+{
+    while (c->running)
+        luna_reconcile_abandon(c->running, true);
+    luna_controller_maybe_drained(c);
+}
+
+unsigned long luna_controller_oldest_running(const struct luna_controller *c)
+{
+    unsigned long oldest = 0;
+    for (const struct luna_reconcile *r = c->running; r; r = luna_reconcile_next(r)) {
+        unsigned long n = luna_reconcile_serial(r);
+        if (!oldest || n < oldest)
+            oldest = n;
+    }
+    return oldest;
 }

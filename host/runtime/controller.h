@@ -215,6 +215,28 @@ size_t luna_controller_shadow_keys(const struct luna_controller *c,
 /* Reconciles of the controller that failed so far. */
 unsigned long luna_controller_errors(const struct luna_controller *c);
 
+/* Sharding (`luna run --shards`, shard_set.h), process-wide: controllers
+ * built while a shard set is installed list and watch their primary kind
+ * (and, with namespace sharding, their `owns` kinds, whose children live
+ * in their owner's namespace) through the set's claim; other sources are
+ * cached whole.  Such a controller reconciles a key only when the set
+ * says this replica owns it: by the key's namespace, or by the uid of the
+ * cached primary object (of the deleted one, for a deletion still
+ * queued); the periodic key by its own text's hash.  Keys not owned are
+ * forgotten at dispatch.  An object that leaves the shard (a relist after
+ * the claim shrank) is handed over, not deleted: it enqueues nothing.
+ * The set is borrowed until replaced; NULL turns sharding off for
+ * controllers built afterwards. */
+struct luna_shard_set;
+void luna_controller_set_sharding(struct luna_shard_set *set);
+/* Moves c's sharded sources to the set's current claim (a relist each);
+ * 0, or the factory's error (logged). */
+int luna_controller_reshard(struct luna_controller *c);
+/* Abandons every reconcile in flight (their keys are requeued). */
+void luna_controller_abandon_running(struct luna_controller *c);
+/* The serial of c's oldest reconcile in flight, 0 when none is. */
+unsigned long luna_controller_oldest_running(const struct luna_controller *c);
+
 /* The controller whose predicate or watches map function is running (its
  * cache may be read there), or NULL. */
 struct luna_controller *luna_controller_in_handler(void);

@@ -26,7 +26,13 @@ struct source {
     struct luna_shared_informer *si;
     int handler_id;
     bool not_served_logged;           /* "controller kind not served" said, not taken back */
+    bool sharded;                     /* follows the shard set's claim (luna run --shards) */
 };
+
+/* A deleted primary object's uid, kept while its key waits in the queue
+ * (uid sharding: the key's owner is found from the uid, and a deleted
+ * object is no longer in the cache). */
+struct tombstone;
 
 struct luna_controller {
     const struct luna_controller_spec *spec; /* borrowed from its userdata */
@@ -72,6 +78,8 @@ struct luna_controller {
      * shadow_keys (at most LUNA_SHADOW_MAX_KEYS, the rest counted). */
     bool shadow;
     struct shadow_key *shadow_keys;
+    struct tombstone *tombstones;     /* by key; only with uid sharding */
+    struct luna_shard_set *sharding;  /* borrowed; NULL: not sharded */
     size_t nshadow_keys, shadow_keys_dropped;
     ev_timer every_timer;
     double every_base, every_due;

@@ -11,11 +11,12 @@
 
 #include "base/json.h"
 #include "base/log.h"
+#include "runtime/lease.h"
 #include "runtime/runtime_metrics.h"
 
-#define MAX_IDENTITY 512
-#define MAX_TIME 48
-#define MAX_LEASE_BYTES (1u << 20)
+#define MAX_IDENTITY LUNA_LEASE_MAX_IDENTITY
+#define MAX_TIME LUNA_LEASE_MAX_TIME
+#define MAX_LEASE_BYTES LUNA_LEASE_MAX_BYTES
 
 enum phase { PHASE_IDLE, PHASE_RUNNING, PHASE_RELEASING, PHASE_DONE };
 
@@ -28,14 +29,6 @@ enum step {
     STEP_UPDATE,
     STEP_RELEASE,
     STEP_RELEASE_GET,  /* re-read after a release hit 409 */
-};
-
-/* The observed LeaderElectionRecord (the Lease's spec). */
-struct record {
-    char holder[MAX_IDENTITY];
-    long duration;               /* leaseDurationSeconds */
-    long transitions;            /* leaseTransitions */
-    char acquire[MAX_TIME];      /* acquireTime, as the server wrote it */
 };
 
 struct luna_leader {
@@ -57,7 +50,7 @@ struct luna_leader {
     double attempt_now;                /* the clock when the attempt began */
 
     bool observed;                     /* rec, spec and observed_time are set */
-    struct record rec;
+    struct luna_lease_record rec;
     char *spec;                        /* the spec's JSON as last observed */
     size_t spec_len;
     double observed_time;              /* the clock when spec last changed */
@@ -91,29 +84,6 @@ static double jitter_unit(struct luna_leader *le)
     return (double)((le->rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
 }
 
-/* Wall-clock MicroTime, as metav1.MicroTime marshals. */
-static void micro_time(char *buf, size_t size)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char date[32];
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, size, "%.20s.%06dZ", date, (int)((ts.tv_nsec / 1000) % 1000000));
-}
-
-static bool dns_name(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 253)
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
-            return false;
-    return s[0] != '-' && s[0] != '.' && s[n - 1] != '-' && s[n - 1] != '.';
-}
-
 static bool is_ours(const struct luna_leader *le)
 {
     return le->observed && strcmp(le->rec.holder, le->identity) == 0;
@@ -133,86 +103,6 @@ static void set_master(struct luna_leader *le, bool leading)
 }
 
 /* ---- the Lease's JSON ------------------------------------------------------ */
-
-static int lookup_string(const char *json, size_t len, const char *path, char *buf,
-                         size_t size)
-{
-    luna_json_value v;
-    buf[0] = '\0';
-    int rc = luna_json_lookup(json, len, path, &v, buf, size, NULL);
-    if (rc == LUNA_ENOTFOUND || (rc == 0 && v.type == LUNA_JSON_NULL)) {
-        buf[0] = '\0';
-        return 0;
-    }
-    if (rc < 0)
-        return rc;
-    if (v.type != LUNA_JSON_STRING) {
-        buf[0] = '\0';
-        return LUNA_EPROTO;
-    }
-    return 0;
-}
-
-static int lookup_long(const char *json, size_t len, const char *path, long *out)
-{
-    luna_json_value v;
-    char buf[64];
-    *out = 0;
-    int rc = luna_json_lookup(json, len, path, &v, buf, sizeof buf, NULL);
-    if (rc == LUNA_ENOTFOUND || (rc == 0 && v.type == LUNA_JSON_NULL))
-        return 0;
-    if (rc < 0)
-        return rc;
-    if (v.type != LUNA_JSON_NUMBER || v.kind != LUNA_JSON_INT)
-        return LUNA_EPROTO;
-    *out = (long)v.i;
-    return 0;
-}
-
-/* Reads a Lease's record and the byte range of its spec ([0, 0) if none). */
-static int parse_lease(const char *json, size_t len, struct record *rec, uint64_t *spec_start,
-                       uint64_t *spec_end)
-{
-    memset(rec, 0, sizeof *rec);
-    *spec_start = *spec_end = 0;
-    luna_json_value v;
-    char buf[8];
-    int rc = luna_json_lookup(json, len, "spec", &v, buf, sizeof buf, NULL);
-    if (rc == 0 && v.type == LUNA_JSON_OBJECT_START) {
-        *spec_start = v.start;
-        *spec_end = v.end;
-    } else if (rc != LUNA_ENOTFOUND && !(rc == 0 && v.type == LUNA_JSON_NULL)) {
-        return LUNA_EPROTO;
-    }
-    if (lookup_string(json, len, "spec.holderIdentity", rec->holder, sizeof rec->holder) < 0 ||
-        lookup_long(json, len, "spec.leaseDurationSeconds", &rec->duration) < 0 ||
-        lookup_long(json, len, "spec.leaseTransitions", &rec->transitions) < 0 ||
-        lookup_string(json, len, "spec.acquireTime", rec->acquire, sizeof rec->acquire) < 0)
-        return LUNA_EPROTO;
-    return 0;
-}
-
-static void put_string(luna_json_writer *w, const char *key, const char *value)
-{
-    luna_json_write_key(w, key, strlen(key));
-    luna_json_write_string(w, value, strlen(value));
-}
-
-/* LeaderElectionRecordToLeaseSpec. */
-static void write_spec(luna_json_writer *w, const char *holder, long duration,
-                       const char *acquire, const char *renew, long transitions)
-{
-    luna_json_write_object_start(w);
-    put_string(w, "holderIdentity", holder);
-    luna_json_write_key(w, "leaseDurationSeconds", 20);
-    luna_json_write_int(w, duration);
-    if (*acquire)
-        put_string(w, "acquireTime", acquire);
-    put_string(w, "renewTime", renew);
-    luna_json_write_key(w, "leaseTransitions", 16);
-    luna_json_write_int(w, transitions);
-    luna_json_write_object_end(w);
-}
 
 /* Copies a Lease replacing its top-level "spec" (metadata, labels,
  * annotations and resourceVersion are kept, as client-go's LeaseLock
@@ -256,7 +146,7 @@ static char *lease_body(struct luna_leader *le, const char *holder, long duratio
     luna_json_writer spec, w;
     luna_json_writer_init(&spec);
     luna_json_writer_init(&w);
-    write_spec(&spec, holder, duration, acquire, renew, transitions);
+    luna_lease_write_spec(&spec, holder, duration, acquire, renew, transitions);
     size_t spec_len;
     const char *spec_text = luna_json_writer_data(&spec, &spec_len);
     char *out = NULL;
@@ -267,12 +157,12 @@ static char *lease_body(struct luna_leader *le, const char *holder, long duratio
                 luna_json_writer_reset(&w);
         } else {
             luna_json_write_object_start(&w);
-            put_string(&w, "apiVersion", "coordination.k8s.io/v1");
-            put_string(&w, "kind", "Lease");
+            luna_lease_put_string(&w, "apiVersion", "coordination.k8s.io/v1");
+            luna_lease_put_string(&w, "kind", "Lease");
             luna_json_write_key(&w, "metadata", 8);
             luna_json_write_object_start(&w);
-            put_string(&w, "name", le->name);
-            put_string(&w, "namespace", le->ns);
+            luna_lease_put_string(&w, "name", le->name);
+            luna_lease_put_string(&w, "namespace", le->ns);
             luna_json_write_object_end(&w);
             luna_json_write_key(&w, "spec", 4);
             luna_json_write_raw(&w, spec_text, spec_len);
@@ -289,9 +179,9 @@ static char *lease_body(struct luna_leader *le, const char *holder, long duratio
 /* Takes in a Lease the server sent (read or written) at clock time now. */
 static int observe(struct luna_leader *le, const char *json, size_t len, double now)
 {
-    struct record rec;
+    struct luna_lease_record rec;
     uint64_t s0, s1;
-    if (!json || parse_lease(json, len, &rec, &s0, &s1) < 0)
+    if (!json || luna_lease_parse(json, len, &rec, &s0, &s1) < 0)
         return LUNA_EPROTO;
     char *copy = malloc(len + 1);
     if (!copy)
@@ -444,7 +334,7 @@ static int start_write(struct luna_leader *le, enum step step, const char *acqui
                        long transitions, luna_error *err)
 {
     char renew[MAX_TIME];
-    micro_time(renew, sizeof renew);
+    luna_lease_micro_time(renew, sizeof renew);
     size_t len = 0;
     char *body = lease_body(le, le->identity, le->lease_seconds, acquire, renew, transitions,
                             &len);
@@ -494,7 +384,7 @@ static void release_finish(struct luna_leader *le, bool released)
 static void start_release(struct luna_leader *le)
 {
     char now[MAX_TIME];
-    micro_time(now, sizeof now);
+    luna_lease_micro_time(now, sizeof now);
     size_t len = 0;
     char *body = lease_body(le, "", 1, now, now, le->rec.transitions, &len);
     luna_error err = { 0 };
@@ -566,7 +456,7 @@ static void on_done(void *ud, const luna_http_response *resp, const luna_http_fa
             free(le->lease);
             le->lease = NULL;
             char acquire[MAX_TIME];
-            micro_time(acquire, sizeof acquire);
+            luna_lease_micro_time(acquire, sizeof acquire);
             write_or_fail(le, STEP_CREATE, acquire, 0);
         } else if (status == 200 && observe(le, body, body_len, le->attempt_now) == 0) {
             if (*le->rec.holder && !is_ours(le) && lease_valid(le, le->attempt_now)) {
@@ -576,7 +466,7 @@ static void on_done(void *ud, const luna_http_response *resp, const luna_http_fa
                 write_or_fail(le, STEP_UPDATE, le->rec.acquire, le->rec.transitions);
             } else {
                 char acquire[MAX_TIME];
-                micro_time(acquire, sizeof acquire);
+                luna_lease_micro_time(acquire, sizeof acquire);
                 write_or_fail(le, STEP_UPDATE, acquire, le->rec.transitions + 1);
             }
         } else {
@@ -683,33 +573,13 @@ void luna_leader_start(struct luna_leader *le)
 
 /* ---- construction ------------------------------------------------------------------ */
 
-static int check_timing(double lease, double renew, double retry, double jitter,
-                        luna_error *err)
-{
-    if (!isfinite(lease) || !isfinite(renew) || !isfinite(retry) || !isfinite(jitter) ||
-        retry <= 0 || renew <= 0)
-        return luna_error_set(err, LUNA_EINVAL, "leader election: durations must be finite and "
-                              "positive");
-    if (lease < 1)
-        return luna_error_set(err, LUNA_EINVAL, "leader election: lease duration must be at "
-                              "least 1 second, got %g", lease);
-    if (lease <= renew)
-        return luna_error_set(err, LUNA_EINVAL, "leader election: lease duration (%g s) must "
-                              "be greater than the renew deadline (%g s)", lease, renew);
-    double factor = jitter > 0 ? jitter : 1.0;
-    if (renew <= factor * retry)
-        return luna_error_set(err, LUNA_EINVAL, "leader election: renew deadline (%g s) must be "
-                              "greater than %g x the retry period (%g s)", renew, factor, retry);
-    return 0;
-}
-
 int luna_leader_check_timing(double lease_duration, double renew_deadline, double retry_period,
                              luna_error *err)
 {
-    return check_timing(lease_duration ? lease_duration : LUNA_LEADER_DEFAULT_LEASE_DURATION,
-                        renew_deadline ? renew_deadline : LUNA_LEADER_DEFAULT_RENEW_DEADLINE,
-                        retry_period ? retry_period : LUNA_LEADER_DEFAULT_RETRY_PERIOD,
-                        LUNA_LEADER_JITTER, err);
+    return luna_lease_check_timing(
+        "leader election", lease_duration ? lease_duration : LUNA_LEADER_DEFAULT_LEASE_DURATION,
+        renew_deadline ? renew_deadline : LUNA_LEADER_DEFAULT_RENEW_DEADLINE,
+        retry_period ? retry_period : LUNA_LEADER_DEFAULT_RETRY_PERIOD, LUNA_LEADER_JITTER, err);
 }
 
 int luna_leader_new(struct luna_kube_client *kc, const struct luna_leader_options *o,
@@ -720,17 +590,17 @@ int luna_leader_new(struct luna_kube_client *kc, const struct luna_leader_option
     double renew = o->renew_deadline ? o->renew_deadline : LUNA_LEADER_DEFAULT_RENEW_DEADLINE;
     double retry = o->retry_period ? o->retry_period : LUNA_LEADER_DEFAULT_RETRY_PERIOD;
     double jitter = o->jitter == 0 ? LUNA_LEADER_JITTER : o->jitter;
-    if (!o->name || !dns_name(o->name))
+    if (!o->name || !luna_lease_dns_name(o->name))
         return luna_error_set(err, LUNA_EINVAL, "leader election: lease name \"%s\" is not a "
                               "DNS subdomain name", o->name ? o->name : "");
-    if (!o->namespace_ || !dns_name(o->namespace_))
+    if (!o->namespace_ || !luna_lease_dns_name(o->namespace_))
         return luna_error_set(err, LUNA_EINVAL, "leader election: namespace \"%s\" is not a "
                               "valid name", o->namespace_ ? o->namespace_ : "");
     if (!o->identity || !*o->identity || strlen(o->identity) >= MAX_IDENTITY ||
         luna_json_utf8_valid_prefix(o->identity, strlen(o->identity)) != strlen(o->identity))
         return luna_error_set(err, LUNA_EINVAL, "leader election: identity must be non-empty "
                               "UTF-8 of at most %d bytes", MAX_IDENTITY - 1);
-    int rc = check_timing(lease, renew, retry, jitter, err);
+    int rc = luna_lease_check_timing("leader election", lease, renew, retry, jitter, err);
     if (rc < 0)
         return rc;
     struct luna_leader *le = calloc(1, sizeof *le);

@@ -47,7 +47,7 @@
  * luna_leader_tick() after moving the clock.  HTTP answers arrive on the
  * loop either way.
  *
- * Uses kube_client, json, clock, log, runtime_metrics
+ * Uses kube_client, json, clock, log, lease (the Lease's shared parts), runtime_metrics
  * (leader_election_master_status{name}).  Runs on the loop thread.
  *
  * Invariants:

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "client/resource.h"
 #include "lua/lua_util.h"
 #include "runtime/controller.h"
@@ -18,6 +19,21 @@ static struct luna_discovery *the_disc;
 static bool shadow; /* every write is a server-side dry run */
 
 void luna_lua_client_set_shadow(bool on) { shadow = on; }
+
+/* luna run --shards: writes go out only while the gate allows them. */
+static struct {
+    bool (*allow)(void *ud, const char **why);
+    double timeout;
+    void *ud;
+} write_gate;
+
+void luna_lua_client_set_write_gate(bool (*allow)(void *ud, const char **why), double timeout,
+                                    void *ud)
+{
+    write_gate.allow = allow;
+    write_gate.timeout = timeout;
+    write_gate.ud = ud;
+}
 bool luna_lua_client_shadow(void) { return shadow; }
 
 /* A request shadow mode must turn into a dry run: a write whose path does
@@ -198,6 +214,15 @@ static int luna_lua_client_request(lua_State *L)
         return luna_lua_push_error(L, "InvalidRequest",
                                    "shadow mode: a DELETE body must carry \"dryRun\":[\"All\"]", 0);
     }
+    bool write = strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
+    const char *why = NULL;
+    if (write && write_gate.allow && !write_gate.allow(write_gate.ud, &why)) {
+        free(p);
+        luna_warn("shard write refused", "controller",
+                  luna_controller_name(luna_reconcile_controller(r)), "key",
+                  luna_reconcile_key(r), "method", method, "reason", why);
+        return luna_lua_push_error(L, "ShardNotHeld", why ? why : "shard not held", 0);
+    }
     char *dry = NULL;
     if (needs_dry_run(r, method, path) && !(dry = dry_run_path(path))) {
         free(p);
@@ -209,7 +234,7 @@ static int luna_lua_client_request(lua_State *L)
         .body = body,
         .body_len = body_len,
         .content_type = content_type,
-        .timeout = 60,
+        .timeout = write && write_gate.allow ? write_gate.timeout : 60,
         .on_done = on_request_done,
         .ud = p,
     };

@@ -44,6 +44,12 @@ void luna_lua_client_register(lua_State *L, struct luna_kube_client *kc,
 
 /* Shadow mode for every state registered afterwards (set before loading). */
 void luna_lua_client_set_shadow(bool on);
+/* Sharding (shard_set.h): a write (any method but GET and HEAD) is sent
+ * only if allow(ud, &why) says so — else "shard write refused" is logged
+ * and the call returns nil, err with reason ShardNotHeld and the why —
+ * and then with `timeout` seconds at most.  allow NULL: no gate. */
+void luna_lua_client_set_write_gate(bool (*allow)(void *ud, const char **why), double timeout,
+                                    void *ud);
 bool luna_lua_client_shadow(void);
 
 #endif

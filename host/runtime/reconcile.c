@@ -65,6 +65,12 @@ const char *luna_reconcile_id(struct luna_reconcile *r)
     return r->id;
 }
 lua_State *luna_reconcile_thread(const struct luna_reconcile *r) { return r->co; }
+unsigned long luna_reconcile_serial(const struct luna_reconcile *r) { return r->id_num; }
+struct luna_reconcile *luna_reconcile_next(const struct luna_reconcile *r) { return r->next; }
+
+/* Unique across controllers and reloads: log readers pair start/done. */
+static unsigned long next_reconcile_id;
+unsigned long luna_reconcile_last_serial(void) { return next_reconcile_id; }
 
 /* Frees r; an operation it still waits for is cancelled first, whatever
  * ended the reconcile (an error after the operation started, a watchdog
@@ -420,8 +426,6 @@ void luna_reconcile_start(struct luna_controller *c, const char *key, int priori
     r->priority = priority;
     r->attempt = luna_workqueue_num_requeues(c->queue, key) + 1;
     r->started = luna_clock_now(c->env.clock);
-    /* Unique across controllers and reloads: log readers pair start/done. */
-    static unsigned long next_reconcile_id;
     r->id_num = ++next_reconcile_id;
     r->co = take_thread(c, &r->co_ref);
     r->next = c->running;

@@ -54,6 +54,11 @@ struct luna_controller *luna_reconcile_controller(struct luna_reconcile *r);
 const char *luna_reconcile_key(const struct luna_reconcile *r);
 const char *luna_reconcile_id(struct luna_reconcile *r);
 lua_State *luna_reconcile_thread(const struct luna_reconcile *r);
+/* Reconciles are numbered from 1 as they start, across controllers and
+ * reloads (the number reconcile_id shows in hex). */
+unsigned long luna_reconcile_serial(const struct luna_reconcile *r);
+/* The number of the newest reconcile started (0: none yet). */
+unsigned long luna_reconcile_last_serial(void);
 
 /* Records the asynchronous operation the reconcile waits for (one at a
  * time): cancel(ud) is called if the reconcile is abandoned first. */
@@ -76,6 +81,8 @@ extern const char *const luna_reconcile_result_fields[];
  * another ({priority = n}).  On failure to start, the key is requeued
  * with rate limiting and marked done. */
 void luna_reconcile_start(struct luna_controller *c, const char *key, int priority);
+/* The next reconcile in c's running list after r (NULL: the last). */
+struct luna_reconcile *luna_reconcile_next(const struct luna_reconcile *r);
 /* For the controller being freed: cancels r's pending operation, gives its
  * key back (requeued when requeue) and frees it. */
 void luna_reconcile_abandon(struct luna_reconcile *r, bool requeue);

@@ -26,6 +26,8 @@
 #include "client/kube_client.h"
 #include "client/kubeconfig.h"
 #include "runtime/leader.h"
+#include "runtime/reconcile.h"
+#include "runtime/shard_set.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "runtime/lua_events.h"
@@ -128,6 +130,7 @@ struct runtime {
     struct luna_serving_cert *metrics_cert;  /* secure metrics: the certificate */
     struct luna_metrics_auth *metrics_auth;  /* secure metrics: who may scrape */
     struct luna_leader *leader;
+    struct luna_shard_set *shards;        /* --shards, or NULL */
     char identity[320];
     bool caches_synced;                   /* "caches synced" was logged */
     bool leading, releasing;
@@ -142,12 +145,18 @@ static void shutdown_complete(struct runtime *rt)
 }
 
 static void on_released(void *ud, bool released) { shutdown_complete(ud); }
+static void on_left(void *ud) { shutdown_complete(ud); }
 
 /* No reconcile runs any more: give the Lease up (if held), then stop. */
 static void finish_shutdown(struct runtime *rt)
 {
     ev_timer_stop(luna_loop(), &rt->grace);
-    if (!rt->leader) {
+    if (rt->shards) {
+        if (!rt->releasing) {
+            rt->releasing = true;
+            luna_shard_set_leave(rt->shards, on_left, rt);
+        }
+    } else if (!rt->leader) {
         shutdown_complete(rt);
     } else if (!rt->releasing) {
         rt->releasing = true;
@@ -205,6 +214,8 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
         return;
     }
     rt->stopping = true;
+    if (rt->shards)
+        luna_shard_set_freeze(rt->shards);
     luna_info("shutdown requested", "signal", w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
     ev_timer_stop(loop, &rt->sync_check);
     /* A reload still waiting for discovery never takes over. */
@@ -362,19 +373,26 @@ static void default_identity(char *buf, size_t size)
 
 static const char *nonempty(const char *s) { return s && *s ? s : NULL; }
 
-static int setup_leader(struct runtime *rt, luna_error *err)
+/* This replica's identity ($POD_NAME, else client-go's default) into
+ * rt->identity; returns the Leases' namespace (--leader-election-namespace,
+ * $POD_NAMESPACE, else the kubeconfig's). */
+static const char *replica_identity(struct runtime *rt)
 {
-    const struct luna_run_config *cfg = rt->cfg;
     const char *id = nonempty(getenv("POD_NAME"));
     if (id)
         snprintf(rt->identity, sizeof rt->identity, "%s", id);
     else
         default_identity(rt->identity, sizeof rt->identity);
-    const char *ns = nonempty(cfg->leader_election_namespace);
+    const char *ns = nonempty(rt->cfg->leader_election_namespace);
     if (!ns)
         ns = nonempty(getenv("POD_NAMESPACE"));
-    if (!ns)
-        ns = rt->kcfg->namespace;
+    return ns ? ns : rt->kcfg->namespace;
+}
+
+static int setup_leader(struct runtime *rt, luna_error *err)
+{
+    const struct luna_run_config *cfg = rt->cfg;
+    const char *ns = replica_identity(rt);
     struct luna_leader_options lo = {
         .name = nonempty(cfg->leader_election_id) ? cfg->leader_election_id : DEFAULT_LEASE_NAME,
         .namespace_ = ns,
@@ -389,6 +407,84 @@ static int setup_leader(struct runtime *rt, luna_error *err)
         .ud = rt,
     };
     return luna_leader_new(rt->kc, &lo, &rt->leader, err);
+}
+
+/* ---- sharding (--shards) -------------------------------------------------- */
+
+/* Calls fn on every controller of every reload that holds informers: the
+ * running one, one waiting to take over, a shadow candidate, the retiring. */
+static void each_controller(struct runtime *rt, void (*fn)(struct luna_controller *, void *),
+                            void *ud)
+{
+    struct luna_reload *gens[3] = { rt->gen, rt->pending, rt->candidate };
+    for (size_t g = 0; g < 3; g++)
+        for (size_t i = 0; gens[g] && i < luna_reload_count(gens[g]); i++)
+            fn(luna_reload_controller(gens[g], i), ud);
+    for (struct retiring *r = rt->retiring; r; r = r->next)
+        for (size_t i = 0; i < luna_reload_count(r->gen); i++)
+            fn(luna_reload_controller(r->gen, i), ud);
+}
+
+static void reshard_one(struct luna_controller *c, void *ud) { luna_controller_reshard(c); }
+static void abandon_one(struct luna_controller *c, void *ud) { luna_controller_abandon_running(c); }
+static void oldest_one(struct luna_controller *c, void *ud)
+{
+    unsigned long *oldest = ud, n = luna_controller_oldest_running(c);
+    if (n && (!*oldest || n < *oldest))
+        *oldest = n;
+}
+
+static void shard_on_claim(void *ud, const struct luna_shard_selector *shard)
+{
+    each_controller(ud, reshard_one, NULL);
+}
+
+static unsigned long shard_oldest_running(void *ud)
+{
+    unsigned long oldest = 0;
+    each_controller(ud, oldest_one, &oldest);
+    return oldest;
+}
+
+static unsigned long shard_last_started(void *ud) { return luna_reconcile_last_serial(); }
+
+/* The Lease went stale: another replica may take our keys over soon. */
+static void shard_on_stop(void *ud) { each_controller(ud, abandon_one, NULL); }
+
+static bool shard_may_write(void *ud, const char **why)
+{
+    return luna_shard_set_may_write(ud, why);
+}
+
+/* Before the controllers are built: they acquire their informers on the
+ * set's (empty) claim, and dispatch only the keys it owns. */
+static int setup_shards(struct runtime *rt, luna_error *err)
+{
+    const struct luna_run_config *cfg = rt->cfg;
+    const char *ns = replica_identity(rt);
+    struct luna_shard_set_options so = {
+        .set = nonempty(cfg->shard_set) ? cfg->shard_set : DEFAULT_LEASE_NAME,
+        .namespace_ = ns,
+        .identity = rt->identity,
+        .field = cfg->shard_by_namespace ? LUNA_SHARD_NAMESPACE : LUNA_SHARD_UID,
+        .lease_duration = cfg->lease_duration,
+        .renew_deadline = cfg->renew_deadline,
+        .retry_period = cfg->retry_period,
+        .skew_margin = cfg->shard_skew_margin,
+        .loop = luna_loop(),
+        .on_claim = shard_on_claim,
+        .oldest_running = shard_oldest_running,
+        .last_started = shard_last_started,
+        .on_stop = shard_on_stop,
+        .ud = rt,
+    };
+    int rc = luna_shard_set_new(rt->kc, &so, &rt->shards, err);
+    if (rc < 0)
+        return rc;
+    luna_controller_set_sharding(rt->shards);
+    luna_lua_client_set_write_gate(shard_may_write, luna_shard_set_write_timeout(rt->shards),
+                                   rt->shards);
+    return 0;
 }
 
 /* ---- metrics and probes ---------------------------------------------------- */
@@ -599,6 +695,8 @@ static void wire_metrics(struct runtime *rt, struct luna_reload *gen,
  * controller and per workqueue, and the API client's request counter.
  * Metrics must not stop the runtime: a controller's series that cannot be
  * made are logged and skipped. */
+static double http_received(void *ud) { return (double)luna_http_client_received(ud); }
+
 static int setup_metrics(struct runtime *rt, luna_error *err)
 {
     rt->registry = luna_metrics_default();
@@ -614,6 +712,7 @@ static int setup_metrics(struct runtime *rt, luna_error *err)
     h = h ? h + 3 : server;
     snprintf(rt->api_host, sizeof rt->api_host, "%.*s", (int)strcspn(h, "/"), h);
     luna_kube_client_set_observer(rt->kc, on_api_request, rt);
+    luna_runtime_metrics_http_received(rt->rm, http_received, rt->http, NULL);
     wire_metrics(rt, rt->gen, NULL);
     return 0;
 }
@@ -831,6 +930,10 @@ static void teardown(struct runtime *rt)
         free(m);
     }
     luna_leader_free(rt->leader);
+    luna_controller_set_sharding(NULL);
+    luna_lua_client_set_write_gate(NULL, 0, NULL);
+    luna_shard_set_free(rt->shards);
+    rt->shards = NULL;
     luna_informer_factory_free(rt->factory);
     luna_discovery_free(rt->disc);
     luna_kube_client_free(rt->kc);
@@ -1223,6 +1326,11 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         return 1;
     }
     luna_reload_connect(rt.gen, rt.kc, rt.disc);
+    if (cfg->shards && setup_shards(&rt, &err) < 0) {
+        luna_error("startup failed", "error", err.msg);
+        teardown(&rt);
+        return 1;
+    }
     if (luna_reload_build(rt.gen, rt.factory, &err) < 0) {
         luna_error("controller setup failed", "error", err.msg);
         teardown(&rt);
@@ -1248,6 +1356,10 @@ int luna_runtime_run(const struct luna_run_config *cfg)
     }
     if (rt.leader)
         luna_leader_start(rt.leader);
+    if (rt.shards) {
+        luna_shard_set_set_metrics(rt.shards, rt.rm);
+        luna_shard_set_start(rt.shards);
+    }
 
     ev_run(loop, 0);
     luna_event_latency_report();

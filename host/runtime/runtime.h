@@ -135,6 +135,14 @@ struct luna_run_config {
     const char *leader_election_namespace;  /* NULL: $POD_NAMESPACE, else the kubeconfig's */
     /* holderIdentity: $POD_NAME, else hostname + "_" + a random UUID */
     double lease_duration, renew_deadline, retry_period; /* 0: 15, 10, 2 */
+    /* --shards: split the objects among replicas (shard_set.h), with the
+     * leader election namespace, identity and timings; the Leases are
+     * named after shard_set (NULL: "luna"). */
+    bool shards;
+    bool shard_by_namespace;               /* --shard-by=namespace (else uid) */
+    const char *shard_set;
+    double shard_skew_margin;              /* 0: 2 s */
+    bool shard_option;                     /* a --shard-* flag was given */
 };
 
 /* Returns the process exit status: 0 after a clean shutdown, 1 when

@@ -38,6 +38,12 @@ enum fam {
     F_PERIODIC_TICKS,
     F_PERIODIC_NEXT,
     F_SHADOW_WRITES,
+    F_SHARD_FRACTION,
+    F_SHARD_RANGES,
+    F_SHARD_MEMBERS,
+    F_SHARD_DROPPED,
+    F_SHARD_HANDOFFS,
+    F_HTTP_RECEIVED,
     F_COUNT
 };
 
@@ -115,6 +121,24 @@ static const struct luna_metric_desc descs[F_COUNT] = {
         "Total number of writes sent as server-side dry runs in shadow mode, per verb and "
         "whether the object would have changed", LUNA_METRIC_COUNTER,
         LABELS("controller", "verb", "changed"), NULL, 0 },
+    [F_SHARD_FRACTION] = { "luna_shard_owned_fraction",
+        "Fraction of the 64-bit hash space this replica reconciles now (luna run --shards)",
+        LUNA_METRIC_GAUGE, NULL, NULL, 0 },
+    [F_SHARD_RANGES] = { "luna_shard_owned_ranges",
+        "Number of hash ranges this replica reconciles now", LUNA_METRIC_GAUGE, NULL, NULL, 0 },
+    [F_SHARD_MEMBERS] = { "luna_shard_members",
+        "Live members of the shard set as this replica last saw them, itself included",
+        LUNA_METRIC_GAUGE, NULL, NULL, 0 },
+    [F_SHARD_DROPPED] = { "luna_shard_keys_dropped_total",
+        "Total number of keys not reconciled here because another replica owns them, per "
+        "reason (not_owned: at dispatch; handed_off: the object left this replica's shard)",
+        LUNA_METRIC_COUNTER, LABELS("reason"), NULL, 0 },
+    [F_SHARD_HANDOFFS] = { "luna_shard_handoffs_total",
+        "Total number of claim changes written, per direction (grow, shrink)",
+        LUNA_METRIC_COUNTER, LABELS("direction"), NULL, 0 },
+    [F_HTTP_RECEIVED] = { "luna_http_received_bytes_total",
+        "Total number of response body bytes received from the API server",
+        LUNA_METRIC_COUNTER, NULL, NULL, 0 },
 };
 
 struct luna_runtime_metrics {
@@ -493,4 +517,36 @@ void luna_runtime_metrics_leader(struct luna_runtime_metrics *rm, const char *le
     struct luna_metric_child *c;
     if (luna_metric_child(rm->fam[F_LEADER], LABELS(lease), &c, NULL) == 0)
         luna_metric_set(c, leading ? 1 : 0);
+}
+
+void luna_runtime_metrics_shard(struct luna_runtime_metrics *rm, double fraction, size_t ranges,
+                                size_t members)
+{
+    struct luna_metric_child *c;
+    if (luna_metric_child(rm->fam[F_SHARD_FRACTION], NULL, &c, NULL) == 0)
+        luna_metric_set(c, fraction);
+    if (luna_metric_child(rm->fam[F_SHARD_RANGES], NULL, &c, NULL) == 0)
+        luna_metric_set(c, (double)ranges);
+    if (luna_metric_child(rm->fam[F_SHARD_MEMBERS], NULL, &c, NULL) == 0)
+        luna_metric_set(c, (double)members);
+}
+
+void luna_runtime_metrics_shard_dropped(struct luna_runtime_metrics *rm, const char *reason)
+{
+    struct luna_metric_child *c;
+    if (luna_metric_child(rm->fam[F_SHARD_DROPPED], LABELS(reason), &c, NULL) == 0)
+        luna_metric_inc(c);
+}
+
+void luna_runtime_metrics_shard_handoff(struct luna_runtime_metrics *rm, const char *direction)
+{
+    struct luna_metric_child *c;
+    if (luna_metric_child(rm->fam[F_SHARD_HANDOFFS], LABELS(direction), &c, NULL) == 0)
+        luna_metric_inc(c);
+}
+
+int luna_runtime_metrics_http_received(struct luna_runtime_metrics *rm, double (*fn)(void *ud),
+                                       void *ud, luna_error *err)
+{
+    return luna_metric_func(rm->fam[F_HTTP_RECEIVED], NULL, fn, ud, NULL, NULL, err);
 }

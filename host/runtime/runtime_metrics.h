@@ -186,5 +186,16 @@ void luna_runtime_metrics_lua_state_remove(struct luna_runtime_metrics *rm,
 /* leader_election_master_status{name=lease} = 1 if leading, else 0. */
 void luna_runtime_metrics_leader(struct luna_runtime_metrics *rm, const char *lease,
                                  bool leading);
+/* Sharding (shard_set.h): luna_shard_owned_fraction, luna_shard_owned_ranges,
+ * luna_shard_members; luna_shard_keys_dropped_total{reason};
+ * luna_shard_handoffs_total{direction}. */
+void luna_runtime_metrics_shard(struct luna_runtime_metrics *rm, double fraction, size_t ranges,
+                                size_t members);
+void luna_runtime_metrics_shard_dropped(struct luna_runtime_metrics *rm, const char *reason);
+void luna_runtime_metrics_shard_handoff(struct luna_runtime_metrics *rm, const char *direction);
+/* luna_http_received_bytes_total: fn(ud) at each scrape (ud borrowed
+ * until rm is freed). */
+int luna_runtime_metrics_http_received(struct luna_runtime_metrics *rm, double (*fn)(void *ud),
+                                       void *ud, luna_error *err);
 
 #endif
