@@ -303,9 +303,31 @@ static bool on_filter(void *ud, enum luna_stream_event ev, const char *ns, const
     return false;
 }
 
+/* An object a namespaced informer's server sent from another namespace (or
+ * from none): cached, it would be filed under a key no request of this
+ * informer can reach, and a controller would act on it in the wrong place.
+ * Logs the problem and returns true. */
+static bool foreign(struct luna_reflector *r, const char *what, const struct luna_object *obj)
+{
+    if (!r->namespace_)
+        return false;
+    size_t nl = strlen(r->namespace_);
+    if (obj->ns_len == nl && strncmp(luna_object_key(obj), r->namespace_, nl) == 0)
+        return false;
+    char msg[400];
+    snprintf(msg, sizeof msg, "the server sent %.200s, which is outside the namespace %.100s",
+             luna_object_key(obj), r->namespace_);
+    set_error(r, what, msg);
+    return true;
+}
+
 static int on_list_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
 {
     struct luna_reflector *r = ud;
+    if (foreign(r, "list", obj)) {
+        luna_object_unref(obj);
+        return LUNA_EPROTO;
+    }
     /* An unchanged object (same key, same resourceVersion) is the cached
      * one: share it instead of keeping a second copy. */
     struct luna_object *cached = luna_indexer_get(luna_informer_indexer(r->inf),
@@ -425,10 +447,20 @@ static void finish_list(struct luna_reflector *r)
     start_watch(r);
 }
 
+/* The status of a response whose head never reached on_headers (a
+ * redirect's, which is not followed): without it a 302 read as "HTTP 0"
+ * and a watch redirected away as a clean end. */
+static void take_status(struct luna_reflector *r, const luna_http_response *resp)
+{
+    if (r->status == 0 && resp && resp->status)
+        r->status = resp->status;
+}
+
 static void on_list_done(void *ud, const luna_http_response *resp, const luna_http_failure *fail)
 {
     struct luna_reflector *r = ud;
     char msg[512];
+    take_status(r, resp);
     if (fail) {
         r->stats.failures++;
         if (r->stream_failed)
@@ -542,6 +574,10 @@ static void advance_rv(struct luna_reflector *r, const char *rv)
 static int on_watch_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
 {
     struct luna_reflector *r = ud;
+    if (foreign(r, "watch", obj)) {
+        luna_object_unref(obj);
+        return LUNA_EPROTO;
+    }
     struct luna_delta_fifo *fifo = luna_informer_fifo(r->inf);
     luna_event_latency_event(luna_object_key(obj));
     int rc;
@@ -597,6 +633,7 @@ static int on_watch_chunk(void *ud, const char *data, size_t len, luna_error *er
 static void on_watch_done(void *ud, const luna_http_response *resp, const luna_http_failure *fail)
 {
     struct luna_reflector *r = ud;
+    take_status(r, resp);
     bool relist = r->relist_next;
     r->relist_next = false;
     char msg[512];
