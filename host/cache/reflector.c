@@ -653,7 +653,10 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
             r->stats.watch_gone++;
             r->stats.gone++;
             retry_later(r, true, false);
-        } else if (too_large) {
+        } else if (too_large || r->status == 400) {
+            /* 400: the server refuses the version asked for (one it never
+             * made, from a lying server or a corrupted event): resuming
+             * from it would fail for ever, so relist consistently. */
             r->rv_unavailable = true;
             retry_later(r, true, true);
         } else {

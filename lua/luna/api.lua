@@ -199,7 +199,14 @@ send_now = function(rt, method, kind, namespace, name, subresource, query, body,
     encoded, content_type)
   if not status then return nil, text end
   if status >= 200 and status < 300 then
-    if text == "" then return true end
+    if text == "" then
+      -- a read or a write must answer with the object: an empty 2xx body
+      -- (a lying server) would read as success with nothing applied
+      if method == "GET" or method == "PATCH" or method == "PUT" then
+        return nil, errors.new("InvalidResponse", ("the server answered %s %d with an empty body"):format(method, status), status)
+      end
+      return true
+    end
     local obj, derr = json.decode(text)
     if obj == nil then return nil, errors.new("InvalidResponse", derr.message, status) end
     return obj
