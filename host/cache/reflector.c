@@ -646,6 +646,8 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
     if (r->status != 200 && r->status != 0) {
         describe_status(r, msg, sizeof msg);
         bool too_large = too_large_rv(r);
+        bool bad_rv = r->status == 400 ||
+                      (r->error_body && strstr(r->error_body, "resourceVersion: Invalid value"));
         end_request(r);
         r->stats.failures++;
         set_error(r, "watch", msg);
@@ -653,10 +655,12 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
             r->stats.watch_gone++;
             r->stats.gone++;
             retry_later(r, true, false);
-        } else if (too_large || r->status == 400) {
-            /* 400: the server refuses the version asked for (one it never
-             * made, from a lying server or a corrupted event): resuming
-             * from it would fail for ever, so relist consistently. */
+        } else if (too_large || bad_rv) {
+            /* The server refuses the version asked for (one it never made,
+             * from a lying server or a corrupted event): the dev server
+             * answers 400, kube-apiserver 500 "resourceVersion: Invalid
+             * value".  Resuming from it would fail for ever: relist
+             * consistently. */
             r->rv_unavailable = true;
             retry_later(r, true, true);
         } else {
