@@ -38,11 +38,13 @@ struct luna_object_stream {
     char *md_head;        /* metadata only: {"apiVersion":"..","kind":".." */
 
     /* Outside items. */
-    int top_key;          /* LIST: 1 metadata, 2 items; WATCH: 1 type, 2 object */
+    int top_key;          /* LIST: 1 metadata, 2 items, 3 kind; WATCH: 1 type, 2 object */
     int list_meta_key;    /* 1 resourceVersion, 2 continue, 3 remainingItemCount, 4 shardInfo */
     bool shard_selector_key;  /* the last key inside shardInfo was "selector" */
     char *shard_info;     /* metadata.shardInfo.selector, or NULL */
     bool in_items;
+    bool saw_items;       /* LIST: the "items" key was there */
+    char list_kind[64];   /* LIST: the top-level "kind", or "" */
     char list_rv[64];
     char *continue_token;
     long long remaining;
@@ -498,11 +500,18 @@ static int on_event(void *ud, const luna_json_event *ev, luna_error *err)
         return luna_error_set(err, LUNA_EPROTO, "expected a JSON object at the top level");
     }
     if (ev->depth == 1 && ev->type == LUNA_JSON_KEY) {
-        s->top_key = list ? (key_is(ev, "metadata") ? 1 : key_is(ev, "items") ? 2 : 0)
+        s->top_key = list ? (key_is(ev, "metadata") ? 1 : key_is(ev, "items") ? 2
+                             : key_is(ev, "kind") ? 3 : 0)
                           : (key_is(ev, "type") ? 1 : key_is(ev, "object") ? 2 : 0);
+        if (list && s->top_key == 2)
+            s->saw_items = true;
         return 0;
     }
     if (list) {
+        if (s->top_key == 3 && ev->depth == 1 && ev->type == LUNA_JSON_STRING) {
+            snprintf(s->list_kind, sizeof s->list_kind, "%.*s", (int)ev->len, ev->str);
+            return 0;
+        }
         if (s->top_key == 2) {
             if (ev->depth == 1 && ev->type == LUNA_JSON_ARRAY_START) {
                 s->in_items = true;
@@ -646,6 +655,8 @@ int luna_object_stream_reset(struct luna_object_stream *s)
     item_reset(s);
     s->top_key = s->list_meta_key = 0;
     s->in_items = false;
+    s->saw_items = false;
+    s->list_kind[0] = '\0';
     s->list_rv[0] = '\0';
     free(s->continue_token);
     s->continue_token = NULL;
@@ -703,8 +714,18 @@ int luna_object_stream_feed(struct luna_object_stream *s, const void *data, size
 
 int luna_object_stream_finish(struct luna_object_stream *s, luna_error *err)
 {
-    return luna_json_parser_finish(s->parser, err);
+    int rc = luna_json_parser_finish(s->parser, err);
+    if (rc < 0 || s->opts.mode != LUNA_STREAM_LIST)
+        return rc;
+    /* A document without items is not a list (a Status sent with 200, a
+     * single object): read as an empty list it would empty the cache. */
+    if (!s->saw_items)
+        return luna_error_set(err, LUNA_EPROTO, "the answer is not a list: it has no \"items\"%s%s%s",
+                              s->list_kind[0] ? " (kind " : "", s->list_kind, s->list_kind[0] ? ")" : "");
+    return 0;
 }
+
+const char *luna_object_stream_list_kind(const struct luna_object_stream *s) { return s->list_kind; }
 
 const char *luna_object_stream_list_rv(const struct luna_object_stream *s) { return s->list_rv; }
 

@@ -105,12 +105,16 @@ int luna_object_stream_reset(struct luna_object_stream *s);
 
 int luna_object_stream_feed(struct luna_object_stream *s, const void *data, size_t len,
                             luna_error *err);
-/* End of input: checks the document was complete. */
+/* End of input: checks the document was complete; a LIST must have
+ * "items" (an array or null), or it is an error (LUNA_EPROTO): a Status or
+ * a lone object sent with 200 is not an empty list. */
 int luna_object_stream_finish(struct luna_object_stream *s, luna_error *err);
 
 /* LIST metadata, valid after finish (borrowed until reset/free; "" if absent). */
 const char *luna_object_stream_list_rv(const struct luna_object_stream *s);
 const char *luna_object_stream_continue(const struct luna_object_stream *s);
+/* The list's top-level "kind" ("ConfigMapList"), "" if absent. */
+const char *luna_object_stream_list_kind(const struct luna_object_stream *s);
 long long luna_object_stream_remaining(const struct luna_object_stream *s); /* -1: absent */
 /* metadata.shardInfo.selector of the list, NULL if the list had none. */
 const char *luna_object_stream_shard_info(const struct luna_object_stream *s);

@@ -81,6 +81,8 @@ struct luna_reflector {
     char *continue_token;
 
     char rv[64];
+    double watch_started;           /* ev_now when the watch in flight began */
+    unsigned long watch_seen;       /* events + bookmarks when it began */
     char last_error[512];
     struct luna_reflector_stats stats;
     ev_timer wait;
@@ -216,14 +218,18 @@ static int build_path(struct luna_reflector *r, enum request_kind kind, char *bu
 
 /* ---- responses shared by list and watch ------------------------------- */
 
-static double parse_retry_after(const luna_http_response *resp)
+/* Retry-After in seconds, bounded by the larger of the backoff's maximum
+ * and RETRY_AFTER_MAX: a server (or something posing as one) asking for
+ * 1e18 s must not park the informer for longer than its backoff would. */
+#define RETRY_AFTER_MAX 30.0
+static double parse_retry_after(const luna_http_response *resp, double max)
 {
     for (size_t i = 0; i < resp->nheaders; i++) {
         if (strcmp(resp->headers[i].name, "retry-after") == 0) {
             char *end;
             double s = strtod(resp->headers[i].value, &end);
             if (end != resp->headers[i].value && isfinite(s) && s >= 0)
-                return s > 600 ? 600 : s;
+                return s > max ? max : s;
         }
     }
     return 0;
@@ -233,7 +239,7 @@ static int on_headers(void *ud, const luna_http_response *resp, luna_error *err)
 {
     struct luna_reflector *r = ud;
     r->status = resp->status;
-    r->retry_after = resp->status == 429 || resp->status >= 500 ? parse_retry_after(resp) : 0;
+    r->retry_after = resp->status == 429 || resp->status >= 500 ? parse_retry_after(resp, r->backoff.max > RETRY_AFTER_MAX ? r->backoff.max : RETRY_AFTER_MAX) : 0;
     return 0;
 }
 
@@ -355,6 +361,24 @@ static bool on_filter(void *ud, enum luna_stream_event ev, const char *ns, const
     return false;
 }
 
+/* An object a namespaced informer's server sent from another namespace (or
+ * from none): cached, it would be filed under a key no request of this
+ * informer can reach, and a controller would act on it in the wrong place.
+ * Logs the problem and returns true. */
+static bool foreign(struct luna_reflector *r, const char *what, const struct luna_object *obj)
+{
+    if (!r->namespace_)
+        return false;
+    size_t nl = strlen(r->namespace_);
+    if (obj->ns_len == nl && strncmp(luna_object_key(obj), r->namespace_, nl) == 0)
+        return false;
+    char msg[400];
+    snprintf(msg, sizeof msg, "the server sent %.200s, which is outside the namespace %.100s",
+             luna_object_key(obj), r->namespace_);
+    set_error(r, what, msg);
+    return true;
+}
+
 /* Appends obj (its reference taken over) to the list in progress.  An
  * unchanged object (same key, same resourceVersion) is the cached one:
  * the cached one is kept instead of a second copy.  *kept is what was
@@ -368,6 +392,20 @@ static int keep_listed(struct luna_reflector *r, struct luna_object *obj,
         strcmp(luna_object_resource_version(cached), luna_object_resource_version(obj)) == 0) {
         luna_object_unref(obj);
         obj = luna_object_ref(cached);
+    }
+    /* The same object again right after itself (a server repeating an
+     * item): the later copy replaces the earlier, so a list of a million
+     * copies of one item costs one. */
+    /* (Not once a watch list's state is indexed: the index borrows prev.) */
+    if (r->nlisted > 0 && !r->initial_indexed) {
+        struct luna_object *prev = r->listed[r->nlisted - 1];
+        if (prev->key_len == obj->key_len && strcmp(luna_object_key(prev), luna_object_key(obj)) == 0) {
+            luna_object_unref(prev);
+            r->listed[r->nlisted - 1] = obj;
+            if (kept)
+                *kept = obj;
+            return 0;
+        }
     }
     if (r->nlisted == r->listed_cap) {
         size_t cap = r->listed_cap ? r->listed_cap * 2 : 1024;
@@ -387,7 +425,12 @@ static int keep_listed(struct luna_reflector *r, struct luna_object *obj,
 
 static int on_list_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
 {
-    return keep_listed(ud, obj, NULL);
+    struct luna_reflector *r = ud;
+    if (foreign(r, "list", obj)) {
+        luna_object_unref(obj);
+        return LUNA_EPROTO;
+    }
+    return keep_listed(r, obj, NULL);
 }
 
 static int on_list_chunk(void *ud, const char *data, size_t len, luna_error *err)
@@ -421,10 +464,41 @@ static void note_shard_mode(struct luna_reflector *r)
                   "informer", luna_informer_name(r->inf), "shard", r->shard_text);
 }
 
+/* Keeps the last of the listed objects that share a key (a server that
+ * lists an object twice): the FIFO's replace sees each key once.  Returns
+ * 0 or LUNA_ENOMEM. */
+static int dedupe_listed(struct luna_reflector *r)
+{
+    if (r->nlisted < 2)
+        return 0;
+    struct luna_objset seen = LUNA_OBJSET_INIT;
+    size_t keep = r->nlisted;
+    for (size_t i = r->nlisted; i-- > 0;) {
+        struct luna_object *obj = r->listed[i];
+        if (luna_objset_get(&seen, luna_object_key(obj), obj->key_len)) {
+            luna_object_unref(obj);
+            continue;
+        }
+        struct luna_object *replaced;
+        if (luna_objset_put(&seen, obj, &replaced) < 0) {
+            /* the unreferenced duplicates are gone: close the gap first */
+            memmove(r->listed + i + 1, r->listed + keep, (r->nlisted - keep) * sizeof *r->listed);
+            r->nlisted = i + 1 + (r->nlisted - keep);
+            luna_objset_clear(&seen);
+            return LUNA_ENOMEM;
+        }
+        r->listed[--keep] = obj;
+    }
+    luna_objset_clear(&seen);
+    memmove(r->listed, r->listed + keep, (r->nlisted - keep) * sizeof *r->listed);
+    r->nlisted -= keep;
+    return 0;
+}
+
 static void finish_list(struct luna_reflector *r)
 {
     const char *rv = luna_object_stream_list_rv(r->list_stream);
-    if (luna_delta_fifo_replace(luna_informer_fifo(r->inf), r->listed, r->nlisted) < 0) {
+    if (dedupe_listed(r) < 0 || luna_delta_fifo_replace(luna_informer_fifo(r->inf), r->listed, r->nlisted) < 0) {
         set_error(r, "list", "out of memory applying the list");
         drop_listed(r);
         r->stats.failures++;
@@ -446,10 +520,20 @@ static void finish_list(struct luna_reflector *r)
     start_watch(r);
 }
 
+/* The status of a response whose head never reached on_headers (a
+ * redirect's, which is not followed): without it a 302 read as "HTTP 0"
+ * and a watch redirected away as a clean end. */
+static void take_status(struct luna_reflector *r, const luna_http_response *resp)
+{
+    if (r->status == 0 && resp && resp->status)
+        r->status = resp->status;
+}
+
 static void on_list_done(void *ud, const luna_http_response *resp, const luna_http_failure *fail)
 {
     struct luna_reflector *r = ud;
     char msg[512];
+    take_status(r, resp);
     if (fail) {
         r->stats.failures++;
         if (r->stream_failed)
@@ -484,6 +568,35 @@ static void on_list_done(void *ud, const luna_http_response *resp, const luna_ht
         r->stats.decode_errors++;
         end_request(r);
         list_failed(r, err.msg, true);
+        return;
+    }
+    /* A list of another kind (a PodList for ConfigMaps) would fill the
+     * cache with objects of the wrong kind. */
+    const char *kind = luna_object_stream_list_kind(r->list_stream);
+    size_t kl = r->resource.kind ? strlen(r->resource.kind) : 0;
+    if (*kind && kl && (strncmp(kind, r->resource.kind, kl) != 0 || strcmp(kind + kl, "List") != 0)) {
+        snprintf(msg, sizeof msg, "the server answered a list of %s with a %.64s", r->resource.kind, kind);
+        r->stats.failures++;
+        end_request(r);
+        list_failed(r, msg, true);
+        return;
+    }
+    /* A list without a resourceVersion string cannot start a watch (one
+     * from "" starts at the present and misses what changed meanwhile). */
+    if (!*luna_object_stream_list_rv(r->list_stream)) {
+        r->stats.failures++;
+        end_request(r);
+        list_failed(r, "the list has no metadata.resourceVersion string", true);
+        return;
+    }
+    /* A page that hands back the continue token it was asked with would
+     * page for ever (and keep every page's items). */
+    const char *next = luna_object_stream_continue(r->list_stream);
+    if (*next && r->continue_token && strcmp(next, r->continue_token) == 0) {
+        r->stats.failures++;
+        end_request(r);
+        list_failed(r, "the server handed back the continue token it was asked with "
+                       "(paging would never end)", true);
         return;
     }
     end_request(r);
@@ -568,6 +681,10 @@ static int on_initial_item(struct luna_reflector *r, enum luna_stream_event ev,
 static int on_watch_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
 {
     struct luna_reflector *r = ud;
+    if (foreign(r, r->phase == WATCH_LISTING ? "watch list" : "watch", obj)) {
+        luna_object_unref(obj);
+        return LUNA_EPROTO;
+    }
     if (r->phase == WATCH_LISTING)
         return on_initial_item(r, ev, obj);
     struct luna_delta_fifo *fifo = luna_informer_fifo(r->inf);
@@ -672,6 +789,7 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
 static void on_watch_done(void *ud, const luna_http_response *resp, const luna_http_failure *fail)
 {
     struct luna_reflector *r = ud;
+    take_status(r, resp);
     if (r->phase == WATCH_LISTING) {
         watch_list_done(r, fail);
         return;
@@ -688,6 +806,8 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
     if (r->status != 200 && r->status != 0) {
         describe_status(r, msg, sizeof msg);
         bool too_large = too_large_rv(r);
+        bool bad_rv = r->status == 400 ||
+                      (r->error_body && strstr(r->error_body, "resourceVersion: Invalid value"));
         end_request(r);
         r->stats.failures++;
         set_error(r, "watch", msg);
@@ -695,7 +815,12 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
             r->stats.watch_gone++;
             r->stats.gone++;
             retry_later(r, true, false);
-        } else if (too_large) {
+        } else if (too_large || bad_rv) {
+            /* The server refuses the version asked for (one it never made,
+             * from a lying server or a corrupted event): the dev server
+             * answers 400, kube-apiserver 500 "resourceVersion: Invalid
+             * value".  Resuming from it would fail for ever: relist
+             * consistently. */
             r->rv_unavailable = true;
             retry_later(r, true, true);
         } else {
@@ -747,6 +872,16 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
     }
     end_request(r);
     r->stats.watch_closed++;
+    /* A watch that ended within a second with nothing in it (client-go's
+     * "very short watch"): a server that ends every watch at once would
+     * otherwise be asked again in a hot loop.  Resume after a backoff. */
+    if (ev_now(luna_loop()) - r->watch_started < 1.0 &&
+        r->stats.watch_events + r->stats.bookmarks == r->watch_seen) {
+        r->stats.failures++;
+        set_error(r, "watch", "very short watch: the server ended it within a second with no events");
+        retry_later(r, false, true);
+        return;
+    }
     /* The server closed the watch (its timeout): resume at once. */
     retry_later(r, false, false);
 }
@@ -758,6 +893,8 @@ static void start_watch(struct luna_reflector *r)
     r->stream_failed = false;
     r->relist_next = false;
     r->error_event = 0;
+    r->watch_started = ev_now(luna_loop());
+    r->watch_seen = r->stats.watch_events + r->stats.bookmarks;
     luna_object_stream_reset(r->watch_stream);
     int rc = start_request(r, REQ_WATCH, on_watch_chunk, on_watch_done);
     if (rc < 0)

@@ -199,7 +199,14 @@ send_now = function(rt, method, kind, namespace, name, subresource, query, body,
     encoded, content_type)
   if not status then return nil, text end
   if status >= 200 and status < 300 then
-    if text == "" then return true end
+    if text == "" then
+      -- a read or a write must answer with the object: an empty 2xx body
+      -- (a lying server) would read as success with nothing applied
+      if method == "GET" or method == "PATCH" or method == "PUT" then
+        return nil, errors.new("InvalidResponse", ("the server answered %s %d with an empty body"):format(method, status), status)
+      end
+      return true
+    end
     local obj, derr = json.decode(text)
     if obj == nil then return nil, errors.new("InvalidResponse", derr.message, status) end
     return obj
@@ -207,10 +214,14 @@ send_now = function(rt, method, kind, namespace, name, subresource, query, body,
   local st = json.decode(text)
   if type(st) == "table" and st.kind == "Status" then
     local reason = type(st.reason) == "string" and st.reason ~= "" and st.reason
-    local message = type(st.message) == "string" and st.message or ""
+    local message = type(st.message) == "string" and st.message ~= "" and st.message
+      or ("HTTP " .. status)
     return nil, errors.new(reason or REASONS[status] or "Unknown", message, status)
   end
-  return nil, errors.new(REASONS[status] or "Unknown", text, status)
+  -- not a Status (a proxy's page, a redirect): the code, and the start of
+  -- the body, so the error names what came back
+  local message = "HTTP " .. status .. (text ~= "" and (": " .. text:sub(1, 200)) or "")
+  return nil, errors.new(REASONS[status] or "Unknown", message, status)
 end
 
 -- send, with err.where = "luna.get at file:line" naming the script line

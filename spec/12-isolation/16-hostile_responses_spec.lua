@@ -1,0 +1,60 @@
+-- The hostile-response corpus (spec/12-isolation/responses/, see its
+-- README.md): every case is an answer an attacker controlling or
+-- impersonating the API server could send, played to the real host in place
+-- of the server's answer to a LIST, a WATCH, a GET or a write of one
+-- controller's resource.  The host must keep reconciling the canary, answer
+-- /healthz within 1 s, log an error naming the problem, and, once the server
+-- behaves again, bring the attacked informer's cache back to the server's
+-- state and reconcile the attacked controller again; at the end its peak RSS
+-- is under the stated bound and SIGTERM exits 0 with no sanitizer report.
+local support = require("12-isolation.support")
+local RR = require("12-isolation.response_runner")
+
+local corpus, problems = RR.corpus()
+
+describe("the hostile-response corpus", function()
+  local srv, proxy
+  setup(function()
+    srv = support.server()
+    proxy = RR.proxy(srv)
+  end)
+  teardown(function()
+    if proxy then proxy:stop() end
+    support.stop(srv)
+  end)
+
+  it("follows the convention (responses/README.md)", function()
+    assert.is_true(#corpus >= (tonumber(os.getenv("LUNA_HOSTILE_MIN")) or 40), "fewer than 40 cases in " .. RR.DIR)
+    assert.same({}, problems)
+  end)
+
+  local batches, alone = {}, {}
+  -- LUNA_HOSTILE_ONLY=p1,p2: only the cases whose name matches one of the
+  -- Lua patterns
+  local only = os.getenv("LUNA_HOSTILE_ONLY")
+  local function wanted(name)
+    if not only then return true end
+    for p in only:gmatch("[^,]+") do
+      if name:match(p) then return true end
+    end
+    return false
+  end
+  for _, c in ipairs(corpus) do
+    if not wanted(c.name) then -- left out
+    elseif c.alone then
+      alone[#alone + 1] = { c }
+    else
+      local b = batches[#batches]
+      if not b or #b >= RR.BATCH then b = {} batches[#batches + 1] = b end
+      b[#b + 1] = c
+    end
+  end
+  for _, b in ipairs(alone) do batches[#batches + 1] = b end
+  for _, batch in ipairs(batches) do
+    local list = {}
+    for _, c in ipairs(batch) do list[#list + 1] = c.name end
+    it(("survives %s"):format(table.concat(list, ", ")), function()
+      RR.run_batch(srv, proxy, batch)
+    end)
+  end
+end)
