@@ -9,8 +9,24 @@
 -- is under the stated bound and SIGTERM exits 0 with no sanitizer report.
 local support = require("12-isolation.support")
 local RR = require("12-isolation.response_runner")
+local client = require("support.apiserver_client")
 
 local corpus, problems = RR.corpus()
+
+-- Behind the proxy, a real control plane only serves the recovery, and the
+-- corpus takes minutes more there; one case is known to fail against it
+-- (watch-rv-huge: a watch from a far-future resourceVersion hangs on
+-- kube-apiserver until the idle timeout, then is retried from the same
+-- version: docs/isolation.md, open).  LUNA_HOSTILE_KUBE=1 runs it there.
+if client.real() and os.getenv("LUNA_HOSTILE_KUBE") ~= "1" then
+  describe("the hostile-response corpus", function()
+    it("runs against the dev server (LUNA_HOSTILE_KUBE=1 runs it against this cluster)", function()
+      client.dev_only("the hostile answers are a proxy's; kube-apiserver behind it only serves the "
+        .. "recovery; watch-rv-huge is known to wedge against it (docs/isolation.md)")
+    end)
+  end)
+  return
+end
 
 describe("the hostile-response corpus", function()
   local srv, proxy
