@@ -78,21 +78,27 @@ local function parse(path, file)
   return a, problems
 end
 
--- All attack files in name order, and a list of "file: problem" strings.
-function R.corpus(dir)
-  dir = dir or R.DIR
+-- The files of dir whose names match pattern, each read by
+-- parse(path, file) -> item (with .file), its problems; in name order, and a
+-- list of "file: problem" strings.  (The response corpus reads its files so.)
+function R.read_corpus(dir, pattern, read)
   local out, problems = {}, {}
   local ls = io.popen("ls -1 '" .. dir .. "' 2>/dev/null")
   for file in ls:lines() do
-    if file:match("%.lua$") then
-      local a, p = parse(dir .. "/" .. file, file)
-      out[#out + 1] = a
+    if file:match(pattern) then
+      local item, p = read(dir .. "/" .. file, file)
+      out[#out + 1] = item
       for _, msg in ipairs(p) do problems[#problems + 1] = file .. ": " .. msg end
     end
   end
   ls:close()
   table.sort(out, function(x, y) return x.file < y.file end)
   return out, problems
+end
+
+-- All attack files in name order, and a list of "file: problem" strings.
+function R.corpus(dir)
+  return R.read_corpus(dir or R.DIR, "%.lua$", parse)
 end
 
 -- ---- one host process ----------------------------------------------------

@@ -176,19 +176,7 @@ local function parse(path, file)
 end
 
 function RR.corpus(dir)
-  dir = dir or RR.DIR
-  local out, problems = {}, {}
-  local ls = io.popen("ls -1 '" .. dir .. "' 2>/dev/null")
-  for file in ls:lines() do
-    if file:match("%.http$") then
-      local c, p = parse(dir .. "/" .. file, file)
-      out[#out + 1] = c
-      for _, msg in ipairs(p) do problems[#problems + 1] = file .. ": " .. msg end
-    end
-  end
-  ls:close()
-  table.sort(out, function(x, y) return x.file < y.file end)
-  return out, problems
+  return R.read_corpus(dir or RR.DIR, "%.http$", parse)
 end
 
 RR.compile = compile
