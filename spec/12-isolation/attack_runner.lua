@@ -278,7 +278,7 @@ function R.start(srv, attacks, opts)
   for name, source in pairs(opts.files or {}) do helpers.write_file(h.dir .. "/" .. name, source) end
   local argv = { helpers.luna, "run", "--kubeconfig", opts.kubeconfig or support.kubeconfig(srv), "--log-level", "debug",
                  "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
-                 "--lua-memory-limit", tostring(R.CAP_MIB), "--reconcile-time-limit", "1",
+                 "--lua-memory-limit", tostring(R.CAP_MIB), "--reconcile-time-limit", "0.5",
                  "--shutdown-grace-period", "5s", h.dir }
   -- ASan keeps freed memory in a quarantine (256 MB by default), which
   -- would hide the host's own peak RSS: 32 MB still catches use-after-free.
