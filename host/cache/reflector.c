@@ -574,7 +574,9 @@ static void on_list_done(void *ud, const luna_http_response *resp, const luna_ht
      * cache with objects of the wrong kind. */
     const char *kind = luna_object_stream_list_kind(r->list_stream);
     size_t kl = r->resource.kind ? strlen(r->resource.kind) : 0;
-    if (*kind && kl && (strncmp(kind, r->resource.kind, kl) != 0 || strcmp(kind + kl, "List") != 0)) {
+    bool as_metadata = r->metadata_only && strcmp(kind, "PartialObjectMetadataList") == 0;
+    if (*kind && kl && !as_metadata &&
+        (strncmp(kind, r->resource.kind, kl) != 0 || strcmp(kind + kl, "List") != 0)) {
         snprintf(msg, sizeof msg, "the server answered a list of %s with a %.64s", r->resource.kind, kind);
         r->stats.failures++;
         end_request(r);

@@ -33,10 +33,12 @@ describe("metadata-only informer #integration", function()
     return o and core.json.decode(o:json()), o
   end
 
-  it("caches apiVersion, kind and metadata only, and follows the watch", function()
+  -- synced by a watch list (the default) and by a LIST (a PartialObjectMetadataList)
+  for _, mode in ipairs({ "auto", "off" }) do
+  it("caches apiVersion, kind and metadata only, and follows the watch (watch_list=" .. mode .. ")", function()
     local a = secret("md-a")
     local inf = env:informer{ kind = "v1/Secret", namespace = srv.ns, labels = { md = "spec" },
-      metadata_only = true }
+      metadata_only = true, watch_list = mode }
     helpers.eventually(function() return inf:has_synced() end, 10, "sync")
     assert.matches("metadata%-only$", inf:key())
     local got, obj = decoded(inf, "md-a")
@@ -65,6 +67,7 @@ describe("metadata-only informer #integration", function()
     assert.is_true(inf:stats().watch_events >= 3)
     inf:release()
   end)
+  end
 
   it("is a separate informer from a full one of the same kind", function()
     secret("both")
