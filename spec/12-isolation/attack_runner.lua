@@ -262,7 +262,7 @@ end
 -- Starts `luna run` on the canary plus `attacks` in fresh namespaces. With
 -- opts.refused the host is expected to exit 1 (returns the Host after exit);
 -- opts.files: more files { name = source } for the directory; opts.kubeconfig:
--- the host's kubeconfig (default: the server's).
+-- the host's kubeconfig (default: the server's); opts.args: more flags.
 function R.start(srv, attacks, opts)
   opts = opts or {}
   local h = setmetatable({ srv = srv, lines = {}, part = {}, dir = helpers.tmpdir(), tokens = 0 }, Host)
@@ -279,7 +279,9 @@ function R.start(srv, attacks, opts)
   local argv = { helpers.luna, "run", "--kubeconfig", opts.kubeconfig or support.kubeconfig(srv), "--log-level", "debug",
                  "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
                  "--lua-memory-limit", tostring(R.CAP_MIB), "--reconcile-time-limit", "0.5",
-                 "--shutdown-grace-period", "5s", h.dir }
+                 "--shutdown-grace-period", "5s" }
+  for _, a in ipairs(opts.args or {}) do argv[#argv + 1] = a end
+  argv[#argv + 1] = h.dir
   -- ASan keeps freed memory in a quarantine (256 MB by default), which
   -- would hide the host's own peak RSS: 32 MB still catches use-after-free.
   local asan = os.getenv("ASAN_OPTIONS")
