@@ -70,6 +70,20 @@ describe(".ci/run", function()
     assert.matches("failed: test test%-kube", out)
   end)
 
+  it("names each failed spec from the summary files just before the last line", function()
+    local out, rc, last = ci{
+      FAKE_TEST_LINE = "FAILED spec/a_spec.lua:12 a thing works: expected 1\n3 passed, 1 failed, 0 skipped",
+      FAKE_TEST_RC = "2",
+      FAKE_TEST_KUBE_LINE = "FAILED spec/b_spec.lua:7 b holds: timed out\n4 passed, 1 failed, 0 skipped",
+      FAKE_TEST_KUBE_RC = "2" }
+    assert.equal(1, rc, out)
+    assert.equal("7 passed, 2 failed", last)
+    local tail = out:match("::: failed specs\n(.*)$")
+    assert.truthy(tail, out)
+    assert.equal("test: FAILED spec/a_spec.lua:12 a thing works: expected 1\n" ..
+                 "test-kube: FAILED spec/b_spec.lua:7 b holds: timed out\n7 passed, 2 failed\n", tail)
+  end)
+
   it("counts a suite that never reported as one failure, not an old summary file", function()
     -- make test-kube dies before busted writes its line: the 99 left over
     -- from an earlier run must not be counted
