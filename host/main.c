@@ -121,6 +121,10 @@ static void usage(FILE *out)
           "                        watch list, a LIST where the server refuses it), on\n"
           "                        (watch list only) or off (LIST only) (default:\n"
           "                        $LUNA_WATCH_LIST, else auto)\n"
+          "  --watch-idle-timeout D\n"
+          "                        a watch that brings nothing (no event, no bookmark) for D\n"
+          "                        is replaced, after a check that the server has reached\n"
+          "                        the version it resumes from (default 3m)\n"
           "  --lua-memory-limit MIB\n"
           "                        cap on the scripts' Lua heap (default: 128; 0: none)\n"
           "durations: seconds (1.5) or Go durations (1500ms, 1m30s)\n",
@@ -210,7 +214,7 @@ enum run_flag {
     OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
     OPT_TEST_CONTROL, OPT_FAKE_CLOCK,
     OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD, OPT_WATCH_LIST, OPT_SHARDS, OPT_SHARD_BY,
-    OPT_SHARD_SET, OPT_SHARD_MARGIN,
+    OPT_SHARD_SET, OPT_SHARD_MARGIN, OPT_WATCH_IDLE,
 };
 
 /* A number >= 0 for a limit flag, or -1. */
@@ -264,6 +268,7 @@ static int cmd_run(int argc, char **argv)
         { "shadow", no_argument, NULL, OPT_SHADOW },
         { "shadow-reload", required_argument, NULL, OPT_SHADOW_RELOAD },
         { "watch-list", required_argument, NULL, OPT_WATCH_LIST },
+        { "watch-idle-timeout", required_argument, NULL, OPT_WATCH_IDLE },
         { "shards", optional_argument, NULL, OPT_SHARDS },
         { "shard-by", required_argument, NULL, OPT_SHARD_BY },
         { "shard-set", required_argument, NULL, OPT_SHARD_SET },
@@ -364,6 +369,12 @@ static int cmd_run(int argc, char **argv)
         case OPT_WATCH_LIST:
             if (luna_watch_list_mode_parse(optarg, &cfg.watch_list) < 0)
                 return bad_flag(name, optarg, "want auto, on or off");
+            break;
+        case OPT_WATCH_IDLE:
+            secs = parse_duration(optarg);
+            if (secs < 1 || secs > 3600)
+                return bad_flag(name, optarg, "want a duration from 1s to 1h (90, 90s, 3m)");
+            cfg.watch_idle_timeout = secs;
             break;
         case OPT_SHARDS:
             if (optarg && strcmp(optarg, "auto") != 0 && strcmp(optarg, "off") != 0)

@@ -38,12 +38,18 @@ struct luna_informer_factory {
     struct luna_discovery *disc;
     struct luna_shared_informer *informers;
     enum luna_watch_list_mode watch_list;  /* for specs that leave it DEFAULT */
+    double idle_timeout;                   /* for specs that leave it 0 */
 };
 
 void luna_informer_factory_set_watch_list(struct luna_informer_factory *f,
                                           enum luna_watch_list_mode mode)
 {
     f->watch_list = mode;
+}
+
+void luna_informer_factory_set_idle_timeout(struct luna_informer_factory *f, double seconds)
+{
+    f->idle_timeout = seconds;
 }
 
 int luna_informer_factory_new(struct luna_kube_client *kc, struct luna_discovery *disc,
@@ -174,7 +180,7 @@ static void on_resolved(void *ud, const struct luna_resource *res, const luna_er
                                                                      : si->f->watch_list,
         .min_watch_timeout = si->spec.min_watch_timeout,
         .max_watch_timeout = si->spec.max_watch_timeout,
-        .idle_timeout = si->spec.idle_timeout,
+        .idle_timeout = si->spec.idle_timeout > 0 ? si->spec.idle_timeout : si->f->idle_timeout,
         .backoff_base = si->spec.backoff_base,
         .backoff_max = si->spec.backoff_max,
     };

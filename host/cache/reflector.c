@@ -24,13 +24,18 @@
  * bookmark before a round falls back to LIST (a server that always cuts
  * the stream short must not stall the informer). */
 #define WATCH_LIST_ATTEMPTS 3
+/* How long a resourceVersion check may take: kube-apiserver waits up to
+ * 3 s for its watch cache to reach a version before answering 504. */
+#define RV_CHECK_TIMEOUT 30.0
 
 /* WATCH_LISTING: a watch list before its initial-events-end bookmark;
- * the same request goes on as WATCHING after it. */
-enum phase { IDLE, LISTING, WATCH_LISTING, WATCHING, WAITING };
+ * the same request goes on as WATCHING after it.  CHECKING: a silent
+ * watch ended and the version it resumes from is being checked. */
+enum phase { IDLE, LISTING, WATCH_LISTING, WATCHING, CHECKING, WAITING };
 
-/* What a request asks for. */
-enum request_kind { REQ_LIST, REQ_WATCH, REQ_WATCH_LIST };
+/* What a request asks for: REQ_RV_CHECK is a LIST of at most one item at
+ * least as fresh as the last version seen. */
+enum request_kind { REQ_LIST, REQ_WATCH, REQ_WATCH_LIST, REQ_RV_CHECK };
 
 struct luna_reflector {
     struct luna_kube_client *kc;
@@ -91,6 +96,7 @@ struct luna_reflector {
 static void start_list(struct luna_reflector *r);
 static void start_watch(struct luna_reflector *r);
 static void start_watch_list(struct luna_reflector *r);
+static void start_rv_check(struct luna_reflector *r);
 
 /* A sync (the first, or a relist) streams the state as a watch list unless
  * the informer lists, this round fell back, or the informer is sharded
@@ -175,7 +181,11 @@ static int build_path(struct luna_reflector *r, enum request_kind kind, char *bu
     size_t len = (size_t)n;
     char num[32];
     int rc = 0;
-    if (kind != REQ_LIST) {
+    if (kind == REQ_RV_CHECK) {
+        rc |= append_query(buf, size, &len, "limit", "1");
+        rc |= append_query(buf, size, &len, "resourceVersion", r->rv);
+        rc |= append_query(buf, size, &len, "resourceVersionMatch", "NotOlderThan");
+    } else if (kind != REQ_LIST) {
         double span = r->max_watch - r->min_watch;
         long timeout = (long)(r->min_watch + span * luna_backoff_random(&r->backoff));
         snprintf(num, sizeof num, "%ld", timeout);
@@ -298,7 +308,10 @@ static int start_request(struct luna_reflector *r, enum request_kind kind,
 {
     char path[PATH_MAX_LEN];
     luna_error err = { 0 };
-    const char *what = kind == REQ_LIST ? "list" : kind == REQ_WATCH ? "watch" : "watch list";
+    const char *what = kind == REQ_LIST        ? "list"
+                       : kind == REQ_WATCH     ? "watch"
+                       : kind == REQ_RV_CHECK ? "resourceVersion check"
+                                               : "watch list";
     if (build_path(r, kind, path, sizeof path) < 0) {
         set_error(r, what, "request path too long");
         retry_later(r, true, true);
@@ -307,9 +320,10 @@ static int start_request(struct luna_reflector *r, enum request_kind kind,
     struct luna_kube_request_options o = {
         .path = path,
         /* a watch list's events are a watch's */
-        .accept = !r->metadata_only   ? NULL
-                  : kind == REQ_LIST ? LUNA_ACCEPT_METADATA_LIST
-                                     : LUNA_ACCEPT_METADATA_WATCH,
+        .accept = !r->metadata_only                         ? NULL
+                  : kind == REQ_LIST || kind == REQ_RV_CHECK ? LUNA_ACCEPT_METADATA_LIST
+                                                             : LUNA_ACCEPT_METADATA_WATCH,
+        .timeout = kind == REQ_RV_CHECK ? RV_CHECK_TIMEOUT : 0,
         .idle_timeout = r->idle_timeout,
         .on_headers = on_headers,
         .on_chunk = on_chunk,
@@ -736,6 +750,8 @@ static int finish_watch_list(struct luna_reflector *r, const char *rv)
     snprintf(r->rv, sizeof r->rv, "%s", rv);
     drop_listed(r);
     r->phase = WATCHING;
+    /* the watch goes on: silent from here on unless something comes */
+    r->watch_seen = r->stats.watch_events + r->stats.bookmarks;
     r->rv_unavailable = false;
     r->list_this_round = false;
     r->watch_list_attempts = 0;
@@ -857,8 +873,13 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
         } else {
             set_error(r, "watch", fail->err.msg);
         }
+        bool silent = fail->reason == LUNA_HTTP_IDLE_TIMEOUT && !r->stream_failed && !truncated &&
+                      r->stats.watch_events + r->stats.bookmarks == r->watch_seen;
         end_request(r);
-        retry_later(r, false, true);
+        if (silent)
+            start_rv_check(r);
+        else
+            retry_later(r, false, true);
         return;
     }
     luna_error err = { 0 };
@@ -884,8 +905,86 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
         retry_later(r, false, true);
         return;
     }
-    /* The server closed the watch (its timeout): resume at once. */
-    retry_later(r, false, false);
+    /* The server closed the watch (its timeout): resume at once, unless
+     * it brought nothing at all (see start_rv_check). */
+    if (r->stats.watch_events + r->stats.bookmarks == r->watch_seen)
+        start_rv_check(r);
+    else
+        retry_later(r, false, false);
+}
+
+/* ---- resourceVersion check ------------------------------------------------ */
+
+/* A watch from a version the server has not reached (one a lying server
+ * sent, or every version after the server was restored from an older etcd
+ * backup) is not refused by kube-apiserver: it waits, silently, for that
+ * version, sending no event and no bookmark, until the watch times out;
+ * resumed from the same version, the informer would wait for ever.  So
+ * when a watch ends having brought nothing at all, the version is checked
+ * before the watch resumes from it: a LIST of one item with
+ * resourceVersionMatch=NotOlderThan, which kube-apiserver answers at once
+ * when it has reached the version, and with 504 "Too large resource
+ * version" (after waiting up to 3 s) when it has not; then the informer
+ * relists consistently, as after a 504 to a LIST.  A quiet collection
+ * costs one such request per watch round, the versions are never compared
+ * (they are opaque), and a server that cannot answer the check is
+ * watched from the version as before. */
+static int on_check_data(void *ud, const char *data, size_t len, luna_error *err)
+{
+    (void)err;
+    struct luna_reflector *r = ud;
+    /* a 200's one item is not needed: dropped as it comes */
+    return r->status != 200 ? collect_error_body(r, data, len) : 0;
+}
+
+static void on_check_done(void *ud, const luna_http_response *resp, const luna_http_failure *fail)
+{
+    struct luna_reflector *r = ud;
+    take_status(r, resp);
+    char msg[512];
+    if (fail) {
+        r->stats.failures++;
+        set_error(r, "resourceVersion check", fail->err.msg);
+        end_request(r);
+        retry_later(r, false, true);
+        return;
+    }
+    if (r->status == 200) {
+        /* The server has the version: the collection was just quiet (and
+         * the server sends no bookmarks).  Resume at once; the idle timeout
+         * and this check bound how often. */
+        end_request(r);
+        retry_later(r, false, false);
+        return;
+    }
+    describe_status(r, msg, sizeof msg);
+    bool too_large = too_large_rv(r);
+    bool bad_rv = r->status == 400 ||
+                  (r->error_body && strstr(r->error_body, "resourceVersion: Invalid value"));
+    end_request(r);
+    r->stats.failures++;
+    if (too_large || bad_rv || r->status == 410) {
+        char why[700];
+        snprintf(why, sizeof why, "the server has not reached resourceVersion %s, the version the "
+                 "watch resumes from (%s): relisting consistently", r->rv, msg);
+        set_error(r, "watch", why);
+        r->stats.rv_stale++;
+        r->rv_unavailable = true;
+        retry_later(r, true, true);
+        return;
+    }
+    set_error(r, "resourceVersion check", msg);
+    retry_later(r, false, true);
+}
+
+static void start_rv_check(struct luna_reflector *r)
+{
+    r->phase = CHECKING;
+    r->status = 0;
+    r->stats.rv_checks++;
+    int rc = start_request(r, REQ_RV_CHECK, on_check_data, on_check_done);
+    if (rc < 0)
+        retry_later(r, false, true);
 }
 
 static void start_watch(struct luna_reflector *r)

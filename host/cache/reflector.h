@@ -26,6 +26,12 @@
  *     5xx → back off, honouring Retry-After; connection errors → back off;
  *   - a watch silent for `idle_timeout` (bookmarks arrive about once a
  *     minute on a real server) is treated as hung and replaced;
+ *   - a watch that ended (timeout, or the server's end) having brought
+ *     nothing at all may be waiting for a version the server has not
+ *     reached (kube-apiserver answers such a watch with silence): before it
+ *     resumes, a LIST of one item with resourceVersionMatch=NotOlderThan
+ *     checks the version; 504 Too large (or the version refused) → a
+ *     consistent relist;
  *   - a malformed or truncated event stops that watch (logged, counted);
  *     the next one resumes from the last event applied, so nothing is lost.
  * Watch list (KEP-3157, client-go's WatchListClient, on by default since
@@ -150,6 +156,10 @@ struct luna_reflector_stats {
     /* Items outside the shard dropped on arrival (LIST items and WATCH
      * events), never stored. */
     unsigned long shard_dropped;
+    /* Watches that ended having brought nothing (no event, no bookmark)
+     * whose resourceVersion was then checked, and checks that found the
+     * server behind it (followed by a consistent relist). */
+    unsigned long rv_checks, rv_stale;
 };
 
 /* Who applies the shard selector. */

@@ -491,7 +491,12 @@ static void handle_watch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *
     int rc = list_options_invalid(&invalid, &st);
     if (rc == 0 && !from_state) {
         rc = parse_rv(rvs, &o.rv, &st);
-        if (rc == 0 && o.rv > luna_ds_store_rv(ds->store))
+        /* A watch list from a version not reached yet: kube-apiserver
+         * waits up to 3 s for it, then answers 504.  A plain watch from
+         * one is accepted and waits for it in silence, as kube-apiserver's
+         * does (the watch starts with the version's first event; no
+         * bookmark comes before the store reaches it). */
+        if (rc == 0 && sie && o.rv > luna_ds_store_rv(ds->store))
             rc = too_large(ds, o.rv, &st);
         o.start = LUNA_DS_WATCH_FROM_RV;
     } else if (rc == 0 && sie && !o.send_initial_events) {

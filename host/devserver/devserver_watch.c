@@ -32,6 +32,10 @@ struct luna_ds_watch {
     luna_ds_type *storage;
     luna_ds_filter filter;
     bool bookmarks;
+    /* A watch from a version the store has not reached (kube-apiserver
+     * waits for it in silence): nothing at or before it is sent, not even
+     * a bookmark.  0: from the start. */
+    uint64_t wait_rv;
     const char *partial;            /* meta.k8s.io version of PartialObjectMetadata, or NULL */
     bool end_on_object;             /* as=PartialObjectMetadataList: end before any object */
     struct qbuf q;                  /* the bytes the transport reads next */
@@ -272,6 +276,8 @@ static void on_store_event(luna_ds_watch *w, const luna_ds_event *ev)
 static void on_listener(luna_ds_listener *l, const luna_ds_event *ev)
 {
     luna_ds_watch *w = (luna_ds_watch *)l;
+    if (ev->rv <= w->wait_rv)
+        return;
     size_t before = qbuf_used(&w->q);
     bool was_ended = w->ended;
     on_store_event(w, ev);
@@ -330,6 +336,8 @@ static void on_bookmark(struct ev_loop *loop, ev_timer *t, int revents)
     luna_ds_watch *w = (luna_ds_watch *)((char *)t - offsetof(luna_ds_watch, bookmark_timer));
     (void)loop;
     (void)revents;
+    if (luna_ds_store_rv(w->store) <= w->wait_rv)
+        return;
     send_bookmark(w, false);
     wake(w);
 }
@@ -367,7 +375,9 @@ luna_ds_watch *luna_ds_watch_start(luna_ds_watch_opts *opts)
         send_expired(w, opts->start == LUNA_DS_WATCH_FROM_RV ? opts->rv : now, now);
         return w;
     }
-    if (opts->start == LUNA_DS_WATCH_FROM_RV && !opts->send_initial_events) {
+    if (opts->start == LUNA_DS_WATCH_FROM_RV && !opts->send_initial_events && opts->rv > now) {
+        w->wait_rv = opts->rv;
+    } else if (opts->start == LUNA_DS_WATCH_FROM_RV && !opts->send_initial_events) {
         if (luna_ds_store_replay(c, opts->rv, replay_one, w) < 0) {
             send_expired(w, opts->rv, luna_ds_store_floor(c));
             return w;

@@ -188,7 +188,9 @@ describe("informer faults", function()
     local ns = srv.ns
     for i = 1, 12 do srv:create_cm("old-" .. i) end
     local m = S.mirror()
-    local inf = informer(m)
+    -- The watch resumed from the informer's version waits in silence (as
+    -- on kube-apiserver): replaced after 1 s, its version then checked.
+    local inf = informer(m, { idle_timeout = 1 })
     local rv = tonumber(inf:resource_version())
     -- The server goes away and comes back on the same address with an
     -- older history: the informer's resourceVersion is in its future.
@@ -203,6 +205,7 @@ describe("informer faults", function()
     assert.is_true(tonumber(srv:create_cm("new-2").metadata.resourceVersion) < rv)
     S.converge(inf, S.server_state(srv), 15, m)
     assert.matches("Too large resource version", inf:last_error())
+    assert.equal(1, inf:stats().rv_stale)
     assert.equal(2, inf:stats().lists)
     assert.equal(12, #m.unknown_deletes)
     assert.same({}, m.violations)

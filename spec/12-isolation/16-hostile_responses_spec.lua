@@ -14,15 +14,14 @@ local client = require("support.apiserver_client")
 local corpus, problems = RR.corpus()
 
 -- Behind the proxy, a real control plane only serves the recovery, and the
--- corpus takes minutes more there; one case is known to fail against it
--- (watch-rv-huge: a watch from a far-future resourceVersion hangs on
--- kube-apiserver until the idle timeout, then is retried from the same
--- version: docs/isolation.md, open).  LUNA_HOSTILE_KUBE=1 runs it there.
+-- corpus takes minutes more there; LUNA_HOSTILE_KUBE=1 runs it there.  (The
+-- one case whose recovery depends on the server's own answer,
+-- watch-rv-huge, runs against both in spec/07-informer/11-unreached_rv_spec.lua.)
 if client.real() and os.getenv("LUNA_HOSTILE_KUBE") ~= "1" then
   describe("the hostile-response corpus", function()
     it("runs against the dev server (LUNA_HOSTILE_KUBE=1 runs it against this cluster)", function()
       client.dev_only("the hostile answers are a proxy's; kube-apiserver behind it only serves the "
-        .. "recovery; watch-rv-huge is known to wedge against it (docs/isolation.md)")
+        .. "recovery (watch-rv-huge's recovery runs against it in spec/07-informer/11-unreached_rv_spec.lua)")
     end)
   end)
   return

@@ -325,8 +325,12 @@ function RR.run_batch(srv, proxy, cases)
   local h
   local ok, err = pcall(function()
     -- the corpus plays answers to LISTs: informers sync by LIST, not by a
-    -- watch list (the default, whose answers are a watch's)
-    h = R.start(srv, {}, { files = files, kubeconfig = proxy.kubeconfig, args = { "--watch-list=off" } })
+    -- watch list (the default, whose answers are a watch's); a watch that
+    -- brings nothing is replaced (and its version checked) after 2 s, not
+    -- 3 min, so a case that leaves a watch waiting in silence
+    -- (watch-rv-huge) recovers within the case's time
+    h = R.start(srv, {}, { files = files, kubeconfig = proxy.kubeconfig,
+                           args = { "--watch-list=off", "--watch-idle-timeout=2s" } })
     h:check()
     -- a case that fails leaves the host to the next one unless it died
     local failures = {}
@@ -346,5 +350,8 @@ function RR.run_batch(srv, proxy, cases)
   if h then h:kill() end
   if not ok then error(err, 0) end
 end
+
+-- Compiles a response (the .http body convention) for Proxy:arm.
+RR.compile = compile
 
 return RR
