@@ -483,6 +483,19 @@ void luna_controller_maybe_drained(struct luna_controller *c)
 /* Iterations a controller lets pass while the slice is used up before it
  * starts one reconcile anyway (no controller starves). */
 #define DISPATCH_MAX_DEFERRALS 3
+/* After a stretch of script code longer than LONG_STRETCH (a reconcile
+ * that spins close to its time budget, or dies deep in C recursion), no
+ * reconcile starts for a quarter of that stretch (BREATHER_MIN to
+ * BREATHER_MAX) and the loop blocks on I/O meanwhile.  The slice alone
+ * lets one such reconcile start per iteration, and the iterations between
+ * them run in microseconds (the dispatchers' idle watcher keeps the loop
+ * from blocking), so a probe that needs two or three iterations (accept,
+ * read, answer) waited two or three stretches: /healthz missed its 1 s
+ * with a 0.5 s budget on a loaded machine.  Now it waits one stretch at
+ * most, and such reconciles run at most ~80% of the time. */
+#define LONG_STRETCH 0.050
+#define BREATHER_MIN 0.020
+#define BREATHER_MAX 0.250
 
 static struct {
     unsigned int iteration;
@@ -510,6 +523,15 @@ static void slice_roll(void)
 static struct {
     struct luna_controller *head, *tail;
 } deferred_line;
+
+/* The breather (see LONG_STRETCH): until `until` (ev_time), dispatchers
+ * start nothing; the controllers that wanted to wait in the deferred line
+ * with their watchers stopped, and the timer kicks them. */
+static struct {
+    double until;
+    ev_timer timer;
+    bool timer_init;
+} breather;
 
 static void deferred_join(struct luna_controller *c)
 {
@@ -549,10 +571,57 @@ static void dispatch_stop(struct luna_controller *c)
     deferred_leave(c);
 }
 
+static void breather_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)w;
+    (void)revents;
+    /* kicking starts the watchers; the line keeps its order (the head
+     * still goes first).  One with nothing to start leaves the line: the
+     * end of its reconcile or a new key kicks it again. */
+    struct luna_controller *next;
+    for (struct luna_controller *c = deferred_line.head; c; c = next) {
+        next = c->deferred_next;
+        if (!c->started || c->stopping || c->paused || c->active >= c->workers ||
+            !luna_workqueue_len(c->queue))
+            deferred_leave(c);
+        else
+            luna_controller_kick(c);
+    }
+}
+
 void luna_controller_charge(double seconds)
 {
     slice_roll();
     slice.used += seconds;
+    if (seconds > LONG_STRETCH) {
+        double b = seconds / 4;
+        b = b < BREATHER_MIN ? BREATHER_MIN : b > BREATHER_MAX ? BREATHER_MAX : b;
+        double until = ev_time() + b;
+        if (until > breather.until)
+            breather.until = until;
+    }
+}
+
+/* True (c waits in the deferred line, its watchers stopped, until the
+ * breather's timer) while a breather lasts. */
+static bool breathing(struct luna_controller *c)
+{
+    double left = breather.until - ev_time();
+    if (left <= 0)
+        return false;
+    deferred_join(c);
+    ev_check_stop(luna_loop(), &c->dispatch_check);
+    ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    if (!breather.timer_init) {
+        ev_timer_init(&breather.timer, breather_cb, 0., 0.);
+        breather.timer_init = true;
+    }
+    if (!ev_is_active(&breather.timer)) {
+        ev_timer_set(&breather.timer, left, 0.);
+        ev_timer_start(luna_loop(), &breather.timer);
+    }
+    return true;
 }
 
 /* Starts reconciles while keys and workers are free and the iteration's
@@ -571,6 +640,10 @@ static void dispatch(struct luna_controller *c)
     c->dispatching = true;
     bool started = false;
     while (!c->stopping && c->active < c->workers) {
+        if (breathing(c)) {
+            c->dispatching = false;
+            return;
+        }
         slice_roll();
         struct luna_controller *head = deferred_line.head;
         bool head_waits = head && head->deferrals >= DISPATCH_MAX_DEFERRALS;
