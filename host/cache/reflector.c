@@ -291,6 +291,15 @@ static bool too_large_rv(const struct luna_reflector *r)
             strstr(r->error_body, "Too large resource version"));
 }
 
+/* The server refuses the version asked for: too large (it has not reached
+ * it), or not a version at all (the dev server answers 400,
+ * kube-apiserver 500 "resourceVersion: Invalid value"). */
+static bool rv_refused(const struct luna_reflector *r)
+{
+    return too_large_rv(r) || r->status == 400 ||
+           (r->error_body && strstr(r->error_body, "resourceVersion: Invalid value"));
+}
+
 static void end_request(struct luna_reflector *r)
 {
     r->req = NULL;
@@ -823,9 +832,7 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
     }
     if (r->status != 200 && r->status != 0) {
         describe_status(r, msg, sizeof msg);
-        bool too_large = too_large_rv(r);
-        bool bad_rv = r->status == 400 ||
-                      (r->error_body && strstr(r->error_body, "resourceVersion: Invalid value"));
+        bool refused = rv_refused(r);
         end_request(r);
         r->stats.failures++;
         set_error(r, "watch", msg);
@@ -833,7 +840,7 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
             r->stats.watch_gone++;
             r->stats.gone++;
             retry_later(r, true, false);
-        } else if (too_large || bad_rv) {
+        } else if (refused) {
             /* The server refuses the version asked for (one it never made,
              * from a lying server or a corrupted event): the dev server
              * answers 400, kube-apiserver 500 "resourceVersion: Invalid
@@ -958,12 +965,10 @@ static void on_check_done(void *ud, const luna_http_response *resp, const luna_h
         return;
     }
     describe_status(r, msg, sizeof msg);
-    bool too_large = too_large_rv(r);
-    bool bad_rv = r->status == 400 ||
-                  (r->error_body && strstr(r->error_body, "resourceVersion: Invalid value"));
+    bool refused = rv_refused(r);
     end_request(r);
     r->stats.failures++;
-    if (too_large || bad_rv || r->status == 410) {
+    if (refused || r->status == 410) {
         char why[700];
         snprintf(why, sizeof why, "the server has not reached resourceVersion %s, the version the "
                  "watch resumes from (%s): relisting consistently", r->rv, msg);
