@@ -36,6 +36,10 @@ struct luna_object_stream {
      * metadata only, md_head then its metadata's bytes less managedFields). */
     struct arena out;
     char *md_head;        /* metadata only: {"apiVersion":"..","kind":".." */
+    /* LIST of whole objects: "apiVersion":".." and "kind":".." (one
+     * allocation, fill_kind points into it), put into an item that lacks
+     * them; NULL when the caller named no plain apiVersion and kind. */
+    char *fill_api, *fill_kind;
 
     /* Outside items. */
     int top_key;          /* LIST: 1 metadata, 2 items, 3 kind; WATCH: 1 type, 2 object */
@@ -55,6 +59,7 @@ struct luna_object_stream {
     bool in_item;
     int item_depth;
     int k1;               /* item-level key: 1 metadata, 2 code, 3 reason, 4 message */
+    bool has_api, has_kind;  /* the item has a top-level apiVersion, kind */
     int k2;               /* metadata key: 1 labels, 2 annotations, or a field */
     enum field pending;   /* the field the next string fills */
     bool skip_next;       /* leave the next value out (managedFields) */
@@ -126,6 +131,7 @@ static void item_reset(struct luna_object_stream *s)
 {
     s->in_item = false;
     s->k1 = s->k2 = 0;
+    s->has_api = s->has_kind = false;
     s->pending = F_NONE;
     s->skip_next = false;
     s->skip_depth = -1;
@@ -312,6 +318,31 @@ static size_t compact(char *p, size_t n)
     return w;
 }
 
+/* kube-apiserver leaves apiVersion and kind out of the items of a LIST of
+ * built-in kinds (kubernetes#3030), while its watch events and GETs have
+ * them: cached as listed, an object would lack them until its first watch
+ * event (client-go's unstructured list decoder fills them in too).  Puts
+ * what the item lacks right after its '{'. */
+static int fill_type(struct luna_object_stream *s, luna_error *err)
+{
+    char ins[512];
+    int n = snprintf(ins, sizeof ins, "%s%s%s%s", s->has_api ? "" : s->fill_api,
+                     s->has_api ? "" : ",", s->has_kind ? "" : s->fill_kind,
+                     s->has_kind ? "" : ",");
+    if (n <= 0 || (size_t)n >= sizeof ins || s->out.len < 2 || s->out.buf[0] != '{')
+        return 0;
+    if (s->out.buf[1] == '}')
+        n--; /* an empty object: no comma after the last */
+    size_t len = s->out.len, at;
+    if (arena_put(&s->out, ins, (size_t)n, &at) < 0)
+        return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+    memmove(s->out.buf + 1 + n, s->out.buf + 1, len - 1);
+    memcpy(s->out.buf + 1, ins, (size_t)n);
+    if (s->labels_at)
+        s->labels_at += (size_t)n;
+    return 0;
+}
+
 /* The item ended at `end`: its JSON for the cache is its input bytes less
  * managedFields (when dropped), without blanks between tokens.  Copying the
  * input bytes costs a memcpy where writing each token again cost a third of
@@ -373,6 +404,8 @@ static int take_item(struct luna_object_stream *s, uint64_t end, luna_error *err
         if (at != UINT64_MAX && base + (at - from) < s->out.len)
             s->labels_at = base + (size_t)(at - from) + 1;
     }
+    if (s->fill_api && s->opts.mode == LUNA_STREAM_LIST && (!s->has_api || !s->has_kind))
+        return fill_type(s, err);
     return 0;
 }
 
@@ -405,6 +438,10 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
 
     if (ev->type == LUNA_JSON_KEY) {
         if (r == 1) {
+            if (key_is(ev, "apiVersion"))
+                s->has_api = true;
+            else if (key_is(ev, "kind"))
+                s->has_kind = true;
             s->k1 = key_is(ev, "metadata") ? 1 : key_is(ev, "code") ? 2
                   : key_is(ev, "reason") ? 3 : key_is(ev, "message") ? 4 : 0;
             s->pending = s->k1 == 3 ? F_REASON : s->k1 == 4 ? F_MESSAGE : F_NONE;
@@ -616,6 +653,18 @@ struct luna_object_stream *luna_object_stream_new(const struct luna_object_strea
         }
         snprintf(s->md_head, n, "{\"apiVersion\":\"%s\",\"kind\":\"%s\"", o->api_version,
                  o->kind);
+    } else if (o->mode == LUNA_STREAM_LIST && plain_text(o->api_version) && plain_text(o->kind) &&
+               strlen(o->api_version) + strlen(o->kind) < 400) {
+        size_t na = strlen(o->api_version) + 16, nk = strlen(o->kind) + 10;
+        s->fill_api = malloc(na + nk);
+        if (!s->fill_api) {
+            free(s);
+            luna_error_set(err, LUNA_ENOMEM, "out of memory");
+            return NULL;
+        }
+        snprintf(s->fill_api, na, "\"apiVersion\":\"%s\"", o->api_version);
+        s->fill_kind = s->fill_api + na;
+        snprintf(s->fill_kind, nk, "\"kind\":\"%s\"", o->kind);
     }
     if (!s->opts.max_item_bytes)
         s->opts.max_item_bytes = DEFAULT_MAX_ITEM;
@@ -626,6 +675,7 @@ struct luna_object_stream *luna_object_stream_new(const struct luna_object_strea
     s->parser = luna_json_parser_new(&s->json_opts, on_event, s);
     if (!s->parser) {
         free(s->md_head);
+        free(s->fill_api);
         free(s);
         luna_error_set(err, LUNA_ENOMEM, "out of memory");
         return NULL;
@@ -643,6 +693,7 @@ void luna_object_stream_free(struct luna_object_stream *s)
     free(s->raw.buf);
     free(s->out.buf);
     free(s->md_head);
+    free(s->fill_api);
     free(s->strings.buf);
     free(s->label_at);
     free(s->continue_token);

@@ -177,6 +177,62 @@ static int list_options_invalid(const struct list_options_errors *e, luna_ds_sta
 
 /* ---- LIST ---- */
 
+/* Past the JSON value at p (compact, well-formed: the store's json_dumps). */
+static const char *skip_value(const char *p)
+{
+    int depth = 0;
+    do {
+        if (*p == '"') {
+            for (p++; *p != '"'; p++)
+                if (*p == '\\')
+                    p++;
+            p++;
+        } else if (*p == '{' || *p == '[') {
+            depth++;
+            p++;
+        } else if (*p == '}' || *p == ']') {
+            depth--;
+            p++;
+        } else if (depth > 0) {
+            p++; /* ':', ',' or a byte of a scalar inside the container */
+        } else {
+            while (*p && *p != ',' && *p != '}' && *p != ']')
+                p++;
+        }
+    } while (depth > 0 && *p);
+    return p;
+}
+
+/* An item of a LIST of a built-in kind, as kube-apiserver writes it:
+ * without the object's apiVersion and kind (kubernetes#3030; a custom
+ * resource's items keep theirs).  bytes: one compact JSON object. */
+static void put_list_item(struct luna_textbuf *b, const char *bytes, bool keep_type)
+{
+    if (keep_type || bytes[0] != '{') {
+        luna_textbuf_puts(b, bytes);
+        return;
+    }
+    luna_textbuf_putc(b, '{');
+    bool first = true;
+    const char *p = bytes + 1;
+    while (*p == '"') {
+        const char *key = p;
+        const char *end = skip_value(p) + 1; /* past the key and its ':' */
+        const char *next = skip_value(end);
+        size_t klen = (size_t)(end - key);
+        bool type = (klen == 7 && memcmp(key, "\"kind\":", 7) == 0) ||
+                    (klen == 13 && memcmp(key, "\"apiVersion\":", 13) == 0);
+        if (!type) {
+            if (!first)
+                luna_textbuf_putc(b, ',');
+            luna_textbuf_append(b, key, (size_t)(next - key));
+            first = false;
+        }
+        p = *next == ',' ? next + 1 : next;
+    }
+    luna_textbuf_putc(b, '}');
+}
+
 /* First index in the sorted items whose key is > after (or >= prefix). */
 static size_t lower_bound(luna_ds_obj **items, size_t n, const char *key, bool strictly_after)
 {
@@ -375,13 +431,13 @@ void luna_ds_list_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t
                 doc = luna_ds_partial_object(doc, partial);
             char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
             if (s)
-                luna_textbuf_puts(&b, s);
+                put_list_item(&b, s, partial || t->custom);
             else
                 b.failed = true;
             free(s);
             json_decref(doc);
         } else {
-            luna_textbuf_append(&b, o->bytes, o->len);
+            put_list_item(&b, o->bytes, t->custom);
         }
         count++;
         last_key = o->key;

@@ -71,6 +71,38 @@ describe("apiserver CRDs", function()
     assert.equal(2, g3.metadata.generation)
   end)
 
+  -- kubernetes#3030: a LIST of a built-in kind leaves apiVersion and kind
+  -- out of its items (a GET or a watch event has them); custom resources'
+  -- items keep theirs.  Clients that cache listed items must fill them in
+  -- (spec/07-informer/12-list_item_type_spec.lua).
+  it("lists custom resources with apiVersion and kind on each item, built-in kinds without", function()
+    local path = "/apis/" .. group .. "/v1/namespaces/" .. srv.ns .. "/gadgets"
+    local _, gl = srv:request("GET", path)
+    assert.equal("GadgetList", gl.kind)
+    assert.is_true(#gl.items >= 1)
+    for _, item in ipairs(gl.items) do
+      assert.equal(group .. "/v1", item.apiVersion)
+      assert.equal("Gadget", item.kind)
+    end
+    srv:create_cm("typed")
+    local _, cl = srv:request("GET", srv:ns_path("configmaps"))
+    assert.equal("ConfigMapList", cl.kind)
+    assert.equal("v1", cl.apiVersion)
+    assert.is_true(#cl.items >= 1)
+    for _, item in ipairs(cl.items) do
+      assert.is_nil(item.apiVersion)
+      assert.is_nil(item.kind)
+      assert.is_string(item.metadata.name)
+    end
+    -- paged, and with a label selector: the same
+    local _, pl = srv:request("GET", srv:ns_path("configmaps") .. "?limit=1")
+    assert.is_nil(pl.items[1].kind)
+    -- a GET has them
+    local _, one = srv:request("GET", srv:ns_path("configmaps", "typed"))
+    assert.equal("ConfigMap", one.kind)
+    assert.equal("v1", one.apiVersion)
+  end)
+
   it("serves a cluster-scoped custom resource and stops serving it when the CRD goes", function()
     local cgroup = "c" .. group
     assert.equal(201, (srv:request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
