@@ -37,8 +37,12 @@
  * error it did not ask for.
  *
  * Invariants:
- *   - the count hook is set if and only if a guard is active (or a stopped
- *     guard needs its error re-raised);
+ *   - the count hook is set while a guard is active; once the outermost
+ *     guard leaves (not stopped) it may stay set, and the first time it
+ *     fires with no guard active it turns itself off without touching the
+ *     running code (setting it once per guard instead of on at every enter
+ *     and off at every leave spares LuaJIT two rebuilds of its dispatch
+ *     table per guard); a stopped guard's leave turns it off at once;
  *   - a guard is stopped if and only if its stop reason is not
  *     LUNA_WATCHDOG_RUNNING, and once stopped it stays stopped;
  *   - guards nest: leave restores the enclosing guard's hook.
