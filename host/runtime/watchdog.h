@@ -34,7 +34,10 @@
  * guard is stopped (reason memory), and the hook raises at the next
  * instruction as above.  Outside guards (host code pushing objects, building
  * tables) allocations are never refused, so the host never sees a memory
- * error it did not ask for.
+ * error it did not ask for.  Freed blocks of 16 to 256 bytes (at most 256
+ * KiB in all, owned by the watchdog, not counted in the heap) are kept per
+ * exact size and handed out again before the state's allocator is asked;
+ * they go back to that allocator at lua_close.
  *
  * Invariants:
  *   - the count hook is set while a guard is active; once the outermost
