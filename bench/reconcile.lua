@@ -14,6 +14,8 @@
 --     luna_reconcile_start and luna_workqueue_get: the dispatcher's whole
 --     cost per key (coroutine, lister get, result, metrics, the collector's
 --     share), and stable on a busy machine where CPU seconds are not.
+--     LUNA_CALLGRIND_OUT=path keeps callgrind's file there for
+--     callgrind_annotate (else it goes with the temporary directory).
 --   bench parked_reconciles n=P extra_rss_mb=M rss_before_mb=B rss_parked_mb=A
 --     P reconciles each waiting on an API call the server delays, extra
 --     resident memory while they wait.
@@ -84,7 +86,7 @@ if opts.callgrind == 1 then
     "--seed", seed(dir, opts.objects, "bench") })
   local _, url = srv:expect("listening on (http%S+)", 600)
   local kc = require("support.luna_env").kubeconfig_file(url)
-  local out = dir .. "/callgrind.out"
+  local out = os.getenv("LUNA_CALLGRIND_OUT") or (dir .. "/callgrind.out")
   local p = helpers.spawn({ "valgrind", "--tool=callgrind", "--collect-atstart=no",
     "--toggle-collect=luna_reconcile_start", "--toggle-collect=luna_workqueue_get",
     "--callgrind-out-file=" .. out, helpers.luna, "run", "--kubeconfig", kc,

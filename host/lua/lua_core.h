@@ -4,6 +4,10 @@
  *
  *   core.version   the luna version string
  *   core.error     luna's error constructor (lua_util.h; luna.errors.new)
+ *   core.now()     seconds since the epoch, wall clock, with a fraction:
+ *                  luna.time.now (a C function: an FFI call costs ten
+ *                  times more where the JIT is off); scripts' view of
+ *                  luna.core leaves it out, they call luna.time.now
  *   core.json      JSON <-> Lua (lua_json.h)
  *   core.crypto    hashes and HMACs (lua_crypto.h)
  *

@@ -31,7 +31,7 @@
 #define LUA_TCDATA_ 10 /* LuaJIT's type tag for cdata */
 #define EXACT_INT 9007199254740992.0 /* 2^53 */
 
-static char key_array_mt, key_object_mt, key_int_ctor, key_cdata_kind, key_cache;
+static char key_array_mt, key_object_mt, key_int_ctor, key_cdata_kind, key_cache, key_strcache;
 
 /* Builds an int64_t (unsigned false) or uint64_t cdata from two exact
  * 32-bit halves: v = hi * 2^32 + lo. */
@@ -393,11 +393,45 @@ static int decode_with(lua_State *L, struct decoder *d, const char *s, size_t le
  * (or at PENDING_LIMIT members, then filled directly).
  */
 
+/* The reader's string cache: the Lua strings of the short strings cached
+ * objects repeat on every get (member names such as "metadata", and values
+ * such as "v1", a namespace, a label), so a get pushes them from here with
+ * one raw array read instead of interning them again (LuaJIT hashes the
+ * bytes and walks a chain of the whole state's strings, memcmp included,
+ * for every one: the largest share of a small object's decode).
+ *
+ * Direct-mapped, STRCACHE_SLOTS slots, each for strings of at most
+ * STRCACHE_MAX_LEN bytes: the slot of a string is a hash of its length and
+ * of its first and last 8 bytes.  A slot holds a copy of its string's
+ * bytes (compared before use, as those two words up to 16 bytes and byte
+ * for byte beyond: a hit is always the same bytes) and the Lua
+ * string itself sits at the same index of the anchor table (the
+ * userdata's environment), so it lives as long as it is cached.  A miss
+ * interns the string as before and replaces the slot's entry.  Lua
+ * strings are immutable values: a script gets the very same value either
+ * way, so nothing about the tables a get returns changes.  Bounded: at most
+ * STRCACHE_SLOTS strings of at most STRCACHE_MAX_LEN bytes are kept alive
+ * per state, plus the slots (about 40 KiB in all), in the state's heap. */
+#define STRCACHE_SLOTS 512
+#define STRCACHE_MAX_LEN 32
+
+struct strcache_slot {
+    uint64_t a, b;             /* strcache_words of the string */
+    uint32_t len;              /* 0: empty (the empty string is not cached) */
+    char bytes[STRCACHE_MAX_LEN];
+};
+
+struct strcache {
+    struct strcache_slot slot[STRCACHE_SLOTS];
+};
+
 struct reader {
     lua_State *L;
     const char *p, *end;
     int mt;    /* stack index of array_mt */
     int depth;
+    struct strcache *sc; /* NULL: no cache (pushes intern every string) */
+    int anchors;         /* stack index of the cache's anchor table */
 };
 
 /* FAST_NO: the full parser decodes the document instead. */
@@ -515,13 +549,92 @@ static int read_escaped(struct reader *r, const char *s, const char *p)
     return FAST_NO;
 }
 
-/* Whether one of the 8 bytes of w is '"', '\\' or a control character
- * (the bytes a string scan stops at). */
-static inline bool stop_byte8(uint64_t w)
+/* The bytes of w (8 bytes of the document, loaded with memcpy) that are
+ * '"', '\\' or a control character (the bytes a string scan stops at):
+ * the high bit of each such byte is set.  Bytes after the first such byte
+ * may be flagged wrongly (a borrow), never the ones before it. */
+static inline uint64_t stop_bytes8(uint64_t w)
 {
     const uint64_t ones = UINT64_C(0x0101010101010101), high = UINT64_C(0x8080808080808080);
     uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
     return (((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w)) & high;
+}
+
+/* The first and the last 8 bytes of the len bytes at s (1 <= len <=
+ * STRCACHE_MAX_LEN; a string shorter than 8 is all in *a, zero-padded, and
+ * *b is 0), read from the document without a byte loop when it has 8 bytes
+ * from s on.  Up to 16 bytes, they are the whole string. */
+static inline void strcache_words(const struct reader *r, const char *s, size_t len,
+                                  uint64_t *a, uint64_t *b)
+{
+    *a = 0;
+    *b = 0;
+    if (len >= 8) {
+        memcpy(a, s, 8);
+        memcpy(b, s + len - 8, 8);
+    } else if (r->end - s >= 8) {
+        memcpy(a, s, 8);
+        *a &= (UINT64_C(1) << (8 * len)) - 1; /* the string's bytes only */
+    } else {
+        for (size_t i = 0; i < len; i++)
+            *a |= (uint64_t)(unsigned char)s[i] << (8 * i);
+    }
+}
+
+/* Pushes the string s[0..len): from the string cache when it is there,
+ * else interned (and cached, when short). */
+static void push_short(struct reader *r, const char *s, size_t len)
+{
+    lua_State *L = r->L;
+    if (!r->sc || len == 0 || len > STRCACHE_MAX_LEN) {
+        lua_pushlstring(L, s, len);
+        return;
+    }
+    uint64_t a, b;
+    strcache_words(r, s, len, &a, &b);
+    uint64_t h = (a * UINT64_C(0x9E3779B97F4A7C15)) ^ (b * UINT64_C(0xC2B2AE3D27D4EB4F)) ^
+                 (uint64_t)len;
+    h ^= h >> 29;
+    h *= UINT64_C(0xBF58476D1CE4E5B9);
+    unsigned i = (unsigned)(h >> 40) & (STRCACHE_SLOTS - 1);
+    struct strcache_slot *slot = &r->sc->slot[i];
+    if (slot->len == len && slot->a == a && slot->b == b &&
+        (len <= 16 || memcmp(slot->bytes, s, len) == 0)) {
+        lua_rawgeti(L, r->anchors, (int)i + 1);
+        return;
+    }
+    lua_pushlstring(L, s, len);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, r->anchors, (int)i + 1);
+    slot->a = a;
+    slot->b = b;
+    slot->len = (uint32_t)len;
+    memcpy(slot->bytes, s, len);
+}
+
+/* Pushes the string cache of L's state and its anchor table (created on
+ * first use, anchored in the registry) and returns the cache.  May raise
+ * only when Lua runs out of memory. */
+static struct strcache *push_strcache(lua_State *L)
+{
+    lua_pushlightuserdata(L, &key_strcache);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    struct strcache *sc = lua_touserdata(L, -1);
+    if (sc) {
+        lua_getfenv(L, -1);
+        return sc;
+    }
+    lua_pop(L, 1);
+    lua_pushlightuserdata(L, &key_strcache);
+    sc = lua_newuserdata(L, sizeof *sc);
+    memset(sc, 0, sizeof *sc);
+    lua_createtable(L, STRCACHE_SLOTS, 0); /* an array part for every slot */
+    lua_setfenv(L, -2);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+    lua_pushlightuserdata(L, &key_strcache);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    lua_getfenv(L, -1);
+    return sc;
 }
 
 /* At the opening quote: pushes the string. */
@@ -532,14 +645,20 @@ static int read_string(struct reader *r)
     while (r->end - p >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-        if (stop_byte8(w))
+        uint64_t stop = stop_bytes8(w);
+        if (stop) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            /* the lowest flagged byte is the first in the document */
+            p += __builtin_ctzll(stop) >> 3;
+#endif
             break;
+        }
         p += 8;
     }
     while (p < r->end) {
         unsigned char c = (unsigned char)*p;
         if (c == '"') {
-            lua_pushlstring(r->L, s, (size_t)(p - s));
+            push_short(r, s, (size_t)(p - s));
             r->p = p + 1;
             return FAST_OK;
         }
@@ -709,17 +828,20 @@ static int read_value(struct reader *r)
 
 int luna_lua_json_read_cached(lua_State *L, const char *json, size_t len)
 {
-    if (!lua_checkstack(L, 4))
+    if (!lua_checkstack(L, 6))
         return FAST_NO;
     int top = lua_gettop(L);
     lua_pushlightuserdata(L, &key_array_mt);
     lua_rawget(L, LUA_REGISTRYINDEX);
-    struct reader r = { .L = L, .p = json, .end = json + len, .mt = top + 1, .depth = 0 };
+    struct strcache *sc = push_strcache(L); /* top + 2: userdata, top + 3: anchors */
+    struct reader r = { .L = L, .p = json, .end = json + len, .mt = top + 1, .depth = 0,
+                        .sc = sc, .anchors = top + 3 };
     skip_ws(&r);
     if (read_value(&r) == FAST_OK) {
         skip_ws(&r);
         if (r.p == r.end) {
-            lua_remove(L, top + 1);
+            lua_replace(L, top + 1);
+            lua_settop(L, top + 1);
             return FAST_OK;
         }
     }

@@ -1092,6 +1092,24 @@ struct luna_informer *luna_controller_informer_for(struct luna_controller *c,
     return found ? luna_shared_informer_informer(found->si) : NULL;
 }
 
+struct luna_informer *luna_controller_lister_informer(struct luna_controller *c, const char *text,
+                                                      luna_error *err)
+{
+    err->code = 0;
+    if (c->lister_informer && strcmp(c->lister_kind, text) == 0)
+        return c->lister_informer;
+    char group[256], version[64], kind[128];
+    if (luna_resource_parse_kind(text, group, sizeof group, version, sizeof version, kind,
+                                 sizeof kind, err) < 0)
+        return NULL;
+    struct luna_informer *inf = luna_controller_informer_for(c, group, version, kind);
+    if (inf && strlen(text) < sizeof c->lister_kind) {
+        strcpy(c->lister_kind, text);
+        c->lister_informer = inf;
+    }
+    return inf;
+}
+
 void luna_controller_free(struct luna_controller *c)
 {
     if (!c)

@@ -247,6 +247,13 @@ struct luna_controller *luna_controller_in_handler(void);
 struct luna_informer *luna_controller_informer_for(struct luna_controller *c,
                                                    const char *group, const char *version,
                                                    const char *kind);
+/* The same for the kind text a lister names ("v1/ConfigMap"): NULL with
+ * err set when text is not a kind, NULL (err code 0) when no source
+ * watches it.  The controller remembers the last text it resolved (a
+ * reconcile reads the same kind every time; its sources never change), so
+ * a repeat costs one string comparison. */
+struct luna_informer *luna_controller_lister_informer(struct luna_controller *c, const char *text,
+                                                      luna_error *err);
 struct luna_informer_factory *luna_controller_factory(struct luna_controller *c);
 /* The name the index c declared as `name` has in inf's indexer (borrowed
  * until c is freed), or NULL if c declares no such index on inf (indexes

@@ -34,6 +34,10 @@ struct source {
  * object is no longer in the cache). */
 struct tombstone;
 
+/* Longest kind text the lister memo keeps (longer ones are resolved every
+ * time). */
+#define LUNA_CONTROLLER_LISTER_KIND_MAX 128
+
 struct luna_controller {
     const struct luna_controller_spec *spec; /* borrowed from its userdata */
     int spec_ref;                     /* keeps the userdata alive */
@@ -67,6 +71,10 @@ struct luna_controller {
     int idle_ref[LUNA_RECONCILE_POOL];
     int nidle;
     struct luna_controller_stats stats;
+    /* luna_controller_lister_informer's memo: the last kind text it
+     * resolved to a source's informer ("" : none yet). */
+    char lister_kind[LUNA_CONTROLLER_LISTER_KIND_MAX];
+    struct luna_informer *lister_informer;
     struct luna_controller_metrics *metrics; /* borrowed; NULL: none */
     ev_check dispatch_check;
     ev_idle dispatch_idle;

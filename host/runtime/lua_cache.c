@@ -21,12 +21,10 @@ static struct luna_informer *informer_arg(lua_State *L, const char *fn)
     if (!c)
         luaL_error(L, "%s can only be called inside reconcile or a watches map function", fn);
     const char *text = luaL_checkstring(L, 1);
-    char group[256], version[64], kind[128];
     luna_error err;
-    if (luna_resource_parse_kind(text, group, sizeof group, version, sizeof version, kind, sizeof kind,
-                        &err) < 0)
+    struct luna_informer *inf = luna_controller_lister_informer(c, text, &err);
+    if (!inf && err.code)
         luaL_error(L, "%s", err.msg);
-    struct luna_informer *inf = luna_controller_informer_for(c, group, version, kind);
     if (!inf)
         luaL_error(L, "controller %s does not watch %s: add it to watch, owns or watches",
                    luna_controller_name(c), text);
@@ -45,10 +43,32 @@ static void push_object(lua_State *L, struct luna_object *obj)
         luaL_error(L, "cached object %s: %s", luna_object_key(obj), err.msg);
 }
 
+/* cache_get(kind, key) or cache_get(kind, namespace, name): the key
+ * "namespace/name" is put together here, not by a Lua concatenation (a
+ * string interned on every get). */
 static int luna_lua_cache_get(lua_State *L)
 {
     struct luna_informer *inf = informer_arg(L, "luna.cache():get");
-    struct luna_object *obj = luna_indexer_get(luna_informer_indexer(inf), luaL_checkstring(L, 2));
+    size_t nslen, namelen;
+    const char *ns = luaL_checklstring(L, 2, &nslen);
+    const char *key = ns;
+    char buf[512];
+    if (!lua_isnoneornil(L, 3)) {
+        const char *name = luaL_checklstring(L, 3, &namelen);
+        if (nslen + 1 + namelen < sizeof buf) {
+            memcpy(buf, ns, nslen);
+            buf[nslen] = '/';
+            memcpy(buf + nslen + 1, name, namelen + 1);
+            key = buf;
+        } else {
+            lua_settop(L, 3);
+            lua_pushliteral(L, "/");
+            lua_insert(L, 3);
+            lua_concat(L, 3);
+            key = lua_tostring(L, -1);
+        }
+    }
+    struct luna_object *obj = luna_indexer_get(luna_informer_indexer(inf), key);
     if (!obj) {
         lua_pushnil(L);
         return 1;

@@ -15,12 +15,27 @@
  * instructions per second that is every few microseconds. */
 #define HOOK_STEP 1000
 
+/* Small blocks the Lua heap freed are kept for its next allocations of the
+ * same size: a short reconcile allocates and frees a dozen tables and
+ * strings, and LuaJIT's own allocator spends several times what a list
+ * push and pop cost on each.  Exact sizes only (FREE_MIN to FREE_MAX
+ * bytes), so a block is only ever handed out for the size LuaJIT asked of
+ * the allocator that made it; at most FREE_BYTES bytes are kept, and they
+ * are not part of the heap the cap counts (the Lua heap freed them). */
+#define FREE_MIN 16
+#define FREE_MAX 256
+#define FREE_BYTES ((size_t)256 << 10)
+
 struct luna_watchdog {
     lua_Alloc orig;             /* the state's own allocator */
     void *orig_ud;
     size_t used;                /* bytes the Lua heap holds */
     struct luna_watchdog_config cfg;
     struct luna_watchdog_guard *current;  /* innermost active guard */
+    /* free[n]: freed blocks of n bytes, linked through their first word
+     * (owned here until handed out again or given back to orig) */
+    void *free[FREE_MAX + 1];
+    size_t free_bytes;          /* bytes in free[] */
 };
 
 /* Registry key of the userdata whose __gc frees the watchdog at lua_close. */
@@ -67,7 +82,13 @@ static void *watchdog_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         osize = 0;
     size_t rest = wd->used > osize ? wd->used - osize : 0;
     if (nsize == 0) {
-        wd->orig(wd->orig_ud, ptr, osize, 0);
+        if (osize >= FREE_MIN && osize <= FREE_MAX && wd->free_bytes + osize <= FREE_BYTES) {
+            *(void **)ptr = wd->free[osize];
+            wd->free[osize] = ptr;
+            wd->free_bytes += osize;
+        } else {
+            wd->orig(wd->orig_ud, ptr, osize, 0);
+        }
         wd->used = rest;
         return NULL;
     }
@@ -82,10 +103,30 @@ static void *watchdog_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         }
         return NULL;
     }
-    void *p = wd->orig(wd->orig_ud, ptr, osize, nsize);
+    void *p;
+    if (!ptr && nsize >= FREE_MIN && nsize <= FREE_MAX && wd->free[nsize]) {
+        p = wd->free[nsize];
+        wd->free[nsize] = *(void **)p;
+        wd->free_bytes -= nsize;
+    } else {
+        p = wd->orig(wd->orig_ud, ptr, osize, nsize);
+    }
     if (p)
         wd->used = rest + nsize;
     return p;
+}
+
+/* Gives every kept free block back to the state's own allocator. */
+static void free_lists_release(struct luna_watchdog *wd)
+{
+    for (size_t n = FREE_MIN; n <= FREE_MAX; n++) {
+        while (wd->free[n]) {
+            void *p = wd->free[n];
+            wd->free[n] = *(void **)p;
+            wd->orig(wd->orig_ud, p, n, 0);
+        }
+    }
+    wd->free_bytes = 0;
 }
 
 /* Runs at lua_close (the registry keeps the sentinel alive until then):
@@ -98,6 +139,7 @@ static int sentinel_gc(lua_State *L)
         struct luna_watchdog *wd = *box;
         *box = NULL;
         lua_sethook(L, NULL, 0, 0);
+        free_lists_release(wd);
         lua_setallocf(L, wd->orig, wd->orig_ud);
         free(wd);
     }
@@ -211,8 +253,12 @@ enum luna_watchdog_stop luna_watchdog_leave(struct luna_watchdog_guard *g)
     wd->current = g->prev;
     if (g->prev)
         arm(g->prev);
-    else
+    else if (g->stop != LUNA_WATCHDOG_RUNNING)
         lua_sethook(g->L, NULL, 0, 0);
+    /* else the count hook stays set: turning it off here and on again at
+     * the next enter rebuilt LuaJIT's dispatch table twice per reconcile
+     * (a sixth of a short one's host cost); with no guard active, it turns
+     * itself off the next time it fires. */
     return g->stop;
 }
 

@@ -34,11 +34,18 @@
  * guard is stopped (reason memory), and the hook raises at the next
  * instruction as above.  Outside guards (host code pushing objects, building
  * tables) allocations are never refused, so the host never sees a memory
- * error it did not ask for.
+ * error it did not ask for.  Freed blocks of 16 to 256 bytes (at most 256
+ * KiB in all, owned by the watchdog, not counted in the heap) are kept per
+ * exact size and handed out again before the state's allocator is asked;
+ * they go back to that allocator at lua_close.
  *
  * Invariants:
- *   - the count hook is set if and only if a guard is active (or a stopped
- *     guard needs its error re-raised);
+ *   - the count hook is set while a guard is active; once the outermost
+ *     guard leaves (not stopped) it may stay set, and the first time it
+ *     fires with no guard active it turns itself off without touching the
+ *     running code (setting it once per guard instead of on at every enter
+ *     and off at every leave spares LuaJIT two rebuilds of its dispatch
+ *     table per guard); a stopped guard's leave turns it off at once;
  *   - a guard is stopped if and only if its stop reason is not
  *     LUNA_WATCHDOG_RUNNING, and once stopped it stays stopped;
  *   - guards nest: leave restores the enclosing guard's hook.

@@ -320,8 +320,10 @@ Lister.__index = Lister
 
 -- lister:get(namespace, name) or lister:get(name) when cluster-scoped.
 function Lister:get(a, b)
-  local key = b == nil and a or (a .. "/" .. b)
-  return runtime("luna.cache").cache_get(self.kind, key)
+  local rt = core.runtime
+  if not rt then util.raise("%s needs the luna host (luna run)", "luna.cache") end
+  -- the key "a/b" is put together in C (no Lua string made per get)
+  return rt.cache_get(self.kind, a, b)
 end
 
 -- lister:list{ namespace=, labels= "a=b" | {a="b"} }

@@ -13,27 +13,14 @@
 -- objects.
 
 local util = require("luna.util")
-local ffi_ok, ffi = pcall(require, "ffi")
+local core = require("luna.core")
 
 local time = {}
 
-local clock_gettime
-if ffi_ok then
-  -- The same declaration spec/helpers.lua makes; pcall because a second,
-  -- identical cdef of a function is refused.
-  pcall(ffi.cdef, "int clock_gettime(int clk, void *ts);")
-  local ts = ffi.new("struct { long s; long ns; }[1]")
-  local CLOCK_REALTIME = 0
-  clock_gettime = function()
-    if ffi.C.clock_gettime(CLOCK_REALTIME, ts) ~= 0 then return nil end
-    return tonumber(ts[0].s) + tonumber(ts[0].ns) / 1e9
-  end
-end
-
--- Seconds since the epoch, with a fraction when the platform gives one.
-function time.now()
-  return (clock_gettime and clock_gettime()) or os.time()
-end
+-- Seconds since the epoch, with a fraction when the platform gives one
+-- (clock_gettime(CLOCK_REALTIME), in C: an FFI call and its cdata cost
+-- ten times as much in the controller state, where the JIT is off).
+time.now = core.now
 
 -- Days since 1970-01-01 of the proleptic Gregorian date y-m-d.
 local function days_from_civil(y, m, d)

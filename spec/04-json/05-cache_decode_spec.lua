@@ -78,6 +78,45 @@ describe("cached objects as tables", function()
     assert.equal("150", a[150][2])
   end)
 
+  it("hands out short strings from its string cache only when they are the same bytes", function()
+    -- The reader keeps the Lua strings of short strings (up to 32 bytes) in
+    -- 512 slots picked by a hash of the length and the first and last 8
+    -- bytes.  Strings that differ only where that hash does not look (the
+    -- middle of a long one), in length alone, or in one byte, thousands of
+    -- them so that slots are shared and replaced, each read twice: every
+    -- one must come back as its own bytes.
+    local strs = {}
+    for len = 1, 40 do
+      for v = 0, 60 do
+        local b = {}
+        for i = 1, len do b[i] = string.char(97 + (i * 7 + v) % 26) end
+        strs[#strs + 1] = table.concat(b)
+        if len > 16 then -- the same first and last 8 bytes, another middle
+          b[9] = string.char(65 + v % 26)
+          strs[#strs + 1] = table.concat(b)
+        end
+      end
+    end
+    strs[#strs + 1] = string.rep("a", 8) .. "b" .. string.rep("a", 8)
+    strs[#strs + 1] = string.rep("a", 8) .. "c" .. string.rep("a", 8)
+    for round = 1, 2 do
+      for i, str in ipairs(strs) do
+        local doc = ('{"%s":"%s","k%d":["%s"]}'):format(str, str, i, str)
+        local o = check(doc, true)
+        assert.equal(str, o[str], doc)
+        assert.equal(str, o["k" .. i][1], doc)
+        -- a whole document shorter than 8 bytes past the string's start
+        assert.equal(str, (check('"' .. str .. '"', true)), str)
+      end
+    end
+    -- each get is a fresh table: changing one changes no other
+    local a = check('{"metadata":{"name":"x","labels":{"app":"y"}}}', true)
+    local b = check('{"metadata":{"name":"x","labels":{"app":"y"}}}', true)
+    a.metadata.name, a.metadata.labels.app = "changed", "changed"
+    assert.equal("x", b.metadata.name)
+    assert.equal("y", b.metadata.labels.app)
+  end)
+
   it("leaves other numbers, and anything it does not take, to the full parser", function()
     for _, s in ipairs({
       '1.5', '1e5', '-0.0', '1E-3', '1234567890123456', '9007199254740993',
