@@ -30,7 +30,11 @@ end
 describe("the hostile-response corpus", function()
   local srv, proxy
   setup(function()
-    srv = support.server()
+    -- bookmarks every 0.5 s keep the healthy watches from going silent:
+    -- the host replaces a watch silent for 2 s (--watch-idle-timeout, for
+    -- watch-rv-huge), and a dozen informers doing so every 2 s flooded
+    -- the log and the proxy on a loaded machine
+    srv = support.server{ args = { "--bookmark-interval", "0.5" } }
     proxy = RR.proxy(srv)
   end)
   teardown(function()

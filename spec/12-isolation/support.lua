@@ -28,8 +28,9 @@ local client = require("support.apiserver_client")
 
 local support = {}
 
-function support.server()
-  local srv = client.start()
+-- opts: client.start's (e.g. args for the dev server)
+function support.server(opts)
+  local srv = client.start(opts)
   srv.namespaces = {}
   return srv
 end
