@@ -121,6 +121,12 @@ static void usage(FILE *out)
           "                        watch list, a LIST where the server refuses it), on\n"
           "                        (watch list only) or off (LIST only) (default:\n"
           "                        $LUNA_WATCH_LIST, else auto)\n"
+          "  --min-watch-timeout DURATION\n"
+          "                        watches ask the server to end them after a random\n"
+          "                        time in [d, 2d), and are given up after that plus\n"
+          "                        a grace (a watch list that never sends its\n"
+          "                        initial-events-end bookmark included) (default: 5m;\n"
+          "                        1s to 1h)\n"
           "  --lua-memory-limit MIB\n"
           "                        cap on the scripts' Lua heap (default: 128; 0: none)\n"
           "durations: seconds (1.5) or Go durations (1500ms, 1m30s)\n",
@@ -209,7 +215,7 @@ enum run_flag {
     OPT_DEV_SERVER, OPT_SEED, OPT_INSTR_LIMIT, OPT_TIME_LIMIT, OPT_MEM_LIMIT,
     OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
     OPT_TEST_CONTROL, OPT_FAKE_CLOCK,
-    OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD, OPT_WATCH_LIST, OPT_SHARDS, OPT_SHARD_BY,
+    OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD, OPT_WATCH_LIST, OPT_MIN_WATCH_TIMEOUT, OPT_SHARDS, OPT_SHARD_BY,
     OPT_SHARD_SET, OPT_SHARD_MARGIN,
 };
 
@@ -264,6 +270,7 @@ static int cmd_run(int argc, char **argv)
         { "shadow", no_argument, NULL, OPT_SHADOW },
         { "shadow-reload", required_argument, NULL, OPT_SHADOW_RELOAD },
         { "watch-list", required_argument, NULL, OPT_WATCH_LIST },
+        { "min-watch-timeout", required_argument, NULL, OPT_MIN_WATCH_TIMEOUT },
         { "shards", optional_argument, NULL, OPT_SHARDS },
         { "shard-by", required_argument, NULL, OPT_SHARD_BY },
         { "shard-set", required_argument, NULL, OPT_SHARD_SET },
@@ -364,6 +371,12 @@ static int cmd_run(int argc, char **argv)
         case OPT_WATCH_LIST:
             if (luna_watch_list_mode_parse(optarg, &cfg.watch_list) < 0)
                 return bad_flag(name, optarg, "want auto, on or off");
+            break;
+        case OPT_MIN_WATCH_TIMEOUT:
+            secs = parse_duration(optarg);
+            if (secs < 1 || secs > 3600)
+                return bad_flag(name, optarg, "want a duration from 1s to 1h (300, 5m)");
+            cfg.min_watch_timeout = secs;
             break;
         case OPT_SHARDS:
             if (optarg && strcmp(optarg, "auto") != 0 && strcmp(optarg, "off") != 0)

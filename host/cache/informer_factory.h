@@ -85,6 +85,9 @@ int luna_informer_factory_new(struct luna_kube_client *kc, struct luna_discovery
  * get their state (default: DEFAULT, i.e. the reflector's AUTO). */
 void luna_informer_factory_set_watch_list(struct luna_informer_factory *f,
                                           enum luna_watch_list_mode mode);
+/* The min_watch_timeout of informers created from now on whose spec leaves
+ * it 0 (0: the reflector's default). */
+void luna_informer_factory_set_min_watch_timeout(struct luna_informer_factory *f, double secs);
 /* Stops and frees every shared informer, whatever its count. */
 void luna_informer_factory_free(struct luna_informer_factory *f);
 

@@ -48,6 +48,7 @@ struct luna_reflector {
     bool rv_unavailable;            /* a list got 410: list from etcd, in pages */
     bool paginated;                 /* a list from the cache came in pages */
     double min_watch, max_watch, idle_timeout;
+    double watch_timeout;           /* timeoutSeconds of the watch in flight */
     struct luna_backoff backoff;
     enum luna_watch_list_mode watch_list;
     bool list_this_round;           /* a watch list failed: this sync lists */
@@ -178,6 +179,7 @@ static int build_path(struct luna_reflector *r, enum request_kind kind, char *bu
     if (kind != REQ_LIST) {
         double span = r->max_watch - r->min_watch;
         long timeout = (long)(r->min_watch + span * luna_backoff_random(&r->backoff));
+        r->watch_timeout = (double)timeout;
         snprintf(num, sizeof num, "%ld", timeout);
         rc |= append_query(buf, size, &len, "watch", "1");
         rc |= append_query(buf, size, &len, "allowWatchBookmarks", "true");
@@ -289,6 +291,13 @@ static void end_request(struct luna_reflector *r)
     r->error_len = 0;
 }
 
+/* Seconds after which a watch is given up: its timeoutSeconds plus a grace
+ * for the network and a loaded server. */
+static double watch_deadline(const struct luna_reflector *r)
+{
+    return r->watch_timeout + r->watch_timeout / 10 + 5;
+}
+
 /* Starts the LIST (watch false) or WATCH request with its stream callbacks.
  * Returns 0 if it runs; 1 if the path was too long (last_error set and a
  * relist scheduled); -1 if it could not start (counted as a failure and
@@ -306,6 +315,12 @@ static int start_request(struct luna_reflector *r, enum request_kind kind,
     }
     struct luna_kube_request_options o = {
         .path = path,
+        /* The server ends a watch at its timeoutSeconds; one that does not
+         * (a watch list that never sends its initial-events-end bookmark,
+         * a stream of bookmarks or blank lines that keeps the idle timeout
+         * away) is given up a grace later, as client-go's typed clients
+         * time the request out at timeoutSeconds. */
+        .timeout = kind == REQ_LIST ? 0 : watch_deadline(r),
         /* a watch list's events are a watch's */
         .accept = !r->metadata_only   ? NULL
                   : kind == REQ_LIST ? LUNA_ACCEPT_METADATA_LIST
@@ -1006,6 +1021,11 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
     if (truncated) {
         r->stats.decode_errors++;
         snprintf(msg, sizeof msg, "event truncated: %.400s", fail ? fail->err.msg : partial.msg);
+        set_error(r, "watch list", msg);
+    } else if (fail && fail->reason == LUNA_HTTP_TIMEOUT) {
+        snprintf(msg, sizeof msg, "no initial-events-end bookmark within %.0f s (the watch's "
+                 "timeoutSeconds %.0f plus a grace): giving up on this stream (%.200s)",
+                 watch_deadline(r), r->watch_timeout, fail->err.msg);
         set_error(r, "watch list", msg);
     } else if (fail) {
         set_error(r, "watch list", fail->err.msg);

@@ -47,7 +47,12 @@
  *     watch list again, as client-go's next ListAndWatch does;
  *   - a broken connection, a hung or truncated stream, or an end without
  *     the bookmark → again after a backoff, from scratch; after
- *     WATCH_LIST_ATTEMPTS (3) such ends in a row, this round lists.
+ *     WATCH_LIST_ATTEMPTS (3) such ends in a row, this round lists;
+ *   - a stream that never ends its initial events (bookmarks or blank lines
+ *     keep the idle timeout away) is given up at the watch's deadline:
+ *     every watch asks for timeoutSeconds in [min, 2 min) and is given up
+ *     timeoutSeconds + 10% + 5 s after it started, as client-go's typed
+ *     clients time the request out at timeoutSeconds.
  * LUNA_WATCH_LIST_ON never falls back (each failure backs off and tries
  * again).  A sharded informer lists: only a LIST echoes shardInfo.
  *

@@ -130,6 +130,9 @@ struct luna_run_config {
      * get their state (cache/reflector.h): auto streams a watch list and
      * lists where the server refuses, on only streams, off only lists. */
     enum luna_watch_list_mode watch_list;
+    /* --min-watch-timeout (0: the reflector's 300 s): watches ask for
+     * timeoutSeconds in [this, 2 x this) and are given up a grace after. */
+    double min_watch_timeout;
     bool leader_elect;
     const char *leader_election_id;         /* NULL: "luna" */
     const char *leader_election_namespace;  /* NULL: $POD_NAMESPACE, else the kubeconfig's */
