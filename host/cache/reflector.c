@@ -11,6 +11,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/loop.h"
+#include "base/selector.h"
 #include "cache/event_latency.h"
 #include "cache/object_stream.h"
 #include "cache/objset.h"
@@ -37,6 +38,7 @@ struct luna_reflector {
     struct luna_informer *inf;
     struct luna_resource resource;
     char *namespace_, *label_selector, *field_selector;
+    struct luna_selector *labels;   /* label_selector parsed (owned); NULL: none */
     struct luna_shard_selector *shard;  /* owned; NULL: not sharded */
     char *shard_text;               /* its canonical text (owned) */
     enum luna_reflector_shard_mode shard_mode;
@@ -394,6 +396,29 @@ static bool foreign(struct luna_reflector *r, const char *what, const struct lun
     return true;
 }
 
+static const char *object_label(const char *key, void *ud)
+{
+    return luna_object_label(ud, key);
+}
+
+/* An object the server sent although its labels do not match the
+ * informer's label selector: cached, a controller would act on an object it
+ * never asked for.  (A DELETED event is not checked: the server sends the
+ * last state that matched, and removing a key the cache lacks is nothing.)
+ * Logs the problem and returns true. */
+static bool off_selector(struct luna_reflector *r, const char *what, enum luna_stream_event ev,
+                         const struct luna_object *obj)
+{
+    if (!r->labels || ev == LUNA_STREAM_DELETED ||
+        luna_selector_matches(r->labels, object_label, (void *)obj))
+        return false;
+    char msg[512];
+    snprintf(msg, sizeof msg, "the server sent %.200s, whose labels do not match the selector %.150s",
+             luna_object_key(obj), r->label_selector);
+    set_error(r, what, msg);
+    return true;
+}
+
 /* Appends obj (its reference taken over) to the list in progress.  An
  * unchanged object (same key, same resourceVersion) is the cached one:
  * the cached one is kept instead of a second copy.  *kept is what was
@@ -441,7 +466,7 @@ static int keep_listed(struct luna_reflector *r, struct luna_object *obj,
 static int on_list_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
 {
     struct luna_reflector *r = ud;
-    if (foreign(r, "list", obj)) {
+    if (foreign(r, "list", obj) || off_selector(r, "list", ev, obj)) {
         luna_object_unref(obj);
         return LUNA_EPROTO;
     }
@@ -698,7 +723,8 @@ static int on_initial_item(struct luna_reflector *r, enum luna_stream_event ev,
 static int on_watch_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
 {
     struct luna_reflector *r = ud;
-    if (foreign(r, r->phase == WATCH_LISTING ? "watch list" : "watch", obj)) {
+    const char *what = r->phase == WATCH_LISTING ? "watch list" : "watch";
+    if (foreign(r, what, obj) || off_selector(r, what, ev, obj)) {
         luna_object_unref(obj);
         return LUNA_EPROTO;
     }
@@ -1077,6 +1103,11 @@ int luna_reflector_new(struct luna_kube_client *kc, struct luna_informer *inf,
     r->namespace_ = dup_opt(o->namespace_);
     r->label_selector = dup_opt(o->label_selector);
     r->field_selector = dup_opt(o->field_selector);
+    if (r->label_selector &&
+        luna_selector_parse(r->label_selector, LUNA_SELECTOR_LABELS, &r->labels, err) < 0) {
+        luna_reflector_free(r);
+        return err && err->code ? err->code : LUNA_EINVAL;
+    }
     if (o->shard) {
         r->shard = luna_shard_copy(o->shard);
         r->shard_text = luna_shard_text(o->shard);
@@ -1149,6 +1180,7 @@ void luna_reflector_free(struct luna_reflector *r)
     free(r->listed);
     free(r->namespace_);
     free(r->label_selector);
+    luna_selector_free(r->labels);
     free(r->field_selector);
     luna_shard_free(r->shard);
     free(r->shard_text);

@@ -27,7 +27,12 @@
  *   - a watch silent for `idle_timeout` (bookmarks arrive about once a
  *     minute on a real server) is treated as hung and replaced;
  *   - a malformed or truncated event stops that watch (logged, counted);
- *     the next one resumes from the last event applied, so nothing is lost.
+ *     the next one resumes from the last event applied, so nothing is lost;
+ *   - an item or event the informer never asked for is refused like a
+ *     malformed one (the list or watch fails, nothing of it is cached): one
+ *     outside its namespace, one whose labels fail its label selector (not
+ *     checked on DELETED, which carries the last state that matched), one
+ *     of another kind or apiVersion (object_stream).
  * Watch list (KEP-3157, client-go's WatchListClient, on by default since
  * v0.35): unless told to list (LUNA_WATCH_LIST_OFF) or sharded, a sync
  * (the first one and every relist) is one WATCH with sendInitialEvents=true,
