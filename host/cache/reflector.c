@@ -419,6 +419,29 @@ static bool off_selector(struct luna_reflector *r, const char *what, enum luna_s
     return true;
 }
 
+/* Compacts the list in progress in place when it fills: a server that
+ * repeats keys (a LIST or a watch list's initial events naming objects
+ * again, a MODIFIED storm before the bookmark) costs the distinct keys,
+ * not every copy.  Entries no longer current are dropped: with the state
+ * indexed, those `initial` does not map to; otherwise all but the last of
+ * each key.  Returns 0 or LUNA_ENOMEM. */
+static int dedupe_listed(struct luna_reflector *r);
+static int compact_listed(struct luna_reflector *r)
+{
+    if (!r->initial_indexed)
+        return dedupe_listed(r);
+    size_t n = 0;
+    for (size_t i = 0; i < r->nlisted; i++) {
+        struct luna_object *o = r->listed[i];
+        if (luna_objset_get(&r->initial, luna_object_key(o), o->key_len) == o)
+            r->listed[n++] = o;
+        else
+            luna_object_unref(o);
+    }
+    r->nlisted = n;
+    return 0;
+}
+
 /* Appends obj (its reference taken over) to the list in progress.  An
  * unchanged object (same key, same resourceVersion) is the cached one:
  * the cached one is kept instead of a second copy.  *kept is what was
@@ -447,15 +470,27 @@ static int keep_listed(struct luna_reflector *r, struct luna_object *obj,
             return 0;
         }
     }
+    /* Full: first drop what repeats made stale (past 4096 entries); grow
+     * only if that leaves it more than half full, so compacting stays
+     * linear overall and the list holds at most twice the distinct keys. */
     if (r->nlisted == r->listed_cap) {
+        bool grow = true;
+        if (r->listed_cap >= 4096) {
+            if (compact_listed(r) < 0) {
+                luna_object_unref(obj);
+                return LUNA_ENOMEM;
+            }
+            grow = r->nlisted > r->listed_cap / 2;
+        }
         size_t cap = r->listed_cap ? r->listed_cap * 2 : 1024;
-        struct luna_object **v = realloc(r->listed, cap * sizeof *v);
+        struct luna_object **v = grow ? realloc(r->listed, cap * sizeof *v) : r->listed;
         if (!v) {
             luna_object_unref(obj);
             return LUNA_ENOMEM;
         }
         r->listed = v;
-        r->listed_cap = cap;
+        if (grow)
+            r->listed_cap = cap;
     }
     r->listed[r->nlisted++] = obj;
     if (kept)
@@ -753,16 +788,11 @@ static int on_watch_item(void *ud, enum luna_stream_event ev, struct luna_object
  * from the bookmark's resourceVersion. */
 static int finish_watch_list(struct luna_reflector *r, const char *rv)
 {
-    if (r->initial_indexed) {
-        size_t n = 0;
-        for (size_t i = 0; i < r->nlisted; i++) {
-            struct luna_object *o = r->listed[i];
-            if (luna_objset_get(&r->initial, luna_object_key(o), o->key_len) == o)
-                r->listed[n++] = o;
-            else
-                luna_object_unref(o);
-        }
-        r->nlisted = n;
+    /* Only the current entry of each key: the FIFO's replace sees each key
+     * once (ADDED events may name a key again, not one after the other). */
+    if (compact_listed(r) < 0) {
+        set_error(r, "watch list", "out of memory applying the initial events");
+        return LUNA_ENOMEM;
     }
     luna_objset_clear(&r->initial);
     r->initial_indexed = false;

@@ -58,6 +58,10 @@
  *     every watch asks for timeoutSeconds in [min, 2 min) and is given up
  *     timeoutSeconds + 10% + 5 s after it started, as client-go's typed
  *     clients time the request out at timeoutSeconds.
+ * Initial events build the state under the same checks as a LIST's items
+ * (below) and cost the distinct keys, not every copy: the list in progress
+ * is compacted when it fills (a million MODIFIED events of one object
+ * before the bookmark hold one).
  * LUNA_WATCH_LIST_ON never falls back (each failure backs off and tries
  * again).  A sharded informer lists: only a LIST echoes shardInfo.
  *
