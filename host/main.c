@@ -125,6 +125,12 @@ static void usage(FILE *out)
           "                        a watch that brings nothing (no event, no bookmark) for D\n"
           "                        is replaced, after a check that the server has reached\n"
           "                        the version it resumes from (default 3m)\n"
+          "  --min-watch-timeout DURATION\n"
+          "                        watches ask the server to end them after a random\n"
+          "                        time in [d, 2d), and are given up after that plus\n"
+          "                        a grace (a watch list that never sends its\n"
+          "                        initial-events-end bookmark included) (default: 5m;\n"
+          "                        1s to 1h)\n"
           "  --lua-memory-limit MIB\n"
           "                        cap on the scripts' Lua heap (default: 128; 0: none)\n"
           "durations: seconds (1.5) or Go durations (1500ms, 1m30s)\n",
@@ -213,8 +219,8 @@ enum run_flag {
     OPT_DEV_SERVER, OPT_SEED, OPT_INSTR_LIMIT, OPT_TIME_LIMIT, OPT_MEM_LIMIT,
     OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
     OPT_TEST_CONTROL, OPT_FAKE_CLOCK,
-    OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD, OPT_WATCH_LIST, OPT_SHARDS, OPT_SHARD_BY,
-    OPT_SHARD_SET, OPT_SHARD_MARGIN, OPT_WATCH_IDLE,
+    OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD, OPT_WATCH_LIST, OPT_MIN_WATCH_TIMEOUT, OPT_SHARDS,
+    OPT_SHARD_BY, OPT_SHARD_SET, OPT_SHARD_MARGIN, OPT_WATCH_IDLE,
 };
 
 /* A number >= 0 for a limit flag, or -1. */
@@ -269,6 +275,7 @@ static int cmd_run(int argc, char **argv)
         { "shadow-reload", required_argument, NULL, OPT_SHADOW_RELOAD },
         { "watch-list", required_argument, NULL, OPT_WATCH_LIST },
         { "watch-idle-timeout", required_argument, NULL, OPT_WATCH_IDLE },
+        { "min-watch-timeout", required_argument, NULL, OPT_MIN_WATCH_TIMEOUT },
         { "shards", optional_argument, NULL, OPT_SHARDS },
         { "shard-by", required_argument, NULL, OPT_SHARD_BY },
         { "shard-set", required_argument, NULL, OPT_SHARD_SET },
@@ -375,6 +382,12 @@ static int cmd_run(int argc, char **argv)
             if (secs < 1 || secs > 3600)
                 return bad_flag(name, optarg, "want a duration from 1s to 1h (90, 90s, 3m)");
             cfg.watch_idle_timeout = secs;
+            break;
+        case OPT_MIN_WATCH_TIMEOUT:
+            secs = parse_duration(optarg);
+            if (secs < 1 || secs > 3600)
+                return bad_flag(name, optarg, "want a duration from 1s to 1h (300, 5m)");
+            cfg.min_watch_timeout = secs;
             break;
         case OPT_SHARDS:
             if (optarg && strcmp(optarg, "auto") != 0 && strcmp(optarg, "off") != 0)

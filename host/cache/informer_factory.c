@@ -39,7 +39,13 @@ struct luna_informer_factory {
     struct luna_shared_informer *informers;
     enum luna_watch_list_mode watch_list;  /* for specs that leave it DEFAULT */
     double idle_timeout;                   /* for specs that leave it 0 */
+    double min_watch_timeout;              /* for specs that leave it 0 */
 };
+
+void luna_informer_factory_set_min_watch_timeout(struct luna_informer_factory *f, double secs)
+{
+    f->min_watch_timeout = secs;
+}
 
 void luna_informer_factory_set_watch_list(struct luna_informer_factory *f,
                                           enum luna_watch_list_mode mode)
@@ -178,7 +184,8 @@ static void on_resolved(void *ud, const struct luna_resource *res, const luna_er
         .metadata_only = si->spec.metadata_only,
         .watch_list = si->spec.watch_list != LUNA_WATCH_LIST_DEFAULT ? si->spec.watch_list
                                                                      : si->f->watch_list,
-        .min_watch_timeout = si->spec.min_watch_timeout,
+        .min_watch_timeout = si->spec.min_watch_timeout > 0 ? si->spec.min_watch_timeout
+                                                            : si->f->min_watch_timeout,
         .max_watch_timeout = si->spec.max_watch_timeout,
         .idle_timeout = si->spec.idle_timeout > 0 ? si->spec.idle_timeout : si->f->idle_timeout,
         .backoff_base = si->spec.backoff_base,

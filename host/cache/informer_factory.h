@@ -88,6 +88,9 @@ void luna_informer_factory_set_watch_list(struct luna_informer_factory *f,
 /* The idle timeout (seconds) of informers created from now on whose spec
  * leaves it 0 (default 0: the reflector's). */
 void luna_informer_factory_set_idle_timeout(struct luna_informer_factory *f, double seconds);
+/* The min_watch_timeout of informers created from now on whose spec leaves
+ * it 0 (0: the reflector's default). */
+void luna_informer_factory_set_min_watch_timeout(struct luna_informer_factory *f, double secs);
 /* Stops and frees every shared informer, whatever its count. */
 void luna_informer_factory_free(struct luna_informer_factory *f);
 

@@ -10,8 +10,8 @@
 #define DEFAULT_MAX_ITEM (64u << 20)
 
 /* Which item field a string event fills. */
-enum field { F_NONE = -1, F_NAME, F_NAMESPACE, F_UID, F_RV, F_REASON, F_MESSAGE, F_INITIAL_END,
-             F_NFIELDS };
+enum field { F_NONE = -1, F_NAME, F_NAMESPACE, F_UID, F_RV, F_REASON, F_MESSAGE, F_KIND,
+             F_API_VERSION, F_INITIAL_END, F_NFIELDS };
 
 /* A growable byte arena for one item's captured strings. */
 struct arena {
@@ -40,6 +40,9 @@ struct luna_object_stream {
      * allocation, fill_kind points into it), put into an item that lacks
      * them; NULL when the caller named no plain apiVersion and kind. */
     char *fill_api, *fill_kind;
+    /* The kind and apiVersion every item must have if it names them ("":
+     * not checked). */
+    char want_kind[128], want_api[320];
 
     /* Outside items. */
     int top_key;          /* LIST: 1 metadata, 2 items, 3 kind; WATCH: 1 type, 2 object */
@@ -58,7 +61,8 @@ struct luna_object_stream {
     /* Inside an item. */
     bool in_item;
     int item_depth;
-    int k1;               /* item-level key: 1 metadata, 2 code, 3 reason, 4 message */
+    int k1;               /* item-level key: 1 metadata, 2 code, 3 reason, 4 message,
+                           * 5 kind, 6 apiVersion */
     bool has_api, has_kind;  /* the item has a top-level apiVersion, kind */
     int k2;               /* metadata key: 1 labels, 2 annotations, or a field */
     enum field pending;   /* the field the next string fills */
@@ -154,9 +158,33 @@ static bool key_is(const luna_json_event *ev, const char *k)
     return ev->len == n && memcmp(ev->str, k, n) == 0;
 }
 
+/* An item of another kind or apiVersion than the stream's (a Secret in a
+ * watch of ConfigMaps, a ConfigMap of apps/v1): cached, a controller would
+ * read it as the kind it watches.  An item that names neither (a LIST's
+ * items of built-in types) is the stream's kind.  A metadata-only stream
+ * also takes meta.k8s.io/v1 PartialObjectMetadata. */
+static int check_kind(const struct luna_object_stream *s, luna_error *err)
+{
+    const char *kind = field(s, F_KIND), *api = field(s, F_API_VERSION);
+    bool partial = s->md_head && kind && strcmp(kind, "PartialObjectMetadata") == 0 &&
+                   (!api || strcmp(api, "meta.k8s.io/v1") == 0);
+    if (partial || ((!kind || !s->want_kind[0] || strcmp(kind, s->want_kind) == 0) &&
+                    (!api || !s->want_api[0] || strcmp(api, s->want_api) == 0)))
+        return 0;
+    return luna_error_set(err, LUNA_EPROTO,
+                          "the server sent %.200s/%.200s of kind %.100s apiVersion %.100s in a "
+                          "stream of %s %s",
+                          field(s, F_NAMESPACE) ? field(s, F_NAMESPACE) : "",
+                          field(s, F_NAME) ? field(s, F_NAME) : "", kind ? kind : s->want_kind,
+                          api ? api : s->want_api, s->want_kind, s->want_api);
+}
+
 /* Builds the cached object from the item just copied and hands it over. */
 static int deliver(struct luna_object_stream *s, enum luna_stream_event type, luna_error *err)
 {
+    int krc = check_kind(s, err);
+    if (krc < 0)
+        return krc;
     if (s->h.on_filter && !s->h.on_filter(s->h.ud, type, field(s, F_NAMESPACE), field(s, F_UID),
                                           field(s, F_RV))) {
         s->filtered++;
@@ -443,8 +471,10 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
             else if (key_is(ev, "kind"))
                 s->has_kind = true;
             s->k1 = key_is(ev, "metadata") ? 1 : key_is(ev, "code") ? 2
-                  : key_is(ev, "reason") ? 3 : key_is(ev, "message") ? 4 : 0;
-            s->pending = s->k1 == 3 ? F_REASON : s->k1 == 4 ? F_MESSAGE : F_NONE;
+                  : key_is(ev, "reason") ? 3 : key_is(ev, "message") ? 4
+                  : key_is(ev, "kind") ? 5 : key_is(ev, "apiVersion") ? 6 : 0;
+            s->pending = s->k1 == 3 ? F_REASON : s->k1 == 4 ? F_MESSAGE : s->k1 == 5 ? F_KIND
+                       : s->k1 == 6 ? F_API_VERSION : F_NONE;
         } else if (r == 2 && s->k1 == 1) {
             s->pending = F_NONE;
             s->k2 = 0;
@@ -637,6 +667,11 @@ struct luna_object_stream *luna_object_stream_new(const struct luna_object_strea
     }
     s->opts = *o;
     s->opts.api_version = s->opts.kind = NULL; /* borrowed for the call only */
+    if (o->kind && o->api_version && strlen(o->kind) < sizeof s->want_kind &&
+        strlen(o->api_version) < sizeof s->want_api) {
+        strcpy(s->want_kind, o->kind);
+        strcpy(s->want_api, o->api_version);
+    }
     if (o->metadata_only) {
         if (!plain_text(o->api_version) || !plain_text(o->kind)) {
             free(s);

@@ -32,6 +32,13 @@
  *            A BOOKMARK whose metadata.annotations has
  *            "k8s.io/initial-events-end": "true" says so to on_bookmark.
  *
+ * Every item naming a "kind" or "apiVersion" must name the stream's
+ * (options.kind, options.api_version, when both are given; a metadata-only
+ * stream also takes meta.k8s.io/v1 PartialObjectMetadata): another is an
+ * error for the whole stream (LUNA_EPROTO), as a Secret in a watch of
+ * ConfigMaps would be cached as one.  Items that name neither (a LIST's
+ * items of built-in types) pass.
+ *
  * An optional on_filter sees each item's namespace, uid and
  * resourceVersion once the item is complete and before its object is
  * built; an item it refuses is never built (no allocation, nothing handed
@@ -90,6 +97,8 @@ struct luna_object_stream_options {
      * held (borrowed for luna_object_stream_new; plain text, no quotes or
      * backslashes). */
     bool metadata_only;
+    /* The stream's kind and apiVersion ("v1", "apps/v1"): with both given,
+     * items naming another are refused (above).  Borrowed for the call. */
     const char *api_version, *kind;
     uint64_t max_item_bytes;  /* 0: 64 MiB */
 };

@@ -11,6 +11,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/loop.h"
+#include "base/selector.h"
 #include "cache/event_latency.h"
 #include "cache/object_stream.h"
 #include "cache/objset.h"
@@ -42,6 +43,7 @@ struct luna_reflector {
     struct luna_informer *inf;
     struct luna_resource resource;
     char *namespace_, *label_selector, *field_selector;
+    struct luna_selector *labels;   /* label_selector parsed (owned); NULL: none */
     struct luna_shard_selector *shard;  /* owned; NULL: not sharded */
     char *shard_text;               /* its canonical text (owned) */
     enum luna_reflector_shard_mode shard_mode;
@@ -53,6 +55,7 @@ struct luna_reflector {
     bool rv_unavailable;            /* a list got 410: list from etcd, in pages */
     bool paginated;                 /* a list from the cache came in pages */
     double min_watch, max_watch, idle_timeout;
+    double watch_timeout;           /* timeoutSeconds of the watch in flight */
     struct luna_backoff backoff;
     enum luna_watch_list_mode watch_list;
     bool list_this_round;           /* a watch list failed: this sync lists */
@@ -188,6 +191,7 @@ static int build_path(struct luna_reflector *r, enum request_kind kind, char *bu
     } else if (kind != REQ_LIST) {
         double span = r->max_watch - r->min_watch;
         long timeout = (long)(r->min_watch + span * luna_backoff_random(&r->backoff));
+        r->watch_timeout = (double)timeout;
         snprintf(num, sizeof num, "%ld", timeout);
         rc |= append_query(buf, size, &len, "watch", "1");
         rc |= append_query(buf, size, &len, "allowWatchBookmarks", "true");
@@ -308,6 +312,13 @@ static void end_request(struct luna_reflector *r)
     r->error_len = 0;
 }
 
+/* Seconds after which a watch is given up: its timeoutSeconds plus a grace
+ * for the network and a loaded server. */
+static double watch_deadline(const struct luna_reflector *r)
+{
+    return r->watch_timeout + r->watch_timeout / 10 + 5;
+}
+
 /* Starts the LIST (watch false) or WATCH request with its stream callbacks.
  * Returns 0 if it runs; 1 if the path was too long (last_error set and a
  * relist scheduled); -1 if it could not start (counted as a failure and
@@ -328,11 +339,19 @@ static int start_request(struct luna_reflector *r, enum request_kind kind,
     }
     struct luna_kube_request_options o = {
         .path = path,
+        /* The server ends a watch at its timeoutSeconds; one that does not
+         * (a watch list that never sends its initial-events-end bookmark,
+         * a stream of bookmarks or blank lines that keeps the idle timeout
+         * away) is given up a grace later, as client-go's typed clients
+         * time the request out at timeoutSeconds.  A version check is a
+         * LIST the server answers within seconds. */
+        .timeout = kind == REQ_LIST       ? 0
+                   : kind == REQ_RV_CHECK ? RV_CHECK_TIMEOUT
+                                          : watch_deadline(r),
         /* a watch list's events are a watch's */
         .accept = !r->metadata_only                         ? NULL
                   : kind == REQ_LIST || kind == REQ_RV_CHECK ? LUNA_ACCEPT_METADATA_LIST
                                                              : LUNA_ACCEPT_METADATA_WATCH,
-        .timeout = kind == REQ_RV_CHECK ? RV_CHECK_TIMEOUT : 0,
         .idle_timeout = r->idle_timeout,
         .on_headers = on_headers,
         .on_chunk = on_chunk,
@@ -402,6 +421,52 @@ static bool foreign(struct luna_reflector *r, const char *what, const struct lun
     return true;
 }
 
+static const char *object_label(const char *key, void *ud)
+{
+    return luna_object_label(ud, key);
+}
+
+/* An object the server sent although its labels do not match the
+ * informer's label selector: cached, a controller would act on an object it
+ * never asked for.  (A DELETED event is not checked: the server sends the
+ * last state that matched, and removing a key the cache lacks is nothing.)
+ * Logs the problem and returns true. */
+static bool off_selector(struct luna_reflector *r, const char *what, enum luna_stream_event ev,
+                         const struct luna_object *obj)
+{
+    if (!r->labels || ev == LUNA_STREAM_DELETED ||
+        luna_selector_matches(r->labels, object_label, (void *)obj))
+        return false;
+    char msg[512];
+    snprintf(msg, sizeof msg, "the server sent %.200s, whose labels do not match the selector %.150s",
+             luna_object_key(obj), r->label_selector);
+    set_error(r, what, msg);
+    return true;
+}
+
+/* Compacts the list in progress in place when it fills: a server that
+ * repeats keys (a LIST or a watch list's initial events naming objects
+ * again, a MODIFIED storm before the bookmark) costs the distinct keys,
+ * not every copy.  Entries no longer current are dropped: with the state
+ * indexed, those `initial` does not map to; otherwise all but the last of
+ * each key.  Returns 0 or LUNA_ENOMEM. */
+static int dedupe_listed(struct luna_reflector *r);
+static int compact_listed(struct luna_reflector *r)
+{
+    if (!r->initial_indexed)
+        return dedupe_listed(r);
+    size_t n = 0;
+    for (size_t i = 0; i < r->nlisted; i++) {
+        struct luna_object *o = r->listed[i];
+        if (luna_objset_get(&r->initial, luna_object_key(o), o->key_len) == o)
+            r->listed[n++] = o;
+        else
+            luna_object_unref(o);
+    }
+    r->nlisted = n;
+    return 0;
+}
+
 /* Appends obj (its reference taken over) to the list in progress.  An
  * unchanged object (same key, same resourceVersion) is the cached one:
  * the cached one is kept instead of a second copy.  *kept is what was
@@ -430,15 +495,27 @@ static int keep_listed(struct luna_reflector *r, struct luna_object *obj,
             return 0;
         }
     }
+    /* Full: first drop what repeats made stale (past 4096 entries); grow
+     * only if that leaves it more than half full, so compacting stays
+     * linear overall and the list holds at most twice the distinct keys. */
     if (r->nlisted == r->listed_cap) {
+        bool grow = true;
+        if (r->listed_cap >= 4096) {
+            if (compact_listed(r) < 0) {
+                luna_object_unref(obj);
+                return LUNA_ENOMEM;
+            }
+            grow = r->nlisted > r->listed_cap / 2;
+        }
         size_t cap = r->listed_cap ? r->listed_cap * 2 : 1024;
-        struct luna_object **v = realloc(r->listed, cap * sizeof *v);
+        struct luna_object **v = grow ? realloc(r->listed, cap * sizeof *v) : r->listed;
         if (!v) {
             luna_object_unref(obj);
             return LUNA_ENOMEM;
         }
         r->listed = v;
-        r->listed_cap = cap;
+        if (grow)
+            r->listed_cap = cap;
     }
     r->listed[r->nlisted++] = obj;
     if (kept)
@@ -449,7 +526,7 @@ static int keep_listed(struct luna_reflector *r, struct luna_object *obj,
 static int on_list_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
 {
     struct luna_reflector *r = ud;
-    if (foreign(r, "list", obj)) {
+    if (foreign(r, "list", obj) || off_selector(r, "list", ev, obj)) {
         luna_object_unref(obj);
         return LUNA_EPROTO;
     }
@@ -706,7 +783,8 @@ static int on_initial_item(struct luna_reflector *r, enum luna_stream_event ev,
 static int on_watch_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
 {
     struct luna_reflector *r = ud;
-    if (foreign(r, r->phase == WATCH_LISTING ? "watch list" : "watch", obj)) {
+    const char *what = r->phase == WATCH_LISTING ? "watch list" : "watch";
+    if (foreign(r, what, obj) || off_selector(r, what, ev, obj)) {
         luna_object_unref(obj);
         return LUNA_EPROTO;
     }
@@ -735,16 +813,11 @@ static int on_watch_item(void *ud, enum luna_stream_event ev, struct luna_object
  * from the bookmark's resourceVersion. */
 static int finish_watch_list(struct luna_reflector *r, const char *rv)
 {
-    if (r->initial_indexed) {
-        size_t n = 0;
-        for (size_t i = 0; i < r->nlisted; i++) {
-            struct luna_object *o = r->listed[i];
-            if (luna_objset_get(&r->initial, luna_object_key(o), o->key_len) == o)
-                r->listed[n++] = o;
-            else
-                luna_object_unref(o);
-        }
-        r->nlisted = n;
+    /* Only the current entry of each key: the FIFO's replace sees each key
+     * once (ADDED events may name a key again, not one after the other). */
+    if (compact_listed(r) < 0) {
+        set_error(r, "watch list", "out of memory applying the initial events");
+        return LUNA_ENOMEM;
     }
     luna_objset_clear(&r->initial);
     r->initial_indexed = false;
@@ -1111,6 +1184,11 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
         r->stats.decode_errors++;
         snprintf(msg, sizeof msg, "event truncated: %.400s", fail ? fail->err.msg : partial.msg);
         set_error(r, "watch list", msg);
+    } else if (fail && fail->reason == LUNA_HTTP_TIMEOUT) {
+        snprintf(msg, sizeof msg, "no initial-events-end bookmark within %.0f s (the watch's "
+                 "timeoutSeconds %.0f plus a grace): giving up on this stream (%.200s)",
+                 watch_deadline(r), r->watch_timeout, fail->err.msg);
+        set_error(r, "watch list", msg);
     } else if (fail) {
         set_error(r, "watch list", fail->err.msg);
     } else {
@@ -1161,6 +1239,11 @@ int luna_reflector_new(struct luna_kube_client *kc, struct luna_informer *inf,
     r->namespace_ = dup_opt(o->namespace_);
     r->label_selector = dup_opt(o->label_selector);
     r->field_selector = dup_opt(o->field_selector);
+    if (r->label_selector &&
+        luna_selector_parse(r->label_selector, LUNA_SELECTOR_LABELS, &r->labels, err) < 0) {
+        luna_reflector_free(r);
+        return err && err->code ? err->code : LUNA_EINVAL;
+    }
     if (o->shard) {
         r->shard = luna_shard_copy(o->shard);
         r->shard_text = luna_shard_text(o->shard);
@@ -1233,6 +1316,7 @@ void luna_reflector_free(struct luna_reflector *r)
     free(r->listed);
     free(r->namespace_);
     free(r->label_selector);
+    luna_selector_free(r->labels);
     free(r->field_selector);
     luna_shard_free(r->shard);
     free(r->shard_text);

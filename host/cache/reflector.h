@@ -33,7 +33,12 @@
  *     checks the version; 504 Too large (or the version refused) → a
  *     consistent relist;
  *   - a malformed or truncated event stops that watch (logged, counted);
- *     the next one resumes from the last event applied, so nothing is lost.
+ *     the next one resumes from the last event applied, so nothing is lost;
+ *   - an item or event the informer never asked for is refused like a
+ *     malformed one (the list or watch fails, nothing of it is cached): one
+ *     outside its namespace, one whose labels fail its label selector (not
+ *     checked on DELETED, which carries the last state that matched), one
+ *     of another kind or apiVersion (object_stream).
  * Watch list (KEP-3157, client-go's WatchListClient, on by default since
  * v0.35): unless told to list (LUNA_WATCH_LIST_OFF) or sharded, a sync
  * (the first one and every relist) is one WATCH with sendInitialEvents=true,
@@ -53,7 +58,16 @@
  *     watch list again, as client-go's next ListAndWatch does;
  *   - a broken connection, a hung or truncated stream, or an end without
  *     the bookmark → again after a backoff, from scratch; after
- *     WATCH_LIST_ATTEMPTS (3) such ends in a row, this round lists.
+ *     WATCH_LIST_ATTEMPTS (3) such ends in a row, this round lists;
+ *   - a stream that never ends its initial events (bookmarks or blank lines
+ *     keep the idle timeout away) is given up at the watch's deadline:
+ *     every watch asks for timeoutSeconds in [min, 2 min) and is given up
+ *     timeoutSeconds + 10% + 5 s after it started, as client-go's typed
+ *     clients time the request out at timeoutSeconds.
+ * Initial events build the state under the same checks as a LIST's items
+ * (below) and cost the distinct keys, not every copy: the list in progress
+ * is compacted when it fills (a million MODIFIED events of one object
+ * before the bookmark hold one).
  * LUNA_WATCH_LIST_ON never falls back (each failure backs off and tries
  * again).  A sharded informer lists: only a LIST echoes shardInfo.
  *

@@ -892,6 +892,7 @@ static int connect_api(struct runtime *rt, luna_error *err)
         return rc;
     luna_informer_factory_set_watch_list(rt->factory, rt->cfg->watch_list);
     luna_informer_factory_set_idle_timeout(rt->factory, rt->cfg->watch_idle_timeout);
+    luna_informer_factory_set_min_watch_timeout(rt->factory, rt->cfg->min_watch_timeout);
     if (rt->cfg->watch_list != LUNA_WATCH_LIST_DEFAULT)
         luna_info("informers get their state", "watch_list",
                   luna_watch_list_mode_name(rt->cfg->watch_list));

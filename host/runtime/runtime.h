@@ -133,6 +133,9 @@ struct luna_run_config {
     /* --watch-idle-timeout (0: the reflector's 180 s): a watch silent that
      * long is replaced, its resourceVersion checked first. */
     double watch_idle_timeout;
+    /* --min-watch-timeout (0: the reflector's 300 s): watches ask for
+     * timeoutSeconds in [this, 2 x this) and are given up a grace after. */
+    double min_watch_timeout;
     bool leader_elect;
     const char *leader_election_id;         /* NULL: "luna" */
     const char *leader_election_namespace;  /* NULL: $POD_NAMESPACE, else the kubeconfig's */

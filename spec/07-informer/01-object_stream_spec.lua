@@ -486,3 +486,35 @@ describe("object stream, metadata only", function()
     end, "metadata-only stream needs a plain apiVersion and kind")
   end)
 end)
+
+describe("object stream, kind and apiVersion", function()
+  -- A Secret in a watch of ConfigMaps would be cached as a ConfigMap
+  -- (the hostile-response corpus: watchlist-wrong-kind, -wrong-apiversion).
+  local function watch_of(obj)
+    local s = core.object_stream.new{ mode = "watch", api_version = "v1", kind = "ConfigMap" }
+    return s:feed(assert(json.encode({ type = "ADDED", object = obj })) .. "\n")
+  end
+
+  it("refuses an item naming another kind or apiVersion", function()
+    local got, err = watch_of(cm("a", "1", { kind = "Secret" }))
+    assert.is_nil(got)
+    assert.matches("default/a of kind Secret apiVersion v1 in a stream of ConfigMap v1", err.message, 1, true)
+    got, err = watch_of(cm("a", "1", { apiVersion = "apps/v1" }))
+    assert.is_nil(got)
+    assert.matches("kind ConfigMap apiVersion apps/v1 in a stream of ConfigMap v1", err.message, 1, true)
+  end)
+
+  it("takes items of its kind, items naming neither, and PartialObjectMetadata when metadata only", function()
+    assert.equal(1, #assert(watch_of(cm("a", "1"))))
+    local bare = cm("a", "1")
+    bare.kind, bare.apiVersion = nil, nil
+    assert.equal(1, #assert(watch_of(bare)))
+    local s = core.object_stream.new{ mode = "list", api_version = "v1", kind = "ConfigMap" }
+    local bad = s:feed(list_body({ cm("a", "1"), cm("b", "2", { kind = "Pod" }) }))
+    assert.is_nil(bad)
+    local md = core.object_stream.new{ mode = "watch", metadata_only = true, api_version = "v1", kind = "ConfigMap" }
+    local ev = assert(md:feed(assert(json.encode({ type = "ADDED", object = { kind = "PartialObjectMetadata",
+      apiVersion = "meta.k8s.io/v1", metadata = { name = "a", namespace = "d" } } })) .. "\n"))
+    assert.equal(1, #ev)
+  end)
+end)

@@ -42,13 +42,17 @@ RR.BATCH = 12
 -- (object_stream's max_item_bytes) arrives into a buffer that grows by
 -- doubling, so up to 2 x 64 MiB for the item in flight.
 RR.ITEM_MIB = 128
+-- The watch-list hosts' --min-watch-timeout, seconds.
+RR.WATCH_TIMEOUT = 5
 
 local function trim(s) return (s:gsub("^%s+", ""):gsub("%s+$", "")) end
 
 -- ---- the corpus ----------------------------------------------------------
 
-local KINDS = { list = true, watch = true, get = true, write = true }
-local HEADERS = { response = true, on = true, log = true, alone = true }
+local KINDS = { list = true, watch = true, watchlist = true, get = true, write = true }
+local HEADERS = { response = true, on = true, log = true, alone = true, ["watch-list"] = true, selector = true,
+  ["min-watch-timeout"] = true }
+local MODES = { off = true, auto = true, on = true }
 
 -- \n \r \t \0 \\ \xHH in a directive's text
 local ESC = { n = "\n", r = "\r", t = "\t", ["0"] = "\0", ["\\"] = "\\" }
@@ -152,7 +156,7 @@ local function parse(path, file)
     elseif cur then
       cur.lines[#cur.lines + 1] = line
     else
-      local key, value = line:match("^#%s*([%w_]+):%s*(.*)$")
+      local key, value = line:match("^#%s*([%w_%-]+):%s*(.*)$")
       if key == "log" then
         c.logs[#c.logs + 1] = trim(value)
       elseif key and HEADERS[key] then
@@ -169,7 +173,17 @@ local function parse(path, file)
     problems[#problems + 1] = "file name must be <what>.http (lowercase, digits, dashes)"
   end
   if not c.response or c.response == "" then problems[#problems + 1] = "missing '# response: <what it tries>'" end
-  if not KINDS[c.on or ""] then problems[#problems + 1] = "'# on:' must be list, watch, get or write" end
+  if not KINDS[c.on or ""] then problems[#problems + 1] = "'# on:' must be list, watch, watchlist, get or write" end
+  c.mode = c["watch-list"] or (c.on == "watchlist" and "auto" or "off")
+  if not MODES[c.mode] then problems[#problems + 1] = "'# watch-list:' must be off, auto or on" end
+  c.watch_timeout = tonumber(c["min-watch-timeout"] or RR.WATCH_TIMEOUT)
+  if not c.watch_timeout or c.watch_timeout < 1 then problems[#problems + 1] = "'# min-watch-timeout:' must be seconds >= 1" end
+  -- cases share a host when they share its flags
+  c.host = c.mode .. (c.mode ~= "off" and ("," .. tostring(c.watch_timeout)) or "")
+  if c.on == "watchlist" and c.mode == "off" then problems[#problems + 1] = "a watchlist case needs '# watch-list: auto' or 'on'" end
+  if c.selector and not c.selector:match("^[a-z0-9.-]+=[a-z0-9.-]+$") then
+    problems[#problems + 1] = "'# selector:' must be one key=value"
+  end
   if #c.logs == 0 then problems[#problems + 1] = "missing '# log: <text the host must log>'" end
   if #c.sections == 0 then problems[#problems + 1] = "missing the '# ---' line before the response" end
   return c, problems
@@ -228,19 +242,27 @@ local ATTACKED = [[
 local luna = require "luna"
 -- The attacked controller of case @CASE@: copies data.token of each
 -- ConfigMap of its namespace into an annotation, reading the object from
--- the API first (so a GET can be attacked too).
+-- the API first (so a GET can be attacked too), and writes the names its
+-- cache holds in the namespace into another (the runner compares them with
+-- the server's: nothing a refused answer planted may remain).
 return luna.controller {
   name = "@CASE@",
-  watch = { "v1/ConfigMap", namespace = "@NS@" },
+  watch = { "v1/ConfigMap", namespace = "@NS@"@LABELS@ },
   reconcile = function(req)
     local cm = luna.cache("v1/ConfigMap"):get(req.namespace, req.name)
     if not cm or not cm.data or not cm.data.token then return end
     if luna.meta.annotation(cm, "luna.dev/canary") == cm.data.token then return end
+    local names = {}
+    for _, o in ipairs(luna.cache("v1/ConfigMap"):list({ namespace = req.namespace })) do
+      names[#names + 1] = o.metadata.name
+    end
+    table.sort(names)
     local live, err = luna.get("v1/ConfigMap", req.namespace, req.name)
     if err then return nil, err end
     if type(live) ~= "table" or type(live.metadata) ~= "table" then return nil, "odd object from get" end
     local _, perr = luna.patch("v1/ConfigMap", req.namespace, req.name,
-      { metadata = { annotations = { ["luna.dev/canary"] = cm.data.token } } })
+      { metadata = { annotations = { ["luna.dev/canary"] = cm.data.token,
+        ["luna.dev/cached"] = table.concat(names, ",") } } })
     if perr then return nil, perr end
   end,
 }
@@ -263,8 +285,13 @@ local function token_round(h, srv, c, ns, secs)
   h.tokens = h.tokens + 1
   local name = "tok-" .. h.tokens
   local token = tostring(h.tokens) .. "-" .. tostring(math.random(1e6))
+  local labels
+  if c.selector then
+    local k, v = c.selector:match("^(.-)=(.*)$")
+    labels = { [k] = v }
+  end
   local code = srv:request("POST", coll(ns), { apiVersion = "v1", kind = "ConfigMap",
-    metadata = { name = name }, data = { token = token } })
+    metadata = { name = name, labels = labels }, data = { token = token } })
   if code ~= 201 then h:fail("case %s: cannot create the token ConfigMap: HTTP %s", c.file, tostring(code)) end
   local last = 0
   h:wait(function()
@@ -272,19 +299,56 @@ local function token_round(h, srv, c, ns, secs)
     last = helpers.now()
     local cc, obj = srv:request("GET", coll(ns) .. "/" .. name)
     local ann = cc == 200 and obj.metadata.annotations
-    return ann and ann["luna.dev/canary"] == token
+    if ann and ann["luna.dev/canary"] == token then
+      h.cached = ann["luna.dev/cached"] or ""
+      return true
+    end
+    return false
   end, secs or 60, ("case %s: its controller to reconcile a write after the attack (token %s)"):format(c.file, token))
+end
+
+-- A watch-list case: the attacked informer's cache (the names its controller
+-- saw when it reconciled the token) is the server's state, not a half-swapped
+-- one nor one holding what a refused answer planted.
+local function same_state(h, srv, c, ns)
+  local code, list = srv:request("GET", coll(ns))
+  if code ~= 200 then h:fail("case %s: cannot list the namespace: HTTP %s", c.file, tostring(code)) end
+  local names = {}
+  for _, o in ipairs(list.items) do
+    local l = o.metadata.labels or {}
+    local k, v = (c.selector or ""):match("^(.-)=(.*)$")
+    if not k or l[k] == v then names[#names + 1] = o.metadata.name end
+  end
+  table.sort(names)
+  local want = table.concat(names, ",")
+  if h.cached ~= want then
+    h:fail("case %s: the attacked informer's cache held {%s} when it reconciled the token; the server holds {%s}",
+      c.file, h.cached, want)
+  end
 end
 
 local function run_case(h, srv, proxy, c, ns)
   local from = #h.lines + 1
   local cl = coll(ns)
   local trapped = proxy:trapped()
+  -- a list (or, in a watch-list host, a watch list) follows a 410 on the watch
   if c.on == "list" then proxy:arm("watch", cl, compile(GONE, {})) end
+  -- @RV@: the server's resourceVersion now (an end bookmark a watch can go on from)
+  local _, now = srv:request("GET", cl)
+  local rv = type(now) == "table" and now.metadata and now.metadata.resourceVersion or "1"
   for _, s in ipairs(c.sections) do
-    proxy:arm(s.kind, cl, compile(s.raw, { NS = ns, PROXY = proxy.url:match("//(.*)") }), s)
+    local kind, opts = s.kind, s
+    if kind == "watchlist" then
+      kind = "watch"
+      opts = { count = s.count, optional = s.optional, query = s.query or "sendInitialEvents=true" }
+    end
+    proxy:arm(kind, cl, compile(s.raw, { NS = ns, RV = rv, PROXY = proxy.url:match("//(.*)") }), opts)
   end
-  if c.on == "list" or c.on == "watch" then proxy:cut(cl) end
+  -- (armed after the case's watch list, which rules match first: a watch
+  -- that ends on its own (5 s timeouts) and is answered 410 before the case
+  -- is armed would have its watch list relayed to the server)
+  if c.on == "watchlist" then proxy:arm("watch", cl, compile(GONE, {})) end
+  if c.on == "list" or c.on == "watch" or c.on == "watchlist" then proxy:cut(cl) end
   if c.on == "get" or c.on == "write" then
     token_round(h, srv, c, ns)
     if proxy:pending() ~= 0 then h:fail("case %s: the response was never asked for", c.file) end
@@ -297,6 +361,7 @@ local function run_case(h, srv, proxy, c, ns)
     end, 30, "case " .. c.file .. ": the host to ask for the response")
     token_round(h, srv, c, ns)
   end
+  if c.on == "watchlist" then same_state(h, srv, c, ns) end
   for _, text in ipairs(c.logs) do
     local parts = {}
     for part in (text .. " && "):gmatch("(.-) && ") do parts[#parts + 1] = part end
@@ -320,17 +385,28 @@ function RR.run_batch(srv, proxy, cases)
   local files, nss = {}, {}
   for i, c in ipairs(cases) do
     nss[i] = support.fresh_namespace(srv)
-    files[c.name .. ".lua"] = (ATTACKED:gsub("@CASE@", c.name):gsub("@NS@", nss[i]))
+    local labels = ""
+    if c.selector then
+      local k, v = c.selector:match("^(.-)=(.*)$")
+      labels = (', labels = { ["%s"] = "%s" }'):format(k, v)
+    end
+    files[c.name .. ".lua"] = (ATTACKED:gsub("@CASE@", c.name):gsub("@NS@", nss[i]):gsub("@LABELS@", labels))
   end
   local h
   local ok, err = pcall(function()
-    -- the corpus plays answers to LISTs: informers sync by LIST, not by a
-    -- watch list (the default, whose answers are a watch's); a watch that
-    -- brings nothing is replaced (and its version checked) after 2 s, not
-    -- 3 min, so a case that leaves a watch waiting in silence
-    -- (watch-rv-huge) recovers within the case's time
-    h = R.start(srv, {}, { files = files, kubeconfig = proxy.kubeconfig,
-                           args = { "--watch-list=off", "--watch-idle-timeout=2s" } })
+    -- a batch's cases share one way to sync (RR.batches): by LIST (the
+    -- list cases answer LISTs), or by watch list (the watchlist cases); a
+    -- watch that brings nothing is replaced (and its version checked)
+    -- after 2 s, not 3 min, so a case that leaves a watch waiting in
+    -- silence (watch-rv-huge) recovers within the case's time
+    local mode = cases[1].mode
+    local args = { "--watch-list=" .. mode, "--watch-idle-timeout=2s" }
+    if mode ~= "off" then
+      -- watches (and so the wait for an initial-events-end bookmark) end
+      -- within [RR.WATCH_TIMEOUT, 2 x) s (+ the client's grace), not 5-10 min
+      args[#args + 1] = "--min-watch-timeout=" .. cases[1].watch_timeout
+    end
+    h = R.start(srv, {}, { files = files, kubeconfig = proxy.kubeconfig, args = args })
     h:check()
     -- a case that fails leaves the host to the next one unless it died
     local failures = {}
