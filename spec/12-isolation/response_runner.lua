@@ -363,9 +363,14 @@ local function run_case(h, srv, proxy, c, ns)
   end
   if c.on == "watchlist" then same_state(h, srv, c, ns) end
   for _, text in ipairs(c.logs) do
-    local parts = {}
-    for part in (text .. " && "):gmatch("(.-) && ") do parts[#parts + 1] = part end
-    local ok, err = pcall(h.wait_line, h, from, { parts }, 10, "case " .. c.file .. ": a log line with '" .. text .. "'")
+    -- "a && b || c": a line with a and b, or a line with c
+    local alternatives = {}
+    for alt in (text .. " || "):gmatch("(.-) || ") do
+      local parts = {}
+      for part in (alt .. " && "):gmatch("(.-) && ") do parts[#parts + 1] = part end
+      alternatives[#alternatives + 1] = parts
+    end
+    local ok, err = pcall(h.wait_line, h, from, alternatives, 10, "case " .. c.file .. ": a log line with '" .. text .. "'")
     if not ok then error(err, 0) end
   end
   proxy:clear()
