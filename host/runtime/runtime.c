@@ -484,6 +484,8 @@ static int setup_shards(struct runtime *rt, luna_error *err)
     luna_controller_set_sharding(rt->shards);
     luna_lua_client_set_write_gate(shard_may_write, luna_shard_set_write_timeout(rt->shards),
                                    rt->shards);
+    /* no connection is open yet: they open when the loop runs */
+    luna_http_client_set_unacked_timeout(rt->http, luna_shard_set_unacked_timeout(rt->shards));
     return 0;
 }
 

@@ -109,8 +109,14 @@ bool luna_shard_set_owns(struct luna_shard_set *s, const char *namespace_, const
 /* Whether a write may be sent now: fresh and confirmed.  *why (if not
  * NULL) says why not. */
 bool luna_shard_set_may_write(struct luna_shard_set *s, const char **why);
-/* Seconds a write may take at most (the slack of the timing rule). */
+/* The slack of the timing rule, in two halves: seconds a write request
+ * may take at most (its timeout), and how long bytes sent on an API
+ * connection may stay unacknowledged (luna_http_client_set_unacked_timeout:
+ * after that the kernel drops them with the connection).  A write sent
+ * after the freshness check thus lands within the slack or never, even
+ * through a partition that holds it and then heals. */
 double luna_shard_set_write_timeout(const struct luna_shard_set *s);
+double luna_shard_set_unacked_timeout(const struct luna_shard_set *s);
 /* The selector the sharded informers follow: the claim, or a selector of
  * one point when the claim is empty (never NULL). */
 const struct luna_shard_selector *luna_shard_set_informer_shard(const struct luna_shard_set *s);
