@@ -1,13 +1,16 @@
 -- `luna run --shards`: three replicas (processes) split ≥ 10,000 ConfigMaps
 -- by uid through their Leases, under writes, while one is killed
 -- (SIGKILL) and started again, one leaves (SIGTERM), and one is frozen
--- (SIGSTOP for longer than the lease: the harshest partition, a process
--- that neither renews nor knows it stopped) and thawed.  From the merged
--- log of every reconcile's start and end (the controller logs both, with
--- key and reconcile_id; a replica's identity is the log it wrote) no key
--- is ever reconciled by two replicas at once, and after the last writes
--- every object was reconciled after its last change by exactly the
--- replica that owns its uid.  Runs against a real control plane too.
+-- (SIGSTOP for longer than the lease: a process that neither renews nor
+-- knows it stopped) and thawed.  From the merged log of every reconcile's
+-- start and end (the controller logs both, with key and reconcile_id; a
+-- replica's identity is the log it wrote) no key is ever reconciled by
+-- two replicas at once, and after the last writes every object was
+-- reconciled after its last change by exactly the replica that owns its
+-- uid.  A second case cuts one replica off the network (a network
+-- namespace whose link goes down, then up: it runs on, unanswered) and
+-- also reads the API server's history: no write landed outside its
+-- writer's claim.  Runs against a real control plane too.
 --
 -- LUNA_SHARD_SPEC_OBJECTS=N changes the number of objects (default 10000).
 local helpers = require("helpers")
