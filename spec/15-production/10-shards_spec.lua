@@ -580,14 +580,32 @@ describe("luna run --shards", function()
           if core.shard.matches(sel, cm.metadata.namespace, cm.metadata.uid) then owner = id end
         end
         if ann["spec.luna.dev/seen"] ~= "3" or ann["spec.luna.dev/by"] ~= owner then
-          left[#left + 1] = cm.metadata.name .. " by=" .. tostring(ann["spec.luna.dev/by"]) ..
-                            " owner=" .. tostring(owner)
+          left[#left + 1] = cm.metadata.name .. " seen=" ..
+                            tostring(ann["spec.luna.dev/seen"]) .. " by=" ..
+                            tostring(ann["spec.luna.dev/by"]) .. " owner=" .. tostring(owner)
         end
       end
       return #left == 0
     end, 300, "every object reconciled after its last change by its owner")
-    assert(done, tostring(err) .. ": " .. #(left or {}) .. " not yet, e.g. " ..
-                 table.concat(left or {}, "; ", 1, math.min(5, #(left or {}))))
+    if not done then
+      -- what each replica was doing: its last lines
+      local tails = {}
+      for _, r in ipairs({ a, b, p }) do
+        local lines, warns = {}, {}
+        for line in r:text():gmatch("[^\n]+") do
+          lines[#lines + 1] = line
+          if line:find(" WARN ", 1, true) or line:find(" ERROR ", 1, true) then
+            warns[#warns + 1] = line
+          end
+        end
+        tails[#tails + 1] = r.name .. ", its last warnings and lines:\n" ..
+          table.concat(warns, "\n", math.max(1, #warns - 3)) .. "\n" ..
+          table.concat(lines, "\n", math.max(1, #lines - 3))
+      end
+      error(tostring(err) .. ": " .. #(left or {}) .. " not yet, e.g. " ..
+            table.concat(left or {}, "; ", 1, math.min(5, #(left or {}))) .. "\n" ..
+            table.concat(tails, "\n"))
+    end
 
     for _, r in ipairs({ a, b, p }) do r.p:kill(15) end
     for _, r in ipairs({ a, b, p }) do assert.equal(0, r.p:wait(60)) end
