@@ -720,6 +720,7 @@ static void cas_succeeded(struct luna_shard_set *s)
         round_end(s);
         return;
     }
+    bool resumed = !s->confirmed;
     s->claim = want;
     s->active = want;
     s->confirmed = true;
@@ -739,6 +740,8 @@ static void cas_succeeded(struct luna_shard_set *s)
         luna_info("shard claim confirmed", "set", s->set, "identity", s->identity, "claim", text);
     }
     set_informer_shard(s);
+    if (resumed && s->o.on_resume)
+        s->o.on_resume(s->o.ud);
     round_end(s);
 }
 
@@ -1097,6 +1100,11 @@ void luna_shard_set_start(struct luna_shard_set *s)
               "skew_margin", secs[3]);
     report(s);
     renew(s);
+}
+
+bool luna_shard_set_acting(const struct luna_shard_set *s)
+{
+    return s->confirmed && fresh(s);
 }
 
 bool luna_shard_set_owns(struct luna_shard_set *s, const char *namespace_, const char *uid)
