@@ -37,7 +37,7 @@ DEB_PKGS  := build-essential pkg-config luajit libluajit-5.1-dev \
              libcurl4-openssl-dev libev-dev libyaml-dev libmicrohttpd-dev \
              libyajl-dev uthash-dev lua-busted lua-cjson libjansson-dev \
              libcjson-dev libjson-c-dev libssl-dev openssl ca-certificates procps \
-             curl nghttp2-server libjsmn-dev clang libclang-rt-14-dev
+             curl nghttp2-server libjsmn-dev clang libclang-rt-14-dev iproute2
 # The subset the container's build stage installs (`make deps-build`): every
 # package above except these, which only the specs, benchmarks and tools use.
 # New packages therefore reach the build stage unless they are listed here;
@@ -45,7 +45,7 @@ DEB_PKGS  := build-essential pkg-config luajit libluajit-5.1-dev \
 # uses comes from DEB_BUILD_PKGS or what they depend on.
 DEB_NOBUILD_PKGS := luajit lua-busted lua-cjson libcjson-dev libjson-c-dev \
              openssl ca-certificates procps curl nghttp2-server libjsmn-dev \
-             clang libclang-rt-14-dev
+             clang libclang-rt-14-dev iproute2
 DEB_BUILD_PKGS := $(filter-out $(DEB_NOBUILD_PKGS),$(DEB_PKGS))
 
 CORE_LAYERS := base client cache queue lua runtime testing

@@ -47,6 +47,10 @@ struct luna_reflector {
     struct luna_shard_selector *shard;  /* owned; NULL: not sharded */
     char *shard_text;               /* its canonical text (owned) */
     enum luna_reflector_shard_mode shard_mode;
+    /* The mode last logged (NONE: none yet).  Unlike shard_mode it is not
+     * reset by set_shard: a new claim relists, but the server that
+     * answers is the same, so the mode is logged again only if it differs. */
+    enum luna_reflector_shard_mode logged_mode;
     bool list_server_filtered;      /* every page of this list echoed shardInfo */
     bool warned_foreign;            /* warned once: server mode, a foreign item */
     bool metadata_only;             /* PartialObjectMetadata lists and watches */
@@ -544,17 +548,19 @@ static int on_list_chunk(void *ud, const char *data, size_t len, luna_error *err
     return rc;
 }
 
-/* The list has completed: who filtered it decides the mode, logged when it
- * is first known and when it changes. */
+/* The list has completed: who filtered it decides the mode, logged once per
+ * reflector when first known and again only when it differs from the mode
+ * last logged (a shard change relists, and is no change of mode). */
 static void note_shard_mode(struct luna_reflector *r)
 {
     if (!r->shard)
         return;
     enum luna_reflector_shard_mode m = r->list_server_filtered ? LUNA_SHARD_MODE_SERVER
                                                                : LUNA_SHARD_MODE_CLIENT;
-    if (m == r->shard_mode)
-        return;
     r->shard_mode = m;
+    if (m == r->logged_mode)
+        return;
+    r->logged_mode = m;
     if (m == LUNA_SHARD_MODE_SERVER)
         luna_info("sharded informer: the API server filters (it echoed shardInfo)",
                   "informer", luna_informer_name(r->inf), "shard", r->shard_text);

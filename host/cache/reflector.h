@@ -82,7 +82,8 @@
  * server without the gate is caught too (in server mode such drops are
  * logged at warn once, as the server broke its word).  A dropped watch
  * event still advances the resourceVersion.  The mode is logged at info
- * when first known and whenever it changes.  Changing the selector
+ * once, when first known, and again only when it changes (not at every
+ * relist nor at every shard change: the server is the same).  Changing the selector
  * (luna_reflector_set_shard) relists: objects that left the shard vanish
  * from the cache as deletions, objects that joined it arrive as adds.
  *

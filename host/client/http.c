@@ -15,12 +15,16 @@
 
 #include <ctype.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <utlist.h>
 
 #include "base/liblog.h"
@@ -47,6 +51,8 @@ struct luna_http_client {
     struct http_socket *sockets;
     size_t active;
     uint64_t received;          /* response body bytes, every request */
+    unsigned unacked_ms;        /* TCP_USER_TIMEOUT of new connections; 0: the kernel's */
+    bool warned_unacked;        /* a socket refused it: warned once */
     struct luna_liblog_stream log; /* libcurl's stderr: into luna's log (liblog.h) */
 };
 
@@ -744,6 +750,31 @@ void luna_http_client_free(luna_http_client *c)
 
 uint64_t luna_http_client_received(const luna_http_client *c) { return c->received; }
 
+void luna_http_client_set_unacked_timeout(luna_http_client *c, double secs)
+{
+    double ms = secs * 1000.0;
+    c->unacked_ms = !(ms > 0) ? 0 : ms >= (double)UINT_MAX ? UINT_MAX : ms < 1 ? 1 : (unsigned)ms;
+}
+
+/* Every socket curl opens: the client's bound on unacknowledged data. */
+static int sockopt_cb(void *ud, curl_socket_t fd, curlsocktype purpose)
+{
+    luna_http_request *r = ud;
+    luna_http_client *c = r->client;
+    if (purpose != CURLSOCKTYPE_IPCXN || !c->unacked_ms)
+        return CURL_SOCKOPT_OK;
+    unsigned ms = c->unacked_ms;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms) < 0) {
+        /* not TCP (a unix socket): nothing is held on the way */
+        if (errno != EOPNOTSUPP && errno != ENOPROTOOPT && !c->warned_unacked) {
+            c->warned_unacked = true;
+            luna_warn("cannot bound unacknowledged data on an API connection",
+                      "error", strerror(errno));
+        }
+    }
+    return CURL_SOCKOPT_OK;
+}
+
 size_t luna_http_client_active(const luna_http_client *c)
 {
     return c ? c->active : 0;
@@ -951,6 +982,8 @@ static bool setup_easy(luna_http_request *r, const luna_http_options *o, const c
         SET(CURLOPT_PIPEWAIT, 1L);
     SET(CURLOPT_TCP_KEEPALIVE, 1L);
     SET(CURLOPT_TCP_KEEPIDLE, KEEPALIVE_IDLE_S);
+    SET(CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
+    SET(CURLOPT_SOCKOPTDATA, r);
     SET(CURLOPT_TCP_KEEPINTVL, KEEPALIVE_INTERVAL_S);
     SET(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     SET(CURLOPT_USERAGENT, USER_AGENT);

@@ -195,6 +195,15 @@ luna_http_client *luna_http_client_new(struct ev_loop *loop, luna_error *err);
  * frees the client.  Not from inside one of its callbacks.  NULL is a no-op. */
 void luna_http_client_free(luna_http_client *c);
 
+/* Bounds how long data sent on a connection may stay unacknowledged by the
+ * peer: past secs the kernel drops the connection and what it still held
+ * (TCP_USER_TIMEOUT), so bytes written to a socket reach the server within
+ * secs or never (a network that holds them, a partition that heals, cannot
+ * deliver a request late).  Applies to every connection opened after the
+ * call (connections open when the loop runs: call it before).  0: the
+ * kernel's default (minutes).  A sharded replica sets it (shard_set.h). */
+void luna_http_client_set_unacked_timeout(luna_http_client *c, double secs);
+
 /* Number of live requests. */
 size_t luna_http_client_active(const luna_http_client *c);
 /* Response body bytes received so far, every request counted (a sharded

@@ -452,10 +452,17 @@ static bool key_owned(struct luna_controller *c, const char *key)
 
 /* ---- reconciles -------------------------------------------------------- */
 
+/* A sharded replica that may not act (stopped, or not yet confirmed)
+ * leaves its keys queued: whose they are is unknown until it is. */
+static bool shard_waits(const struct luna_controller *c)
+{
+    return c->sharding && !luna_shard_set_acting(c->sharding);
+}
+
 void luna_controller_kick(struct luna_controller *c)
 {
     if (!c->started || c->stopping || c->paused || c->active >= c->workers ||
-        !luna_workqueue_len(c->queue))
+        !luna_workqueue_len(c->queue) || shard_waits(c))
         return;
     ev_check_start(luna_loop(), &c->dispatch_check);
     ev_idle_start(luna_loop(), &c->dispatch_idle);
@@ -663,7 +670,8 @@ static void dispatch(struct luna_controller *c)
         }
         const char *key;
         int priority;
-        if (luna_workqueue_get_priority(c->queue, &key, &priority) != LUNA_WORKQUEUE_ITEM)
+        if (shard_waits(c) ||
+            luna_workqueue_get_priority(c->queue, &key, &priority) != LUNA_WORKQUEUE_ITEM)
             break;
         if (c->sharding) {
             bool owned = key_owned(c, key);
@@ -1329,6 +1337,8 @@ int luna_controller_reshard(struct luna_controller *c)
     }
     return rc;
 }
+
+void luna_controller_resume(struct luna_controller *c) { luna_controller_kick(c); }
 
 void luna_controller_abandon_running(struct luna_controller *c)
 {

@@ -234,6 +234,9 @@ void luna_controller_set_sharding(struct luna_shard_set *set);
 int luna_controller_reshard(struct luna_controller *c);
 /* Abandons every reconcile in flight (their keys are requeued). */
 void luna_controller_abandon_running(struct luna_controller *c);
+/* The set may act again (shard_set.h on_resume): dispatch the keys that
+ * waited in c's queue while it could not. */
+void luna_controller_resume(struct luna_controller *c);
 /* The serial of c's oldest reconcile in flight, 0 when none is. */
 unsigned long luna_controller_oldest_running(const struct luna_controller *c);
 

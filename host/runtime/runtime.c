@@ -427,6 +427,7 @@ static void each_controller(struct runtime *rt, void (*fn)(struct luna_controlle
 
 static void reshard_one(struct luna_controller *c, void *ud) { luna_controller_reshard(c); }
 static void abandon_one(struct luna_controller *c, void *ud) { luna_controller_abandon_running(c); }
+static void resume_one(struct luna_controller *c, void *ud) { luna_controller_resume(c); }
 static void oldest_one(struct luna_controller *c, void *ud)
 {
     unsigned long *oldest = ud, n = luna_controller_oldest_running(c);
@@ -450,6 +451,9 @@ static unsigned long shard_last_started(void *ud) { return luna_reconcile_last_s
 
 /* The Lease went stale: another replica may take our keys over soon. */
 static void shard_on_stop(void *ud) { each_controller(ud, abandon_one, NULL); }
+
+/* The claim is confirmed again: the keys that waited in the queues go. */
+static void shard_on_resume(void *ud) { each_controller(ud, resume_one, NULL); }
 
 static bool shard_may_write(void *ud, const char **why)
 {
@@ -476,6 +480,7 @@ static int setup_shards(struct runtime *rt, luna_error *err)
         .oldest_running = shard_oldest_running,
         .last_started = shard_last_started,
         .on_stop = shard_on_stop,
+        .on_resume = shard_on_resume,
         .ud = rt,
     };
     int rc = luna_shard_set_new(rt->kc, &so, &rt->shards, err);
@@ -484,6 +489,8 @@ static int setup_shards(struct runtime *rt, luna_error *err)
     luna_controller_set_sharding(rt->shards);
     luna_lua_client_set_write_gate(shard_may_write, luna_shard_set_write_timeout(rt->shards),
                                    rt->shards);
+    /* no connection is open yet: they open when the loop runs */
+    luna_http_client_set_unacked_timeout(rt->http, luna_shard_set_unacked_timeout(rt->shards));
     return 0;
 }
 

@@ -206,7 +206,7 @@ struct luna_shard_set {
     char lease_name[96], claims_name[80], collection[320];
     char lease_path[512], claims_path[512], list_path[512];
     enum luna_shard_field field;
-    double lease_duration, renew_deadline, retry_period, margin, write_timeout;
+    double lease_duration, renew_deadline, retry_period, margin, write_timeout, unacked_timeout;
     struct ev_loop *loop;
     struct luna_runtime_metrics *metrics;
     struct luna_shard_set_options o;   /* callbacks */
@@ -720,6 +720,7 @@ static void cas_succeeded(struct luna_shard_set *s)
         round_end(s);
         return;
     }
+    bool resumed = !s->confirmed;
     s->claim = want;
     s->active = want;
     s->confirmed = true;
@@ -739,6 +740,8 @@ static void cas_succeeded(struct luna_shard_set *s)
         luna_info("shard claim confirmed", "set", s->set, "identity", s->identity, "claim", text);
     }
     set_informer_shard(s);
+    if (resumed && s->o.on_resume)
+        s->o.on_resume(s->o.ud);
     round_end(s);
 }
 
@@ -1015,7 +1018,12 @@ int luna_shard_set_new(struct luna_kube_client *kc, const struct luna_shard_set_
     double eps = LUNA_SHARD_CLOCK_RATE_ERROR;
     double slack = (ceil(s->lease_duration) + s->margin) / (1 + eps) -
                    s->renew_deadline / (1 - eps);
-    s->write_timeout = slack * 0.75;
+    /* A write's bytes reach the socket within write_timeout of the check
+     * (curl's timeout, counted from the request's start) and the server
+     * within unacked_timeout of that (TCP_USER_TIMEOUT on every API
+     * connection), or never: together, within the slack. */
+    s->write_timeout = slack * 0.5;
+    s->unacked_timeout = slack - s->write_timeout;
     s->loop = o->loop;
     s->metrics = o->metrics;
     s->last_renew = -INFINITY;
@@ -1094,6 +1102,11 @@ void luna_shard_set_start(struct luna_shard_set *s)
     renew(s);
 }
 
+bool luna_shard_set_acting(const struct luna_shard_set *s)
+{
+    return s->confirmed && fresh(s);
+}
+
 bool luna_shard_set_owns(struct luna_shard_set *s, const char *namespace_, const char *uid)
 {
     if (!s->confirmed || !fresh(s))
@@ -1119,6 +1132,10 @@ bool luna_shard_set_may_write(struct luna_shard_set *s, const char **why)
 }
 
 double luna_shard_set_write_timeout(const struct luna_shard_set *s) { return s->write_timeout; }
+double luna_shard_set_unacked_timeout(const struct luna_shard_set *s)
+{
+    return s->unacked_timeout;
+}
 
 const struct luna_shard_selector *luna_shard_set_informer_shard(const struct luna_shard_set *s)
 {

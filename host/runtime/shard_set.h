@@ -33,7 +33,11 @@
  * a timer at the highest libev priority (so it runs before any I/O of the
  * loop iteration a frozen process wakes up in) calls on_stop — abandon
  * every reconcile in flight — and owns() and may_write() are false until a
- * renewal succeeds and a CAS confirms the claim again.
+ * renewal succeeds and a CAS confirms the claim again.  Meanwhile the
+ * dispatchers take no key (acting() is false): keys wait in the queues,
+ * their owner unknown, and go once on_resume says the claim is confirmed
+ * (dropping them would lose them for good when the same claim comes back:
+ * the informers do not move, so nothing enqueues them again).
  *
  * Uses: kube_client, json, lease, shard, log, runtime_metrics.  Runs on
  * the loop thread.
@@ -87,12 +91,15 @@ struct luna_shard_set_options {
     unsigned long (*last_started)(void *ud);
     /* The Lease was not renewed in time: abandon every reconcile now. */
     void (*on_stop)(void *ud);
+    /* A CAS confirmed the claim after a stop or at start: acting() is
+     * true again, so the keys that waited in the queues may go. */
+    void (*on_resume)(void *ud);
     void *ud;
 };
 
 /* The timing rule of docs/sharding.md: with ε = 1 %,
  * (lease + margin)/(1 + ε) - renew/(1 - ε) must leave a positive slack
- * (the write timeout is 3/4 of it); plus client-go's rules.  0 = default. */
+ * (the write timeout is half of it); plus client-go's rules.  0 = default. */
 int luna_shard_set_check_timing(double lease, double renew, double retry, double margin,
                                 luna_error *err);
 
@@ -103,14 +110,23 @@ void luna_shard_set_start(struct luna_shard_set *s);
 /* The metrics made after the set (borrowed until free; NULL: none). */
 void luna_shard_set_set_metrics(struct luna_shard_set *s, struct luna_runtime_metrics *rm);
 
+/* Whether this replica may act at all now: its claim is confirmed and its
+ * Lease fresh.  When false, a dispatcher leaves its keys queued. */
+bool luna_shard_set_acting(const struct luna_shard_set *s);
 /* Whether this replica may reconcile the object with this namespace and
  * uid now (see the invariants). */
 bool luna_shard_set_owns(struct luna_shard_set *s, const char *namespace_, const char *uid);
 /* Whether a write may be sent now: fresh and confirmed.  *why (if not
  * NULL) says why not. */
 bool luna_shard_set_may_write(struct luna_shard_set *s, const char **why);
-/* Seconds a write may take at most (the slack of the timing rule). */
+/* The slack of the timing rule, in two halves: seconds a write request
+ * may take at most (its timeout), and how long bytes sent on an API
+ * connection may stay unacknowledged (luna_http_client_set_unacked_timeout:
+ * after that the kernel drops them with the connection).  A write sent
+ * after the freshness check thus lands within the slack or never, even
+ * through a partition that holds it and then heals. */
 double luna_shard_set_write_timeout(const struct luna_shard_set *s);
+double luna_shard_set_unacked_timeout(const struct luna_shard_set *s);
 /* The selector the sharded informers follow: the claim, or a selector of
  * one point when the claim is empty (never NULL). */
 const struct luna_shard_selector *luna_shard_set_informer_shard(const struct luna_shard_set *s);

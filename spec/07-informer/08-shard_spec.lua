@@ -230,8 +230,10 @@ describe("sharded informer, moved to another shard", function()
   end)
 end)
 
--- The mode is logged when first known and when it changes, not per list:
--- a process of its own, so its log lines can be read.
+-- The mode is logged once, when first known, and again only when it
+-- changes: not at every relist, nor at every shard change (a replica's
+-- claim changes relist).  A process of its own, so its log lines can be
+-- read; it sets the dev server's faults itself between its phases.
 describe("sharded informer log", function()
   if client.dev_only("needs the dev server's faults to force relists") then return end
   local srv
@@ -241,35 +243,73 @@ describe("sharded informer log", function()
   end)
   teardown(function() srv:stop() end)
 
-  local function run_child(sel, faults, lists)
-    if faults then S.faults(srv, faults) end
+  -- The child's informer relists (every watch gets 410 Gone) in phases:
+  -- each phase sets the faults, waits for the mode, then for `lists` more
+  -- lists, moving the informer to the next shard of `moves` between them.
+  local function run_child(sel, phases)
     local script = helpers.tmpdir() .. "/child.lua"
     helpers.write_file(script, ([[
       package.cpath = %q .. "/lua/?.so;" .. package.cpath
       local core = require("luna.core")
+      local cjson = require("cjson")
+      local url, phases = %q, cjson.decode(%q)
       local env = assert(core.informer.env{ kubeconfig = %q })
       local inf = env:informer{ kind = "v1/ConfigMap", namespace = %q, shard = %q,
         min_watch_timeout = 1, max_watch_timeout = 2, backoff_base = 0.05, backoff_max = 0.1 }
-      assert(core.loop.run_until(function() return inf:stats().lists >= %d end, 30), "relists")
-      print("child done lists=" .. inf:stats().lists .. " mode=" .. inf:stats().shard_mode)
+      for i, ph in ipairs(phases) do
+        local status
+        assert(core.http.request{ url = url .. "/luna/v1/faults", method = "PUT",
+          body = ph.faults, headers = { ["Content-Type"] = "text/plain" },
+          on_done = function(resp, err) status = resp and resp.status or tostring(err) end })
+        assert(core.loop.run_until(function() return status ~= nil end, 10), "faults")
+        assert(status == 200, "faults: " .. tostring(status))
+        assert(core.loop.run_until(function() return inf:stats().shard_mode == ph.mode end, 30),
+               "mode " .. ph.mode)
+        for _, sel in ipairs(ph.moves) do
+          local n = inf:stats().lists
+          assert(core.loop.run_until(function() return inf:stats().lists >= n + 2 end, 30),
+                 "relists")
+          assert(inf:set_shard(sel))
+          assert(core.loop.run_until(function() return inf:stats().shard_mode == ph.mode end, 30),
+                 "mode after the move")
+        end
+        local n = inf:stats().lists
+        assert(core.loop.run_until(function() return inf:stats().lists >= n + 2 end, 30),
+               "relists")
+        print("child phase " .. i .. " lists=" .. inf:stats().lists ..
+              " mode=" .. inf:stats().shard_mode)
+      end
       inf:release()
       env:close()
-    ]]):format(helpers.build, S.kubeconfig_for(srv), srv.ns, sel, lists))
+    ]]):format(helpers.build, srv.url, require("cjson").encode(phases), S.kubeconfig_for(srv),
+               srv.ns, sel))
     local p = helpers.spawn({ "luajit", script })
-    local _, mode = p:expect("child done lists=%d+ mode=(%a+)", 60)
+    local modes = {}
+    for i = 1, #phases do
+      local _, mode = p:expect("child phase " .. i .. " lists=%d+ mode=(%a+)", 90)
+      modes[i] = mode
+    end
     local out = p:drain(10)
     p:stop()
-    return mode, out
+    return modes, out
   end
 
-  it("says once which mode it runs in, over several relists", function()
-    local sel = assert(shard.split(MEMBERS, MEMBERS[1]))
-    -- every watch gets 410 Gone: each one ends in a relist
-    local mode, text = run_child(sel, "gone=1000", 3)
-    assert.equal("server", mode)
+  it("says once which mode it runs in, over relists and shard changes, and again when it " ..
+     "changes", function()
+    local sels = {}
+    for i, m in ipairs(MEMBERS) do sels[i] = assert(shard.split(MEMBERS, m)) end
+    local modes, text = run_child(sels[1], {
+      -- the server filters: relists, and two moves to another shard
+      { faults = "gone=1000", mode = "server", moves = { sels[2], sels[3] } },
+      -- it stops echoing shardInfo (a server without the gate)
+      { faults = "gone=1000,ignore-shard-selector=1", mode = "client", moves = { sels[1] } },
+      -- and filters again
+      { faults = "gone=1000", mode = "server", moves = {} },
+    })
+    assert.same({ "server", "client", "server" }, modes)
     local _, n = text:gsub("the API server filters", "")
-    assert.equal(1, n, text)
+    assert.equal(2, n, text)
     local _, c = text:gsub("filtering on arrival", "")
-    assert.equal(0, c, text)
+    assert.equal(1, c, text)
   end)
 end)

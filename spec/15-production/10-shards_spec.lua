@@ -1,13 +1,16 @@
 -- `luna run --shards`: three replicas (processes) split ≥ 10,000 ConfigMaps
 -- by uid through their Leases, under writes, while one is killed
 -- (SIGKILL) and started again, one leaves (SIGTERM), and one is frozen
--- (SIGSTOP for longer than the lease: the harshest partition, a process
--- that neither renews nor knows it stopped) and thawed.  From the merged
--- log of every reconcile's start and end (the controller logs both, with
--- key and reconcile_id; a replica's identity is the log it wrote) no key
--- is ever reconciled by two replicas at once, and after the last writes
--- every object was reconciled after its last change by exactly the
--- replica that owns its uid.  Runs against a real control plane too.
+-- (SIGSTOP for longer than the lease: a process that neither renews nor
+-- knows it stopped) and thawed.  From the merged log of every reconcile's
+-- start and end (the controller logs both, with key and reconcile_id; a
+-- replica's identity is the log it wrote) no key is ever reconciled by
+-- two replicas at once, and after the last writes every object was
+-- reconciled after its last change by exactly the replica that owns its
+-- uid.  A second case cuts one replica off the network (a network
+-- namespace whose link goes down, then up: it runs on, unanswered) and
+-- also reads the API server's history: no write landed outside its
+-- writer's claim.  Runs against a real control plane too.
 --
 -- LUNA_SHARD_SPEC_OBJECTS=N changes the number of objects (default 10000).
 local helpers = require("helpers")
@@ -15,6 +18,7 @@ local client = require("support.apiserver_client")
 local S = require("15-production.support")
 local core = require("luna.core")
 local cjson = require("cjson")
+local netns = require("support.netns")
 
 local OBJECTS = tonumber(os.getenv("LUNA_SHARD_SPEC_OBJECTS") or "") or 10000
 -- Lease 6 s, renew deadline 3 s, retry 0.5 s, skew margin 1 s: a peer is
@@ -37,6 +41,7 @@ return luna.controller {
       local want = cm.data and cm.data.v or ""
       local ann = cm.metadata.annotations or {}
       if ann["spec.luna.dev/seen"] ~= want or ann["spec.luna.dev/by"] ~= ME then
+        local _
         _, err = luna.patch("v1/ConfigMap", req.namespace, req.name, { metadata = {
           annotations = { ["spec.luna.dev/seen"] = want, ["spec.luna.dev/by"] = ME } } })
       end
@@ -47,23 +52,36 @@ return luna.controller {
 }
 ]]
 
+-- The same controller with 10 ms of work (CPU) before each write: a
+-- replica keeps a backlog under the spec's writes, so when it is cut off
+-- its workers send writes into the partition.
+local BUSY_CONTROLLER = CONTROLLER:gsub("    local err\n    if cm then", [[
+    local err
+    local busy = os.clock() + 0.01
+    while os.clock() < busy do end
+    if cm then]])
+assert(BUSY_CONTROLLER ~= CONTROLLER)
+
 -- A replica whose log goes to a file (a pipe would fill up: the spec
 -- does not read while it writes thousands of objects).
 local Replica = {}
 Replica.__index = Replica
 
+-- opts.net: run it inside that network namespace (support.netns).
 local function start_replica(srv, name, logs, opts)
   opts = opts or {}
   local source = (opts.controller or CONTROLLER):format(name, srv.ns)
   local dir = S.controllers({ ["sharded.lua"] = source })
   local log = helpers.tmpdir() .. "/" .. name .. ".log"
-  local argv = { helpers.luna, "run", "--kubeconfig", S.kubeconfig_for(srv), "--shards",
+  local kubeconfig = opts.net and opts.net.kubeconfig or S.kubeconfig_for(srv)
+  local argv = { helpers.luna, "run", "--kubeconfig", kubeconfig, "--shards",
                  "--shard-set=spec", "--leader-election-namespace=" .. srv.ns,
                  "--metrics-bind-address=" .. (opts.metrics and "127.0.0.1:0" or "0"),
                  "--metrics-secure=false", "--health-probe-bind-address=0" }
   for _, a in ipairs(LEASE) do argv[#argv + 1] = a end
   for _, a in ipairs(opts.args or {}) do argv[#argv + 1] = a end
   argv[#argv + 1] = dir
+  if opts.net then argv = opts.net:argv(argv) end
   local quoted = {}
   for i, a in ipairs(argv) do quoted[i] = "'" .. a:gsub("'", "'\\''") .. "'" end
   local p = helpers.spawn({ "sh", "-c", "exec " .. table.concat(quoted, " ") .. " >" .. log ..
@@ -123,9 +141,9 @@ end
 
 local function name_of(i) return ("cm-%05d"):format(i) end
 
-local function create_all(srv)
+local function create_all(srv, n)
   local reqs = {}
-  for i = 1, OBJECTS do
+  for i = 1, n or OBJECTS do
     reqs[i] = { method = "POST", path = srv:ns_path("configmaps"), body = cjson.encode({
       apiVersion = "v1", kind = "ConfigMap",
       metadata = { name = name_of(i), labels = { app = "shards" } }, data = { v = "0" } }) }
@@ -216,6 +234,73 @@ local function assert_no_overlap(logs)
   assert(#overlaps == 0, #overlaps .. " keys reconciled by two replicas at once:\n" ..
     table.concat(overlaps, "\n", 1, math.min(#overlaps, 20)))
   return #all
+end
+
+-- The server's own record of who wrote what when: a watch of the
+-- ConfigMaps and one of the Leases, each from resourceVersion rv, into a
+-- file (the API server orders both on one resourceVersion sequence).
+local function record_history(srv, rv)
+  local h = { files = {}, procs = {} }
+  for _, path in ipairs({ "/api/v1/namespaces/" .. srv.ns ..
+                           "/configmaps?labelSelector=app%3Dshards&",
+                         "/apis/coordination.k8s.io/v1/namespaces/" .. srv.ns .. "/leases?" }) do
+    path = path .. "watch=1&resourceVersion=" .. rv .. "&timeoutSeconds=3600"
+    local file = helpers.tmpdir() .. "/watch.json"
+    h.files[#h.files + 1] = file
+    h.procs[#h.procs + 1] = helpers.spawn({ "sh", "-c", "exec env -u LD_PRELOAD curl -sN '" ..
+                                            srv.url .. path .. "' >" .. file .. " 2>&1" })
+  end
+  return h
+end
+
+-- Every write of a reconcile (a change of the spec.luna.dev/seen or /by
+-- annotations: the controller writes only when they differ) landed while
+-- its writer held the object's uid in its claim, as the claims Lease's
+-- latest version before that write records it.  This is the safety rule
+-- seen from the server: a write held by the network and landing after
+-- another replica took its range over breaks it, whatever the logs say.
+-- Returns the number of writes checked.
+local function assert_writes_in_claim(h)
+  for _, p in ipairs(h.procs) do
+    assert(p.status == nil and p:wait(0) == nil, "a history watch ended early")
+  end
+  local events = {}
+  for _, file in ipairs(h.files) do
+    for line in (helpers.read_file(file) or ""):gmatch("[^\n]+") do
+      local ok, ev = pcall(cjson.decode, line)
+      assert(ok and type(ev) == "table" and ev.object, "history: " .. line:sub(1, 300))
+      assert(ev.type ~= "ERROR", "history watch failed: " .. line:sub(1, 300))
+      ev.rv = tonumber(ev.object.metadata.resourceVersion)
+      events[#events + 1] = ev
+    end
+  end
+  table.sort(events, function(x, y) return x.rv < y.rv end)
+  local claims, last, writes, bad = {}, {}, 0, {}
+  for _, ev in ipairs(events) do
+    local md = ev.object.metadata
+    local ann = md.annotations or {}
+    if ev.object.kind == "Lease" or md.name == "spec-shards" then
+      if md.name == "spec-shards" then
+        local text = ann["luna.dev/shard-claims"]
+        claims = text and cjson.decode(text) or {}
+      end
+    elseif ev.type ~= "DELETED" then
+      local now = (ann["spec.luna.dev/seen"] or "") .. "|" .. (ann["spec.luna.dev/by"] or "")
+      local by = ann["spec.luna.dev/by"]
+      if by and last[md.name] ~= now then
+        writes = writes + 1
+        local sel = claims[by]
+        if not (sel and sel ~= "" and core.shard.matches(sel, md.namespace, md.uid)) then
+          bad[#bad + 1] = ("%s written by %s at rv %d, its claim then: %s"):format(md.name, by,
+            ev.rv, tostring(sel))
+        end
+      end
+      last[md.name] = now
+    end
+  end
+  assert(#bad == 0, #bad .. " writes landed outside their writer's claim:\n" ..
+    table.concat(bad, "\n", 1, math.min(#bad, 20)))
+  return writes
 end
 
 -- Namespace sharding: primaries in several namespaces own Secrets; both
@@ -413,6 +498,166 @@ describe("luna run --shards", function()
         assert.matches("reason=", line)
       end
     end
+  end)
+
+  -- A network partition, not a stopped process: pod-p runs in a network
+  -- namespace whose link is cut under writes and joined again.  It runs
+  -- on: its renewals and in-flight writes go unanswered, it stops at its
+  -- renew deadline, the others take its range after its Lease expires
+  -- (with the skew margin), and once healed it rejoins.  Besides the
+  -- merged log, the server's own history says that no write landed
+  -- outside its writer's claim (a write held by the partition and
+  -- delivered at the heal would).  First, pod-a is frozen past its renew
+  -- deadline but not past its Lease's expiry: it stops itself and confirms
+  -- the same third again, and no key that reached it meanwhile is lost.
+  it("hands a partitioned replica's range over and takes it back after the heal, " ..
+     "no write landing outside its writer's claim", function()
+    local ok, why = netns.available()
+    if not ok then return pending("no network namespaces on this machine: " .. why) end
+    local n = math.min(OBJECTS, 2000)
+    create_all(srv, n)
+    local _, list = srv:request("GET", srv:ns_path("configmaps") ..
+                                "?labelSelector=app%3Dshards&limit=1")
+    local history = record_history(srv, list.metadata.resourceVersion)
+    finally(function() for _, pr in ipairs(history.procs) do pr:stop() end end)
+    local net = netns.new(srv)
+    finally(function() net:close() end)
+
+    local a = start_replica(srv, "pod-a", logs, { controller = BUSY_CONTROLLER })
+    local b = start_replica(srv, "pod-b", logs, { controller = BUSY_CONTROLLER })
+    local p = start_replica(srv, "pod-p", logs, { net = net, controller = BUSY_CONTROLLER })
+    local function members(r, k) return r:since("shard members set=spec members=" .. k) end
+    local function split_of(ids, id) return assert(core.shard.split(ids, id)) end
+    local function claims_are(ids)
+      for _, r in ipairs({ a, b, p }) do
+        local mine = false
+        for _, id in ipairs(ids) do mine = mine or id == r.name end
+        if mine and r:claim() ~= split_of(ids, r.name) then return false end
+      end
+      return true
+    end
+    local three = { "pod-a", "pod-b", "pod-p" }
+    helpers.eventually(function() return claims_are(three) end, 120,
+                       "three members, each with its third (pod-p through the namespace)")
+
+    -- every object reconciled by its owner after its last write: the
+    -- writes made while pod-p was away (a and b reconciled them; pod-p,
+    -- back with the same third, takes its objects again without a
+    -- relist: their keys wait in its queue until its claim is confirmed),
+    -- then after the last writes
+    local owner_of = {}
+    for _, id in ipairs(three) do owner_of[id] = split_of(three, id) end
+    local function converge(value)
+      local left
+      local done, err = pcall(helpers.eventually, function()
+        local code, all = srv:request("GET", srv:ns_path("configmaps") ..
+                                      "?labelSelector=app%3Dshards", nil, { timeout = 120 })
+        assert(code == 200, "list: " .. tostring(code))
+        left = {}
+        for _, cm in ipairs(all.items) do
+          local ann = cm.metadata.annotations or {}
+          local owner
+          for id, sel in pairs(owner_of) do
+            if core.shard.matches(sel, cm.metadata.namespace, cm.metadata.uid) then owner = id end
+          end
+          if ann["spec.luna.dev/seen"] ~= value or ann["spec.luna.dev/by"] ~= owner then
+            left[#left + 1] = cm.metadata.name .. " seen=" ..
+                              tostring(ann["spec.luna.dev/seen"]) .. " by=" ..
+                              tostring(ann["spec.luna.dev/by"]) .. " owner=" .. tostring(owner)
+          end
+        end
+        return #left == 0
+      end, 300, "every object reconciled after its last change (" .. value .. ") by its " ..
+                "owner")
+      if not done then
+        -- what each replica was doing: its last lines
+        local tails = {}
+        for _, r in ipairs({ a, b, p }) do
+          local lines, warns = {}, {}
+          for line in r:text():gmatch("[^\n]+") do
+            lines[#lines + 1] = line
+            if line:find(" WARN ", 1, true) or line:find(" ERROR ", 1, true) then
+              warns[#warns + 1] = line
+            end
+          end
+          tails[#tails + 1] = r.name .. ", its last warnings and lines:\n" ..
+            table.concat(warns, "\n", math.max(1, #warns - 3)) .. "\n" ..
+            table.concat(lines, "\n", math.max(1, #lines - 3))
+        end
+        error(tostring(err) .. ": " .. #(left or {}) .. " not yet, e.g. " ..
+              table.concat(left or {}, "; ", 1, math.min(5, #(left or {}))) .. "\n" ..
+              table.concat(tails, "\n"))
+      end
+    end
+    -- a short stop that keeps the claim: pod-a frozen past its renew
+    -- deadline (3 s) but not past its Lease's expiry (7 s), under writes.
+    -- Thawed, it stops itself, then confirms the same third again; the
+    -- events that reached it meanwhile wait in its queue for that (its
+    -- informer does not move, so nothing would enqueue them again).
+    a:mark(); b:mark()
+    local frozen_at, thawed
+    local function thaw()
+      if not thawed and helpers.now() - frozen_at > 4 then
+        a.p:kill(18) -- SIGCONT
+        thawed = true
+      end
+      return thawed
+    end
+    write_all(srv, "f", 1, n, 1, function()
+      if not frozen_at then
+        a.p:kill(19) -- SIGSTOP
+        frozen_at = helpers.now()
+      end
+      thaw()
+    end)
+    helpers.eventually(thaw, 10, "pod-a frozen for 4 s")
+    helpers.eventually(function()
+      return a:since("shard stopped") and a:since("shard claim ") and claims_are(three)
+    end, 60, "pod-a to stop itself and confirm its third again")
+    assert.is_false(members(b, 2), "pod-a was not taken over")
+
+    converge("f")
+
+    -- writes; pod-p is cut off a third of the way through, with a backlog
+    -- of reconciles that write
+    a:mark(); b:mark(); p:mark()
+    local cut
+    write_all(srv, "1", 1, n, 1, function(done)
+      if done == math.floor(n / 3) and not cut then
+        net:partition()
+        cut = helpers.now()
+      end
+    end)
+    helpers.eventually(function()
+      return p:since("shard stopped") and members(a, 2) and members(b, 2) and
+             claims_are({ "pod-a", "pod-b" })
+    end, 60, "pod-p to stop at its renew deadline and a and b to take its range over")
+    assert.is_true(p:since("shard lease renewal failed"), "pod-p's renewals failed")
+    local stopped = p:text():match("shard stopped[^\n]* reason=([^\n]*)", p.from + 1)
+    assert.is_truthy(stopped)
+
+    -- writes while it is away: a and b reconcile every object
+    write_all(srv, "2", 1, n, 1)
+    a:mark(); b:mark(); p:mark()
+    net:heal()
+    helpers.eventually(function()
+      return p:since("shard claim ") and members(a, 3) and members(b, 3) and claims_are(three)
+    end, 90, "pod-p to rejoin after the heal")
+
+    converge("2")
+    write_all(srv, "3", 1, n, 1)
+    converge("3")
+
+    for _, r in ipairs({ a, b, p }) do r.p:kill(15) end
+    for _, r in ipairs({ a, b, p }) do assert.equal(0, r.p:wait(60)) end
+    assert.is_true(assert_no_overlap(logs) >= n)
+    -- let the history catch up with the last writes, then read it
+    helpers.eventually(function()
+      local t = helpers.read_file(history.files[1]) or ""
+      return select(2, t:gsub('seen":"3"', "")) >= n
+    end, 60, "the history to hold the last writes")
+    local writes = assert_writes_in_claim(history)
+    assert.is_true(writes >= n, "reconcile writes in the history: " .. writes)
   end)
 
   it("with --shard-by=namespace, owned children follow their owner's shard", function()
