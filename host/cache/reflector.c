@@ -356,7 +356,8 @@ static int start_request(struct luna_reflector *r, enum request_kind kind,
         .accept = !r->metadata_only                         ? NULL
                   : kind == REQ_LIST || kind == REQ_RV_CHECK ? LUNA_ACCEPT_METADATA_LIST
                                                              : LUNA_ACCEPT_METADATA_WATCH,
-        .idle_timeout = r->idle_timeout,
+        /* kube-apiserver takes up to 3 s to answer a check it cannot */
+        .idle_timeout = kind == REQ_RV_CHECK ? 0 : r->idle_timeout,
         .on_headers = on_headers,
         .on_chunk = on_chunk,
         .on_done = on_done,

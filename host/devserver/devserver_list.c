@@ -548,12 +548,13 @@ static void handle_watch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *
     if (rc == 0 && !from_state) {
         rc = parse_rv(rvs, &o.rv, &st);
         /* A watch list from a version not reached yet: kube-apiserver
-         * waits up to 3 s for it, then answers 504.  A plain watch from
+         * waits up to 3 s for it, then answers 200 and one ERROR event,
+         * a 504 "Too large resource version" Status.  A plain watch from
          * one is accepted and waits for it in silence, as kube-apiserver's
          * does (the watch starts with the version's first event; no
          * bookmark comes before the store reaches it). */
         if (rc == 0 && sie && o.rv > luna_ds_store_rv(ds->store))
-            rc = too_large(ds, o.rv, &st);
+            o.too_large = true;
         o.start = LUNA_DS_WATCH_FROM_RV;
     } else if (rc == 0 && sie && !o.send_initial_events) {
         /* sendInitialEvents=false from "" or "0": no state, changes from now */

@@ -252,6 +252,22 @@ static void send_expired(luna_ds_watch *w, uint64_t rv, uint64_t floor)
     end_stream(w);
 }
 
+/* kube-apiserver's answer to a watch list from a version it has not
+ * reached (after waiting 3 s for it): one ERROR event, then the end. */
+static void send_too_large(luna_ds_watch *w, uint64_t rv, uint64_t now)
+{
+    char msg[128];
+    snprintf(msg, sizeof msg, "Timeout: Too large resource version: %llu, current: %llu",
+             (unsigned long long)rv, (unsigned long long)now);
+    json_t *o = json_pack("{s:s,s:{s:s,s:s,s:{},s:s,s:s,s:s,s:{s:[{s:s,s:s}],s:i},s:i}}",
+                          "type", "ERROR", "object", "kind", "Status", "apiVersion", "v1",
+                          "metadata", "status", "Failure", "message", msg, "reason", "Timeout",
+                          "details", "causes", "reason", "ResourceVersionTooLarge", "message",
+                          "Too large resource version", "retryAfterSeconds", 1, "code", 504);
+    queue_line(w, o);
+    end_stream(w);
+}
+
 static void on_store_event(luna_ds_watch *w, const luna_ds_event *ev)
 {
     bool now = ev->type != LUNA_DS_DELETED && luna_ds_filter_match(&w->filter, ev->obj);
@@ -371,6 +387,10 @@ luna_ds_watch *luna_ds_watch_start(luna_ds_watch_opts *opts)
     luna_ds_coll *c = opts->type->coll;
     luna_ds_faults *f = w->faults;
     uint64_t now = luna_ds_store_rv(w->store);
+    if (opts->too_large) {
+        send_too_large(w, opts->rv, now);
+        return w;
+    }
     if (luna_ds_faults_take(&f->gone)) {
         send_expired(w, opts->start == LUNA_DS_WATCH_FROM_RV ? opts->rv : now, now);
         return w;

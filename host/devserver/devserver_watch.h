@@ -75,6 +75,8 @@ typedef struct luna_ds_watch_opts {
                                        any object or bookmark (kube, asked for
                                        PartialObjectMetadataList, cannot encode one) */
     double bookmark_interval;       /* seconds between BOOKMARKs */
+    bool too_large;                 /* a watch list from a version the store has
+                                       not reached: one ERROR event (504) */
 } luna_ds_watch_opts;
 
 /* Starts a watch; the filter is moved out of opts.  A too-old RV yields a

@@ -54,13 +54,15 @@ describe("a watch from a resourceVersion the server has not reached", function()
         "?watch=1&allowWatchBookmarks=true&timeoutSeconds=3&resourceVersion=" .. future)
       assert.equal(200, code)
       assert.equal("", (raw:gsub("%s", "")))
-      -- A watch list (sendInitialEvents) from it: 504 Too large resource
-      -- version, as a LIST from it.
-      local code2, st = srv:request("GET", srv:ns_path("configmaps") ..
+      -- A watch list (sendInitialEvents) from it: 200 and one ERROR event,
+      -- a 504 Too large resource version; a LIST from it: 504.
+      local code2, ev = srv:request("GET", srv:ns_path("configmaps") ..
         "?watch=1&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan" ..
         "&timeoutSeconds=3&resourceVersion=" .. future)
-      assert.equal(504, code2)
-      assert.matches("Too large resource version", st and st.message or "")
+      assert.equal(200, code2)
+      assert.equal("ERROR", ev and ev.type)
+      assert.equal(504, ev.object.code)
+      assert.matches("Too large resource version", ev.object.message)
       local code3, st3 = srv:request("GET", srv:ns_path("configmaps") ..
         "?limit=1&resourceVersionMatch=NotOlderThan&resourceVersion=" .. future)
       assert.equal(504, code3)
