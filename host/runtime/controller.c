@@ -614,6 +614,10 @@ void luna_controller_charge(double seconds)
  * breather's timer) while a breather lasts. */
 static bool breathing(struct luna_controller *c)
 {
+    /* ev_now (this iteration's start) is never later than the real time:
+     * past the breather by it, no clock read on each reconcile start */
+    if (breather.until <= ev_now(luna_loop()))
+        return false;
     double left = breather.until - ev_time();
     if (left <= 0)
         return false;
