@@ -1040,6 +1040,7 @@ static void on_check_done(void *ud, const luna_http_response *resp, const luna_h
         /* The server has the version: the collection was just quiet (and
          * the server sends no bookmarks).  Resume at once; the idle timeout
          * and this check bound how often. */
+        r->stats.rv_current++;
         end_request(r);
         retry_later(r, false, false);
         return;
@@ -1093,8 +1094,13 @@ static void start_watch(struct luna_reflector *r)
 
 /* This round lists instead (client-go falls back to LIST on any watch-list
  * error it does not retry; the next relist tries a watch list again).  With
- * the watch list forced on, it is tried again after a backoff instead. */
-static void fall_back_to_list(struct luna_reflector *r, const char *why)
+ * the watch list forced on, it is tried again after a backoff instead.
+ * server_refused: the server answered the request with an error (a status
+ * or an ERROR event), which is how a server without the WatchList feature
+ * answers; otherwise the stream itself was refused (it did not decode, or
+ * carried an object of another kind or outside the selector), which says
+ * nothing about the server's support, so the warning does not guess. */
+static void fall_back_to_list(struct luna_reflector *r, const char *why, bool server_refused)
 {
     r->watch_list_attempts = 0;
     if (r->watch_list == LUNA_WATCH_LIST_ON) {
@@ -1103,10 +1109,13 @@ static void fall_back_to_list(struct luna_reflector *r, const char *why)
     }
     r->list_this_round = true;
     r->stats.watch_list_fallbacks++;
-    if (!r->warned_fallback)
+    if (!r->warned_fallback && server_refused)
         luna_warn("watch list failed, listing instead (the API server may not serve "
                   "sendInitialEvents: older than v1.27, or the WatchList gate is off)",
                   "informer", luna_informer_name(r->inf), "error", why);
+    else if (!r->warned_fallback)
+        luna_warn("watch list stream refused, listing instead", "informer",
+                  luna_informer_name(r->inf), "error", why);
     else
         luna_info("watch list failed, listing instead", "informer", luna_informer_name(r->inf),
                   "error", why);
@@ -1120,7 +1129,7 @@ static void fall_back_to_list(struct luna_reflector *r, const char *why)
 static void watch_list_again(struct luna_reflector *r, bool at_once)
 {
     if (++r->watch_list_attempts >= WATCH_LIST_ATTEMPTS) {
-        fall_back_to_list(r, r->last_error);
+        fall_back_to_list(r, r->last_error, true);
         return;
     }
     retry_later(r, true, !at_once);
@@ -1158,7 +1167,7 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
         } else if (status == 429) {
             retry_later(r, true, true);
         } else {
-            fall_back_to_list(r, msg);
+            fall_back_to_list(r, msg, true);
         }
         return;
     }
@@ -1172,7 +1181,7 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
     if (r->error_event) {
         end_request(r);
         r->stats.failures++;
-        fall_back_to_list(r, r->last_error);
+        fall_back_to_list(r, r->last_error, true);
         return;
     }
     luna_error partial = { 0 };
@@ -1184,7 +1193,7 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
         snprintf(msg, sizeof msg, "stream did not decode: %.400s", fail->err.msg);
         set_error(r, "watch list", msg);
         end_request(r);
-        fall_back_to_list(r, msg);
+        fall_back_to_list(r, msg, false);
         return;
     }
     if (truncated) {

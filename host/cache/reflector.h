@@ -172,9 +172,11 @@ struct luna_reflector_stats {
      * events), never stored. */
     unsigned long shard_dropped;
     /* Watches that ended having brought nothing (no event, no bookmark)
-     * whose resourceVersion was then checked, and checks that found the
-     * server behind it (followed by a consistent relist). */
-    unsigned long rv_checks, rv_stale;
+     * whose resourceVersion was then checked; checks the server answered
+     * with the version current (the watch resumed from it), and checks that
+     * found the server behind it (followed by a consistent relist).  The
+     * rest failed (network, other statuses) and were retried. */
+    unsigned long rv_checks, rv_current, rv_stale;
 };
 
 /* Who applies the shard selector. */

@@ -63,6 +63,7 @@ struct informer_metrics {
     const struct luna_shared_informer *si; /* the informer the baselines are of */
     double objects;
     unsigned long relists, ends[NREASONS]; /* already exported */
+    unsigned long rv_current, rv_stale;    /* already exported */
     bool seen;
     UT_hash_handle hh;
 };
@@ -568,6 +569,7 @@ static void collect_informer(void *ud, struct luna_shared_informer *si)
         im->si = si;
         im->relists = 0;
         memset(im->ends, 0, sizeof im->ends);
+        im->rv_current = im->rv_stale = 0;
     }
     im->objects = (double)luna_indexer_len(luna_informer_indexer(luna_shared_informer_informer(si)));
     struct luna_reflector_stats st = luna_reflector_stats(refl);
@@ -579,6 +581,10 @@ static void collect_informer(void *ud, struct luna_shared_informer *si)
     for (size_t i = 0; i < NREASONS; i++)
         for (; im->ends[i] < ends[i]; im->ends[i]++)
             luna_runtime_metrics_watch_restart(rt->rm, im->resource, watch_end_reasons[i]);
+    for (; im->rv_current < st.rv_current; im->rv_current++)
+        luna_runtime_metrics_version_check(rt->rm, im->resource, false);
+    for (; im->rv_stale < st.rv_stale; im->rv_stale++)
+        luna_runtime_metrics_version_check(rt->rm, im->resource, true);
 }
 
 static void collect_informers(struct runtime *rt)

@@ -27,6 +27,7 @@ enum fam {
     F_INFORMER_OBJECTS,
     F_INFORMER_RELISTS,
     F_WATCH_RESTARTS,
+    F_VERSION_CHECKS,
     F_RELOADS,
     F_RELOAD_LAST,
     F_LUA_MEMORY,
@@ -85,6 +86,11 @@ static const struct luna_metric_desc descs[F_COUNT] = {
     [F_WATCH_RESTARTS] = { "luna_watch_restarts_total",
         "Total number of restarted watches per resource and reason",
         LUNA_METRIC_COUNTER, LABELS("resource", "reason"), NULL, 0 },
+    [F_VERSION_CHECKS] = { "luna_watch_version_checks_total",
+        "Total number of checks, per resource and result (current, stale), of the "
+        "resourceVersion a watch that brought nothing resumes from; stale: the server had "
+        "not reached it (a restore from an older etcd backup), and the informer relisted",
+        LUNA_METRIC_COUNTER, LABELS("resource", "result"), NULL, 0 },
     [F_RELOADS] = { "luna_reloads_total",
         "Total number of controller script reloads per result", LUNA_METRIC_COUNTER,
         LABELS("result"), NULL, 0 },
@@ -463,6 +469,7 @@ void luna_runtime_metrics_informer_remove(struct luna_runtime_metrics *rm,
     luna_metric_remove(rm->fam[F_INFORMER_OBJECTS], res);
     luna_metric_remove(rm->fam[F_INFORMER_RELISTS], res);
     luna_metric_family_remove_matching(rm->fam[F_WATCH_RESTARTS], "resource", resource);
+    luna_metric_family_remove_matching(rm->fam[F_VERSION_CHECKS], "resource", resource);
 }
 
 void luna_runtime_metrics_informer_relist(struct luna_runtime_metrics *rm,
@@ -479,6 +486,15 @@ void luna_runtime_metrics_watch_restart(struct luna_runtime_metrics *rm,
     struct luna_metric_child *c;
     if (luna_metric_child(rm->fam[F_WATCH_RESTARTS], LABELS(resource, reason), &c,
                           NULL) == 0)
+        luna_metric_inc(c);
+}
+
+void luna_runtime_metrics_version_check(struct luna_runtime_metrics *rm,
+                                        const char *resource, bool stale)
+{
+    struct luna_metric_child *c;
+    if (luna_metric_child(rm->fam[F_VERSION_CHECKS],
+                          LABELS(resource, stale ? "stale" : "current"), &c, NULL) == 0)
         luna_metric_inc(c);
 }
 

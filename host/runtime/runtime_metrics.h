@@ -20,6 +20,9 @@
  *   luna_informer_objects{resource}                            gauge (function)
  *   luna_informer_relists_total{resource}                      counter
  *   luna_watch_restarts_total{resource,reason}                 counter
+ *   luna_watch_version_checks_total{resource,result}           counter
+ *       result: current, stale (the server had not reached the version a
+ *       watch resumed from, which was then dropped for a consistent relist)
  *   luna_reloads_total{result}                                 counter
  *       result: success, failure (refused: the old code runs on),
  *       unresolved (applied, but a controller's kind is not served)
@@ -160,7 +163,7 @@ int luna_runtime_metrics_informer_add(struct luna_runtime_metrics *rm, const cha
                                       luna_metric_fn objects, void *ud,
                                       void (*release)(void *ud), luna_error *err);
 /* Removes every series of that resource (objects, relists, watch
- * restarts). */
+ * restarts, version checks). */
 void luna_runtime_metrics_informer_remove(struct luna_runtime_metrics *rm,
                                           const char *resource);
 void luna_runtime_metrics_informer_relist(struct luna_runtime_metrics *rm,
@@ -169,6 +172,10 @@ void luna_runtime_metrics_informer_relist(struct luna_runtime_metrics *rm,
  * "gone" (410), "error", "timeout", "closed", "decode". */
 void luna_runtime_metrics_watch_restart(struct luna_runtime_metrics *rm,
                                         const char *resource, const char *reason);
+/* A watch that brought nothing had its resourceVersion checked (a one-item
+ * LIST) before resuming; stale: the server had not reached it. */
+void luna_runtime_metrics_version_check(struct luna_runtime_metrics *rm,
+                                        const char *resource, bool stale);
 
 /* ---- reloads, Lua states, leader election ------------------------------------ */
 

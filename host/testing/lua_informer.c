@@ -453,6 +453,7 @@ static int handle_stats(lua_State *L)
     FIELD(watch_decode);
     FIELD(shard_dropped);
     FIELD(rv_checks);
+    FIELD(rv_current);
     FIELD(rv_stale);
 #undef FIELD
     lua_pushstring(L, luna_reflector_shard_mode_name(r ? luna_reflector_shard_mode(r)

@@ -196,6 +196,16 @@ static int luna_lua_runtime_metrics_watch_restart(lua_State *L)
     return 0;
 }
 
+/* rt:version_check(resource, stale): stale a boolean. */
+static int luna_lua_runtime_metrics_version_check(lua_State *L)
+{
+    struct luna_runtime_metrics *rm = check_runtime(L);
+    const char *resource = luna_lua_metrics_check_string(L, 2, "resource");
+    luaL_checktype(L, 3, LUA_TBOOLEAN);
+    luna_runtime_metrics_version_check(rm, resource, lua_toboolean(L, 3));
+    return 0;
+}
+
 /* rt:reload(result, unix_seconds): result "success", "failure",
  * "unresolved", or a boolean (true: success, false: failure). */
 static int luna_lua_runtime_metrics_reload(lua_State *L)
@@ -256,6 +266,7 @@ void luna_lua_runtime_metrics_register(lua_State *L)
         { "informer_remove", luna_lua_runtime_metrics_informer_remove },
         { "relist", luna_lua_runtime_metrics_relist },
         { "watch_restart", luna_lua_runtime_metrics_watch_restart },
+        { "version_check", luna_lua_runtime_metrics_version_check },
         { "reload", luna_lua_runtime_metrics_reload },
         { "leader", luna_lua_runtime_metrics_leader },
         { "lua_state", luna_lua_runtime_metrics_lua_state },

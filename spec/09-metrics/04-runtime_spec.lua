@@ -57,6 +57,7 @@ local EXPECTED = {
   luna_informer_objects = { "gauge", "resource" },
   luna_informer_relists_total = { "counter", "resource" },
   luna_watch_restarts_total = { "counter", "reason,resource" },
+  luna_watch_version_checks_total = { "counter", "resource,result" },
   luna_reloads_total = { "counter", "result" },
   luna_reload_last_timestamp_seconds = { "gauge", "" },
   luna_lua_memory_bytes = { "gauge", "state" },
@@ -95,6 +96,7 @@ describe("runtime metrics names", function()
     rt:leader("luna-leader", true)
     rt:informer("v1/ConfigMap", function() return 3 end)
     rt:watch_restart("v1/ConfigMap", "gone")
+    rt:version_check("v1/ConfigMap", false)
     rt:lua_state("main")
     ctl:script(string.rep("ab", 32))
     local parsed = parse(reg)
@@ -293,6 +295,11 @@ describe("runtime metrics client, informers, reloads, Lua, leader", function()
     rt:watch_restart("v1/Pod", "gone")
     rt:watch_restart("v1/Pod", "timeout")
     rt:watch_restart("apps/v1/Deployment", "error")
+    rt:version_check("v1/Pod", false)
+    rt:version_check("v1/Pod", false)
+    rt:version_check("v1/Pod", true)
+    rt:version_check("apps/v1/Deployment", true)
+    assert.has_error(function() rt:version_check("v1/Pod", "stale") end)
     objects = 11
     local parsed = parse(reg)
     assert.equal(11, expo.get(parsed, "luna_informer_objects", { resource = "v1/Pod" }))
@@ -300,6 +307,8 @@ describe("runtime metrics client, informers, reloads, Lua, leader", function()
     assert.equal(0, expo.get(parsed, "luna_informer_relists_total", { resource = "apps/v1/Deployment" }))
     assert.equal(2, expo.get(parsed, "luna_watch_restarts_total", { resource = "v1/Pod", reason = "gone" }))
     assert.equal(1, expo.get(parsed, "luna_watch_restarts_total", { resource = "v1/Pod", reason = "timeout" }))
+    assert.equal(2, expo.get(parsed, "luna_watch_version_checks_total", { resource = "v1/Pod", result = "current" }))
+    assert.equal(1, expo.get(parsed, "luna_watch_version_checks_total", { resource = "v1/Pod", result = "stale" }))
     assert.has_error(function() rt:informer("v1/Pod", function() return 0 end) end,
       'runtime metrics: informer "v1/Pod" already has metrics')
 
@@ -310,6 +319,8 @@ describe("runtime metrics client, informers, reloads, Lua, leader", function()
     end
     assert.equal(1, expo.get(parsed, "luna_watch_restarts_total",
       { resource = "apps/v1/Deployment", reason = "error" }))
+    assert.equal(1, expo.get(parsed, "luna_watch_version_checks_total",
+      { resource = "apps/v1/Deployment", result = "stale" }))
     rt:informer("v1/Pod", function() return 0 end) -- may come back
   end)
 

@@ -31,9 +31,9 @@ describe("the hostile-response corpus", function()
   local srv, proxy
   setup(function()
     -- bookmarks every 0.5 s keep the healthy watches from going silent:
-    -- the host replaces a watch silent for 2 s (--watch-idle-timeout, for
-    -- watch-rv-huge), and a dozen informers doing so every 2 s flooded
-    -- the log and the proxy on a loaded machine
+    -- the host of a case with '# idle-timeout: 2' (watch-rv-huge) replaces
+    -- a watch silent for 2 s, and a dozen informers doing so every 2 s
+    -- flooded the log and the proxy on a loaded machine
     srv = support.server{ args = { "--bookmark-interval", "0.5" } }
     proxy = RR.proxy(srv)
   end)
@@ -79,6 +79,7 @@ describe("the hostile-response corpus", function()
     for _, c in ipairs(batch) do list[#list + 1] = c.name end
     local how = batch[1].mode == "off" and "--watch-list=off"
       or ("--watch-list=%s --min-watch-timeout=%s"):format(batch[1].mode, batch[1].watch_timeout)
+    if batch[1].idle_timeout then how = how .. (" --watch-idle-timeout=%ds"):format(batch[1].idle_timeout) end
     it(("survives %s (%s)"):format(table.concat(list, ", "), how), function()
       RR.run_batch(srv, proxy, batch)
     end)

@@ -129,6 +129,22 @@ describe("luna run /metrics", function()
                      { controller = "counter", result = "success" }) >= 1
     end, 10, "the object reconciled")
   end)
+
+  -- A watch that brings nothing for --watch-idle-timeout has the version it
+  -- resumes from checked (07-informer/11): each check is counted, and a
+  -- quiet collection's versions are current, never stale.
+  it("counts the version checks of watches that brought nothing", function()
+    run({ args = { "--watch-idle-timeout=1s" } })
+    local resource = "v1/configmaps ns=" .. srv.ns .. " labels=app=metrics"
+    local m
+    helpers.eventually(function()
+      m = S.scrape(luna)
+      return (S.value(m, "luna_watch_version_checks_total", { resource = resource, result = "current" }) or 0) >= 2
+    end, 30, "two version checks of the quiet collection")
+    assert.is_nil(S.value(m, "luna_watch_version_checks_total", { resource = resource, result = "stale" }))
+    assert.is_true(S.value(m, "luna_watch_restarts_total", { resource = resource, reason = "timeout" }) >= 2)
+    assert.equal(0, S.value(m, "luna_informer_relists_total", { resource = resource }))
+  end)
 end)
 
 describe("shared informer keys", function()
