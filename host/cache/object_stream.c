@@ -64,6 +64,7 @@ struct luna_object_stream {
     int k1;               /* item-level key: 1 metadata, 2 code, 3 reason, 4 message,
                            * 5 kind, 6 apiVersion */
     bool has_api, has_kind;  /* the item has a top-level apiVersion, kind */
+    unsigned seen_keys;   /* the picked-out keys met so far (KEY_* bits) */
     int k2;               /* metadata key: 1 labels, 2 annotations, or a field */
     enum field pending;   /* the field the next string fills */
     bool skip_next;       /* leave the next value out (managedFields) */
@@ -136,6 +137,7 @@ static void item_reset(struct luna_object_stream *s)
     s->in_item = false;
     s->k1 = s->k2 = 0;
     s->has_api = s->has_kind = false;
+    s->seen_keys = 0;
     s->pending = F_NONE;
     s->skip_next = false;
     s->skip_depth = -1;
@@ -156,6 +158,52 @@ static bool key_is(const luna_json_event *ev, const char *k)
 {
     size_t n = strlen(k);
     return ev->len == n && memcmp(ev->str, k, n) == 0;
+}
+
+/* The keys the stream reads or cuts out of an item, each allowed once: with
+ * two "metadata" members the item's identity would come from one and its
+ * cached bytes from the other (and the cut of managedFields from one fell
+ * inside the other: invalid JSON in the cache, found by fuzzing); with two
+ * names, the cache key would say one and the object the other.  JSON leaves
+ * duplicate keys undefined and kube-apiserver never sends them. */
+enum {
+    KEY_API = 1u << 0, KEY_KIND = 1u << 1, KEY_METADATA = 1u << 2,
+    KEY_NAME = 1u << 3, KEY_NAMESPACE = 1u << 4, KEY_UID = 1u << 5, KEY_RV = 1u << 6,
+    KEY_LABELS = 1u << 7, KEY_ANNOTATIONS = 1u << 8, KEY_MANAGED = 1u << 9,
+};
+
+static const char *const picked_keys[] = {
+    "apiVersion", "kind", "metadata", "metadata.name", "metadata.namespace", "metadata.uid",
+    "metadata.resourceVersion", "metadata.labels", "metadata.annotations",
+    "metadata.managedFields",
+};
+
+/* Which KEY_* bit ev (a key at item level, or in metadata) is; 0: none. */
+static unsigned picked_key(const luna_json_event *ev, bool in_metadata)
+{
+    if (!in_metadata)
+        return key_is(ev, "apiVersion") ? KEY_API : key_is(ev, "kind") ? KEY_KIND
+             : key_is(ev, "metadata") ? KEY_METADATA : 0;
+    return key_is(ev, "name") ? KEY_NAME : key_is(ev, "namespace") ? KEY_NAMESPACE
+         : key_is(ev, "uid") ? KEY_UID : key_is(ev, "resourceVersion") ? KEY_RV
+         : key_is(ev, "labels") ? KEY_LABELS : key_is(ev, "annotations") ? KEY_ANNOTATIONS
+         : key_is(ev, "managedFields") ? KEY_MANAGED : 0;
+}
+
+static int refuse_duplicate(struct luna_object_stream *s, const luna_json_event *ev,
+                            bool in_metadata, luna_error *err)
+{
+    unsigned bit = picked_key(ev, in_metadata);
+    if (!bit)
+        return 0;
+    if (!(s->seen_keys & bit)) {
+        s->seen_keys |= bit;
+        return 0;
+    }
+    size_t i = 0;
+    while ((1u << i) != bit)
+        i++;
+    return luna_error_set(err, LUNA_EPROTO, "item %zu has %s twice", s->items, picked_keys[i]);
 }
 
 /* An item of another kind or apiVersion than the stream's (a Secret in a
@@ -464,6 +512,11 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
         return 0;
     }
 
+    if (ev->type == LUNA_JSON_KEY && (r == 1 || (r == 2 && s->k1 == 1))) {
+        int dup = refuse_duplicate(s, ev, r == 2, err);
+        if (dup < 0)
+            return dup;
+    }
     if (ev->type == LUNA_JSON_KEY) {
         if (r == 1) {
             if (key_is(ev, "apiVersion"))

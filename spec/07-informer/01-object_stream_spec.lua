@@ -518,3 +518,63 @@ describe("object stream, kind and apiVersion", function()
     assert.equal(1, #ev)
   end)
 end)
+
+describe("object stream, repeated keys", function()
+  -- The item's identity, its cut of managedFields and its cached bytes must
+  -- come from the same members: an item repeating one of the keys the stream
+  -- reads is refused (fuzzing found two "metadata" members cached as invalid
+  -- JSON, regress_metadata_twice_managed_fields_cut).  JSON leaves repeated
+  -- keys undefined; kube-apiserver never sends them.
+  local ITEM = '{"apiVersion":"v1","kind":"ConfigMap",' ..
+    '"metadata":{"managedFields":[{"manager":"m"}],"name":"a","namespace":"d","uid":"u",' ..
+    '"resourceVersion":"5","labels":{"x":"y"},"annotations":{"k":"v"}},"data":{"k":"v"}'
+  local function modes()
+    return {
+      { "list", function(item) return '{"kind":"ConfigMapList","metadata":{"resourceVersion":"9"},"items":[' .. item .. ']}' end },
+      { "watch", function(item) return '{"type":"ADDED","object":' .. item .. '}\n' end },
+    }
+  end
+  local function feed(mode, wrap, item, metadata_only)
+    local s = core.object_stream.new{ mode = mode, api_version = "v1", kind = "ConfigMap",
+                                       metadata_only = metadata_only }
+    return s:feed(wrap(item))
+  end
+
+  it("takes an item without repeated keys, and repeats elsewhere (data, labels: the last wins)", function()
+    for _, m in ipairs(modes()) do
+      for _, md in ipairs({ false, true }) do
+        local ev = assert(feed(m[1], m[2], ITEM .. "}", md))
+        assert.equal(1, #ev)
+        assert.equal("d/a", ev[1].object:key())
+        ev = assert(feed(m[1], m[2], ITEM .. ',"data":{"k":"w","k":"z"}}', md))
+        assert.equal(1, #ev)
+        assert.is_table(json.decode(ev[1].object:json()))
+      end
+    end
+  end)
+
+  for _, case in ipairs({
+    { "apiVersion", ITEM .. ',"apiVersion":"v1"}' },
+    { "kind", ITEM .. ',"kind":"ConfigMap"}' },
+    { "metadata", ITEM .. ',"metadata":{"name":"b","namespace":"d"}}' },
+    { "metadata", '{"metadata":{"managedFields":[{"manager":"m"}],"name":"b"},"apiVersion":"v1",' ..
+      '"metadata":{"name":"a","namespace":"d","uid":"u","labels":{"x":"y"},"managedFields":[]}}' },
+    { "metadata.name", (ITEM:gsub('"name":"a"', '"name":"a","name":"b"')) .. "}" },
+    { "metadata.namespace", (ITEM:gsub('"namespace":"d"', '"namespace":"d","namespace":"e"')) .. "}" },
+    { "metadata.uid", (ITEM:gsub('"uid":"u"', '"uid":"u","uid":"w"')) .. "}" },
+    { "metadata.resourceVersion", (ITEM:gsub('"resourceVersion":"5"', '"resourceVersion":"5","resourceVersion":"6"')) .. "}" },
+    { "metadata.labels", (ITEM:gsub('"labels":{"x":"y"}', '"labels":{"x":"y"},"labels":{"x":"z"}')) .. "}" },
+    { "metadata.annotations", (ITEM:gsub('"annotations":{"k":"v"}', '"annotations":{},"annotations":{"k":"v"}')) .. "}" },
+    { "metadata.managedFields", (ITEM:gsub('"uid":"u"', '"uid":"u","managedFields":[]')) .. "}" },
+  }) do
+    it("refuses an item with " .. case[1] .. " twice, listed or watched, whole or metadata only", function()
+      for _, m in ipairs(modes()) do
+        for _, md in ipairs({ false, true }) do
+          local got, err = feed(m[1], m[2], case[2], md)
+          assert.is_nil(got, m[1])
+          assert.matches("has " .. case[1] .. " twice", err.message, 1, true)
+        end
+      end
+    end)
+  end
+end)
