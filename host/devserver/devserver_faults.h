@@ -6,7 +6,9 @@
  * SPEC is comma-separated key=value pairs (an empty SPEC clears all):
  *   watch-close-after=N    end every watch stream after N events
  *   watch-close-random=P   end a watch stream after each event with probability P
- *   delay=SECONDS          delay every response (watches: the stream's start)
+ *   delay=SECONDS          delay every response (watches: the stream's start);
+ *                          setting the faults again ends every delay (and
+ *                          hold) in progress
  *   delay-path=TEXT        delay only requests whose path contains TEXT
  *                          (e.g. /configmaps/slow; no commas, < 256 bytes)
  *   delay-on=all|read|write|watch  which requests delay applies to (as error-on)
@@ -22,8 +24,9 @@
  *                          the connection is then dropped
  *   malformed-event=N      the next N watch events are sent as invalid JSON
  *   gone=N                 the next N watches get 410 Expired at once
- *   hold-watches=N         the next N watches are held `delay` seconds (3
- *                          if delay is 0) after they took their state and
+ *   hold-watches=N         the next N watches are held until the faults are
+ *                          set again, or `delay` seconds (60 if delay is 0),
+ *                          after they took their state and
  *                          subscribed; the count goes down as each one does,
  *                          so a spec reading GET /luna/v1/faults knows its
  *                          watch has taken its state and can write "during"

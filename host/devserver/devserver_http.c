@@ -30,6 +30,7 @@ struct suspension {
     struct MHD_Connection *conn;
     struct suspension *prev, *next;
     bool linked;
+    ev_timer *delay;         /* a delayed request's timer (delay, hold-watches); else NULL */
 };
 
 struct luna_ds_http {
@@ -72,6 +73,7 @@ static void suspend(luna_ds_http *srv, struct suspension *l, struct MHD_Connecti
         srv->suspended->prev = l;
     srv->suspended = l;
     l->linked = true;
+    l->delay = NULL;
     MHD_suspend_connection(conn);
 }
 
@@ -190,6 +192,21 @@ static void on_delay(struct ev_loop *loop, ev_timer *w, int revents)
     struct request *r = (struct request *)((char *)w - offsetof(struct request, delay));
     resume(r->srv, &r->link);
     kick(r->srv);
+}
+
+/* The faults were set: requests waiting out a delay or a hold
+ * (hold-watches) go on now (their timers fire on the next loop iteration),
+ * so a spec ends a delay by a condition it saw, not by a time it guessed. */
+static void release_delayed(luna_ds_http *srv)
+{
+    for (struct suspension *l = srv->suspended; l; l = l->next) {
+        if (!l->delay)
+            continue;
+        ev_timer_stop(luna_loop(), l->delay);
+        ev_timer_set(l->delay, 0, 0);
+        ev_timer_start(luna_loop(), l->delay);
+        l->delay = NULL;
+    }
 }
 
 static struct MHD_Response *dispatch(struct request *r, const char *url, const char *method,
@@ -362,15 +379,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_NO; /* out of memory: MHD closes the connection */
     luna_ds_faults *f = &srv->ds->faults;
     double delay = luna_ds_faults_delay_for(f, url);
+    if (code == 200 && strcmp(method, "PUT") == 0 && strcmp(url, "/luna/v1/faults") == 0)
+        release_delayed(srv);
     bool hold = code == 200 && is_watch(c) && luna_ds_faults_take(&f->hold_watches);
     if (hold)
-        delay = f->delay > 0 ? f->delay : 3;
+        delay = f->delay > 0 ? f->delay : 60;
     if (delay > 0 && (hold || luna_ds_faults_applies(f->delay_on, method, is_watch(c)))) {
         r->ready = resp;
         r->ready_code = code;
         ev_timer_set(&r->delay, delay, 0);
         ev_timer_start(luna_loop(), &r->delay);
         suspend(r->srv, &r->link, c);
+        r->link.delay = &r->delay;
         return MHD_YES;
     }
     enum MHD_Result rc = MHD_queue_response(c, code, resp);

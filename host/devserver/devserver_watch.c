@@ -188,7 +188,12 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
         queue(w, head, (size_t)hn);
         queue(w, "{\"kind\":", 8);
         queue(w, bytes, len / 3);
-        queue(w, "\n", 1);
+        /* A third of the object may end between two tokens, and the next
+         * event would then read on as its nested value, waiting for
+         * closers that never come: "\n!" is wrong anywhere (a raw
+         * newline in a string, or no JSON token), so the event is refused
+         * at once, whatever the object's bytes. */
+        queue(w, "\n!\n", 3);
     } else {
         queue(w, head, (size_t)hn);
         queue(w, bytes, len);

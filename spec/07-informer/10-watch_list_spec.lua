@@ -58,14 +58,7 @@ end
 
 describe("watch list", function()
   local srv, env
-  before_each(function()
-    srv = client.start()
-    env = assert(core.informer.env{ kubeconfig = S.kubeconfig_for(srv) })
-  end)
-  after_each(function()
-    collectgarbage()
-    srv:stop()
-  end)
+  S.server_each_test({ args = { "--admin" } }, function(s, e) srv, env = s, e end)
 
   it("syncs the objects a paged LIST gives, with the same handler calls", function()
     create_many(srv, 1200, "big")
@@ -133,15 +126,11 @@ describe("watch list", function()
   end)
 
   it("loses nothing written while the state streams", function()
-    -- On the dev server the stream is held back three seconds after its
-    -- state is taken (hold-watches), so these writes land inside it; on a
-    -- cluster they race with it, and must come out the same.
+    -- On the dev server the stream is held back after its state is taken
+    -- (hold-watches) until the faults are set again, so these writes land
+    -- inside it however slow the machine; on a cluster they race with it,
+    -- and must come out the same.
     local admin = not srv.real
-    if admin then
-      srv:stop()
-      srv = client.start{ args = { "--admin" } }
-      env = assert(core.informer.env{ kubeconfig = S.kubeconfig_for(srv) })
-    end
     create_many(srv, 300, "during")
     -- A first informer resolves the kind, so the second one's watch list
     -- starts at once; one round trip later the server has it.
@@ -206,14 +195,7 @@ end)
 -- KUBE_FEATURE_GATES=...,WatchList=false (docs/kube.md).
 describe("watch list refused by the server", function()
   local srv, env
-  before_each(function()
-    srv = client.start{ args = { "--faults", "watch-list-off=1" } }
-    env = assert(core.informer.env{ kubeconfig = S.kubeconfig_for(srv) })
-  end)
-  after_each(function()
-    collectgarbage()
-    srv:stop()
-  end)
+  S.server_each_test({ args = { "--faults", "watch-list-off=1" } }, function(s, e) srv, env = s, e end)
 
   it("is answered 422 Invalid, and the informer lists instead", function()
     local code, st = srv:request("GET", srv:ns_path("configmaps") .. "?watch=1&sendInitialEvents=true" ..
@@ -322,14 +304,7 @@ end
 
 describe("watch list faults", function()
   local srv, env
-  before_each(function()
-    srv = client.start{ args = { "--admin" } }
-    env = assert(core.informer.env{ kubeconfig = S.kubeconfig_for(srv) })
-  end)
-  after_each(function()
-    collectgarbage()
-    srv:stop()
-  end)
+  S.server_each_test({ args = { "--admin" } }, function(s, e) srv, env = s, e end)
 
   local function informer(m, extra)
     local o = { kind = "v1/ConfigMap", namespace = srv.ns, backoff_base = 0.02, backoff_max = 0.05 }
