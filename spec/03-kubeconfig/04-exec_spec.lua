@@ -321,10 +321,12 @@ wait
 ]] })
       chmod(dir .. "/slow.sh")
       helpers.write_file(dir .. "/config", S.simple("    exec:\n" .. exec_yaml({ command = "./slow.sh" })))
-      local cfg = assert(core.kubeconfig.load({ path = dir .. "/config", exec_timeout = 0.5 }))
+      -- 2 s: time for the shell to start and write both pids even on a
+      -- loaded machine (0.5 s sometimes killed it before it had)
+      local cfg = assert(core.kubeconfig.load({ path = dir .. "/config", exec_timeout = 2 }))
       local msg, err = creds_error(cfg)
       assert.equal("timeout", err.reason)
-      assert.matches("slow%.sh did not finish within 0%.5 s", msg)
+      assert.matches("slow%.sh did not finish within 2 s", msg)
       local function gone(pid)
         local stat = helpers.read_file("/proc/" .. pid .. "/stat")
         return stat == nil or stat:match("^%d+ %b() (%a)") == "Z"
