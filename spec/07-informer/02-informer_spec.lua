@@ -2,10 +2,10 @@
 -- handler order, resync.  Runs against the dev server, or the cluster in
 -- KUBECONFIG (in a throwaway namespace).
 local helpers = require("helpers")
-local client = require("support.apiserver_client")
 local core = require("luna.core")
 
 local kubeconfig_for = require("support.luna_env").kubeconfig_for
+local S = require("07-informer.support")
 
 -- The server's view of the spec namespace's ConfigMaps: key -> resourceVersion.
 local function server_state(srv, labels)
@@ -27,14 +27,7 @@ end
 
 describe("informer", function()
   local srv, env
-  before_each(function()
-    srv = client.start()
-    env = assert(core.informer.env{ kubeconfig = kubeconfig_for(srv) })
-  end)
-  after_each(function()
-    collectgarbage()
-    srv:stop()
-  end)
+  S.server_each_test(nil, function(s, e) srv, env = s, e end)
 
   it("lists, then follows the watch until the cache equals the server", function()
     -- The first list asks for resourceVersion 0, which a server with a

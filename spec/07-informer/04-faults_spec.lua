@@ -30,14 +30,7 @@ end
 
 describe("informer bookmarks", function()
   local srv, env
-  before_each(function()
-    srv = client.start{ args = { "--bookmark-interval", "0.1" } }
-    env = assert(core.informer.env{ kubeconfig = S.kubeconfig_for(srv) })
-  end)
-  after_each(function()
-    collectgarbage()
-    srv:stop()
-  end)
+  S.server_each_test({ args = { "--bookmark-interval", "0.1" } }, function(s, e) srv, env = s, e end)
 
   it("advance the resourceVersion while no event matches the selector", function()
     -- A real kube-apiserver sends a bookmark shortly before the watch's

@@ -61,14 +61,7 @@ local KINDS = {
 
 describe("randomised fault run", function()
   local srv, env
-  before_each(function()
-    srv = client.start{ args = { "--admin", "--history", "100", "--bookmark-interval", "0.2" } }
-    env = assert(core.informer.env{ kubeconfig = S.kubeconfig_for(srv) })
-  end)
-  after_each(function()
-    collectgarbage()
-    srv:stop()
-  end)
+  S.server_each_test({ args = { "--admin", "--history", "100", "--bookmark-interval", "0.2" } }, function(s, e) srv, env = s, e end)
 
   it("keeps the caches equal to the server through thousands of writes under random faults", function()
     local seed = tonumber(os.getenv("LUNA_FAULT_SEED") or "") or (os.time() % 1000000)

@@ -3,23 +3,15 @@
 -- full informer of the same kind is another informer.  Runs against the
 -- dev server, or the cluster in KUBECONFIG.
 local helpers = require("helpers")
-local client = require("support.apiserver_client")
 local core = require("luna.core")
 
-local kubeconfig_for = require("support.luna_env").kubeconfig_for
+local S = require("07-informer.support")
 
 local BIG = string.rep("QUFB", 1024) -- 4 KiB of base64
 
 describe("metadata-only informer #integration", function()
   local srv, env
-  before_each(function()
-    srv = client.start()
-    env = assert(core.informer.env{ kubeconfig = kubeconfig_for(srv) })
-  end)
-  after_each(function()
-    collectgarbage()
-    srv:stop()
-  end)
+  S.server_each_test(nil, function(s, e) srv, env = s, e end)
 
   local function secret(name, value)
     local code, obj = srv:request("POST", srv:ns_path("secrets"), { apiVersion = "v1", kind = "Secret",

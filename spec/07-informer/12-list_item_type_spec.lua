@@ -3,20 +3,12 @@
 -- A cached object must have them however it arrived: listed (a LIST sync,
 -- a relist) or watched, or a script reading obj.kind would see nil until
 -- the object's first change.  Runs against the cluster in KUBECONFIG too.
-local client = require("support.apiserver_client")
 local core = require("luna.core")
 local S = require("07-informer.support")
 
 describe("cached objects from a LIST", function()
   local srv, env
-  before_each(function()
-    srv = client.start()
-    env = assert(core.informer.env{ kubeconfig = S.kubeconfig_for(srv) })
-  end)
-  after_each(function()
-    collectgarbage()
-    srv:stop()
-  end)
+  S.server_each_test(nil, function(s, e) srv, env = s, e end)
 
   for _, o in ipairs({ { watch_list = "off" }, { watch_list = "off", page_size = 2 },
                        { watch_list = "on" }, { watch_list = "off", metadata_only = true } }) do

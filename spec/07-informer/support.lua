@@ -13,6 +13,23 @@ local S = {}
 
 S.kubeconfig_for = require("support.luna_env").kubeconfig_for
 
+-- In a describe block: each test gets a fresh server (client.start(opts))
+-- and an informer env on it, handed to set(srv, env) before the test; the
+-- server stops after it.  busted's before_each and after_each live in the
+-- spec file's environment, not in this module's: taken from the caller's.
+function S.server_each_test(opts, set)
+  local busted = getfenv(2)
+  local srv
+  busted.before_each(function()
+    srv = require("support.apiserver_client").start(opts)
+    set(srv, assert(core.informer.env{ kubeconfig = S.kubeconfig_for(srv) }))
+  end)
+  busted.after_each(function()
+    collectgarbage()
+    srv:stop()
+  end)
+end
+
 -- The server's ConfigMaps in the spec namespace: key -> resourceVersion.
 function S.server_state(srv, labels)
   local q = labels and ("?labelSelector=" .. labels) or ""
