@@ -102,13 +102,14 @@ int luna_ds_faults_set(luna_ds_faults *out, const char *spec, luna_error *err)
     }
     free(copy);
     f.rng = f.seed ? f.seed : 1;
+    f.waiting = out->waiting;
     *out = f;
     return 0;
 }
 
 json_t *luna_ds_faults_json(const luna_ds_faults *f)
 {
-    return json_pack("{s:i,s:f,s:f,s:s,s:s,s:f,s:i,s:s,s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:i}",
+    return json_pack("{s:i,s:f,s:f,s:s,s:s,s:f,s:i,s:s,s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:i,s:i}",
                      "watch-close-after", f->watch_close_after,
                      "watch-close-random", f->watch_close_random,
                      "delay", f->delay,
@@ -124,7 +125,8 @@ json_t *luna_ds_faults_json(const luna_ds_faults *f)
                      "hold-watches", f->hold_watches,
                      "ignore-shard-selector", f->ignore_shard_selector,
                      "watch-list-off", f->watch_list_off,
-                     "seed", (int)f->seed);
+                     "seed", (int)f->seed,
+                     "waiting", (int)f->waiting);
 }
 
 double luna_ds_faults_delay_for(const luna_ds_faults *f, const char *path)

@@ -31,6 +31,9 @@
  *                          so a spec reading GET /luna/v1/faults knows its
  *                          watch has taken its state and can write "during"
  *                          the stream
+ *
+ * GET /luna/v1/faults also reports "waiting": the requests held back now
+ * by delay or hold-watches.
  *   ignore-shard-selector=1  LIST and WATCH ignore shardSelector (no
  *                          filtering, no shardInfo), as a server without
  *                          KEP-5866 or with its feature gate off does
@@ -80,6 +83,10 @@ typedef struct luna_ds_faults {
     bool watch_list_off;
     unsigned seed;
     unsigned rng;               /* the random generator's state (from seed) */
+    unsigned waiting;           /* requests held back now by delay or
+                                   hold-watches: kept by the HTTP layer,
+                                   not set by SPEC; GET shows it so a spec
+                                   waits for its request to be held */
 } luna_ds_faults;
 
 /* No faults (the defaults). */

@@ -57,7 +57,7 @@ struct request {
     char *body;
     size_t len, cap;
     bool too_big;
-    bool delayed;            /* suspended until the delay timer fires */
+    bool delayed;            /* held back by a delay (counted in faults.waiting) */
     struct MHD_Response *ready; /* the response to queue after the delay */
     unsigned ready_code;
     ev_timer delay;
@@ -185,11 +185,20 @@ static bool is_watch(struct MHD_Connection *c)
     return w && (strcmp(w, "true") == 0 || strcmp(w, "1") == 0);
 }
 
+static void end_delay(struct request *r)
+{
+    if (r->delayed) {
+        r->delayed = false;
+        r->srv->ds->faults.waiting--;
+    }
+}
+
 static void on_delay(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
     struct request *r = (struct request *)((char *)w - offsetof(struct request, delay));
+    end_delay(r);
     resume(r->srv, &r->link);
     kick(r->srv);
 }
@@ -391,6 +400,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ev_timer_start(luna_loop(), &r->delay);
         suspend(r->srv, &r->link, c);
         r->link.delay = &r->delay;
+        r->delayed = true;
+        f->waiting++;
         return MHD_YES;
     }
     enum MHD_Result rc = MHD_queue_response(c, code, resp);
@@ -408,6 +419,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (!r)
         return;
     ev_timer_stop(luna_loop(), &r->delay);
+    end_delay(r);
     unlink_suspension(r->srv, &r->link);
     if (r->ready)
         MHD_destroy_response(r->ready);

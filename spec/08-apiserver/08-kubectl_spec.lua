@@ -73,10 +73,14 @@ describe("kubectl", function()
   it("streams changes with get --watch", function()
     local argv = { "kubectl", "-n", srv.ns, "get", "configmaps", "--watch", "--request-timeout=20s" }
     local env = srv.real and {} or { KUBECONFIG = dir .. "/kubeconfig" }
+    -- kfirst comes in the initial list; once kubectl printed it, it
+    -- watches from that list's resourceVersion, so kwatched can only come
+    -- through the watch
+    srv:create_cm("kfirst")
     local p = helpers.spawn(argv, { env = env })
-    os.execute("sleep 0.5")
+    p:expect("kfirst", 20)
     srv:create_cm("kwatched")
-    p:expect("kwatched", 10)
+    p:expect("kwatched", 20)
     p:stop()
   end)
 

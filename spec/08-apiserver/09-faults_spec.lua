@@ -138,7 +138,11 @@ describe("apiserver faults", function()
     -- the slow GET is still waiting while other requests come and go
     local slow = helpers.spawn({ "env", "-u", "LD_PRELOAD", "curl", "-s", "-o", "/dev/null",
       "-w", "%{http_code}\n", srv.url .. srv:ns_path("configmaps", "slow") })
-    os.execute("sleep 0.2")
+    -- the server holds it (GET does not end delays; PUT does)
+    helpers.eventually(function()
+      local _, f = srv:request("GET", "/luna/v1/faults")
+      return f.waiting == 1
+    end, 30, "the slow GET to be held")
     assert.equal(200, (srv:request("GET", srv:ns_path("configmaps", "quick"))))
     assert.equal(200, (srv:request("GET", srv:ns_path("configmaps"))))
     assert.is_true(slow:alive(), "the slow request is still delayed")
@@ -146,6 +150,8 @@ describe("apiserver faults", function()
     assert.equal("200", slow:read_line(30))
     assert.equal(0, slow:wait(10))
     slow:stop()
+    local _, after = srv:request("GET", "/luna/v1/faults")
+    assert.equal(0, after.waiting)
   end)
 
   it("rejects an empty delay-path", function()

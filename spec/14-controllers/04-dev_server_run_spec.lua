@@ -50,10 +50,10 @@ describe("luna run --dev-server", function()
   it("stops cleanly while clients are watching", function()
     local srv = helpers.spawn({ helpers.luna, "dev-server", "--listen", "127.0.0.1:0" })
     local _, url = srv:expect("listening on (http%S+)", 10)
-    local watch = helpers.spawn({ "env", "-u", "LD_PRELOAD", "curl", "-sN",
+    -- -D -: the response head on stdout, so the watch is known to be open
+    local watch = helpers.spawn({ "env", "-u", "LD_PRELOAD", "curl", "-sN", "-D", "-",
       url .. "/api/v1/configmaps?watch=1" })
-    helpers.now()
-    os.execute("sleep 0.3")
+    watch:expect("^HTTP/1%.1 200", 10)
     srv:kill()
     assert.equal(0, srv:wait(10))
     watch:stop()
