@@ -206,6 +206,16 @@ static int refuse_duplicate(struct luna_object_stream *s, const luna_json_event 
     return luna_error_set(err, LUNA_EPROTO, "item %zu has %s twice", s->items, picked_keys[i]);
 }
 
+/* A label key or value with a NUL byte (\u0000): the object keeps its
+ * labels as C strings, which would end at the NUL, so selectors and the
+ * reflector's check of its label selector would match labels ("web" for
+ * "web\0x") the script, decoding the object's JSON, never sees.  Kubernetes
+ * allows no NUL in a label. */
+static int label_nul(const struct luna_object_stream *s, luna_error *err)
+{
+    return luna_error_set(err, LUNA_EPROTO, "item %zu has a label with a NUL byte", s->items);
+}
+
 /* An item of another kind or apiVersion than the stream's (a Secret in a
  * watch of ConfigMaps, a ConfigMap of apps/v1): cached, a controller would
  * read it as the kind it watches.  An item that names neither (a LIST's
@@ -552,6 +562,8 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
             else if (key_is(ev, "resourceVersion"))
                 s->pending = F_RV;
         } else if (r == 3 && s->k1 == 1 && s->k2 == 1) {
+            if (memchr(ev->str, '\0', ev->len))
+                return label_nul(s, err);
             if (arena_add(&s->strings, ev->str, ev->len, &s->pending_label_key) < 0)
                 return luna_error_set(err, LUNA_ENOMEM, "out of memory");
         } else if (r == 3 && s->k1 == 1 && s->k2 == 2 && s->opts.mode == LUNA_STREAM_WATCH) {
@@ -566,6 +578,8 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
             if (memchr(ev->str, '\0', ev->len))
                 return luna_error_set(err, LUNA_EPROTO, "object identity field contains NUL");
         } else if (r == 3 && s->k1 == 1 && s->k2 == 1 && s->pending_label_key) {
+            if (memchr(ev->str, '\0', ev->len))
+                return label_nul(s, err);
             size_t at;
             if (arena_add(&s->strings, ev->str, ev->len, &at) < 0 ||
                 add_label(s, s->pending_label_key, at) < 0)
