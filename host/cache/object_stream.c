@@ -206,7 +206,15 @@ static int refuse_duplicate(struct luna_object_stream *s, const luna_json_event 
     return luna_error_set(err, LUNA_EPROTO, "item %zu has %s twice", s->items, picked_keys[i]);
 }
 
-/* A label key or value with a NUL byte (\u0000): the object keeps its
+/* Labels (metadata.labels: an object of strings, or null) are read into
+ * the object as they come; a value of another type was left out of them
+ * while the script, decoding the object, read it ({"app":"web","app":5}
+ * kept app=web for selectors and gave the script app = 5).  Go's decoder,
+ * kube-apiserver and the dev server refuse such labels, so the check in
+ * item_event refuses the item.  A null value (the dev server stores one)
+ * is still left out, as before.
+ *
+ * A label key or value with a NUL byte (\u0000): the object keeps its
  * labels as C strings, which would end at the NUL, so selectors and the
  * reflector's check of its label selector would match labels ("web" for
  * "web\0x") the script, decoding the object's JSON, never sees.  Kubernetes
@@ -527,6 +535,13 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
         if (dup < 0)
             return dup;
     }
+    if (s->k1 == 1 && s->k2 == 1 &&
+        ((r == 2 && ev->type != LUNA_JSON_KEY && ev->type != LUNA_JSON_OBJECT_START &&
+          ev->type != LUNA_JSON_OBJECT_END && ev->type != LUNA_JSON_NULL) ||
+         (r == 3 && ev->type != LUNA_JSON_KEY && ev->type != LUNA_JSON_STRING &&
+          ev->type != LUNA_JSON_NULL)))
+        return luna_error_set(err, LUNA_EPROTO, "item %zu has a label that is not a string",
+                              s->items);
     if (ev->type == LUNA_JSON_KEY) {
         if (r == 1) {
             if (key_is(ev, "apiVersion"))

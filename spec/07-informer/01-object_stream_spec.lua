@@ -651,6 +651,29 @@ describe("object stream, labels", function()
     end
   end)
 
+  it("refuses labels that are not strings, or not in an object, listed or watched", function()
+    -- {"app":"web","app":5} was cached with the label app=web while the
+    -- script read app = 5; Go's decoder refuses such an object outright, and
+    -- kube-apiserver and the dev server refuse to store one.  (A null value
+    -- is still left out of the labels: see "copies labels ..." above.)
+    for _, mode in ipairs({ "list", "watch" }) do
+      for _, md in ipairs({ false, true }) do
+        for _, labels in ipairs({ '{"app":"web","app":5}', '{"app":"web","app":{"x":"y"}}',
+                                  '{"app":["web"]}', '{"app":true}', '{"app":1.5}',
+                                  '["app","web"]', '"app=web"', '7' }) do
+          local got, err = feed(mode, labels, md)
+          assert.is_nil(got, mode .. " " .. labels)
+          assert.matches("has a label that is not a string", err.message, 1, true)
+        end
+        -- no labels at all, in the ways a server may say it
+        for _, labels in ipairs({ "null", "{}" }) do
+          local ev = assert(feed(mode, labels, md))
+          assert.same({}, ev[1].object:labels())
+        end
+      end
+    end
+  end)
+
   it("takes labels with other escapes, the cache reading them as the script does", function()
     for _, mode in ipairs({ "list", "watch" }) do
       local ev = assert(feed(mode, '{"\\u0061pp":"w\\u00e9b","tier":"f\\"e"}'))
