@@ -78,7 +78,7 @@ struct luna_object_stream {
     uint64_t md_from, md_to;  /* metadata's value [from, to) (absolute); equal: none */
     struct arena strings;
     size_t field_at[F_NFIELDS];  /* offset + 1 into strings; 0 = absent */
-    size_t *label_at;            /* pairs of offsets into strings */
+    size_t *label_at;            /* pairs of offsets into strings (value 0: null) */
     size_t nlabels, labels_cap;
     size_t pending_label_key;    /* offset + 1 of a label key awaiting its value */
     size_t labels_at;            /* offset + 1 of metadata.labels' '{' in out */
@@ -212,7 +212,7 @@ static int refuse_duplicate(struct luna_object_stream *s, const luna_json_event 
  * kept app=web for selectors and gave the script app = 5).  Go's decoder,
  * kube-apiserver and the dev server refuse such labels, so the check in
  * item_event refuses the item.  A null value (the dev server stores one)
- * is still left out, as before.
+ * is no label, and hides a value the key had before it.
  *
  * A label key or value with a NUL byte (\u0000): the object keeps its
  * labels as C strings, which would end at the NUL, so selectors and the
@@ -264,7 +264,7 @@ static int deliver(struct luna_object_stream *s, enum luna_stream_event type, lu
         if (!pairs)
             return luna_error_set(err, LUNA_ENOMEM, "out of memory");
         for (size_t i = 0; i < 2 * s->nlabels; i++)
-            pairs[i] = s->strings.buf + s->label_at[i] - 1;
+            pairs[i] = s->label_at[i] ? s->strings.buf + s->label_at[i] - 1 : NULL;
     }
     struct luna_object_fields f = {
         .namespace_ = field(s, F_NAMESPACE),
@@ -602,6 +602,13 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
             s->pending_label_key = 0;
         }
         s->pending = r <= 2 || s->pending == F_INITIAL_END ? F_NONE : s->pending;
+    } else if (ev->type == LUNA_JSON_NULL && r == 3 && s->k1 == 1 && s->k2 == 1 &&
+               s->pending_label_key) {
+        /* "k": null is no label, but it hides a value "k" had before
+         * (the script reads null there): a pair with no value. */
+        if (add_label(s, s->pending_label_key, 0) < 0)
+            return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+        s->pending_label_key = 0;
     } else if (ev->type == LUNA_JSON_NUMBER && r == 1 && s->k1 == 2) {
         s->status_code = ev->kind == LUNA_JSON_INT ? ev->i : 0;
     }

@@ -156,6 +156,11 @@ describe("object stream, labels", function()
     assert.same({ ["x/y"] = "A" }, one('{"x\\/y":"\\u0041"}'):labels())
     assert.same({ a = "2" }, one('{"a":"1","a":"2"}'):labels())
     assert.same({ b = "2" }, one('{"a":null,"b":"2"}'):labels())
+    -- a null after a value: the script reads no string there, nor may the
+    -- cache (selectors, lists by label) match the value before it
+    assert.same({ b = "2" }, one('{"a":"1","b":"2","a":null}'):labels())
+    assert.is_nil(one('{"a":"1","a":null}'):label("a"))
+    assert.same({ a = "3" }, one('{"a":"1","a":null,"a":"3"}'):labels())
   end)
 
   it("keeps a label value readable while other objects are read", function()
