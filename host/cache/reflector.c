@@ -75,6 +75,12 @@ struct luna_reflector {
     char *error_body;               /* non-2xx body, for its Status */
     size_t error_len;
     bool stream_failed;             /* a decode error ended the request */
+    /* The stream was stopped for an item the reflector refused (another
+     * namespace, off the label selector), not for bytes that did not
+     * decode; refusal says why, and replaces the stream's generic
+     * "item handler stopped the stream" in the request's error. */
+    bool item_refused;
+    char refusal[512];
     int error_event;                /* code of an ERROR event that ended it, 0 if none */
     bool error_too_large;           /* ... and it said "Too large resource version" */
 
@@ -408,6 +414,24 @@ static bool on_filter(void *ud, enum luna_stream_event ev, const char *ns, const
     return false;
 }
 
+/* An item refused by the checks below stops its stream: logged now, and
+ * its reason kept for the request's error (see item_refused). */
+static void refuse_item(struct luna_reflector *r, const char *what, const char *msg)
+{
+    set_error(r, what, msg);
+    r->item_refused = true;
+    snprintf(r->refusal, sizeof r->refusal, "%s", msg);
+}
+
+/* The stream's error, when an item the reflector refused stopped it: the
+ * refusal's reason instead of the generic "item handler stopped the
+ * stream". */
+static void name_refusal(struct luna_reflector *r, int rc, luna_error *err)
+{
+    if (rc < 0 && r->item_refused)
+        luna_error_set(err, rc, "%s", r->refusal);
+}
+
 /* An object a namespaced informer's server sent from another namespace (or
  * from none): cached, it would be filed under a key no request of this
  * informer can reach, and a controller would act on it in the wrong place.
@@ -422,7 +446,7 @@ static bool foreign(struct luna_reflector *r, const char *what, const struct lun
     char msg[400];
     snprintf(msg, sizeof msg, "the server sent %.200s, which is outside the namespace %.100s",
              luna_object_key(obj), r->namespace_);
-    set_error(r, what, msg);
+    refuse_item(r, what, msg);
     return true;
 }
 
@@ -445,7 +469,7 @@ static bool off_selector(struct luna_reflector *r, const char *what, enum luna_s
     char msg[512];
     snprintf(msg, sizeof msg, "the server sent %.200s, whose labels do not match the selector %.150s",
              luna_object_key(obj), r->label_selector);
-    set_error(r, what, msg);
+    refuse_item(r, what, msg);
     return true;
 }
 
@@ -546,6 +570,7 @@ static int on_list_chunk(void *ud, const char *data, size_t len, luna_error *err
     int rc = luna_object_stream_feed(r->list_stream, data, len, err);
     if (rc < 0)
         r->stream_failed = true;
+    name_refusal(r, rc, err);
     return rc;
 }
 
@@ -734,6 +759,7 @@ static void start_list(struct luna_reflector *r)
     r->phase = LISTING;
     r->status = 0;
     r->stream_failed = false;
+    r->item_refused = false;
     if (!r->continue_token) {
         drop_listed(r);
         r->list_server_filtered = true; /* until a page says otherwise */
@@ -888,6 +914,7 @@ static int on_watch_chunk(void *ud, const char *data, size_t len, luna_error *er
     int rc = luna_object_stream_feed(r->watch_stream, data, len, err);
     if (rc < 0 && rc != LUNA_ECANCELED)
         r->stream_failed = true;
+    name_refusal(r, rc, err);
     return rc;
 }
 
@@ -950,7 +977,8 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
         if (r->stream_failed || truncated) {
             r->stats.decode_errors++;
             luna_warn(truncated ? "watch stream truncated inside an event"
-                                : "watch stream decode failed",
+                      : r->item_refused ? "watch stream refused"
+                                        : "watch stream decode failed",
                       "informer", luna_informer_name(r->inf), "error", fail->err.msg,
                       "resourceVersion", r->rv);
         }
@@ -1078,6 +1106,7 @@ static void start_watch(struct luna_reflector *r)
     r->phase = WATCHING;
     r->status = 0;
     r->stream_failed = false;
+    r->item_refused = false;
     r->relist_next = false;
     r->error_event = 0;
     r->watch_started = ev_now(luna_loop());
@@ -1190,7 +1219,8 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
     r->stats.failures++;
     if (r->stream_failed && fail) {
         r->stats.decode_errors++;
-        snprintf(msg, sizeof msg, "stream did not decode: %.400s", fail->err.msg);
+        snprintf(msg, sizeof msg, "%s: %.400s",
+                 r->item_refused ? "stream refused" : "stream did not decode", fail->err.msg);
         set_error(r, "watch list", msg);
         end_request(r);
         fall_back_to_list(r, msg, false);
@@ -1219,6 +1249,7 @@ static void start_watch_list(struct luna_reflector *r)
     r->phase = WATCH_LISTING;
     r->status = 0;
     r->stream_failed = false;
+    r->item_refused = false;
     r->relist_next = false;
     r->error_event = 0;
     r->error_too_large = false;
