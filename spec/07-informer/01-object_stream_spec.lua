@@ -679,6 +679,22 @@ describe("object stream, labels", function()
     end
   end)
 
+  it("checks only the item's own labels: nested metadata may repeat keys and hold anything", function()
+    local item = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"d",' ..
+      '"ownerReferences":[{"name":"o1","uid":"1"},{"name":"o2","uid":"2"}],"labels":{"x":"1"}},' ..
+      '"spec":{"template":{"metadata":{"name":"x","name":"y","labels":{"a":5,"a":null}}}}}'
+    for _, mode in ipairs({ "list", "watch" }) do
+      for _, md in ipairs({ false, true }) do
+        local s = core.object_stream.new{ mode = mode, api_version = "v1", kind = "ConfigMap",
+                                           metadata_only = md }
+        local ev = assert(s:feed(mode == "list" and '{"items":[' .. item .. ']}'
+                                 or '{"type":"ADDED","object":' .. item .. '}\n'))
+        assert.equal("d/a", ev[1].object:key())
+        assert.same({ x = "1" }, ev[1].object:labels())
+      end
+    end
+  end)
+
   it("takes labels with other escapes, the cache reading them as the script does", function()
     for _, mode in ipairs({ "list", "watch" }) do
       local ev = assert(feed(mode, '{"\\u0061pp":"w\\u00e9b","tier":"f\\"e"}'))
