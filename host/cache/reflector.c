@@ -1124,12 +1124,20 @@ static void start_watch(struct luna_reflector *r)
 /* This round lists instead (client-go falls back to LIST on any watch-list
  * error it does not retry; the next relist tries a watch list again).  With
  * the watch list forced on, it is tried again after a backoff instead.
- * server_refused: the server answered the request with an error (a status
- * or an ERROR event), which is how a server without the WatchList feature
- * answers; otherwise the stream itself was refused (it did not decode, or
- * carried an object of another kind or outside the selector), which says
- * nothing about the server's support, so the warning does not guess. */
-static void fall_back_to_list(struct luna_reflector *r, const char *why, bool server_refused)
+ * why_fallback says what the warning may guess from:
+ *   FALLBACK_SERVER: the server answered with an error (a status or an
+ *     ERROR event), or ended its streams, or let them run past their
+ *     deadline, without the initial-events-end bookmark: how a server
+ *     without the WatchList feature answers, which the warning names;
+ *   FALLBACK_STREAM: the stream itself was refused (it did not decode, or
+ *     carried an object of another kind or outside the selector);
+ *   FALLBACK_NETWORK: the connections broke (cut inside an event, idle);
+ * the last two say nothing about the server's support, so the warning
+ * does not guess. */
+enum fallback_why { FALLBACK_SERVER, FALLBACK_STREAM, FALLBACK_NETWORK };
+
+static void fall_back_to_list(struct luna_reflector *r, const char *why,
+                              enum fallback_why why_fallback)
 {
     r->watch_list_attempts = 0;
     if (r->watch_list == LUNA_WATCH_LIST_ON) {
@@ -1138,13 +1146,16 @@ static void fall_back_to_list(struct luna_reflector *r, const char *why, bool se
     }
     r->list_this_round = true;
     r->stats.watch_list_fallbacks++;
-    if (!r->warned_fallback && server_refused)
+    if (!r->warned_fallback && why_fallback == FALLBACK_SERVER)
         luna_warn("watch list failed, listing instead (the API server may not serve "
                   "sendInitialEvents: older than v1.27, or the WatchList gate is off)",
                   "informer", luna_informer_name(r->inf), "error", why);
-    else if (!r->warned_fallback)
+    else if (!r->warned_fallback && why_fallback == FALLBACK_STREAM)
         luna_warn("watch list stream refused, listing instead", "informer",
                   luna_informer_name(r->inf), "error", why);
+    else if (!r->warned_fallback)
+        luna_warn("watch list failed, listing instead", "informer", luna_informer_name(r->inf),
+                  "error", why);
     else
         luna_info("watch list failed, listing instead", "informer", luna_informer_name(r->inf),
                   "error", why);
@@ -1154,11 +1165,11 @@ static void fall_back_to_list(struct luna_reflector *r, const char *why, bool se
 
 /* Tries the watch list again: at once from "" after 410 or a too large
  * version, else after a backoff; after WATCH_LIST_ATTEMPTS incomplete ones
- * in a row, this round lists. */
-static void watch_list_again(struct luna_reflector *r, bool at_once)
+ * in a row, this round lists, for the reason of the last. */
+static void watch_list_again(struct luna_reflector *r, bool at_once, enum fallback_why why)
 {
     if (++r->watch_list_attempts >= WATCH_LIST_ATTEMPTS) {
-        fall_back_to_list(r, r->last_error, true);
+        fall_back_to_list(r, r->last_error, why);
         return;
     }
     retry_later(r, true, !at_once);
@@ -1192,11 +1203,11 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
             if (status == 410)
                 r->stats.gone++;
             r->rv_unavailable = true;
-            watch_list_again(r, true);
+            watch_list_again(r, true, FALLBACK_SERVER);
         } else if (status == 429) {
             retry_later(r, true, true);
         } else {
-            fall_back_to_list(r, msg, true);
+            fall_back_to_list(r, msg, FALLBACK_SERVER);
         }
         return;
     }
@@ -1204,13 +1215,13 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
         end_request(r);
         r->stats.failures++;
         r->rv_unavailable = true;
-        watch_list_again(r, true);
+        watch_list_again(r, true, FALLBACK_SERVER);
         return;
     }
     if (r->error_event) {
         end_request(r);
         r->stats.failures++;
-        fall_back_to_list(r, r->last_error, true);
+        fall_back_to_list(r, r->last_error, FALLBACK_SERVER);
         return;
     }
     luna_error partial = { 0 };
@@ -1223,9 +1234,14 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
                  r->item_refused ? "stream refused" : "stream did not decode", fail->err.msg);
         set_error(r, "watch list", msg);
         end_request(r);
-        fall_back_to_list(r, msg, false);
+        fall_back_to_list(r, msg, FALLBACK_STREAM);
         return;
     }
+    /* Only a server's own end of its streams, or streams past their
+     * deadline, without the bookmark hint at a server that ignored
+     * sendInitialEvents; a cut connection or an idle one does not. */
+    enum fallback_why why = truncated || (fail && fail->reason != LUNA_HTTP_TIMEOUT)
+                            ? FALLBACK_NETWORK : FALLBACK_SERVER;
     if (truncated) {
         r->stats.decode_errors++;
         snprintf(msg, sizeof msg, "event truncated: %.400s", fail ? fail->err.msg : partial.msg);
@@ -1241,7 +1257,7 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
         set_error(r, "watch list", "the stream ended before the initial-events-end bookmark");
     }
     end_request(r);
-    watch_list_again(r, false);
+    watch_list_again(r, false, why);
 }
 
 static void start_watch_list(struct luna_reflector *r)
