@@ -162,13 +162,15 @@ int luna_object_new(const struct luna_object_fields *f, struct luna_object **out
             return luna_error_set(err, LUNA_ENOMEM, "out of memory");
         for (size_t i = 0; i < f->nlabels; i++) {
             sorted[i].key = f->labels[2 * i];
-            sorted[i].value = f->labels[2 * i + 1] ? f->labels[2 * i + 1] : "";
+            sorted[i].value = f->labels[2 * i + 1];
             sorted[i].order = i;
         }
         qsort(sorted, f->nlabels, sizeof *sorted, compare_labels);
-        /* A repeated key keeps its last value, as Go's decoder does. */
+        /* A repeated key keeps its last value, as Go's decoder does; a
+         * last value of null leaves the key out, as it always did. */
         for (size_t i = 0; i < f->nlabels; i++) {
-            if (i + 1 < f->nlabels && strcmp(sorted[i].key, sorted[i + 1].key) == 0)
+            if ((i + 1 < f->nlabels && strcmp(sorted[i].key, sorted[i + 1].key) == 0) ||
+                !sorted[i].value)
                 continue;
             sorted[nlabels++] = sorted[i];
             labels_len += strlen(sorted[i].key) + 1 + strlen(sorted[i].value) + 1;

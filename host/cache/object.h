@@ -50,7 +50,10 @@ struct luna_object_fields {
     const char *name;
     const char *uid;
     const char *resource_version;
-    const char *const *labels;  /* nlabels pairs: key, value, key, value... */
+    /* nlabels pairs: key, value, key, value...  A repeated key keeps its
+     * last value; a NULL value (the JSON's null) leaves the key out when it
+     * is the last. */
+    const char *const *labels;
     size_t nlabels;
     const char *json;
     size_t json_len;

@@ -78,7 +78,7 @@ struct luna_object_stream {
     uint64_t md_from, md_to;  /* metadata's value [from, to) (absolute); equal: none */
     struct arena strings;
     size_t field_at[F_NFIELDS];  /* offset + 1 into strings; 0 = absent */
-    size_t *label_at;            /* pairs of offsets into strings */
+    size_t *label_at;            /* pairs of offsets into strings (value 0: null) */
     size_t nlabels, labels_cap;
     size_t pending_label_key;    /* offset + 1 of a label key awaiting its value */
     size_t labels_at;            /* offset + 1 of metadata.labels' '{' in out */
@@ -206,6 +206,24 @@ static int refuse_duplicate(struct luna_object_stream *s, const luna_json_event 
     return luna_error_set(err, LUNA_EPROTO, "item %zu has %s twice", s->items, picked_keys[i]);
 }
 
+/* Labels (metadata.labels: an object of strings, or null) are read into
+ * the object as they come; a value of another type was left out of them
+ * while the script, decoding the object, read it ({"app":"web","app":5}
+ * kept app=web for selectors and gave the script app = 5).  Go's decoder,
+ * kube-apiserver and the dev server refuse such labels, so the check in
+ * item_event refuses the item.  A null value (the dev server stores one)
+ * is no label, and hides a value the key had before it.
+ *
+ * A label key or value with a NUL byte (\u0000): the object keeps its
+ * labels as C strings, which would end at the NUL, so selectors and the
+ * reflector's check of its label selector would match labels ("web" for
+ * "web\0x") the script, decoding the object's JSON, never sees.  Kubernetes
+ * allows no NUL in a label. */
+static int label_nul(const struct luna_object_stream *s, luna_error *err)
+{
+    return luna_error_set(err, LUNA_EPROTO, "item %zu has a label with a NUL byte", s->items);
+}
+
 /* An item of another kind or apiVersion than the stream's (a Secret in a
  * watch of ConfigMaps, a ConfigMap of apps/v1): cached, a controller would
  * read it as the kind it watches.  An item that names neither (a LIST's
@@ -246,7 +264,7 @@ static int deliver(struct luna_object_stream *s, enum luna_stream_event type, lu
         if (!pairs)
             return luna_error_set(err, LUNA_ENOMEM, "out of memory");
         for (size_t i = 0; i < 2 * s->nlabels; i++)
-            pairs[i] = s->strings.buf + s->label_at[i] - 1;
+            pairs[i] = s->label_at[i] ? s->strings.buf + s->label_at[i] - 1 : NULL;
     }
     struct luna_object_fields f = {
         .namespace_ = field(s, F_NAMESPACE),
@@ -517,6 +535,13 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
         if (dup < 0)
             return dup;
     }
+    if (s->k1 == 1 && s->k2 == 1 &&
+        ((r == 2 && ev->type != LUNA_JSON_KEY && ev->type != LUNA_JSON_OBJECT_START &&
+          ev->type != LUNA_JSON_OBJECT_END && ev->type != LUNA_JSON_NULL) ||
+         (r == 3 && ev->type != LUNA_JSON_KEY && ev->type != LUNA_JSON_STRING &&
+          ev->type != LUNA_JSON_NULL)))
+        return luna_error_set(err, LUNA_EPROTO, "item %zu has a label that is not a string",
+                              s->items);
     if (ev->type == LUNA_JSON_KEY) {
         if (r == 1) {
             if (key_is(ev, "apiVersion"))
@@ -552,6 +577,8 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
             else if (key_is(ev, "resourceVersion"))
                 s->pending = F_RV;
         } else if (r == 3 && s->k1 == 1 && s->k2 == 1) {
+            if (memchr(ev->str, '\0', ev->len))
+                return label_nul(s, err);
             if (arena_add(&s->strings, ev->str, ev->len, &s->pending_label_key) < 0)
                 return luna_error_set(err, LUNA_ENOMEM, "out of memory");
         } else if (r == 3 && s->k1 == 1 && s->k2 == 2 && s->opts.mode == LUNA_STREAM_WATCH) {
@@ -566,6 +593,8 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
             if (memchr(ev->str, '\0', ev->len))
                 return luna_error_set(err, LUNA_EPROTO, "object identity field contains NUL");
         } else if (r == 3 && s->k1 == 1 && s->k2 == 1 && s->pending_label_key) {
+            if (memchr(ev->str, '\0', ev->len))
+                return label_nul(s, err);
             size_t at;
             if (arena_add(&s->strings, ev->str, ev->len, &at) < 0 ||
                 add_label(s, s->pending_label_key, at) < 0)
@@ -573,6 +602,13 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
             s->pending_label_key = 0;
         }
         s->pending = r <= 2 || s->pending == F_INITIAL_END ? F_NONE : s->pending;
+    } else if (ev->type == LUNA_JSON_NULL && r == 3 && s->k1 == 1 && s->k2 == 1 &&
+               s->pending_label_key) {
+        /* "k": null is no label, but it hides a value "k" had before
+         * (the script reads null there): a pair with no value. */
+        if (add_label(s, s->pending_label_key, 0) < 0)
+            return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+        s->pending_label_key = 0;
     } else if (ev->type == LUNA_JSON_NUMBER && r == 1 && s->k1 == 2) {
         s->status_code = ev->kind == LUNA_JSON_INT ? ev->i : 0;
     }

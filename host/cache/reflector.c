@@ -75,6 +75,12 @@ struct luna_reflector {
     char *error_body;               /* non-2xx body, for its Status */
     size_t error_len;
     bool stream_failed;             /* a decode error ended the request */
+    /* The stream was stopped for an item the reflector refused (another
+     * namespace, off the label selector), not for bytes that did not
+     * decode; refusal says why, and replaces the stream's generic
+     * "item handler stopped the stream" in the request's error. */
+    bool item_refused;
+    char refusal[512];
     int error_event;                /* code of an ERROR event that ended it, 0 if none */
     bool error_too_large;           /* ... and it said "Too large resource version" */
 
@@ -408,6 +414,24 @@ static bool on_filter(void *ud, enum luna_stream_event ev, const char *ns, const
     return false;
 }
 
+/* An item refused by the checks below stops its stream: logged now, and
+ * its reason kept for the request's error (see item_refused). */
+static void refuse_item(struct luna_reflector *r, const char *what, const char *msg)
+{
+    set_error(r, what, msg);
+    r->item_refused = true;
+    snprintf(r->refusal, sizeof r->refusal, "%s", msg);
+}
+
+/* The stream's error, when an item the reflector refused stopped it: the
+ * refusal's reason instead of the generic "item handler stopped the
+ * stream". */
+static void name_refusal(struct luna_reflector *r, int rc, luna_error *err)
+{
+    if (rc < 0 && r->item_refused)
+        luna_error_set(err, rc, "%s", r->refusal);
+}
+
 /* An object a namespaced informer's server sent from another namespace (or
  * from none): cached, it would be filed under a key no request of this
  * informer can reach, and a controller would act on it in the wrong place.
@@ -422,7 +446,7 @@ static bool foreign(struct luna_reflector *r, const char *what, const struct lun
     char msg[400];
     snprintf(msg, sizeof msg, "the server sent %.200s, which is outside the namespace %.100s",
              luna_object_key(obj), r->namespace_);
-    set_error(r, what, msg);
+    refuse_item(r, what, msg);
     return true;
 }
 
@@ -445,7 +469,7 @@ static bool off_selector(struct luna_reflector *r, const char *what, enum luna_s
     char msg[512];
     snprintf(msg, sizeof msg, "the server sent %.200s, whose labels do not match the selector %.150s",
              luna_object_key(obj), r->label_selector);
-    set_error(r, what, msg);
+    refuse_item(r, what, msg);
     return true;
 }
 
@@ -546,6 +570,7 @@ static int on_list_chunk(void *ud, const char *data, size_t len, luna_error *err
     int rc = luna_object_stream_feed(r->list_stream, data, len, err);
     if (rc < 0)
         r->stream_failed = true;
+    name_refusal(r, rc, err);
     return rc;
 }
 
@@ -734,6 +759,7 @@ static void start_list(struct luna_reflector *r)
     r->phase = LISTING;
     r->status = 0;
     r->stream_failed = false;
+    r->item_refused = false;
     if (!r->continue_token) {
         drop_listed(r);
         r->list_server_filtered = true; /* until a page says otherwise */
@@ -888,6 +914,7 @@ static int on_watch_chunk(void *ud, const char *data, size_t len, luna_error *er
     int rc = luna_object_stream_feed(r->watch_stream, data, len, err);
     if (rc < 0 && rc != LUNA_ECANCELED)
         r->stream_failed = true;
+    name_refusal(r, rc, err);
     return rc;
 }
 
@@ -950,7 +977,8 @@ static void on_watch_done(void *ud, const luna_http_response *resp, const luna_h
         if (r->stream_failed || truncated) {
             r->stats.decode_errors++;
             luna_warn(truncated ? "watch stream truncated inside an event"
-                                : "watch stream decode failed",
+                      : r->item_refused ? "watch stream refused"
+                                        : "watch stream decode failed",
                       "informer", luna_informer_name(r->inf), "error", fail->err.msg,
                       "resourceVersion", r->rv);
         }
@@ -1078,6 +1106,7 @@ static void start_watch(struct luna_reflector *r)
     r->phase = WATCHING;
     r->status = 0;
     r->stream_failed = false;
+    r->item_refused = false;
     r->relist_next = false;
     r->error_event = 0;
     r->watch_started = ev_now(luna_loop());
@@ -1095,12 +1124,20 @@ static void start_watch(struct luna_reflector *r)
 /* This round lists instead (client-go falls back to LIST on any watch-list
  * error it does not retry; the next relist tries a watch list again).  With
  * the watch list forced on, it is tried again after a backoff instead.
- * server_refused: the server answered the request with an error (a status
- * or an ERROR event), which is how a server without the WatchList feature
- * answers; otherwise the stream itself was refused (it did not decode, or
- * carried an object of another kind or outside the selector), which says
- * nothing about the server's support, so the warning does not guess. */
-static void fall_back_to_list(struct luna_reflector *r, const char *why, bool server_refused)
+ * why_fallback says what the warning may guess from:
+ *   FALLBACK_SERVER: the server answered with an error (a status or an
+ *     ERROR event), or ended its streams, or let them run past their
+ *     deadline, without the initial-events-end bookmark: how a server
+ *     without the WatchList feature answers, which the warning names;
+ *   FALLBACK_STREAM: the stream itself was refused (it did not decode, or
+ *     carried an object of another kind or outside the selector);
+ *   FALLBACK_NETWORK: the connections broke (cut inside an event, idle);
+ * the last two say nothing about the server's support, so the warning
+ * does not guess. */
+enum fallback_why { FALLBACK_SERVER, FALLBACK_STREAM, FALLBACK_NETWORK };
+
+static void fall_back_to_list(struct luna_reflector *r, const char *why,
+                              enum fallback_why why_fallback)
 {
     r->watch_list_attempts = 0;
     if (r->watch_list == LUNA_WATCH_LIST_ON) {
@@ -1109,13 +1146,16 @@ static void fall_back_to_list(struct luna_reflector *r, const char *why, bool se
     }
     r->list_this_round = true;
     r->stats.watch_list_fallbacks++;
-    if (!r->warned_fallback && server_refused)
+    if (!r->warned_fallback && why_fallback == FALLBACK_SERVER)
         luna_warn("watch list failed, listing instead (the API server may not serve "
                   "sendInitialEvents: older than v1.27, or the WatchList gate is off)",
                   "informer", luna_informer_name(r->inf), "error", why);
-    else if (!r->warned_fallback)
+    else if (!r->warned_fallback && why_fallback == FALLBACK_STREAM)
         luna_warn("watch list stream refused, listing instead", "informer",
                   luna_informer_name(r->inf), "error", why);
+    else if (!r->warned_fallback)
+        luna_warn("watch list failed, listing instead", "informer", luna_informer_name(r->inf),
+                  "error", why);
     else
         luna_info("watch list failed, listing instead", "informer", luna_informer_name(r->inf),
                   "error", why);
@@ -1125,11 +1165,11 @@ static void fall_back_to_list(struct luna_reflector *r, const char *why, bool se
 
 /* Tries the watch list again: at once from "" after 410 or a too large
  * version, else after a backoff; after WATCH_LIST_ATTEMPTS incomplete ones
- * in a row, this round lists. */
-static void watch_list_again(struct luna_reflector *r, bool at_once)
+ * in a row, this round lists, for the reason of the last. */
+static void watch_list_again(struct luna_reflector *r, bool at_once, enum fallback_why why)
 {
     if (++r->watch_list_attempts >= WATCH_LIST_ATTEMPTS) {
-        fall_back_to_list(r, r->last_error, true);
+        fall_back_to_list(r, r->last_error, why);
         return;
     }
     retry_later(r, true, !at_once);
@@ -1163,11 +1203,11 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
             if (status == 410)
                 r->stats.gone++;
             r->rv_unavailable = true;
-            watch_list_again(r, true);
+            watch_list_again(r, true, FALLBACK_SERVER);
         } else if (status == 429) {
             retry_later(r, true, true);
         } else {
-            fall_back_to_list(r, msg, true);
+            fall_back_to_list(r, msg, FALLBACK_SERVER);
         }
         return;
     }
@@ -1175,13 +1215,13 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
         end_request(r);
         r->stats.failures++;
         r->rv_unavailable = true;
-        watch_list_again(r, true);
+        watch_list_again(r, true, FALLBACK_SERVER);
         return;
     }
     if (r->error_event) {
         end_request(r);
         r->stats.failures++;
-        fall_back_to_list(r, r->last_error, true);
+        fall_back_to_list(r, r->last_error, FALLBACK_SERVER);
         return;
     }
     luna_error partial = { 0 };
@@ -1190,12 +1230,18 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
     r->stats.failures++;
     if (r->stream_failed && fail) {
         r->stats.decode_errors++;
-        snprintf(msg, sizeof msg, "stream did not decode: %.400s", fail->err.msg);
+        snprintf(msg, sizeof msg, "%s: %.400s",
+                 r->item_refused ? "stream refused" : "stream did not decode", fail->err.msg);
         set_error(r, "watch list", msg);
         end_request(r);
-        fall_back_to_list(r, msg, false);
+        fall_back_to_list(r, msg, FALLBACK_STREAM);
         return;
     }
+    /* Only a server's own end of its streams, or streams past their
+     * deadline, without the bookmark hint at a server that ignored
+     * sendInitialEvents; a cut connection or an idle one does not. */
+    enum fallback_why why = truncated || (fail && fail->reason != LUNA_HTTP_TIMEOUT)
+                            ? FALLBACK_NETWORK : FALLBACK_SERVER;
     if (truncated) {
         r->stats.decode_errors++;
         snprintf(msg, sizeof msg, "event truncated: %.400s", fail ? fail->err.msg : partial.msg);
@@ -1211,7 +1257,7 @@ static void watch_list_done(struct luna_reflector *r, const luna_http_failure *f
         set_error(r, "watch list", "the stream ended before the initial-events-end bookmark");
     }
     end_request(r);
-    watch_list_again(r, false);
+    watch_list_again(r, false, why);
 }
 
 static void start_watch_list(struct luna_reflector *r)
@@ -1219,6 +1265,7 @@ static void start_watch_list(struct luna_reflector *r)
     r->phase = WATCH_LISTING;
     r->status = 0;
     r->stream_failed = false;
+    r->item_refused = false;
     r->relist_next = false;
     r->error_event = 0;
     r->error_too_large = false;

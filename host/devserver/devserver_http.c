@@ -388,7 +388,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_NO; /* out of memory: MHD closes the connection */
     luna_ds_faults *f = &srv->ds->faults;
     double delay = luna_ds_faults_delay_for(f, url);
-    if (code == 200 && strcmp(method, "PUT") == 0 && strcmp(url, "/luna/v1/faults") == 0)
+    /* The faults were set (handle_faults takes PUT and POST alike). */
+    if (code == 200 && (strcmp(method, "PUT") == 0 || strcmp(method, "POST") == 0) &&
+        strcmp(url, "/luna/v1/faults") == 0)
         release_delayed(srv);
     bool hold = code == 200 && is_watch(c) && luna_ds_faults_take(&f->hold_watches);
     if (hold)

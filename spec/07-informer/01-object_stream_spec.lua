@@ -156,6 +156,11 @@ describe("object stream, labels", function()
     assert.same({ ["x/y"] = "A" }, one('{"x\\/y":"\\u0041"}'):labels())
     assert.same({ a = "2" }, one('{"a":"1","a":"2"}'):labels())
     assert.same({ b = "2" }, one('{"a":null,"b":"2"}'):labels())
+    -- a null after a value: the script reads no string there, nor may the
+    -- cache (selectors, lists by label) match the value before it
+    assert.same({ b = "2" }, one('{"a":"1","b":"2","a":null}'):labels())
+    assert.is_nil(one('{"a":"1","a":null}'):label("a"))
+    assert.same({ a = "3" }, one('{"a":"1","a":null,"a":"3"}'):labels())
   end)
 
   it("keeps a label value readable while other objects are read", function()
@@ -577,4 +582,124 @@ describe("object stream, repeated keys", function()
       end
     end)
   end
+end)
+
+describe("object stream, keys written with escapes", function()
+  -- The parser hands keys over decoded, so "\u006eame" is "name": a repeat
+  -- spelled with escapes is as refused as a plain one, and the object the
+  -- script decodes names what the cache key says.
+  local function feed(mode, body, metadata_only)
+    local s = core.object_stream.new{ mode = mode, api_version = "v1", kind = "ConfigMap",
+                                       metadata_only = metadata_only }
+    return s:feed(body)
+  end
+  local function wrap(mode, item)
+    return mode == "list"
+      and '{"kind":"ConfigMapList","metadata":{"resourceVersion":"9"},"items":[' .. item .. ']}'
+      or '{"type":"ADDED","object":' .. item .. '}\n'
+  end
+
+  for _, case in ipairs({
+    { "metadata.name", '{"metadata":{"name":"a","namespace":"d","\\u006eame":"b"}}' },
+    { "metadata.namespace", '{"metadata":{"name":"a","namespace":"d","n\\u0061mespace":"e"}}' },
+    { "metadata.resourceVersion", '{"metadata":{"name":"a","resourceVersion":"1","resourceVersio\\u006e":"2"}}' },
+    { "metadata", '{"metadata":{"name":"a"},"\\u006detadata":{"name":"b"}}' },
+    { "kind", '{"kind":"ConfigMap","\\u006bind":"Secret","metadata":{"name":"a"}}' },
+  }) do
+    it("refuses " .. case[1] .. " repeated with escapes", function()
+      for _, mode in ipairs({ "list", "watch" }) do
+        for _, md in ipairs({ false, true }) do
+          local got, err = feed(mode, wrap(mode, case[2]), md)
+          assert.is_nil(got, mode)
+          assert.matches("has " .. case[1] .. " twice", err.message, 1, true)
+        end
+      end
+    end)
+  end
+
+  it("reads a name written with escapes as the script decodes it", function()
+    for _, mode in ipairs({ "list", "watch" }) do
+      local ev = assert(feed(mode, wrap(mode, '{"metadata":{"\\u006eame":"\\u0061b","namespace":"d"}}')))
+      assert.equal("d/ab", ev[1].object:key())
+      assert.equal("ab", json.decode(ev[1].object:json()).metadata.name)
+    end
+  end)
+end)
+
+describe("object stream, labels", function()
+  -- A label is a C string in the cache (selectors, the informer's check of
+  -- its label selector, cache lists by label): a NUL byte (\u0000) would cut
+  -- it there, and the cache would match the object on labels the script,
+  -- decoding its JSON, never sees ("web" for "web\0x").  Kubernetes allows
+  -- no NUL in a label; an item with one is refused, as a NUL in its name.
+  local function feed(mode, labels, metadata_only)
+    local item = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"d",' ..
+      '"labels":' .. labels .. '}}'
+    local body = mode == "list"
+      and '{"kind":"ConfigMapList","metadata":{"resourceVersion":"9"},"items":[' .. item .. ']}'
+      or '{"type":"ADDED","object":' .. item .. '}\n'
+    local s = core.object_stream.new{ mode = mode, api_version = "v1", kind = "ConfigMap",
+                                       metadata_only = metadata_only }
+    return s:feed(body)
+  end
+
+  it("refuses a label key or value holding a NUL byte, listed or watched, whole or metadata only", function()
+    for _, mode in ipairs({ "list", "watch" }) do
+      for _, md in ipairs({ false, true }) do
+        for _, labels in ipairs({ '{"app":"web\\u0000x"}', '{"app\\u0000x":"web"}',
+                                  '{"a":"1","app":"web\\u0000"}' }) do
+          local got, err = feed(mode, labels, md)
+          assert.is_nil(got, mode .. " " .. labels)
+          assert.matches("has a label with a NUL byte", err.message, 1, true)
+        end
+      end
+    end
+  end)
+
+  it("refuses labels that are not strings, or not in an object, listed or watched", function()
+    -- {"app":"web","app":5} was cached with the label app=web while the
+    -- script read app = 5; Go's decoder refuses such an object outright, and
+    -- kube-apiserver and the dev server refuse to store one.  (A null value
+    -- is still left out of the labels: see "copies labels ..." above.)
+    for _, mode in ipairs({ "list", "watch" }) do
+      for _, md in ipairs({ false, true }) do
+        for _, labels in ipairs({ '{"app":"web","app":5}', '{"app":"web","app":{"x":"y"}}',
+                                  '{"app":["web"]}', '{"app":true}', '{"app":1.5}',
+                                  '["app","web"]', '"app=web"', '7' }) do
+          local got, err = feed(mode, labels, md)
+          assert.is_nil(got, mode .. " " .. labels)
+          assert.matches("has a label that is not a string", err.message, 1, true)
+        end
+        -- no labels at all, in the ways a server may say it
+        for _, labels in ipairs({ "null", "{}" }) do
+          local ev = assert(feed(mode, labels, md))
+          assert.same({}, ev[1].object:labels())
+        end
+      end
+    end
+  end)
+
+  it("checks only the item's own labels: nested metadata may repeat keys and hold anything", function()
+    local item = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"d",' ..
+      '"ownerReferences":[{"name":"o1","uid":"1"},{"name":"o2","uid":"2"}],"labels":{"x":"1"}},' ..
+      '"spec":{"template":{"metadata":{"name":"x","name":"y","labels":{"a":5,"a":null}}}}}'
+    for _, mode in ipairs({ "list", "watch" }) do
+      for _, md in ipairs({ false, true }) do
+        local s = core.object_stream.new{ mode = mode, api_version = "v1", kind = "ConfigMap",
+                                           metadata_only = md }
+        local ev = assert(s:feed(mode == "list" and '{"items":[' .. item .. ']}'
+                                 or '{"type":"ADDED","object":' .. item .. '}\n'))
+        assert.equal("d/a", ev[1].object:key())
+        assert.same({ x = "1" }, ev[1].object:labels())
+      end
+    end
+  end)
+
+  it("takes labels with other escapes, the cache reading them as the script does", function()
+    for _, mode in ipairs({ "list", "watch" }) do
+      local ev = assert(feed(mode, '{"\\u0061pp":"w\\u00e9b","tier":"f\\"e"}'))
+      assert.same({ app = "wéb", tier = 'f"e' }, ev[1].object:labels())
+      assert.same({ app = "wéb", tier = 'f"e' }, json.decode(ev[1].object:json()).metadata.labels)
+    end
+  end)
 end)

@@ -154,6 +154,30 @@ describe("apiserver faults", function()
     assert.equal(0, after.waiting)
   end)
 
+  it("ends the delays in progress however the faults are set (PUT or POST), not when refused", function()
+    for _, method in ipairs({ "PUT", "POST" }) do
+      local name = "held-" .. method:lower()
+      faults("delay=120,delay-path=/configmaps/held-")
+      srv:create_cm(name)
+      local slow = helpers.spawn({ "env", "-u", "LD_PRELOAD", "curl", "-s", "-o", "/dev/null",
+        "-w", "%{http_code}\n", srv.url .. srv:ns_path("configmaps", name) })
+      helpers.eventually(function()
+        local _, f = srv:request("GET", "/luna/v1/faults")
+        return f.waiting == 1
+      end, 30, "the slow GET to be held")
+      -- a refused SPEC sets nothing, so it ends nothing
+      assert.equal(400, (srv:request(method, "/luna/v1/faults", "bogus=1", { content_type = "text/plain" })))
+      local _, f = srv:request("GET", "/luna/v1/faults")
+      assert.equal(1, f.waiting, method)
+      assert.equal(200, (srv:request(method, "/luna/v1/faults", "", { content_type = "text/plain" })))
+      assert.equal("200", slow:read_line(30), method)
+      assert.equal(0, slow:wait(10))
+      slow:stop()
+      local _, after = srv:request("GET", "/luna/v1/faults")
+      assert.equal(0, after.waiting, method)
+    end
+  end)
+
   it("rejects an empty delay-path", function()
     local code, st = srv:request("PUT", "/luna/v1/faults", "delay=1,delay-path=", { content_type = "text/plain" })
     assert.equal(400, code)

@@ -13,7 +13,9 @@
  * Checked: same return code and same callbacks whatever the split; every
  * item has a name and its cached JSON is itself valid JSON of one object
  * (metadata only: whose keys are apiVersion "v1", kind "Fuzz" and at most
- * metadata); LIST metadata is the same.  Every object reference is dropped.
+ * metadata), whose labels as a script decodes them (each key's last value,
+ * when a string) are the object's labels; LIST metadata is the same.
+ * Every object reference is dropped.
  */
 #include "fuzz_input.h"
 
@@ -43,6 +45,88 @@ static int other_keys(void *ud, const luna_json_event *ev, luna_error *err)
     return 0;
 }
 
+/* metadata.labels of a cached object as a script decoding it reads them:
+ * each pair in order (copies), value NULL unless a string. */
+struct pair {
+    char *k, *v;
+    size_t kn, vn;
+};
+struct label_scan {
+    bool in_md, in_labels;
+    struct pair p[512];
+    size_t n;
+    bool overflow;
+};
+
+static char *copy(const char *s, size_t n)
+{
+    char *c = malloc(n + 1);
+    if (!c)
+        abort();
+    memcpy(c, s, n);
+    c[n] = '\0';
+    return c;
+}
+
+static int scan_labels(void *ud, const luna_json_event *ev, luna_error *err)
+{
+    struct label_scan *ls = ud;
+    if (ev->type == LUNA_JSON_KEY && ev->depth == 1) {
+        ls->in_md = ev->len == 8 && memcmp(ev->str, "metadata", 8) == 0;
+        ls->in_labels = false;
+    } else if (ev->type == LUNA_JSON_KEY && ev->depth == 2) {
+        ls->in_labels = ls->in_md && ev->len == 6 && memcmp(ev->str, "labels", 6) == 0;
+    } else if (ls->in_labels && ev->depth == 3 && ev->type == LUNA_JSON_KEY) {
+        if (ls->n == sizeof ls->p / sizeof ls->p[0]) {
+            ls->overflow = true;
+            return 0;
+        }
+        ls->p[ls->n++] = (struct pair){ .k = copy(ev->str, ev->len), .kn = ev->len };
+    } else if (ls->in_labels && ev->depth == 3 && ev->type == LUNA_JSON_STRING && ls->n &&
+               !ls->overflow) {
+        ls->p[ls->n - 1].v = copy(ev->str, ev->len);
+        ls->p[ls->n - 1].vn = ev->len;
+    }
+    return 0;
+}
+
+/* The object's labels (what selectors and cache lists by label read) are
+ * the labels the script reads: each key's last value, when a string. */
+static void check_labels(const struct luna_object *obj, const char *json, size_t len)
+{
+    struct label_scan ls = { 0 };
+    luna_error err = { 0 };
+    FUZZ_CHECK(luna_json_parse(json, len, NULL, scan_labels, &ls, &err) == 0, "%s", err.msg);
+    size_t want = 0;
+    for (size_t i = 0; i < ls.n; i++) {
+        bool last = true;
+        for (size_t j = i + 1; j < ls.n && last; j++)
+            last = !(ls.p[j].kn == ls.p[i].kn && memcmp(ls.p[j].k, ls.p[i].k, ls.p[i].kn) == 0);
+        if (!last || !ls.p[i].v) {
+            free(ls.p[i].v);
+            ls.p[i].v = NULL; /* not a label the script reads */
+        } else {
+            want++;
+        }
+    }
+    size_t cursor = 0, got = 0;
+    const char *k, *v;
+    while (!ls.overflow && luna_object_next_label(obj, &cursor, &k, &v) == 0) {
+        got++;
+        size_t kn = strlen(k), vn = strlen(v), i = 0;
+        while (i < ls.n && !(ls.p[i].v && ls.p[i].kn == kn && memcmp(ls.p[i].k, k, kn) == 0))
+            i++;
+        FUZZ_CHECK(i < ls.n && ls.p[i].vn == vn && memcmp(ls.p[i].v, v, vn) == 0,
+                   "the object has the label %s=%s, the script reads otherwise: %s", k, v, json);
+    }
+    FUZZ_CHECK(ls.overflow || got == want, "the object has %zu labels, the script reads %zu: %s",
+               got, want, json);
+    for (size_t i = 0; i < ls.n; i++) {
+        free(ls.p[i].k);
+        free(ls.p[i].v);
+    }
+}
+
 static int on_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
 {
     struct run *r = ud;
@@ -61,6 +145,7 @@ static int on_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
                    luna_json_parse(json, len, NULL, other_keys, &others, &err) == 0 &&
                    others == 0, "metadata-only item holds more: %s", json);
     }
+    check_labels(obj, json, len);
     r->hash = fuzz_hash(r->hash, &ev, sizeof ev);
     r->hash = fuzz_hash(r->hash, luna_object_key(obj), strlen(luna_object_key(obj)) + 1);
     r->hash = fuzz_hash(r->hash, luna_object_uid(obj), strlen(luna_object_uid(obj)) + 1);
