@@ -659,8 +659,13 @@ static int on_event(void *ud, const luna_json_event *ev, luna_error *err)
         s->top_key = list ? (key_is(ev, "metadata") ? 1 : key_is(ev, "items") ? 2
                              : key_is(ev, "kind") ? 3 : 0)
                           : (key_is(ev, "type") ? 1 : key_is(ev, "object") ? 2 : 0);
-        if (list && s->top_key == 2)
+        if (list && s->top_key == 2) {
+            /* The first array's items went out as they came; Go would
+             * keep only the second's (kube-apiserver never repeats it). */
+            if (s->saw_items)
+                return luna_error_set(err, LUNA_EPROTO, "the list has \"items\" twice");
             s->saw_items = true;
+        }
         return 0;
     }
     if (list) {

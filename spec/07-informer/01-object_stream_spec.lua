@@ -584,6 +584,34 @@ describe("object stream, repeated keys", function()
   end
 end)
 
+describe("object stream, repeated keys outside the items", function()
+  local A = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"d","resourceVersion":"1"}}'
+  local B = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b","namespace":"d","resourceVersion":"2"}}'
+  local function feed(mode, body)
+    return core.object_stream.new{ mode = mode, api_version = "v1", kind = "ConfigMap" }:feed(body)
+  end
+
+  it("refuses a list with items twice (its first items went out already; Go keeps the second)", function()
+    local got, err = feed("list", '{"kind":"ConfigMapList","metadata":{"resourceVersion":"9"},' ..
+      '"items":[' .. A .. '],"items":[' .. B .. ']}')
+    assert.is_nil(got)
+    assert.matches('the list has "items" twice', err.message, 1, true)
+    -- spelled with an escape, the same
+    got, err = feed("list", '{"items":[' .. A .. '],"it\\u0065ms":[' .. B .. ']}')
+    assert.is_nil(got)
+    assert.matches('the list has "items" twice', err.message, 1, true)
+    -- once is a list
+    assert.equal(1, #assert(feed("list", '{"metadata":{"resourceVersion":"9"},"items":[' .. A .. ']}')))
+  end)
+
+  it("a watch event with object twice delivers the last, keyed as its bytes say", function()
+    local ev = assert(feed("watch", '{"type":"ADDED","object":' .. A .. ',"object":' .. B .. '}\n'))
+    assert.equal(1, #ev)
+    assert.equal("d/b", ev[1].object:key())
+    assert.equal("b", json.decode(ev[1].object:json()).metadata.name)
+  end)
+end)
+
 describe("object stream, keys written with escapes", function()
   -- The parser hands keys over decoded, so "\u006eame" is "name": a repeat
   -- spelled with escapes is as refused as a plain one, and the object the
