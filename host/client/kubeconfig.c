@@ -818,21 +818,27 @@ static int normalize_server(struct luna_kubeconfig *cfg, const char *server, boo
     size_t len = strlen(server);
     while (len > 0 && server[len - 1] == '/')
         len--;
+    /* The host starts after the scheme the server names; the trailing
+     * slashes just cut may have eaten into the scheme ("https://"). */
     const char *scheme = "";
-    if (strncasecmp(server, "https://", 8) != 0 && strncasecmp(server, "http://", 7) != 0) {
+    size_t host_at = 0;
+    if (strncasecmp(server, "https://", 8) == 0) {
+        host_at = 8;
+    } else if (strncasecmp(server, "http://", 7) == 0) {
+        host_at = 7;
+    } else {
         if (strstr(server, "://"))
             return luna_error_set(err, LUNA_EINVAL,
                                   "%s.server: unsupported URL scheme (want https:// or http://)",
                                   where);
         scheme = tls ? "https://" : "http://";
     }
+    if (len <= host_at || server[host_at] == '/')
+        return luna_error_set(err, LUNA_EINVAL, "%s.server: URL has no host", where);
     if (asprintf(&cfg->server, "%s%.*s", scheme, (int)len, server) < 0) {
         cfg->server = NULL;
         return oom(err);
     }
-    const char *host = strstr(cfg->server, "://") + 3;
-    if (!*host || *host == '/')
-        return luna_error_set(err, LUNA_EINVAL, "%s.server: URL has no host", where);
     return 0;
 }
 

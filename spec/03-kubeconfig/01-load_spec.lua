@@ -214,6 +214,18 @@ contexts: [{name: x, context: {cluster: c}}]
 ]])
       msg = S.load_error({ path = dir .. "/config" })
       assert.matches("clusters%[0%]%.cluster%.server: URL has no host", msg)
+      -- a scheme and nothing after it, with or without more slashes (the
+      -- slashes cut from the end used to eat the scheme's: a read before
+      -- the string, found by fuzzing, regress_server_scheme_only)
+      for _, server in ipairs({ "https://", "http://", "HTTPS:////", "/", "//" }) do
+        helpers.write_file(dir .. "/config", ([[
+current-context: x
+clusters: [{name: c, cluster: {server: "%s"}}]
+contexts: [{name: x, context: {cluster: c}}]
+]]):format(server))
+        msg = S.load_error({ path = dir .. "/config" })
+        assert.matches("clusters%[0%]%.cluster%.server: URL has no host", msg, 1, false)
+      end
     end)
   end)
 
