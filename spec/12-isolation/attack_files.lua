@@ -119,25 +119,37 @@ function attacks.run(srv, cases, args)
       srv:request("POST", srv:ns_path("configmaps"), { apiVersion = "v1", kind = "ConfigMap",
         metadata = { name = t, labels = { app = "target" } }, data = { k = "v" } })
     end
-    for _, case in ipairs(cases) do
-      local marks = { "reconcile done", "reconcile failed", "lua callback failed", "index function failed",
-                      "watches map result ignored", "requeue after",
-                      "reconcile abandoned" }
-      local deadline = helpers.now() + 30
-      local seen = false
-      repeat
-        for _, line in ipairs(p.out) do
-          if line:find("controller=" .. case.name, 1, true) then
+    -- Each line is looked at once, as it comes, for every case: scanning
+    -- the whole output again on each poll made the reader fall behind a
+    -- host that logs every retry, on a busy machine (a case's line was
+    -- still unread in the pipe when its 30 s ran out).
+    local marks = { "reconcile done", "reconcile failed", "lua callback failed", "index function failed",
+                    "watches map result ignored", "requeue after",
+                    "reconcile abandoned" }
+    local seen, scanned = {}, 0
+    local function scan()
+      for i = scanned + 1, #p.out do
+        local line = p.out[i]
+        for _, case in ipairs(cases) do
+          if not seen[case.name] and line:find("controller=" .. case.name, 1, true) then
             if case.reached then
-              seen = seen or line:find(case.reached, 1, true) ~= nil
+              seen[case.name] = line:find(case.reached, 1, true) ~= nil
             else
-              for _, m in ipairs(marks) do seen = seen or line:find(m, 1, true) ~= nil end
+              for _, m in ipairs(marks) do seen[case.name] = seen[case.name] or line:find(m, 1, true) ~= nil end
             end
           end
         end
-        if not seen then drain(p) p:read_line(0.05) end
-      until seen or helpers.now() > deadline or not p:alive()
-      assert(seen, case.name .. " was not exercised")
+      end
+      scanned = #p.out
+    end
+    for _, case in ipairs(cases) do
+      local deadline = helpers.now() + 30
+      repeat
+        scan()
+        if not seen[case.name] then drain(p) p:read_line(0.05) end
+      until seen[case.name] or helpers.now() > deadline or not p:alive()
+      scan()
+      assert(seen[case.name], case.name .. " was not exercised")
     end
     for round = 1, 2 do
       canary_round(srv, p, round)
