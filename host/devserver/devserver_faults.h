@@ -31,9 +31,6 @@
  *                          so a spec reading GET /luna/v1/faults knows its
  *                          watch has taken its state and can write "during"
  *                          the stream
- *
- * GET /luna/v1/faults also reports "waiting": the requests held back now
- * by delay or hold-watches.
  *   ignore-shard-selector=1  LIST and WATCH ignore shardSelector (no
  *                          filtering, no shardInfo), as a server without
  *                          KEP-5866 or with its feature gate off does
@@ -45,7 +42,8 @@
  *                          ADDED events without a bookmark
  *   seed=N                 seed of the random choices (default 1)
  * Counters (truncate-event, malformed-event, gone, hold-watches) count
- * down as used.
+ * down as used.  GET /luna/v1/faults also reports "waiting": the requests
+ * held back now by delay or hold-watches.
  * The settings are a value owned by one server (struct luna_ds); the
  * functions take it.  Runs on the loop thread.
  */
