@@ -2,6 +2,7 @@
 #include "runtime/reconcile.h"
 
 #include <lauxlib.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,6 +350,13 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
      * (its coroutine is unreferenced now) before the next one runs. */
     if (stop == LUNA_WATCHDOG_MEMORY)
         lua_gc(c->env.L, LUA_GCCOLLECT, 0);
+    if (++c->trim_burst >= LUNA_RECONCILE_TRIM_BURST && c->active == 0 &&
+        !luna_workqueue_len(q)) {
+        c->trim_burst = 0;
+#ifdef __GLIBC__
+        malloc_trim(0);
+#endif
+    }
     luna_controller_kick(c);
     luna_controller_maybe_drained(c);
 }
