@@ -108,13 +108,30 @@ describe("hot reload", function()
   end)
 
   it("adds and removes controllers and the informers they need", function()
-    env = luna_env.start{ sources = { ["a.lua"] = stamper("v1", "x") } }
+    env = luna_env.start{ sources = { ["a.lua"] = stamper("v1", "x") },
+                          args = { "--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false" } }
+    local metrics_url
+    for _, l in ipairs(env.luna.out) do
+      metrics_url = metrics_url or l:match("metrics server listening address=(%S+)")
+    end
+    assert.truthy(metrics_url, "luna did not say where its metrics are")
+    -- the informers luna holds, by the resource of each (their cache-size
+    -- gauge lives exactly as long as the informer)
+    local function informers()
+      local out = helpers.run("env -u LD_PRELOAD curl -s -S --max-time 10 http://" .. metrics_url .. "/metrics")
+      local held = {}
+      for resource in out:gmatch('luna_informer_objects{resource="([^"]+)"}') do
+        held[#held + 1] = resource
+      end
+      return table.concat(held, "; ")
+    end
     local ns = env.srv.ns
     env.srv:create_cm("c1", nil, STAMPED)
     helpers.write_file(env.dir .. "/a.lua", stamper("v1", ns))
     env.luna:kill(SIGHUP)
     env.luna:expect("reload done", 20)
     env:wait(function() return all_stamped(env, "v1", 1) end, 20, "stamper")
+    assert.matches("^v1/configmaps ns=" .. ns:gsub("%-", "%%-") .. " ", informers())
     -- add a controller watching Secrets; drop the stamper
     os.remove(env.dir .. "/a.lua")
     helpers.write_file(env.dir .. "/b.lua", ([[
@@ -130,6 +147,13 @@ return luna.controller { name = "secrets", watch = { "v1/Secret", namespace = %q
     env.srv:request("POST", env.srv:ns_path("secrets"), { apiVersion = "v1", kind = "Secret",
       metadata = { name = "s1" }, data = { k = "dg==" } })
     env.luna:expect("saw secret[^\n]*name=s1", 20)
+    -- the ConfigMap informer is released, the Secret one held
+    local held
+    pcall(env.wait, env, function()
+      held = informers()
+      return held == "v1/secrets ns=" .. ns
+    end, 20)
+    assert.equal("v1/secrets ns=" .. ns, held)
     -- the ConfigMap informer is gone: a new ConfigMap is not stamped
     -- (a Secret written after it, once seen, marks the time a reconcile of
     -- c2 had to stamp it by, if anything still watched ConfigMaps)
