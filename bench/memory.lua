@@ -7,14 +7,18 @@
 -- prints:
 --   bench memory_floor objects=1 rss_mb=R anon_mb=A file_mb=F <lib>_mb=...
 --     the process with one object: what luna costs before any cache, split
---     into anonymous memory (heap, Lua, stacks) and pages of mapped files
---     (the binary and the shared libraries of its Debian packages; the
---     libraries over 0.5 MiB are named)
+--     into anonymous memory (heap, Lua, stacks, and the data pages the
+--     libraries wrote) and pages of mapped files (the binary and the shared
+--     libraries of its Debian packages; those with over 0.5 MiB are named,
+--     their file-backed pages only)
 --   bench memory_objects objects=N rss_mb=R anon_mb=A file_mb=F
 --     anon_bytes_per_object=B json_bytes_per_object=J
 --     the same with N objects; B is the anonymous memory over the floor's
---     per object, J the size of one such object as the dev server sends
---     it, less managedFields (the JSON the cache keeps)
+--     per object, J the size of one such object (cm-000000, the shortest)
+--     as the dev server sends it, less managedFields (the JSON the cache
+--     keeps).  Below 10,000 objects the initial reconciles are no burst
+--     the heap is trimmed after (LUNA_RECONCILE_TRIM_BURST), and B holds
+--     the holes they left.
 -- Memory does not move with the machine's load (unlike the timings of
 -- the other benches); each figure is read from /proc/<pid>.
 package.path = "spec/?.lua;bench/?.lua;" .. package.path
@@ -24,8 +28,8 @@ local peers = require("peers")
 local opts = { objects = 20000 }
 for _, a in ipairs(arg) do
   local k, v = a:match("^(%w+)=(%d+)$")
-  if not k or opts[k] == nil or tonumber(v) <= 0 then
-    io.stderr:write("bench/memory.lua: bad argument " .. a .. " (known: objects=N, N > 0)\n")
+  if not k or opts[k] == nil or tonumber(v) < 2 then
+    io.stderr:write("bench/memory.lua: bad argument " .. a .. " (known: objects=N, N >= 2)\n")
     os.exit(2)
   end
   opts[k] = tonumber(v)
@@ -46,17 +50,22 @@ return luna.controller {
   end,
 }]]
 
--- Rss of each mapping, summed by file ("" for anonymous ones), in KiB.
-local function rss_by_file(pid)
+-- The file-backed resident pages of each mapped file, summed by file, in
+-- KiB: a mapping's Rss less its Anonymous part (a library's data pages
+-- once written: relocations, its globals) which RssAnon counts.  Mappings
+-- of no file ([heap], [stack], anonymous) are left out.
+local function file_rss_by_file(pid)
   local by = {}
-  local name = ""
+  local name, rss = nil, 0
   for line in (helpers.read_file("/proc/" .. pid .. "/smaps") or ""):gmatch("[^\n]+") do
     local range, rest = line:match("^(%x+%-%x+) (.*)$")
     if range then
-      name = rest:match("^%S+%s+%S+%s+%S+%s+%S+%s+(%S.*)$") or ""
-    else
+      name = rest:match("^%S+%s+%S+%s+%S+%s+%S+%s+(/%S.*)$")
+    elseif name then
       local kb = line:match("^Rss:%s+(%d+)")
-      if kb then by[name] = (by[name] or 0) + tonumber(kb) end
+      if kb then rss = tonumber(kb) end
+      local anon = line:match("^Anonymous:%s+(%d+)")
+      if anon then by[name] = (by[name] or 0) + rss - tonumber(anon) end
     end
   end
   return by
@@ -92,15 +101,17 @@ local function measure(n)
     end
     return (tonumber(f[12]) or 0) + (tonumber(f[13]) or 0)
   end
-  local c = cpu()
+  local c, deadline = cpu(), os.time() + 60
   repeat
     os.execute("sleep 0.5")
     local c2 = cpu()
     local settled = c2 == c
     c = c2
+    assert(os.time() < deadline, "luna run still busy 60 s after its reconciles")
   until settled
   local r = { rss = status_kb(p.pid, "VmRSS"), anon = status_kb(p.pid, "RssAnon"),
-              file = status_kb(p.pid, "RssFile"), files = rss_by_file(p.pid) }
+              file = status_kb(p.pid, "RssFile"), files = file_rss_by_file(p.pid) }
+  if r.rss == 0 then error("luna run exited (no VmRSS):\n" .. p:drain(1)) end
   p:stop()
   -- one object as the server sends it, less managedFields (which the
   -- cache drops)

@@ -26,7 +26,7 @@ local M = {}
 M.KEYS = {
   { "dispatch_per_s", "dispatch" },     -- initial trivial reconciles per second
   { "dispatch_per_cpu_s" },             -- the same per CPU second of the process
-  { "rss_mb", "rss" },                  -- VmRSS after sync and the initial reconciles, MB
+  { "rss_mb", "rss" },                  -- VmRSS once idle after the initial reconciles, MB
   { "sync_s", "sync" },                 -- start → cache synced, s
   { "relist_peak_rss_mb", "relist_rss" }, -- VmHWM over a forced relist, MB
   { "watch_events_per_cpu_s", "watch" },-- watch events applied per CPU second
@@ -309,6 +309,9 @@ local function main()
     local reconciles = tonumber(M.field(line, "reconciles"))
     r.dispatch_per_s = reconciles / tonumber(M.field(line, "seconds"))
     r.dispatch_per_cpu_s = reconciles / math.max(tonumber(M.field(line, "cpu_s")), 1e-6)
+    -- the line is logged inside the last initial reconcile; marker and
+    -- report follow it: memory is read once the process is idle
+    idle(p.pid)
     r.rss_mb = status_mb(p.pid, "VmRSS")
 
     -- watch: `watch` writes as fast as the server takes them, then a marker

@@ -51,7 +51,7 @@ struct luna_controller {
                                        * indexer, "<controller>/<name>#<instance>" */
     size_t nindexes;                  /* custom indexes added to sources[0] */
     int workers, active;
-    unsigned trim_burst;              /* reconciles ended since the heap was last trimmed */
+    unsigned trim_burst;              /* reconciles ended since the queue was last dry */
     struct luna_watchdog_limits limits; /* budgets of its Lua code */
     bool started, stopping;
     bool paused;                      /* takes no keys; its queue still fills (admin) */

@@ -350,12 +350,16 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
      * (its coroutine is unreferenced now) before the next one runs. */
     if (stop == LUNA_WATCHDOG_MEMORY)
         lua_gc(c->env.L, LUA_GCCOLLECT, 0);
-    if (++c->trim_burst >= LUNA_RECONCILE_TRIM_BURST && c->active == 0 &&
-        !luna_workqueue_len(q)) {
-        c->trim_burst = 0;
+    c->trim_burst++;
+    if (c->active == 0 && !luna_workqueue_len(q)) {
+        /* the queue ran dry: a burst ends here, trimmed if it was one (a
+         * trickle of keys that keeps drying the queue never trims: each
+         * call walks every free chunk of the heap, freeing or not) */
 #ifdef __GLIBC__
-        malloc_trim(0);
+        if (c->trim_burst >= LUNA_RECONCILE_TRIM_BURST)
+            malloc_trim(0);
 #endif
+        c->trim_burst = 0;
     }
     luna_controller_kick(c);
     luna_controller_maybe_drained(c);

@@ -90,9 +90,9 @@ void luna_reconcile_abandon(struct luna_reconcile *r, bool requeue);
 /* Idle coroutines a controller keeps for its next reconciles (at most this
  * many, fewer when it has fewer workers). */
 #define LUNA_RECONCILE_POOL 16
-/* When a controller's queue runs dry with nothing running and at least
- * this many reconciles ended since the last time, the heap's free pages go
- * back to the system (malloc_trim): a burst of reconciles (the initial
+/* When a controller's queue runs dry with nothing running after at least
+ * this many reconciles ended since it was last dry, the heap's free pages
+ * go back to the system (malloc_trim): a burst of reconciles (the initial
  * sync's keys, a resync) leaves the freed requests, keys and Lua garbage
  * as holes malloc keeps, and RSS would stay at the burst's peak. */
 #define LUNA_RECONCILE_TRIM_BURST 10000
