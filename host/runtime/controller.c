@@ -621,6 +621,12 @@ static bool breathing(struct luna_controller *c)
     double left = breather.until - ev_time();
     if (left <= 0)
         return false;
+    /* a turn lost to the breather counts as a deferral: the breather lets
+     * one reconcile start after it, and without the count the line's head
+     * never came to wait, so whichever controller the loop happened to call
+     * first took every such start (seen: 8 of 15 controllers, the canary
+     * among them, never started in 30 s beside slow recursive ones) */
+    c->deferrals++;
     deferred_join(c);
     ev_check_stop(luna_loop(), &c->dispatch_check);
     ev_idle_stop(luna_loop(), &c->dispatch_idle);
