@@ -635,7 +635,9 @@ static bool breathing(struct luna_controller *c)
         breather.timer_init = true;
     }
     if (!ev_is_active(&breather.timer)) {
-        ev_timer_set(&breather.timer, left, 0.);
+        /* libev counts from the iteration's cached time, which is behind
+         * by the stretch that just ran: `left` from it would fire early */
+        ev_timer_set(&breather.timer, breather.until - ev_now(luna_loop()), 0.);
         ev_timer_start(luna_loop(), &breather.timer);
     }
     return true;
@@ -702,7 +704,11 @@ static void dispatch(struct luna_controller *c)
         started = true;
     }
     c->dispatching = false;
-    if (c->stopping || c->active >= c->workers || !luna_workqueue_len(c->queue))
+    /* a sharded replica that may not act stops its watchers too (they
+     * would spin the loop until it may): the shard set kicks every
+     * controller when it acts again */
+    if (c->stopping || c->active >= c->workers || !luna_workqueue_len(c->queue) ||
+        shard_waits(c))
         dispatch_stop(c);
 }
 

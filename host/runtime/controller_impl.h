@@ -56,7 +56,8 @@ struct luna_controller {
     bool started, stopping;
     bool paused;                      /* takes no keys; its queue still fills (admin) */
     bool dispatching;                 /* inside dispatch(): it does not nest */
-    unsigned deferrals;               /* dispatches skipped for the time slice */
+    unsigned deferrals;               /* dispatches held back by the slice or a breather
+                                       * since c last started a reconcile */
     /* The line of controllers deferred by the time slice, oldest first: c
      * is in it if and only if it has keys and free workers but was
      * deferred since it last started a reconcile. */

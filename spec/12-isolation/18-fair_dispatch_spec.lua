@@ -23,7 +23,7 @@ describe("dispatch beside long stretches of script code #integration", function(
     support.stop(srv)
   end)
 
-  it("gives every controller its turn, in the order they waited", function()
+  it("gives every controller its turn before any controller has many", function()
     support.fresh_namespace(srv)
     local files = {}
     for i = 1, N do
