@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 #ifdef __GLIBC__
-#include <malloc.h>
 #endif
 
+#include "base/heap.h"
 #include "base/log.h"
 #include "base/loop.h"
 
@@ -182,11 +182,8 @@ static void drain_cb(struct ev_loop *loop, ev_check *w, int revents)
         /* A (re)list leaves its queue's memory free between cached objects,
          * where malloc keeps it: hand the free pages back to the system so
          * the RSS follows the cache, not the list's peak. */
-        if (inf->burst >= LUNA_INFORMER_TRIM_BURST) {
-#ifdef __GLIBC__
-            malloc_trim(0);
-#endif
-        }
+        if (inf->burst >= LUNA_INFORMER_TRIM_BURST)
+            luna_heap_trim();
         inf->burst = 0;
     }
 }

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #ifdef __GLIBC__
-#include <malloc.h>
 #endif
 #include <string.h>
 
@@ -20,6 +19,7 @@
 #include "devserver/devserver_watch.h"
 #include "devserver/devserver_yaml.h"
 #include "base/error.h"
+#include "base/heap.h"
 #include "base/log.h"
 #include "base/loop.h"
 
@@ -285,12 +285,10 @@ int luna_devserver_main(int argc, char **argv)
             luna_error("seed failed", "error", err.msg);
             goto out_api;
         }
-#ifdef __GLIBC__
     /* A large seed's parse trees are gone: give their pages back, so the
      * server's RSS is its objects, not the seed's peak. */
     if (nseeds)
-        malloc_trim(0);
-#endif
+        luna_heap_trim();
     luna_ds_http_opts hopts = { .ds = ds, .host = host, .port = port, .token = token,
                                 .tls_cert = cert, .tls_key = key };
     srv = luna_ds_http_start(&hopts, &err);

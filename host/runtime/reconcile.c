@@ -2,12 +2,12 @@
 #include "runtime/reconcile.h"
 
 #include <lauxlib.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/heap.h"
 #include "base/log.h"
 #include "cache/event_latency.h"
 #include "queue/workqueue.h"
@@ -355,10 +355,8 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
         /* the queue ran dry: a burst ends here, trimmed if it was one (a
          * trickle of keys that keeps drying the queue never trims: each
          * call walks every free chunk of the heap, freeing or not) */
-#ifdef __GLIBC__
         if (c->trim_burst >= LUNA_RECONCILE_TRIM_BURST)
-            malloc_trim(0);
-#endif
+            luna_heap_trim();
         c->trim_burst = 0;
     }
     luna_controller_kick(c);
