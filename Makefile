@@ -48,7 +48,7 @@ DEB_NOBUILD_PKGS := luajit lua-busted lua-cjson libcjson-dev libjson-c-dev \
              clang libclang-rt-14-dev iproute2
 DEB_BUILD_PKGS := $(filter-out $(DEB_NOBUILD_PKGS),$(DEB_PKGS))
 
-CORE_LAYERS := base client cache queue lua runtime testing
+CORE_LAYERS := base client cache queue lua script serve cluster controller api runtime testing
 CORE_SRC  := $(foreach l,$(CORE_LAYERS),$(wildcard host/$(l)/*.c))
 DEVSERVER_SRC := $(wildcard host/devserver/*.c)
 FIXTURES  := $(patsubst spec/fixtures/%.c,%,$(wildcard spec/fixtures/*.c))

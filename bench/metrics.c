@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/metrics.h"
+#include "serve/metrics.h"
 #include "base/textbuf.h"
 
 #define MIN_SECONDS 0.5

@@ -12,8 +12,8 @@
  *   core.crypto    hashes and HMACs (lua_crypto.h)
  *
  * The runtime's Lua states preload `luna.core` as this table plus what the
- * runtime itself adds (runtime/lua_host.c); controller scripts see only a
- * read-only view of it (runtime/lua_sandbox.c).  The spec-facing module
+ * runtime itself adds (controller/loader.c); controller scripts see only a
+ * read-only view of it (script/sandbox.c).  The spec-facing module
  * (testing/lua_module.h, build/lua/luna/core.so) is this table plus the
  * bindings only specs and benchmarks use (loop, informer, http, workqueue,
  * ...), so those never exist in a controller's Lua state.

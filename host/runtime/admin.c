@@ -10,9 +10,9 @@
 #include "base/log.h"
 #include "base/selector.h"
 #include "queue/workqueue.h"
-#include "runtime/controller.h"
-#include "runtime/reload.h"
-#include "runtime/runtime_metrics.h"
+#include "controller/controller.h"
+#include "controller/generation.h"
+#include "serve/runtime_metrics.h"
 
 #define MAX_KEY_LEN 317 /* namespace (63) / name (253) */
 #define AUDIT_KEYS_MAX 4000

@@ -11,33 +11,33 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "runtime/controller.h"
+#include "controller/controller.h"
 #include "runtime/dir_watch.h"
-#include "runtime/event_memory.h"
-#include "runtime/reload.h"
+#include "api/event_memory.h"
+#include "controller/generation.h"
 #include "client/discovery.h"
 #include "cache/event_latency.h"
-#include "runtime/health.h"
+#include "serve/health.h"
 #include "client/http.h"
 #include "runtime/admin.h"
-#include "runtime/httpd.h"
-#include "runtime/lua_client.h"
+#include "serve/httpd.h"
+#include "api/client.h"
 #include "cache/informer_factory.h"
 #include "client/kube_client.h"
 #include "client/kubeconfig.h"
-#include "runtime/leader.h"
-#include "runtime/reconcile.h"
-#include "runtime/shard_set.h"
+#include "cluster/leader.h"
+#include "controller/reconcile.h"
+#include "cluster/shard_set.h"
 #include "base/log.h"
 #include "base/loop.h"
-#include "runtime/lua_events.h"
-#include "runtime/lua_host.h"
-#include "runtime/lua_runtime.h"
-#include "runtime/metrics.h"
-#include "runtime/metrics_auth.h"
-#include "runtime/serving_cert.h"
-#include "runtime/runtime_metrics.h"
-#include "runtime/workqueue_export.h"
+#include "api/events.h"
+#include "controller/loader.h"
+#include "api/api.h"
+#include "serve/metrics.h"
+#include "serve/metrics_auth.h"
+#include "serve/serving_cert.h"
+#include "serve/runtime_metrics.h"
+#include "serve/workqueue_export.h"
 #include "runtime/test_control.h"
 
 #define SYNC_CHECK_S 0.05
@@ -1056,7 +1056,7 @@ static void reload_now(struct runtime *rt, const char *trigger)
 
 /* core.runtime.shadow = true in the candidate's state: lua/luna/api.lua
  * then logs each write with what it would change (the dry run itself is
- * the controllers' flag, enforced in lua_client.c).  The candidate gets no
+ * the controllers' flag, enforced in api/client.c).  The candidate gets no
  * event_store: the host's store of a controller is the live code's memory
  * of the Events it recorded, and a candidate's luna.event would bump and
  * then forget the live entry (its dry run recorded nothing), so the live

@@ -32,7 +32,7 @@
  * under /admin/ on the metrics server, authorized like /metrics; on a
  * plain metrics server only with LUNA_ADMIN_ON (then open, and logged so).
  *
- * --shadow: every write is a dry run (lua_client.h).  --shadow-reload=S:
+ * --shadow: every write is a dry run (api/client.h).  --shadow-reload=S:
  * a reload is first built as a candidate whose controllers run beside the
  * live ones on queues of their own, every write a dry run, for S seconds;
  * then "reload shadow report" names, per controller, the keys whose writes
@@ -119,7 +119,7 @@ struct luna_run_config {
     enum luna_admin_mode admin;             /* --admin-endpoints */
     /* --shadow: every write the controllers make is a server-side dry run
      * (dryRun=All) and is logged with what it would have changed
-     * (lua_client.h); no leader election. */
+     * (api/client.h); no leader election. */
     bool shadow;
     /* --shadow-reload=S: a reload first runs the new code in shadow (every
      * write a dry run) beside the live code for S seconds, reports the

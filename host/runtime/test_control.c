@@ -21,11 +21,11 @@
 #include "client/kube_client.h"
 #include "queue/workqueue.h"
 #include "lua/lua_util.h"
-#include "runtime/controller.h"
-#include "runtime/controller_spec.h"
-#include "runtime/lua_sandbox.h"
-#include "runtime/reconcile.h"
-#include "runtime/reload.h"
+#include "controller/controller.h"
+#include "controller/spec.h"
+#include "script/sandbox.h"
+#include "controller/reconcile.h"
+#include "controller/generation.h"
 
 #define MAX_CALLS 10000
 #define MAX_LINE (64u << 20) /* a request command carries its body */

@@ -41,10 +41,10 @@
  *                   documents allowed) creates or replaces each object in
  *                   the dev server, as --seed does: {"ok":true} or {"error"}
  *   api             {"api":{"luna.get":"function",…},"fields":{…}}: every
- *                   name a script can reach through require (lua_sandbox.h:
+ *                   name a script can reach through require (script/sandbox.h:
  *                   luna_lua_sandbox_list_api), and the fields of the
  *                   tables scripts write or read: "spec", "spec.source",
- *                   "spec.limits", "spec.rate_limit" (controller_spec.h),
+ *                   "spec.limits", "spec.rate_limit" (controller/spec.h),
  *                   "request", "result" (reconcile.h), "error"
  *                   (lua_util.h); for the spec of `luna stubs`
  *   anything else   {"error":"unknown command …"}

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "runtime/health.h"
+#include "serve/health.h"
 #include "base/loop.h"
 #include "testing/lua_ratelimit.h"
 #include "lua/lua_util.h"

@@ -8,7 +8,7 @@
 #include "client/http.h"
 #include "client/kube_client.h"
 #include "client/kubeconfig.h"
-#include "runtime/leader.h"
+#include "cluster/leader.h"
 #include "base/loop.h"
 #include "lua/lua_util.h"
 #include "testing/lua_kube_stack.h"

@@ -8,7 +8,7 @@
 
 #include "base/log.h"
 #include "lua/lua_util.h"
-#include "runtime/metrics.h"
+#include "serve/metrics.h"
 #include "testing/lua_runtime_metrics.h"
 #include "testing/lua_workqueue_export.h"
 #include "base/textbuf.h"

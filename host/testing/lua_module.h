@@ -8,7 +8,7 @@
  * informer, object_stream, store, selector, backoff, ratelimit, workqueue,
  * kubeconfig, http, metrics, health, leader.  The luna executable does not
  * use it: its Lua states preload the script-facing table only
- * (runtime/lua_host.c), so controller scripts cannot reach these bindings.
+ * (controller/loader.c), so controller scripts cannot reach these bindings.
  */
 #ifndef LUNA_LUA_MODULE_H
 #define LUNA_LUA_MODULE_H

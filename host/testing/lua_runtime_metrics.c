@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "lua/lua_util.h"
-#include "runtime/runtime_metrics.h"
+#include "serve/runtime_metrics.h"
 #include "testing/lua_metrics.h"
 
 #define RUNTIME_MT "luna.metrics.runtime"

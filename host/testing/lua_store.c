@@ -8,7 +8,7 @@
 #include "cache/delta_fifo.h"
 #include "cache/indexer.h"
 #include "lua/lua_util.h"
-#include "runtime/lua_cache.h"
+#include "api/cache.h"
 
 #define OBJECT_MT "luna.store.Object"
 #define INDEXER_MT "luna.store.Indexer"

@@ -4,7 +4,7 @@
 #include <lauxlib.h>
 
 #include "lua/lua_util.h"
-#include "runtime/workqueue_export.h"
+#include "serve/workqueue_export.h"
 #include "testing/lua_metrics.h"
 #include "testing/lua_workqueue.h"
 

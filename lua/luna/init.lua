@@ -45,7 +45,7 @@ end
 
 -- Validates spec and returns the controller the host runs: the host
 -- checks every field (types, ranges, kinds, selectors) and copies it, with
--- raw reads only, into memory of its own (host/runtime/controller_spec.h).
+-- raw reads only, into memory of its own (host/controller/spec.h).
 -- The value returned is read-only: c.name, c.watch, ... give copies, and
 -- changing spec afterwards changes nothing.
 --

@@ -10,7 +10,19 @@ local helpers = require("helpers")
 
 -- Lower rank = lower layer.  A file may include its own folder and any
 -- folder of a lower rank.
-local RANK = { base = 0, client = 1, cache = 2, queue = 3, lua = 4, runtime = 5, testing = 6 }
+local RANK = { base = 0, client = 1, cache = 2, queue = 3, lua = 4, script = 5, serve = 6,
+               cluster = 7, controller = 8, api = 9, runtime = 10, testing = 11 }
+
+-- Upward includes left from the move of host/runtime/ into its layers
+-- (issue 28), each a circle being broken; the list may only shrink.
+local KNOWN_UPWARD = {
+  ["host/api/client.c: runtime/test_control.h"] = true,
+  ["host/controller/controller.c: api/cache.h"] = true,
+  ["host/controller/generation.c: runtime/test_control.h"] = true,
+  ["host/controller/generation.c: api/api.h"] = true,
+  ["host/script/sandbox.c: controller/controller.h"] = true,
+  ["host/serve/httpd.c: runtime/admin.h"] = true,
+}
 
 -- Tools run without the ASan runtime `make test` preloads into busted.
 local function sh(cmd)
@@ -70,6 +82,7 @@ describe("host/ layering", function()
       for _, inc in ipairs(includes(path)) do
         checked = checked + 1
         local why = violation(from, inc.dir)
+        if why and KNOWN_UPWARD[path .. ": " .. inc.text] then why = nil end
         if why then bad[#bad + 1] = ("%s:%d: %s (%s)"):format(path, inc.line, inc.text, why) end
       end
     end
@@ -79,6 +92,9 @@ describe("host/ layering", function()
 
   it("rejects the kinds of include it is there to catch", function()
     assert.truthy(violation("runtime", "testing"))
+    assert.truthy(violation("script", "controller"))
+    assert.truthy(violation("controller", "api"))
+    assert.truthy(violation("serve", "runtime"))
     assert.truthy(violation("base", "client"))
     assert.truthy(violation("cache", "devserver"))
     assert.truthy(violation("devserver", "runtime"))

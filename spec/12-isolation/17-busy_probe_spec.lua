@@ -3,7 +3,7 @@
 -- stretch of script code in progress; it must not wait for more than one.
 -- The slice lets one such reconcile start per loop iteration, and a probe
 -- needs two or three iterations (accept, read, answer): without the
--- breather after a long stretch (host/runtime/controller.c, LONG_STRETCH)
+-- breather after a long stretch (host/controller/controller.c, LONG_STRETCH)
 -- it waited two or three stretches, and the attack corpus's probe missed
 -- its 1 s on a loaded machine (3-format-tostring-recursion).
 local helpers = require("helpers")

@@ -1,6 +1,6 @@
 -- No controller starves beside controllers whose reconciles are long
 -- stretches of script code.  After such a stretch the dispatcher holds
--- every start back for a breather (host/runtime/controller.c,
+-- every start back for a breather (host/controller/controller.c,
 -- LONG_STRETCH), then lets one start: the controllers that lost their turn
 -- wait in the deferred line and must get those starts in the line's order.
 -- They did not (a turn lost to a breather was not counted as a deferral,

@@ -40,7 +40,7 @@ local function count_of(ev)
   return ev.series and ev.series.count or 1
 end
 
-describe("the Event memory (runtime/event_memory.h)", function()
+describe("the Event memory (api/event_memory.h)", function()
   it("is a bounded least recently used map per controller, freed without leaks", function()
     local out, rc = helpers.run_leak_checked(helpers.fixtures .. "/event_memory_c")
     assert.equal(0, rc, out)

@@ -1,0 +1,51 @@
+/* api/api.c — see api/api.h. */
+#include "api/api.h"
+
+#include <lauxlib.h>
+
+#include "controller/controller.h"
+#include "api/cache.h"
+#include "api/client.h"
+#include "api/events.h"
+#include "api/log.h"
+
+static int luna_lua_runtime_current(lua_State *L)
+{
+    struct luna_reconcile *r = luna_reconcile_of(L);
+    if (!r) {
+        struct luna_controller *c = luna_controller_in_handler();
+        if (!c) {
+            lua_pushnil(L);
+            return 1;
+        }
+        lua_createtable(L, 0, 1);
+        lua_pushstring(L, luna_controller_name(c));
+        lua_setfield(L, -2, "controller");
+        return 1;
+    }
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, luna_controller_name(luna_reconcile_controller(r)));
+    lua_setfield(L, -2, "controller");
+    lua_pushstring(L, luna_reconcile_key(r));
+    lua_setfield(L, -2, "key");
+    lua_pushstring(L, luna_reconcile_id(r));
+    lua_setfield(L, -2, "reconcile_id");
+    return 1;
+}
+
+void luna_lua_runtime_install(lua_State *L, struct luna_kube_client *kc,
+                              struct luna_discovery *disc)
+{
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "luna.core");
+    lua_call(L, 1, 1);
+    lua_newtable(L);
+    lua_pushcfunction(L, luna_lua_runtime_current);
+    lua_setfield(L, -2, "current");
+    luna_lua_cache_register(L);
+    luna_lua_client_register(L, kc, disc);
+    luna_lua_log_register(L);
+    luna_lua_events_register(L);
+    lua_setfield(L, -2, "runtime");
+    lua_pop(L, 1);
+}

@@ -1,0 +1,283 @@
+/* api/client.c — see api/client.h. */
+#include "api/client.h"
+
+#include <lauxlib.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "client/resource.h"
+#include "lua/lua_util.h"
+#include "controller/controller.h"
+#include "controller/reconcile.h"
+#include "runtime/test_control.h"
+
+static struct luna_kube_client *the_kc;
+static struct luna_discovery *the_disc;
+static bool shadow; /* every write is a server-side dry run */
+
+void luna_lua_client_set_shadow(bool on) { shadow = on; }
+
+/* luna run --shards: writes go out only while the gate allows them. */
+static struct {
+    bool (*allow)(void *ud, const char **why);
+    double timeout;
+    void *ud;
+} write_gate;
+
+void luna_lua_client_set_write_gate(bool (*allow)(void *ud, const char **why), double timeout,
+                                    void *ud)
+{
+    write_gate.allow = allow;
+    write_gate.timeout = timeout;
+    write_gate.ud = ud;
+}
+bool luna_lua_client_shadow(void) { return shadow; }
+
+/* A request shadow mode must turn into a dry run: a write whose path does
+ * not ask for one already. */
+static bool needs_dry_run(const struct luna_reconcile *r, const char *method, const char *path)
+{
+    bool on = shadow || luna_controller_shadow(luna_reconcile_controller((struct luna_reconcile *)r));
+    if (!on || strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+        return false;
+    /* dryRun=All as a whole parameter of the query, not a path segment */
+    for (const char *q = strchr(path, '?'); q; q = strchr(q + 1, '&'))
+        if (strncmp(q + 1, "dryRun=All", 10) == 0 && (q[11] == '&' || q[11] == '\0'))
+            return false;
+    return true;
+}
+
+/* The path with dryRun=All added (malloc'd; NULL when out of memory). */
+static char *dry_run_path(const char *path)
+{
+    size_t n = strlen(path) + sizeof "&dryRun=All";
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s%cdryRun=All", path, strchr(path, '?') ? '&' : '?');
+    return p;
+}
+
+/* The reconcile running on L, which must be able to wait there: raises
+ * (before anything starts) outside a reconcile, on a coroutine the script
+ * made, or where a yield cannot cross a C function (a table.sort
+ * comparator, a gsub or xpcall handler, a metamethod the host or a
+ * library function calls). */
+static struct luna_reconcile *need_reconcile(lua_State *L, const char *fn)
+{
+    struct luna_reconcile *r = luna_reconcile_of(L);
+    if (!r)
+        luaL_error(L, "%s can only be called inside reconcile (on its own coroutine, not one "
+                      "it created)", fn);
+    if (!lua_isyieldable(L))
+        luaL_error(L, "%s cannot wait here: it is called from inside a library function (a "
+                      "table.sort comparator, a string.gsub function, an xpcall message handler, "
+                      "a __tostring or another callback); call it from reconcile's own code", fn);
+    return r;
+}
+
+/* ---- resolve ----------------------------------------------------------- */
+
+static void cancel_resolve(void *ud) { luna_discovery_cancel(ud); }
+
+static void on_resolved(void *ud, const struct luna_resource *res, const luna_error *err)
+{
+    struct luna_reconcile *r = ud;
+    lua_State *co = luna_reconcile_thread(r);
+    if (res) {
+        luna_lua_push_resource(co, res);
+        luna_reconcile_resume(r, 1);
+    } else {
+        /* A kind the server does not serve is not a missing object: no
+         * HTTP status (client-go's NoKindMatchError is not an API status
+         * either), so luna.is_not_found(err) is false for it. */
+        luna_lua_push_error(co, err && err->code == LUNA_ENOMATCH ? "NoKindMatch" : "DiscoveryFailed",
+                            err ? err->msg : "discovery failed", 0);
+        luna_reconcile_resume(r, 2);
+    }
+}
+
+static int luna_lua_client_resolve(lua_State *L)
+{
+    const char *text = luaL_checkstring(L, 1);
+    /* The context first: outside a reconcile (at load time) there may be
+     * no discovery client yet. */
+    struct luna_reconcile *r = need_reconcile(L, "luna API calls");
+    char group[256], version[64], kind[128];
+    luna_error err = { 0 };
+    if (luna_resource_parse_kind(text, group, sizeof group, version, sizeof version, kind,
+                                 sizeof kind, &err) < 0)
+        return luaL_error(L, "%s", err.msg);
+    const struct luna_resource *hit = luna_discovery_lookup(the_disc, group, version, kind);
+    if (hit) {
+        luna_lua_push_resource(L, hit);
+        return 1;
+    }
+    struct luna_discovery_wait *w = luna_discovery_resolve(the_disc, group, version, kind,
+                                                           on_resolved, r, &err);
+    if (!w) {
+        /* Either answered at once (impossible after the miss above) or failed to start. */
+        return luna_lua_push_error(L, "DiscoveryFailed", err.msg, 0);
+    }
+    luna_reconcile_wait(r, cancel_resolve, w);
+    return lua_yield(L, 0);
+}
+
+/* ---- request ------------------------------------------------------------ */
+
+/* One request in flight for a reconcile; freed when it completes or is
+ * cancelled. */
+struct pending_request {
+    struct luna_reconcile *r;
+    struct luna_kube_request *req;
+    uint64_t call_seq;             /* test_control's record of the call, or 0 */
+};
+
+static void cancel_request(void *ud)
+{
+    struct pending_request *p = ud;
+    luna_kube_request_cancel(p->req);
+    free(p);
+}
+
+static void on_request_done(void *ud, const luna_http_response *resp,
+                            const luna_http_failure *fail)
+{
+    struct pending_request *p = ud;
+    struct luna_reconcile *r = p->r;
+    lua_State *co = luna_reconcile_thread(r);
+    luna_test_control_call_done(p->call_seq, fail ? 0 : (int)resp->status);
+    if (fail) {
+        luna_lua_push_error(co, luna_http_reason_name(fail->reason), fail->err.msg, 0);
+    } else {
+        lua_pushinteger(co, resp->status);
+        lua_pushlstring(co, resp->body ? resp->body : "", resp->body ? resp->body_len : 0);
+    }
+    free(p);
+    luna_reconcile_resume(r, 2);
+}
+
+/* Whether the path part (before '?') has a "." or ".." segment. */
+static bool has_dot_segment(const char *path)
+{
+    const char *end = strchr(path, '?');
+    if (!end)
+        end = path + strlen(path);
+    for (const char *seg = path; seg < end;) {
+        const char *slash = memchr(seg, '/', (size_t)(end - seg));
+        const char *stop = slash ? slash : end;
+        size_t n = (size_t)(stop - seg);
+        if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+            return true;
+        seg = stop + 1;
+    }
+    return false;
+}
+
+static int luna_lua_client_request(lua_State *L)
+{
+    const char *method = luaL_checkstring(L, 1);
+    const char *path = luaL_checkstring(L, 2);
+    size_t body_len = 0;
+    const char *body = luaL_optlstring(L, 3, NULL, &body_len);
+    const char *content_type = luaL_optstring(L, 4, NULL);
+    struct luna_reconcile *r = need_reconcile(L, "luna API calls");
+    struct pending_request *p = calloc(1, sizeof *p);
+    if (!p)
+        return luaL_error(L, "out of memory");
+    p->r = r;
+    /* A fragment is never sent: curl drops "#..." with whatever follows it,
+     * the dryRun=All appended below included, and the request would reach
+     * another path than the one asked for (".../name/../other#"). */
+    if (strchr(path, '#')) {
+        free(p);
+        return luna_lua_push_error(L, "InvalidRequest",
+                                   "a request path cannot contain '#' (a URL fragment is not sent)",
+                                   0);
+    }
+    /* curl squashes dot segments ("/configmaps/.." is the namespace):
+     * a name "." or ".." would address another resource than the one
+     * named.  Kubernetes allows neither as a path segment. */
+    if (has_dot_segment(path)) {
+        free(p);
+        return luna_lua_push_error(L, "InvalidRequest",
+                                   "a request path cannot contain a '.' or '..' segment", 0);
+    }
+    /* Shadow mode: no write reaches storage, whatever the script sends.
+     * kube-apiserver takes a DELETE's options from its body when it has
+     * one and then ignores the query's dryRun: such a body must say it. */
+    if (body && body_len > 0 && strcmp(method, "DELETE") == 0 && needs_dry_run(r, method, path) &&
+        !strstr(body, "\"dryRun\":[\"All\"]")) {
+        free(p);
+        return luna_lua_push_error(L, "InvalidRequest",
+                                   "shadow mode: a DELETE body must carry \"dryRun\":[\"All\"]", 0);
+    }
+    bool write = strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
+    const char *why = NULL;
+    if (write && write_gate.allow && !write_gate.allow(write_gate.ud, &why)) {
+        free(p);
+        luna_warn("shard write refused", "controller",
+                  luna_controller_name(luna_reconcile_controller(r)), "key",
+                  luna_reconcile_key(r), "method", method, "reason", why);
+        return luna_lua_push_error(L, "ShardNotHeld", why ? why : "shard not held", 0);
+    }
+    char *dry = NULL;
+    if (needs_dry_run(r, method, path) && !(dry = dry_run_path(path))) {
+        free(p);
+        return luaL_error(L, "out of memory");
+    }
+    struct luna_kube_request_options o = {
+        .method = method,
+        .path = dry ? dry : path,
+        .body = body,
+        .body_len = body_len,
+        .content_type = content_type,
+        .timeout = write && write_gate.allow ? write_gate.timeout : 60,
+        .on_done = on_request_done,
+        .ud = p,
+    };
+    luna_error err = { 0 };
+    p->req = luna_kube_request_start(the_kc, &o, &err);
+    free(dry);
+    if (!p->req) {
+        free(p);
+        return luna_lua_push_error(L, "InvalidRequest", err.msg, 0);
+    }
+    p->call_seq = luna_test_control_call_start(luna_controller_name(luna_reconcile_controller(r)),
+                                               luna_reconcile_key(r), method, path, content_type,
+                                               body, body_len);
+    luna_reconcile_wait(r, cancel_request, p);
+    return lua_yield(L, 0);
+}
+
+/* shadow_report(verb, changed [, what]): a shadowed write of the running
+ * reconcile's controller, counted in luna_shadow_writes_total (and, for a
+ * shadow candidate, its key recorded with what: "verb kind ns/name"). */
+static int luna_lua_client_shadow_report(lua_State *L)
+{
+    const char *verb = luaL_checkstring(L, 1);
+    bool changed = lua_toboolean(L, 2);
+    const char *what = luaL_optstring(L, 3, NULL);
+    struct luna_reconcile *r = luna_reconcile_of(L);
+    if (r)
+        luna_controller_note_shadow(luna_reconcile_controller(r), luna_reconcile_key(r), verb,
+                                    what, changed);
+    return 0;
+}
+
+void luna_lua_client_register(lua_State *L, struct luna_kube_client *kc,
+                              struct luna_discovery *disc)
+{
+    the_kc = kc;
+    the_disc = disc;
+    lua_pushboolean(L, shadow);
+    lua_setfield(L, -2, "shadow");
+    lua_pushcfunction(L, luna_lua_client_shadow_report);
+    lua_setfield(L, -2, "shadow_report");
+    lua_pushcfunction(L, luna_lua_client_resolve);
+    lua_setfield(L, -2, "resolve");
+    lua_pushcfunction(L, luna_lua_client_request);
+    lua_setfield(L, -2, "request");
+}

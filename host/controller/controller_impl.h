@@ -1,0 +1,106 @@
+/*
+ * controller_impl.h — the controller's state as controller.c and
+ * reconcile.c share it.  No other file includes this header.
+ *
+ * Invariants (in addition to controller.h's):
+ *   - active is the length of the running list;
+ *   - queue_borrowed if and only if a successor took the queue over;
+ *   - a coroutine is in idle if and only if it is no reconcile's: it
+ *     returned normally, its stack is empty, nothing waits on it.
+ */
+#ifndef LUNA_CONTROLLER_IMPL_H
+#define LUNA_CONTROLLER_IMPL_H
+
+#include "base/loop.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "controller/controller.h"
+#include "controller/spec.h"
+#include "controller/reconcile.h"
+#include "script/watchdog.h"
+
+struct source {
+    struct luna_controller *c;
+    const struct luna_source_spec *spec; /* in c->spec->sources */
+    struct luna_shared_informer *si;
+    int handler_id;
+    bool not_served_logged;           /* "controller kind not served" said, not taken back */
+    bool sharded;                     /* follows the shard set's claim (luna run --shards) */
+};
+
+/* A deleted primary object's uid, kept while its key waits in the queue
+ * (uid sharding: the key's owner is found from the uid, and a deleted
+ * object is no longer in the cache). */
+struct tombstone;
+
+/* Longest kind text the lister memo keeps (longer ones are resolved every
+ * time). */
+#define LUNA_CONTROLLER_LISTER_KIND_MAX 128
+
+struct luna_controller {
+    const struct luna_controller_spec *spec; /* borrowed from its userdata */
+    int spec_ref;                     /* keeps the userdata alive */
+    const char *name;                 /* spec->name */
+    struct luna_controller_env env;
+    struct luna_workqueue *queue;
+    bool queue_borrowed;              /* retired: the queue moved to a successor */
+    struct source *sources;           /* one per spec source, acquired */
+    size_t nsources;
+    char **index_names;               /* per spec index: its name in sources[0]'s
+                                       * indexer, "<controller>/<name>#<instance>" */
+    size_t nindexes;                  /* custom indexes added to sources[0] */
+    int workers, active;
+    unsigned trim_burst;              /* reconciles ended since the queue was last dry */
+    struct luna_watchdog_limits limits; /* budgets of its Lua code */
+    bool started, stopping;
+    bool paused;                      /* takes no keys; its queue still fills (admin) */
+    bool dispatching;                 /* inside dispatch(): it does not nest */
+    unsigned deferrals;               /* dispatches held back by the slice or a breather
+                                       * since c last started a reconcile */
+    /* The line of controllers deferred by the time slice, oldest first: c
+     * is in it if and only if it has keys and free workers but was
+     * deferred since it last started a reconcile. */
+    struct luna_controller *deferred_prev, *deferred_next;
+    bool in_deferred_line;
+    void (*drained)(void *ud);
+    void *drained_ud;
+    struct luna_reconcile *running;   /* list of in-flight reconciles */
+    /* Coroutines of reconciles that returned normally, kept for the next
+     * reconciles (see reconcile.c): idle[0..nidle), each anchored in the
+     * registry by idle_ref[i] and protected from scripts' resume. */
+    lua_State *idle[LUNA_RECONCILE_POOL];
+    int idle_ref[LUNA_RECONCILE_POOL];
+    int nidle;
+    struct luna_controller_stats stats;
+    /* luna_controller_lister_informer's memo: the last kind text it
+     * resolved to a source's informer ("" : none yet). */
+    char lister_kind[LUNA_CONTROLLER_LISTER_KIND_MAX];
+    struct luna_informer *lister_informer;
+    struct luna_controller_metrics *metrics; /* borrowed; NULL: none */
+    ev_check dispatch_check;
+    ev_idle dispatch_idle;
+    /* Periodic work (spec every): the timer runs while started and not
+     * stopping; every_due is the wall-clock time of the next tick (0: not
+     * scheduled yet), every_base the unjittered slot it was drawn from. */
+    /* Shadow candidate (a reload tried in shadow, runtime.h): every write
+     * is a dry run; keys whose writes would change something are kept in
+     * shadow_keys (at most LUNA_SHADOW_MAX_KEYS, the rest counted). */
+    bool shadow;
+    struct shadow_key *shadow_keys;
+    struct tombstone *tombstones;     /* by key; only with uid sharding */
+    struct luna_shard_set *sharding;  /* borrowed; NULL: not sharded */
+    size_t nshadow_keys, shadow_keys_dropped;
+    ev_timer every_timer;
+    double every_base, every_due;
+    uint64_t every_rng;
+};
+
+/* Starts the dispatch watchers if keys and workers are free. */
+void luna_controller_kick(struct luna_controller *c);
+/* Adds script time run in this loop iteration (the dispatch slice). */
+void luna_controller_charge(double seconds);
+/* Calls the drained callback once stopping and nothing is in flight. */
+void luna_controller_maybe_drained(struct luna_controller *c);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * controller/loader.h — a LuaJIT state that hosts controller scripts.
+ *
+ * Uses: LuaJIT, lua/lua_core (the script-facing `luna.core`, preloaded).
+ * Runs on the loop thread.
+ *
+ * A state has the standard libraries, package.path pointing at luna's Lua
+ * library (so `require "luna"` finds lua/luna/init.lua), `luna.core`
+ * preloaded (version, json, crypto; core.runtime once lua_runtime installs
+ * it; none of the spec-only bindings), a watchdog (watchdog.h: JIT compiler off, instruction/time
+ * budgets, heap cap; default settings until luna_watchdog_configure) and
+ * the script sandbox (script/sandbox.h).  Loading a controller file runs it in
+ * its own sandboxed environment, inside a watchdog guard ("controller
+ * file"); it must return the value of `luna.controller{...}`.  Errors
+ * (syntax, runtime at load, a watchdog stop, invalid spec) come back as
+ * LUNA_ELUA with "file:line: message" and the traceback in err.  Only the
+ * controller files are sandboxed: luna's own Lua library runs with the
+ * state's real globals.
+ *
+ * Ownership: luna_lua_host_new returns a state owned by the caller, closed with
+ * lua_close().  Loaded controller tables stay in the state's registry, in
+ * the array `luna.controllers` (in load order), until the state is closed.
+ */
+#ifndef LUNA_LUA_HOST_H
+#define LUNA_LUA_HOST_H
+
+#include <lua.h>
+
+#include "base/error.h"
+
+/* Finds the directory holding luna/init.lua: $LUNA_LUA_DIR, then paths
+ * relative to the executable (build tree, then install prefix).  Returns 0
+ * and writes the path (borrowed, static) to *dir, or LUNA_ENOTFOUND. */
+int luna_lua_host_find_lib(const char *argv0, const char **dir, luna_error *err);
+
+/* New state with package.path = lib_dir/?.lua;lib_dir/?/init.lua, the
+ * watchdog and the sandbox.  NULL (and err set) only when out of memory. */
+lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err);
+
+/* Loads every *.lua file directly in dir but *_test.lua (specs for `luna
+ * test`), in name order.  Every file is
+ * tried; each failure is logged ("controller load failed", file, error).
+ * Returns the number of files loaded, or the first failure's code (with the
+ * count of failures in err's message) if any file failed.  A directory with
+ * no *.lua file is an error. */
+int luna_lua_host_load_dir(lua_State *L, const char *dir, luna_error *err);
+
+/* Number of controllers loaded so far. */
+int luna_lua_host_count(lua_State *L);
+
+/* The file controller i (1-based, load order) came from and the hex
+ * SHA-256 of that file's bytes at load time, or, when the file required
+ * modules of the controllers directory while loading, a SHA-256 over the
+ * file's digest and each module's path and digest (so editing a module
+ * changes the controllers that use it); both borrowed from the state.
+ * LUNA_ENOTFOUND if i is out of range. */
+int luna_lua_host_source(lua_State *L, int i, const char **file, const char **sha256);
+
+#endif

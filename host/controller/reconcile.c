@@ -1,0 +1,527 @@
+/* reconcile.c — see reconcile.h. */
+#include "controller/reconcile.h"
+
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/heap.h"
+#include "base/log.h"
+#include "cache/event_latency.h"
+#include "queue/workqueue.h"
+#include "controller/controller_impl.h"
+#include "script/sandbox.h"
+#include "serve/runtime_metrics.h"
+#include "script/watchdog.h"
+
+enum { REQ_NAMESPACE, REQ_NAME, REQ_KEY, REQ_ATTEMPT, REQ_PERIODIC };
+const char *const luna_reconcile_request_fields[] = {
+    [REQ_NAMESPACE] = "namespace", [REQ_NAME] = "name", [REQ_KEY] = "key",
+    [REQ_ATTEMPT] = "attempt", [REQ_PERIODIC] = "periodic", NULL,
+};
+enum { RESULT_REQUEUE, RESULT_REQUEUE_AFTER, RESULT_PRIORITY };
+const char *const luna_reconcile_result_fields[] = {
+    [RESULT_REQUEUE] = "requeue", [RESULT_REQUEUE_AFTER] = "requeue_after",
+    [RESULT_PRIORITY] = "priority", NULL,
+};
+
+struct luna_reconcile {
+    struct luna_controller *c;
+    char *key;
+    unsigned long id_num;             /* unique across controllers and reloads */
+    char id[24];                      /* id_num in hex, written when first asked for */
+    lua_State *co;
+    int co_ref;
+    unsigned attempt;
+    int priority;                     /* the key's, as the queue handed it out */
+    double started;
+    void (*cancel)(void *ud);         /* the operation waited for, if any */
+    void *cancel_ud;
+    struct luna_reconcile *prev, *next;
+    char key_bytes[];                 /* what key points at (one allocation) */
+};
+
+
+/* The reconcile whose coroutine runs now (the innermost, should an API
+ * answer resume one inside another's binding), for the bindings: only a
+ * running coroutine calls them, so this replaces a coroutine → reconcile
+ * map (a hash that went from empty to one entry and back on every
+ * reconcile, allocating and freeing its table each time). */
+static struct luna_reconcile *current;
+
+struct luna_reconcile *luna_reconcile_of(lua_State *L)
+{
+    return current && current->co == L ? current : NULL;
+}
+
+struct luna_controller *luna_reconcile_controller(struct luna_reconcile *r) { return r->c; }
+const char *luna_reconcile_key(const struct luna_reconcile *r) { return r->key; }
+/* Formatted on first use: most reconciles log nothing at the default
+ * level, and an snprintf per reconcile was measurable. */
+const char *luna_reconcile_id(struct luna_reconcile *r)
+{
+    if (!r->id[0])
+        snprintf(r->id, sizeof r->id, "%lx", r->id_num);
+    return r->id;
+}
+lua_State *luna_reconcile_thread(const struct luna_reconcile *r) { return r->co; }
+unsigned long luna_reconcile_serial(const struct luna_reconcile *r) { return r->id_num; }
+struct luna_reconcile *luna_reconcile_next(const struct luna_reconcile *r) { return r->next; }
+
+/* Unique across controllers and reloads: log readers pair start/done. */
+static unsigned long next_reconcile_id;
+unsigned long luna_reconcile_last_serial(void) { return next_reconcile_id; }
+
+/* Frees r; an operation it still waits for is cancelled first, whatever
+ * ended the reconcile (an error after the operation started, a watchdog
+ * stop, abandonment), so no answer is ever delivered to a freed
+ * reconcile. */
+static void reconcile_free(struct luna_reconcile *r, bool reusable)
+{
+    struct luna_controller *c = r->c;
+    if (current == r)
+        current = NULL; /* never left pointing at freed memory */
+    if (r->cancel) {
+        void (*cancel)(void *) = r->cancel;
+        r->cancel = NULL;
+        cancel(r->cancel_ud);
+        reusable = false;
+    }
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        c->running = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    int pool = c->workers < LUNA_RECONCILE_POOL ? c->workers : LUNA_RECONCILE_POOL;
+    if (reusable && c->nidle < pool && lua_status(r->co) == 0) {
+        lua_settop(r->co, 0);
+        c->idle[c->nidle] = r->co;
+        c->idle_ref[c->nidle++] = r->co_ref;
+    } else {
+        luaL_unref(c->env.L, LUA_REGISTRYINDEX, r->co_ref);
+    }
+    free(r);
+    c->active--;
+}
+
+void luna_reconcile_pool_free(struct luna_controller *c)
+{
+    while (c->nidle > 0)
+        luaL_unref(c->env.L, LUA_REGISTRYINDEX, c->idle_ref[--c->nidle]);
+}
+
+/* A coroutine for a new reconcile of c: an idle one, or a new thread
+ * anchored in the registry (*ref) that scripts cannot resume. */
+static lua_State *take_thread(struct luna_controller *c, int *ref)
+{
+    lua_State *L = c->env.L;
+    if (c->nidle > 0) {
+        c->nidle--;
+        *ref = c->idle_ref[c->nidle];
+        lua_State *co = c->idle[c->nidle];
+        /* what lua_newthread gives: the state's globals */
+        lua_pushvalue(L, LUA_GLOBALSINDEX);
+        lua_xmove(L, co, 1);
+        lua_replace(co, LUA_GLOBALSINDEX);
+        return co;
+    }
+    lua_State *co = lua_newthread(L);
+    luna_lua_sandbox_protect_top(L); /* scripts cannot resume it */
+    *ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return co;
+}
+
+/* "ns/name" → ns into buf ("" when cluster-scoped); returns the name. */
+static const char *split_key(const char *key, char *buf, size_t size)
+{
+    const char *slash = strchr(key, '/');
+    size_t n = slash ? (size_t)(slash - key) : 0;
+    if (n >= size)
+        n = size - 1;
+    memcpy(buf, key, n);
+    buf[n] = '\0';
+    return slash ? slash + 1 : key;
+}
+
+static void log_result_stopped(struct luna_reconcile *r, const char *msg, const char *result,
+                               const char *error, const char *where, enum luna_log_level level,
+                               const char *stopped)
+{
+    if (!luna_log_enabled(level))
+        return; /* the formatting below is most of a short reconcile's finish */
+    char attempt[16], ms[32];
+    snprintf(attempt, sizeof attempt, "%u", r->attempt);
+    snprintf(ms, sizeof ms, "%.3f",
+             (luna_clock_now(r->c->env.clock) - r->started) * 1000.0);
+    char ns[256];
+    const char *name = split_key(r->key, ns, sizeof ns);
+    luna_log(level, msg, "controller", r->c->name, "key", r->key, "reconcile_id",
+             luna_reconcile_id(r),
+             "attempt", attempt, "result", result, "duration_ms", ms, "error", error,
+             "where", where, "stopped", stopped, "namespace", ns[0] ? ns : NULL, "name", name,
+             NULL);
+}
+
+static void log_result(struct luna_reconcile *r, const char *msg, const char *result,
+                       const char *error, const char *where, enum luna_log_level level)
+{
+    log_result_stopped(r, msg, result, error, where, level, NULL);
+}
+
+/* Runs in a protected call: the text of an error value (a string, a
+ * number, what its __tostring makes of it, or its type). */
+static int error_value_text(lua_State *L)
+{
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+        return 1;
+    if (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER)
+        lua_pushstring(L, lua_tostring(L, 1));
+    else
+        lua_pushfstring(L, "(%s error value)", luaL_typename(L, 1));
+    return 1;
+}
+
+/* The text of the value at idx of co (an error value raised or returned),
+ * computed on the controller's state: __tostring may itself fail, and co
+ * may be a coroutine that died with an error. */
+static void value_text(struct luna_controller *c, lua_State *co, int idx, char *buf, size_t size)
+{
+    lua_State *L = c->env.L;
+    lua_pushcfunction(L, error_value_text);
+    lua_pushvalue(co, idx);
+    lua_xmove(co, L, 1);
+    /* __tostring is script code: run it with the controller's budgets */
+    struct luna_watchdog_guard g = { .what = "tostring of an error", .owner = c->name,
+                                     .limits = &c->limits };
+    if (luna_watchdog_pcall(L, 1, 1, 0, &g) == 0)
+        snprintf(buf, size, "%s", lua_tostring(L, -1));
+    else
+        snprintf(buf, size, "(error value whose __tostring failed: %s)",
+                 lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?");
+    lua_pop(L, 1);
+}
+
+/* Reports a finished reconcile to the metrics: its result is the stats
+ * counter finish() moved. */
+static void observe_done(struct luna_controller *c, const struct luna_controller_stats *before,
+                         bool raised, double started)
+{
+    if (!c->metrics)
+        return;
+    const struct luna_controller_stats *st = &c->stats;
+    enum luna_reconcile_result res =
+        st->errors != before->errors ? LUNA_RECONCILE_ERROR
+        : st->requeue_afters != before->requeue_afters ? LUNA_RECONCILE_REQUEUE_AFTER
+        : st->requeues != before->requeues ? LUNA_RECONCILE_REQUEUE
+        : LUNA_RECONCILE_SUCCESS;
+    if (raised)
+        luna_runtime_metrics_reconcile_panic(c->metrics);
+    luna_runtime_metrics_reconcile_done(c->metrics, res, luna_clock_now(c->env.clock) - started);
+}
+
+/* Reads a result's priority at idx into *priority: nil leaves it, an
+ * integer from -1e9 to 1e9 sets it; anything else returns false. */
+static bool result_priority(lua_State *co, int idx, int *priority)
+{
+    if (lua_isnil(co, idx))
+        return true;
+    if (lua_type(co, idx) != LUA_TNUMBER)
+        return false;
+    lua_Number n = lua_tonumber(co, idx);
+    if (!(n >= -1e9 && n <= 1e9) || n != (lua_Number)(int)n)
+        return false;
+    *priority = (int)n;
+    return true;
+}
+
+/* Applies the finished coroutine's result to the queue.  stop is why the
+ * watchdog stopped it (LUNA_WATCHDOG_RUNNING if it did not), reason its
+ * description. */
+static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop stop,
+                   const char *reason)
+{
+    struct luna_controller *c = r->c;
+    lua_State *co = r->co;
+    struct luna_workqueue *q = c->queue;
+    struct luna_controller_stats before = c->stats;
+    c->stats.reconciles++;
+    if (stop != LUNA_WATCHDOG_RUNNING) {
+        /* The error value may be "not enough memory" or a message a pcall
+         * in the script re-raised: the guard says what happened.  The
+         * hook's own message also has the script position: keep it. */
+        const char *msg = lua_type(co, -1) == LUA_TSTRING ? lua_tostring(co, -1) : NULL;
+        luaL_traceback(c->env.L, co, msg && strstr(msg, reason) ? msg : reason, 0);
+        log_result_stopped(r, "reconcile failed", "error", lua_tostring(c->env.L, -1), NULL,
+                           LUNA_LOG_ERROR, luna_watchdog_stop_name(stop));
+        lua_pop(c->env.L, 1);
+        c->stats.errors++;
+        c->stats.stopped++;
+        luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
+    } else if (status != 0) {
+        char msg[1024];
+        value_text(c, co, -1, msg, sizeof msg);
+        luaL_traceback(c->env.L, co, msg, 0);
+        const char *trace = lua_tostring(c->env.L, -1);
+        log_result(r, "reconcile failed", "error", trace, NULL, LUNA_LOG_ERROR);
+        lua_pop(c->env.L, 1);
+        c->stats.errors++;
+        luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
+    } else {
+        int n = lua_gettop(co);
+        if (n >= 2 && lua_isnil(co, 1) && !lua_isnil(co, 2)) {
+            /* nil, err */
+            char msg[1024], where[512] = "";
+            value_text(c, co, 2, msg, sizeof msg);
+            if (lua_istable(co, 2)) {
+                /* luna API errors name the failed call: "luna.get at file:line" */
+                lua_pushliteral(co, "where");
+                lua_rawget(co, 2);
+                if (lua_type(co, -1) == LUA_TSTRING)
+                    snprintf(where, sizeof where, "%s", lua_tostring(co, -1));
+                lua_pop(co, 1);
+            }
+            log_result(r, "reconcile failed", "error", msg, where[0] ? where : NULL,
+                       LUNA_LOG_ERROR);
+            c->stats.errors++;
+            luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
+        } else if (n >= 1 && lua_istable(co, 1)) {
+            /* Raw reads: a metamethod must not run outside a protected call. */
+            lua_pushstring(co, luna_reconcile_result_fields[RESULT_REQUEUE_AFTER]);
+            lua_rawget(co, 1);
+            lua_pushstring(co, luna_reconcile_result_fields[RESULT_REQUEUE]);
+            lua_rawget(co, 1);
+            double after_s = lua_tonumber(co, -2);
+            /* priority: the requeue's, instead of the key's (controller-
+             * runtime's Result.Priority) */
+            lua_pushstring(co, luna_reconcile_result_fields[RESULT_PRIORITY]);
+            lua_rawget(co, 1);
+            bool priority_ok = result_priority(co, -1, &r->priority);
+            lua_pop(co, 1);
+            if (!lua_isnil(co, -2) &&
+                (lua_type(co, -2) != LUA_TNUMBER || !(after_s >= 0) || after_s > 1e9)) {
+                /* A typo'd type must not pass silently as done. */
+                log_result(r, "reconcile failed", "error",
+                           "reconcile returned an invalid result: requeue_after must be a "
+                           "number of seconds from 0 to 1e9", NULL, LUNA_LOG_ERROR);
+                c->stats.errors++;
+                luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
+            } else if (!priority_ok) {
+                log_result(r, "reconcile failed", "error",
+                           "reconcile returned an invalid result: priority must be an integer "
+                           "from -1e9 to 1e9", NULL, LUNA_LOG_ERROR);
+                c->stats.errors++;
+                luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
+            } else if (after_s > 0) {
+                double after = lua_tonumber(co, -2);
+                char secs[32];
+                snprintf(secs, sizeof secs, "%g", after);
+                luna_workqueue_forget(q, r->key);
+                luna_workqueue_add_after_priority(q, r->key, after, r->priority);
+                c->stats.requeue_afters++;
+                log_result(r, "requeue after", secs, NULL, NULL, LUNA_LOG_DEBUG);
+            } else if (lua_toboolean(co, -1)) {
+                luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
+                c->stats.requeues++;
+                log_result(r, "reconcile done", "requeue", NULL, NULL, LUNA_LOG_DEBUG);
+            } else {
+                luna_workqueue_forget(q, r->key);
+                c->stats.successes++;
+                log_result(r, "reconcile done", "success", NULL, NULL, LUNA_LOG_DEBUG);
+            }
+            lua_pop(co, 2);
+        } else if (n >= 1 && lua_type(co, 1) == LUA_TBOOLEAN && !lua_toboolean(co, 1)) {
+            log_result(r, "reconcile failed", "error", "reconcile returned false", NULL,
+                       LUNA_LOG_ERROR);
+            c->stats.errors++;
+            luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
+        } else {
+            luna_workqueue_forget(q, r->key);
+            c->stats.successes++;
+            log_result(r, "reconcile done", "success", NULL, NULL, LUNA_LOG_DEBUG);
+        }
+    }
+    observe_done(c, &before, status != 0, r->started);
+    luna_workqueue_done(q, r->key);
+    reconcile_free(r, stop == LUNA_WATCHDOG_RUNNING && status == 0);
+    /* The heap went past the cap: collect what the failed reconcile left
+     * (its coroutine is unreferenced now) before the next one runs. */
+    if (stop == LUNA_WATCHDOG_MEMORY)
+        lua_gc(c->env.L, LUA_GCCOLLECT, 0);
+    c->trim_burst++;
+    if (c->active == 0 && !luna_workqueue_len(q)) {
+        /* the queue ran dry: a burst ends here, trimmed if it was one (a
+         * trickle of keys that keeps drying the queue never trims: each
+         * call walks every free chunk of the heap, freeing or not) */
+        if (c->trim_burst >= LUNA_RECONCILE_TRIM_BURST)
+            luna_heap_trim();
+        c->trim_burst = 0;
+    }
+    luna_controller_kick(c);
+    luna_controller_maybe_drained(c);
+}
+
+static void resume(struct luna_reconcile *r, int nargs)
+{
+    struct luna_controller *c = r->c;
+    struct luna_watchdog_guard g = { .what = "reconcile", .owner = c->name, .key = r->key,
+                                     .limits = &c->limits };
+    double t0 = ev_time();
+    struct luna_reconcile *outer = current;
+    current = r;
+    int rc = luna_watchdog_resume(r->co, nargs, &g);
+    current = outer;
+    luna_controller_charge(ev_time() - t0);
+    if (g.stop != LUNA_WATCHDOG_RUNNING) {
+        char reason[256];
+        luna_watchdog_describe(&g, reason, sizeof reason);
+        if (rc == LUA_YIELD && r->cancel) {
+            /* stopped, yet it got to yield in an API call: abandon the call */
+            r->cancel(r->cancel_ud);
+            r->cancel = NULL;
+            r->cancel_ud = NULL;
+        }
+        finish(r, rc == LUA_YIELD ? LUA_ERRRUN : rc, g.stop, reason);
+        return;
+    }
+    if (rc == LUA_YIELD) {
+        if (r->cancel)
+            return; /* waiting for an API answer */
+        lua_settop(r->co, 0);
+        lua_pushstring(r->co, "reconcile yielded outside a luna API call "
+                              "(coroutine.yield is not allowed in reconcile)");
+        finish(r, LUA_ERRRUN, LUNA_WATCHDOG_RUNNING, NULL);
+        return;
+    }
+    finish(r, rc, LUNA_WATCHDOG_RUNNING, NULL);
+}
+
+void luna_reconcile_wait(struct luna_reconcile *r, void (*cancel)(void *ud), void *ud)
+{
+    r->cancel = cancel;
+    r->cancel_ud = ud;
+}
+
+void luna_reconcile_resume(struct luna_reconcile *r, int nres)
+{
+    if (!r->cancel || lua_status(r->co) != LUA_YIELD) {
+        /* An answer for a reconcile that is not waiting (delivered while
+         * its call was still starting): never resume it out of turn. */
+        luna_error("api answer dropped", "controller", r->c->name, "key", r->key,
+                   "reconcile_id", luna_reconcile_id(r), "error",
+                   "the reconcile was not waiting for it");
+        lua_pop(r->co, nres);
+        return;
+    }
+    r->cancel = NULL;
+    r->cancel_ud = NULL;
+    resume(r, nres);
+}
+
+/* Registry key of the state's request constructor: a host function (the
+ * state's own, never reachable by scripts) that returns a fresh request
+ * table from a table constructor.  LuaJIT copies such a constructor's
+ * template table whole (its hash part already sized and keyed) and then
+ * stores into existing slots, where building the table from C inserted
+ * (and interned the name of) every field one by one: a few hundred
+ * instructions less per reconcile. */
+static char key_request_ctor;
+
+/* Pushes the request constructor of L's state (made on first use). */
+static void push_request_ctor(lua_State *L)
+{
+    lua_pushlightuserdata(L, &key_request_ctor);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (lua_isfunction(L, -1))
+        return;
+    lua_pop(L, 1);
+    char src[256];
+    snprintf(src, sizeof src,
+             "return function(a, b, c, d) return { %s = a, %s = b, %s = c, %s = d } end",
+             luna_reconcile_request_fields[REQ_NAMESPACE], luna_reconcile_request_fields[REQ_NAME],
+             luna_reconcile_request_fields[REQ_KEY], luna_reconcile_request_fields[REQ_ATTEMPT]);
+    if (luaL_loadbuffer(L, src, strlen(src), "=luna.request") != 0)
+        lua_error(L); /* cannot happen but for memory: as a raise of lua_createtable */
+    lua_call(L, 0, 1);
+    lua_pushlightuserdata(L, &key_request_ctor);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+}
+
+void luna_reconcile_start(struct luna_controller *c, const char *key, int priority)
+{
+    luna_event_latency_reconcile(key);
+    size_t keylen = strlen(key);
+    struct luna_reconcile *r = malloc(sizeof *r + keylen + 1);
+    if (r) {
+        memset(r, 0, sizeof *r);
+        r->key = memcpy(r->key_bytes, key, keylen + 1);
+    }
+    if (!r) {
+        luna_error("reconcile start failed", "controller", c->name, "key", key, "error",
+                   "out of memory");
+        luna_workqueue_add_rate_limited_priority(c->queue, key, priority);
+        luna_workqueue_done(c->queue, key);
+        return;
+    }
+    r->c = c;
+    r->priority = priority;
+    r->attempt = luna_workqueue_num_requeues(c->queue, key) + 1;
+    r->started = luna_clock_now(c->env.clock);
+    r->id_num = ++next_reconcile_id;
+    r->co = take_thread(c, &r->co_ref);
+    r->next = c->running;
+    if (c->running)
+        c->running->prev = r;
+    c->running = r;
+    c->active++;
+    if (c->metrics)
+        luna_runtime_metrics_reconcile_start(c->metrics);
+
+    if (luna_log_enabled(LUNA_LOG_DEBUG)) {
+        char ns[256];
+        const char *name = split_key(key, ns, sizeof ns);
+        char prio[16];
+        snprintf(prio, sizeof prio, "%d", priority);
+        luna_debug("reconcile start", "controller", c->name, "key", key, "reconcile_id",
+                   luna_reconcile_id(r),
+                   "namespace", ns[0] ? ns : NULL, "name", name, "priority", prio);
+    }
+    lua_State *co = r->co;
+    lua_rawgeti(co, LUA_REGISTRYINDEX, c->spec->reconcile_ref);
+    push_request_ctor(co);
+    const char *slash = strchr(key, '/');
+    if (slash) {
+        lua_pushlstring(co, key, (size_t)(slash - key));
+        lua_pushstring(co, slash + 1);
+    } else {
+        lua_pushnil(co); /* cluster-scoped: no namespace field */
+        lua_pushstring(co, key);
+    }
+    lua_pushstring(co, key);
+    lua_pushinteger(co, (lua_Integer)r->attempt);
+    lua_call(co, 4, 1); /* host code: never raises but for memory, as the pushes */
+    if (strcmp(key, LUNA_PERIODIC_KEY) == 0) { /* periodic work (controller.h) */
+        lua_pushboolean(co, 1);
+        lua_setfield(co, -2, luna_reconcile_request_fields[REQ_PERIODIC]);
+    }
+    resume(r, 1);
+}
+
+void luna_reconcile_abandon(struct luna_reconcile *r, bool requeue)
+{
+    struct luna_controller *c = r->c;
+    /* reconcile_free cancels the operation it waits for, once */
+    if (c->queue) {
+        /* An abandoned reconcile's key goes back to the queue (it has
+         * a successor after a reload, or nobody after shutdown). */
+        if (requeue)
+            luna_workqueue_add_priority(c->queue, r->key, r->priority);
+        luna_workqueue_done(c->queue, r->key);
+    }
+    luna_warn("reconcile abandoned", "controller", c->name, "key", r->key,
+              "reconcile_id", luna_reconcile_id(r));
+    reconcile_free(r, false);
+}
