@@ -367,7 +367,7 @@ static void resume(struct luna_reconcile *r, int nargs)
 {
     struct luna_controller *c = r->c;
     struct luna_watchdog_guard g = { .what = "reconcile", .owner = c->name, .key = r->key,
-                                     .limits = &c->limits };
+                                     .serial = r->id_num, .limits = &c->limits };
     double t0 = ev_time();
     struct luna_reconcile *outer = current;
     current = r;

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "controller/controller.h"
 #include "base/log.h"
 #include "script/pattern.h"
 #include "script/sort.h"
@@ -491,22 +490,22 @@ static int sb_print(lua_State *L)
     const char *text = lua_tostring(L, -1);
     const char *pairs[8];
     int np = 0;
+    /* Who is printing comes from the guard the code runs under: the
+     * sandbox knows nothing of controllers. */
     const struct luna_watchdog_guard *g = luna_watchdog_current(L);
-    struct luna_reconcile *r = luna_reconcile_of(L);
-    const char *controller = r ? luna_controller_name(luna_reconcile_controller(r))
-                               : g ? g->owner : NULL;
-    const char *key = r ? luna_reconcile_key(r) : g ? g->key : NULL;
-    if (controller) {
+    char serial[2 * sizeof(unsigned long) + 1];
+    if (g && g->owner) {
         pairs[2 * np] = "controller";
-        pairs[2 * np++ + 1] = controller;
+        pairs[2 * np++ + 1] = g->owner;
     }
-    if (key) {
+    if (g && g->key) {
         pairs[2 * np] = "key";
-        pairs[2 * np++ + 1] = key;
+        pairs[2 * np++ + 1] = g->key;
     }
-    if (r) {
+    if (g && g->serial) {
+        snprintf(serial, sizeof serial, "%lx", g->serial);
         pairs[2 * np] = "reconcile_id";
-        pairs[2 * np++ + 1] = luna_reconcile_id(r);
+        pairs[2 * np++ + 1] = serial;
     }
     char source[PATH_MAX + 32];
     lua_Debug ar;

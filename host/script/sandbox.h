@@ -1,8 +1,9 @@
 /*
  * script/sandbox.h — the environment controller scripts run in.
  *
- * Uses: LuaJIT, the watchdog (print names the guard's controller and key),
- * controller (the reconcile id), log.  Runs on the loop thread.
+ * Uses: LuaJIT, the watchdog (print names the controller, key and
+ * reconcile id its guard carries), log.  Knows nothing of controllers.
+ * Runs on the loop thread.
  *
  * Every controller file (and every module it requires from the controllers
  * directory) runs with its own environment, set with setfenv on its chunk,

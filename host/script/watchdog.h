@@ -96,6 +96,7 @@ struct luna_watchdog_guard {
     const char *what;      /* "reconcile", "predicate", ... (borrowed) */
     const char *owner;     /* controller name, or NULL (borrowed) */
     const char *key;       /* reconcile key, or NULL (borrowed) */
+    unsigned long serial;  /* the reconcile's id (logged as hex), 0: none */
     const struct luna_watchdog_limits *limits; /* NULL: the state's defaults */
     /* private */
     struct luna_watchdog *wd;

@@ -20,7 +20,6 @@ local KNOWN_UPWARD = {
   ["host/controller/controller.c: api/cache.h"] = true,
   ["host/controller/generation.c: runtime/test_control.h"] = true,
   ["host/controller/generation.c: api/api.h"] = true,
-  ["host/script/sandbox.c: controller/controller.h"] = true,
   ["host/serve/httpd.c: runtime/admin.h"] = true,
 }
 
