@@ -11,20 +11,20 @@
 
 static int luna_lua_runtime_current(lua_State *L)
 {
-    struct luna_reconcile *r = luna_reconcile_of(L);
+    struct luna_reconcile *r;
+    struct luna_controller *c = luna_controller_current(L, &r);
+    if (!c) {
+        lua_pushnil(L);
+        return 1;
+    }
     if (!r) {
-        struct luna_controller *c = luna_controller_in_handler();
-        if (!c) {
-            lua_pushnil(L);
-            return 1;
-        }
         lua_createtable(L, 0, 1);
         lua_pushstring(L, luna_controller_name(c));
         lua_setfield(L, -2, "controller");
         return 1;
     }
     lua_createtable(L, 0, 3);
-    lua_pushstring(L, luna_controller_name(luna_reconcile_controller(r)));
+    lua_pushstring(L, luna_controller_name(c));
     lua_setfield(L, -2, "controller");
     lua_pushstring(L, luna_reconcile_key(r));
     lua_setfield(L, -2, "key");

@@ -17,7 +17,7 @@
 #include "base/selector.h"
 #include "lua/lua_json.h"
 #include "controller/controller_impl.h"
-#include "api/cache.h"
+#include "controller/index_fn.h"
 #include "lua/lua_util.h"
 #include "queue/ratelimit.h"
 #include "client/resource.h"
@@ -48,7 +48,13 @@ void luna_controller_set_sharding(struct luna_shard_set *set) { sharding = set; 
 /* The controller whose predicate or map function is running, if any. */
 static struct luna_controller *in_handler;
 
-struct luna_controller *luna_controller_in_handler(void) { return in_handler; }
+struct luna_controller *luna_controller_current(lua_State *L, struct luna_reconcile **reconcile)
+{
+    struct luna_reconcile *r = luna_reconcile_of(L);
+    if (reconcile)
+        *reconcile = r;
+    return r ? luna_reconcile_controller(r) : in_handler;
+}
 
 const char *luna_controller_name(const struct luna_controller *c) { return c->name; }
 int luna_controller_workers(const struct luna_controller *c) { return c->workers; }
@@ -800,8 +806,8 @@ static int add_indexes(lua_State *L)
         if (!c->index_names[i])
             return luaL_error(L, "out of memory");
         lua_rawgeti(L, LUA_REGISTRYINDEX, ix->fn_ref);
-        luna_lua_cache_add_index(L, idx, c->index_names[i], lua_gettop(L), &c->env.T,
-                                 luna_lua_cache_push_table, &c->limits);
+        luna_index_fn_add(L, idx, c->index_names[i], lua_gettop(L), &c->env.T,
+                          luna_index_fn_push_table, &c->limits);
         c->nindexes++;
         lua_pop(L, 2);
     }

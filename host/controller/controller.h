@@ -240,9 +240,11 @@ void luna_controller_resume(struct luna_controller *c);
 /* The serial of c's oldest reconcile in flight, 0 when none is. */
 unsigned long luna_controller_oldest_running(const struct luna_controller *c);
 
-/* The controller whose predicate or watches map function is running (its
- * cache may be read there), or NULL. */
-struct luna_controller *luna_controller_in_handler(void);
+/* The one context lookup of the script API: the controller whose code L
+ * runs (a reconcile, or a predicate or watches map function, where its
+ * cache may be read), or NULL.  *reconcile (if given) is set to the
+ * reconcile L is the coroutine of, or NULL in a handler. */
+struct luna_controller *luna_controller_current(lua_State *L, struct luna_reconcile **reconcile);
 
 /* The informer a controller declared for a kind ("v1/ConfigMap"); NULL if
  * none of its sources watches that kind.  With several sources of the

@@ -8,7 +8,7 @@
 #include "cache/delta_fifo.h"
 #include "cache/indexer.h"
 #include "lua/lua_util.h"
-#include "api/cache.h"
+#include "controller/index_fn.h"
 
 #define OBJECT_MT "luna.store.Object"
 #define INDEXER_MT "luna.store.Indexer"
@@ -332,7 +332,7 @@ static int push_object_arg(lua_State *L, const struct luna_object *obj, luna_err
 int luna_lua_store_add_index(lua_State *L, struct luna_indexer *idx, const char *name,
                              int fn_idx, lua_State **Lp)
 {
-    return luna_lua_cache_add_index(L, idx, name, fn_idx, Lp, push_object_arg, NULL);
+    return luna_index_fn_add(L, idx, name, fn_idx, Lp, push_object_arg, NULL);
 }
 
 static int indexer_add_index(lua_State *L)

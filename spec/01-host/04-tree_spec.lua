@@ -17,7 +17,6 @@ local RANK = { base = 0, client = 1, cache = 2, queue = 3, lua = 4, script = 5, 
 -- (issue 28), each a circle being broken; the list may only shrink.
 local KNOWN_UPWARD = {
   ["host/api/client.c: runtime/test_control.h"] = true,
-  ["host/controller/controller.c: api/cache.h"] = true,
   ["host/controller/generation.c: runtime/test_control.h"] = true,
   ["host/controller/generation.c: api/api.h"] = true,
   ["host/serve/httpd.c: runtime/admin.h"] = true,
