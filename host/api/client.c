@@ -12,13 +12,18 @@
 #include "lua/lua_util.h"
 #include "controller/controller.h"
 #include "controller/reconcile.h"
-#include "runtime/test_control.h"
 
 static struct luna_kube_client *the_kc;
 static struct luna_discovery *the_disc;
 static bool shadow; /* every write is a server-side dry run */
 
+static struct luna_lua_client_observer observer;
+
 void luna_lua_client_set_shadow(bool on) { shadow = on; }
+void luna_lua_client_set_observer(const struct luna_lua_client_observer *obs)
+{
+    observer = obs && obs->start ? *obs : (struct luna_lua_client_observer){ 0 };
+}
 
 /* luna run --shards: writes go out only while the gate allows them. */
 static struct {
@@ -132,7 +137,7 @@ static int luna_lua_client_resolve(lua_State *L)
 struct pending_request {
     struct luna_reconcile *r;
     struct luna_kube_request *req;
-    uint64_t call_seq;             /* test_control's record of the call, or 0 */
+    uint64_t call_seq;             /* the observer's token for the call, or 0 */
 };
 
 static void cancel_request(void *ud)
@@ -148,7 +153,8 @@ static void on_request_done(void *ud, const luna_http_response *resp,
     struct pending_request *p = ud;
     struct luna_reconcile *r = p->r;
     lua_State *co = luna_reconcile_thread(r);
-    luna_test_control_call_done(p->call_seq, fail ? 0 : (int)resp->status);
+    if (p->call_seq && observer.done)
+        observer.done(observer.ud, p->call_seq, fail ? 0 : (int)resp->status);
     if (fail) {
         luna_lua_push_error(co, luna_http_reason_name(fail->reason), fail->err.msg, 0);
     } else {
@@ -245,9 +251,11 @@ static int luna_lua_client_request(lua_State *L)
         free(p);
         return luna_lua_push_error(L, "InvalidRequest", err.msg, 0);
     }
-    p->call_seq = luna_test_control_call_start(luna_controller_name(luna_reconcile_controller(r)),
-                                               luna_reconcile_key(r), method, path, content_type,
-                                               body, body_len);
+    p->call_seq = observer.start ? observer.start(observer.ud,
+                                                  luna_controller_name(luna_reconcile_controller(r)),
+                                                  luna_reconcile_key(r), method, path,
+                                                  content_type, body, body_len)
+                                 : 0;
     luna_reconcile_wait(r, cancel_request, p);
     return lua_yield(L, 0);
 }

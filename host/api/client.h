@@ -32,6 +32,8 @@
 
 #include <lua.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "client/discovery.h"
 #include "client/kube_client.h"
@@ -51,5 +53,21 @@ void luna_lua_client_set_shadow(bool on);
 void luna_lua_client_set_write_gate(bool (*allow)(void *ud, const char **why), double timeout,
                                     void *ud);
 bool luna_lua_client_shadow(void);
+
+/* Observes the requests scripts make (`luna test` records them through
+ * the runtime's test control): start(ud, ...) when a request is sent,
+ * returning a token (0: not kept; strings are borrowed for the call only,
+ * body may be NULL), and done(ud, token, status) when it completes (status
+ * 0: the transfer failed; never for a cancelled request or token 0).  One
+ * observer for every state; NULL start removes it; ud is borrowed until
+ * then. */
+struct luna_lua_client_observer {
+    uint64_t (*start)(void *ud, const char *controller, const char *key, const char *method,
+                      const char *path, const char *content_type, const char *body,
+                      size_t body_len);
+    void (*done)(void *ud, uint64_t token, int status);
+    void *ud;
+};
+void luna_lua_client_set_observer(const struct luna_lua_client_observer *obs);
 
 #endif

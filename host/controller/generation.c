@@ -6,12 +6,10 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "runtime/test_control.h"
 #include "base/log.h"
 #include "controller/spec.h"
 #include "controller/loader.h"
 #include "script/sandbox.h"
-#include "api/api.h"
 #include "script/watchdog.h"
 
 struct luna_reload {
@@ -19,6 +17,7 @@ struct luna_reload {
     int thread_ref;
     struct luna_controller **controllers;
     char **sha;                      /* per controller: file digest */
+    struct luna_generation_host host;
     size_t n;
     size_t draining;
     void (*drained)(void *ud);
@@ -26,9 +25,9 @@ struct luna_reload {
 };
 
 int luna_reload_load(const char *lib_dir, const char *dir,
-                         const struct luna_watchdog_config *limits, struct luna_kube_client *kc,
-                         struct luna_discovery *disc, struct luna_reload **out,
-                         luna_error *err)
+                     const struct luna_watchdog_config *limits,
+                     const struct luna_generation_host *host, struct luna_reload **out,
+                     luna_error *err)
 {
     *out = NULL;
     struct luna_reload *g = calloc(1, sizeof *g);
@@ -42,7 +41,8 @@ int luna_reload_load(const char *lib_dir, const char *dir,
     }
     if (limits)
         luna_watchdog_configure(g->L, limits);
-    luna_lua_runtime_install(g->L, kc, disc);
+    g->host = *host;
+    g->host.install_api(g->L, g->host.ud);
     int n = luna_lua_host_load_dir(g->L, dir, err);
     if (n < 0) {
         luna_reload_free(g);
@@ -76,10 +76,9 @@ int luna_reload_load(const char *lib_dir, const char *dir,
     return 0;
 }
 
-void luna_reload_connect(struct luna_reload *g, struct luna_kube_client *kc,
-                             struct luna_discovery *disc)
+void luna_reload_connect(struct luna_reload *g)
 {
-    luna_lua_runtime_install(g->L, kc, disc);
+    g->host.install_api(g->L, g->host.ud);
 }
 
 int luna_reload_build(struct luna_reload *g, struct luna_informer_factory *factory,
@@ -95,7 +94,7 @@ int luna_reload_build(struct luna_reload *g, struct luna_informer_factory *facto
     luna_lua_sandbox_protect_top(L);
     g->thread_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     struct luna_controller_env env = {
-        .factory = factory, .clock = luna_test_control_clock(), .L = L, .T = T,
+        .factory = factory, .clock = g->host.clock, .L = L, .T = T,
     };
     lua_getfield(L, LUA_REGISTRYINDEX, "luna.controllers");
     for (int i = 1; i <= n; i++) {

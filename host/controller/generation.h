@@ -3,8 +3,9 @@
  * state, the controller files run in it, and the controllers built from
  * them.
  *
- * Uses: lua_host, lua_runtime, controller, informer_factory.  Runs on the
- * loop thread.
+ * Uses: the loader, controller, informer_factory; the script API and the
+ * clock come from the caller (struct luna_generation_host), so this layer
+ * does not reach up into api/ or the runtime.  Runs on the loop thread.
  *
  * `luna run` makes the first reload at start and a new one on every
  * SIGHUP (or change of the directory with --watch).  A new reload is
@@ -40,18 +41,28 @@
 #include "client/kube_client.h"
 
 struct luna_reload;
+struct luna_clock;
+
+/* What a generation is given by the runtime that makes it. */
+struct luna_generation_host {
+    /* Gives a new state the script API (core.runtime), before its files
+     * run, and again on luna_reload_connect. */
+    void (*install_api)(lua_State *L, void *ud);
+    void *ud;                        /* borrowed; outlives the generation */
+    const struct luna_clock *clock;  /* the controllers' clock (borrowed) */
+};
 
 /* Loads every *.lua file of dir into a new state (controllers are not built yet).
- * kc and disc may be NULL before the runtime has connected. */
+ * host is copied. */
 struct luna_watchdog_config;
 /* limits: the scripts' budgets (watchdog.h); NULL keeps the defaults. */
 int luna_reload_load(const char *lib_dir, const char *dir,
-                         const struct luna_watchdog_config *limits, struct luna_kube_client *kc,
-                         struct luna_discovery *disc, struct luna_reload **out,
-                         luna_error *err);
-/* Connects a reload loaded before the runtime connected. */
-void luna_reload_connect(struct luna_reload *g, struct luna_kube_client *kc,
-                             struct luna_discovery *disc);
+                     const struct luna_watchdog_config *limits,
+                     const struct luna_generation_host *host, struct luna_reload **out,
+                     luna_error *err);
+/* Installs the script API again in a reload loaded before the runtime
+ * connected. */
+void luna_reload_connect(struct luna_reload *g);
 /* Builds the controllers (acquiring their informers). */
 int luna_reload_build(struct luna_reload *g, struct luna_informer_factory *factory,
                           luna_error *err);

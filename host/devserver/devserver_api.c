@@ -336,6 +336,7 @@ int luna_ds_api_new(const luna_ds_api_config *cfg, luna_ds **out, luna_error *er
     ds->bookmark_interval = cfg->bookmark_interval;
     ds->admin = cfg->admin;
     luna_ds_faults_init(&ds->faults);
+    ds->write_hooks = luna_ds_gc_write_hooks();
     ds->store = luna_ds_store_new(cfg->history);
     ds->types = ds->store ? luna_ds_types_new(ds->store) : NULL;
     if (!ds->types) {

@@ -500,3 +500,25 @@ void luna_ds_gc_shutdown(luna_ds *ds)
     gc->checks = NULL;
     gc->n = gc->cap = 0;
 }
+
+static void hook_removed(luna_ds *ds, const char *uid, const char *ns)
+{
+    luna_ds_gc_after_removal(ds, uid);
+    if (*ns)
+        luna_ds_gc_namespace_finalize(ds, ns);
+}
+
+static void hook_written(luna_ds *ds, luna_ds_type *t, enum luna_ds_event_type type,
+                         const json_t *doc)
+{
+    if (type == LUNA_DS_DELETED)
+        luna_ds_gc_recheck_owners(ds, doc);
+    else
+        luna_ds_gc_check_orphan_later(ds, t, doc);
+}
+
+const struct luna_ds_write_hooks *luna_ds_gc_write_hooks(void)
+{
+    static const struct luna_ds_write_hooks hooks = { hook_removed, hook_written };
+    return &hooks;
+}

@@ -64,6 +64,12 @@ void luna_ds_gc_namespace_finalize(luna_ds *ds, const char *ns);
  * names is gone, it is deleted. */
 void luna_ds_gc_check_orphan_later(luna_ds *ds, luna_ds_type *t, const json_t *doc);
 
+/* The collector's hooks on the write path (devserver_write.h): after a
+ * removal, luna_ds_gc_after_removal and the namespace's finalizer pass;
+ * after a write, luna_ds_gc_check_orphan_later, or, for a deletion,
+ * luna_ds_gc_recheck_owners.  Static. */
+const struct luna_ds_write_hooks *luna_ds_gc_write_hooks(void);
+
 /* Stops the orphan timer and drops pending checks (server shutdown). */
 void luna_ds_gc_shutdown(luna_ds *ds);
 

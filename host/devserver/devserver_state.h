@@ -22,6 +22,8 @@
 #include "devserver/devserver_types.h"
 #include "devserver/devserver_watch.h"
 
+struct luna_ds_write_hooks;
+
 struct luna_ds {
     char server_address[300];     /* "host:port" for /api */
     double bookmark_interval;     /* seconds between watch BOOKMARKs */
@@ -31,6 +33,7 @@ struct luna_ds {
     luna_ds_faults faults;
     luna_ds_watches watches;      /* every watch must be freed before the server */
     luna_ds_gc gc;
+    const struct luna_ds_write_hooks *write_hooks; /* the collector's (static) */
     luna_ds_auth auth;            /* issued tokens, the --token (devserver_auth) */
     bool dry_run;                 /* the request being handled has dryRun=All:
                                      its writes are computed, not stored */

@@ -11,7 +11,6 @@
 #include "devserver/devserver_apply.h"
 #include "devserver/devserver_doc.h"
 #include "devserver/devserver_state.h"
-#include "devserver/devserver_gc.h"
 #include "devserver/devserver_validate.h"
 #include "base/log.h"
 
@@ -98,9 +97,8 @@ luna_ds_obj *luna_ds_write_remove(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur
     if (!o || ds->dry_run)
         return o;
     /* o is the deleted state: its uid and namespace are cur's */
-    luna_ds_gc_after_removal(ds, o->uid);
-    if (*o->ns)
-        luna_ds_gc_namespace_finalize(ds, o->ns);
+    if (ds->write_hooks)
+        ds->write_hooks->removed(ds, o->uid, o->ns);
     return o; /* caller unrefs */
 }
 
@@ -498,8 +496,8 @@ static void remove_all(luna_ds *ds, luna_ds_type *u)
 /* Hooks after every write (storage type). */
 static void after_write(luna_ds *ds, luna_ds_type *t, enum luna_ds_event_type type, const json_t *doc)
 {
-    if (type != LUNA_DS_DELETED)
-        luna_ds_gc_check_orphan_later(ds, t, doc);
+    if (ds->write_hooks && type != LUNA_DS_DELETED)
+        ds->write_hooks->written(ds, t, type, doc);
     if (!t->custom && strcmp(t->resource, "customresourcedefinitions") == 0) {
         const char *name = luna_ds_doc_str(json_object_get(doc, "metadata"), "name");
         if (type == LUNA_DS_DELETED) {
@@ -514,6 +512,6 @@ static void after_write(luna_ds *ds, luna_ds_type *t, enum luna_ds_event_type ty
             crd_set_status(ds, t, doc);
         }
     }
-    if (type == LUNA_DS_DELETED)
-        luna_ds_gc_recheck_owners(ds, doc);
+    if (ds->write_hooks && type == LUNA_DS_DELETED)
+        ds->write_hooks->written(ds, t, type, doc);
 }

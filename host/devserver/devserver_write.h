@@ -37,6 +37,18 @@
 
 typedef struct luna_ds luna_ds;
 
+/* What the garbage collector does after writes, called through ds's
+ * write_hooks (devserver_gc.c provides them, the server sets them) so the
+ * write path does not depend on the collector.  Not called for dry runs.
+ *   removed: the object with uid (in namespace ns, "" if cluster-scoped)
+ *            is gone from storage;
+ *   written: doc was stored in storage type t as `type`. */
+struct luna_ds_write_hooks {
+    void (*removed)(luna_ds *ds, const char *uid, const char *ns);
+    void (*written)(luna_ds *ds, luna_ds_type *t, enum luna_ds_event_type type,
+                    const json_t *doc);
+};
+
 /* Stores doc (type t's version, consumed) as the new state of its key,
  * runs the write hooks, and returns a new reference to the key's current
  * object (after the hooks' own writes), or for DELETED to the deleted

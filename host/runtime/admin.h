@@ -37,20 +37,9 @@
 #include <stddef.h>
 
 #include "base/textbuf.h"
+#include "serve/httpd.h"
 
 struct luna_reload;
-
-#define LUNA_ADMIN_PREFIX "/admin/"
-#define LUNA_ADMIN_MAX_KEYS 1000
-
-struct luna_admin_request {
-    const char *method;            /* "GET", "POST", ... */
-    const char *path;              /* "/admin/controllers/x/pause" */
-    const char *const *args;       /* query: nargs (name, value) pairs; value may be NULL */
-    size_t nargs;
-    const char *user;              /* who asked: the authenticated user, or "" */
-    const char *remote;            /* the client's address, or "" */
-};
 
 /* Acts on the controllers of gen (NULL: none loaded) and writes the JSON
  * answer to out; returns the HTTP status. */

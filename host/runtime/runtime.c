@@ -103,6 +103,7 @@ struct runtime {
     ev_timer candidate_poll, candidate_end;
     struct retiring *retiring;
     unsigned long generation;             /* number of successful loads */
+    struct luna_generation_host gen_host; /* what every generation is given */
     struct luna_kubeconfig *kcfg;
     luna_http_client *http;
     struct luna_kube_client *kc;
@@ -922,6 +923,7 @@ static void teardown(struct runtime *rt)
     ev_signal_stop(loop, &rt->sighup);
     ev_signal_stop(loop, &rt->sigusr1);
     luna_dir_watch_free(rt->watch);
+    luna_lua_client_set_observer(NULL);
     luna_test_control_stop();
     /* the servers first: closing their connections cancels pending checks */
     luna_httpd_free(rt->metrics_srv);
@@ -1009,12 +1011,19 @@ static void try_in_shadow(struct runtime *rt, const char *trigger);
 /* Loads the controllers directory into a new Lua state and builds every
  * controller; NULL after logging "reload failed" (the running controllers
  * keep going; informers the broken reload acquired are released with it). */
+/* The script API a generation's state gets: the runtime's client and
+ * discovery (NULL until connected). */
+static void install_api(lua_State *L, void *ud)
+{
+    struct runtime *rt = ud;
+    luna_lua_runtime_install(L, rt->kc, rt->disc);
+}
+
 static struct luna_reload *load_and_build(struct runtime *rt)
 {
     luna_error err = { 0 };
     struct luna_reload *next = NULL;
-    if (luna_reload_load(rt->lib, rt->cfg->dir, rt->cfg->limits, rt->kc, rt->disc, &next,
-                         &err) < 0 ||
+    if (luna_reload_load(rt->lib, rt->cfg->dir, rt->cfg->limits, &rt->gen_host, &next, &err) < 0 ||
         luna_reload_build(next, rt->factory, &err) < 0) {
         luna_reload_free(next);
         luna_error("reload failed", "dir", rt->cfg->dir, "error", err.msg);
@@ -1314,13 +1323,18 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         return 1;
     }
     luna_lua_events_set_memories(rt.events);
-    if (cfg->test_control)
+    if (cfg->test_control) {
         luna_test_control_enable(cfg->fake_clock);
+        luna_lua_client_set_observer(luna_test_control_call_observer());
+    }
     luna_lua_client_set_shadow(cfg->shadow);
     if (cfg->shadow)
         luna_warn("shadow mode: every write is sent as a server-side dry run (dryRun=All) and "
                   "logged as \"shadow write\"; nothing is written");
-    if (luna_reload_load(rt.lib, cfg->dir, cfg->limits, NULL, NULL, &rt.gen, &err) < 0) {
+    rt.gen_host = (struct luna_generation_host){
+        .install_api = install_api, .ud = &rt, .clock = luna_test_control_clock(),
+    };
+    if (luna_reload_load(rt.lib, cfg->dir, cfg->limits, &rt.gen_host, &rt.gen, &err) < 0) {
         luna_error("controllers failed to load", "dir", cfg->dir, "error", err.msg);
         teardown(&rt);
         return 1;
@@ -1340,7 +1354,7 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         teardown(&rt);
         return 1;
     }
-    luna_reload_connect(rt.gen, rt.kc, rt.disc);
+    luna_reload_connect(rt.gen);
     if (cfg->shards && setup_shards(&rt, &err) < 0) {
         luna_error("startup failed", "error", err.msg);
         teardown(&rt);

@@ -91,10 +91,9 @@ static char *dup_or_empty(const char *s, size_t len)
     return d;
 }
 
-uint64_t luna_test_control_call_start(const char *controller, const char *key,
-                                      const char *method, const char *path,
-                                      const char *content_type, const char *body,
-                                      size_t body_len)
+static uint64_t call_start(void *ud, const char *controller, const char *key,
+                           const char *method, const char *path, const char *content_type,
+                           const char *body, size_t body_len)
 {
     if (!tc.enabled)
         return 0;
@@ -123,7 +122,7 @@ uint64_t luna_test_control_call_start(const char *controller, const char *key,
     return c->seq;
 }
 
-void luna_test_control_call_done(uint64_t seq, int status)
+static void call_done(void *ud, uint64_t seq, int status)
 {
     if (!seq || !tc.ncalls)
         return;
@@ -131,6 +130,12 @@ void luna_test_control_call_done(uint64_t seq, int status)
     if (seq < oldest || seq - oldest >= tc.ncalls)
         return;
     tc.calls[(tc.first + (size_t)(seq - oldest)) % MAX_CALLS].status = status;
+}
+
+const struct luna_lua_client_observer *luna_test_control_call_observer(void)
+{
+    static const struct luna_lua_client_observer obs = { call_start, call_done, NULL };
+    return &obs;
 }
 
 static json_t *take_calls(void)

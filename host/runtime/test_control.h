@@ -67,6 +67,8 @@
 #ifndef LUNA_TEST_CONTROL_H
 #define LUNA_TEST_CONTROL_H
 
+#include "api/client.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -107,15 +109,9 @@ int luna_test_control_start(const struct luna_test_control_source *src, luna_err
 /* Stops reading and frees the recorded calls (no-op when not started). */
 void luna_test_control_stop(void);
 
-/* Records an API call a reconcile starts (no-op unless enabled); returns
- * its sequence number for luna_test_control_call_done (0 when not
- * recorded).  Strings are copied; body may be NULL. */
-uint64_t luna_test_control_call_start(const char *controller, const char *key,
-                                      const char *method, const char *path,
-                                      const char *content_type, const char *body,
-                                      size_t body_len);
-/* The answer's status of call seq (0: the transfer failed); no-op if seq is
- * 0 or no longer kept. */
-void luna_test_control_call_done(uint64_t seq, int status);
+/* The observer of script API calls (api/client.h) that records them for
+ * `luna test`: every call a reconcile starts (strings copied) and the
+ * status of its answer; records nothing unless enabled.  Static. */
+const struct luna_lua_client_observer *luna_test_control_call_observer(void);
 
 #endif

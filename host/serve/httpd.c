@@ -16,7 +16,6 @@
 #include "base/log.h"
 #include "base/mhd_loop.h"
 #include "base/textbuf.h"
-#include "runtime/admin.h"
 #include "serve/metrics_auth.h"
 
 #define MAX_CONNECTIONS 64u

@@ -62,7 +62,21 @@
 #include "serve/metrics.h"
 
 struct luna_metrics_auth;
-struct luna_admin_request;
+
+/* The admin endpoints' requests, as the server hands them to its admin
+ * handler (runtime/admin.h acts on them). */
+#define LUNA_ADMIN_PREFIX "/admin/"
+#define LUNA_ADMIN_MAX_KEYS 1000
+
+struct luna_admin_request {
+    const char *method;            /* "GET", "POST", ... */
+    const char *path;              /* "/admin/controllers/x/pause" */
+    const char *const *args;       /* query: nargs (name, value) pairs; value may be NULL */
+    size_t nargs;
+    const char *user;              /* who asked: the authenticated user, or "" */
+    const char *remote;            /* the client's address, or "" */
+};
+
 struct luna_textbuf;
 
 struct luna_httpd;

@@ -9,8 +9,6 @@
 #include "base/log.h"
 #include "lua/lua_util.h"
 #include "serve/metrics.h"
-#include "testing/lua_runtime_metrics.h"
-#include "testing/lua_workqueue_export.h"
 #include "base/textbuf.h"
 
 #define REGISTRY_MT "luna.metrics"
@@ -791,7 +789,5 @@ void luna_lua_metrics_register(lua_State *L)
     lua_getfield(L, -1, "metrics");
     lua_pushliteral(L, LUNA_METRICS_CONTENT_TYPE);
     lua_setfield(L, -2, "content_type");
-    luna_lua_runtime_metrics_register(L);
-    luna_lua_workqueue_export_register(L);
     lua_pop(L, 1);
 }

@@ -47,8 +47,8 @@
 
 struct luna_metrics;
 
-/* Adds core.metrics (with runtime and export_workqueue) to the table on
- * top of the stack. */
+/* Adds core.metrics to the table on top of the stack (lua_module.c adds
+ * runtime and export_workqueue to it, whose files build on this one). */
 void luna_lua_metrics_register(lua_State *L);
 
 /* ---- shared with lua_runtime_metrics.c and lua_workqueue_export.c ---- */

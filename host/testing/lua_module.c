@@ -16,6 +16,8 @@
 #include "testing/lua_leader.h"
 #include "testing/lua_loop.h"
 #include "testing/lua_metrics.h"
+#include "testing/lua_runtime_metrics.h"
+#include "testing/lua_workqueue_export.h"
 #include "testing/lua_object_stream.h"
 #include "controller/spec.h"
 #include "script/pattern.h"
@@ -73,6 +75,10 @@ int luaopen_luna_core(lua_State *L)
     luna_lua_kubeconfig_register(L);
     luna_lua_http_register(L);
     luna_lua_metrics_register(L);
+    lua_getfield(L, -1, "metrics");
+    luna_lua_runtime_metrics_register(L);
+    luna_lua_workqueue_export_register(L);
+    lua_pop(L, 1);
     luna_lua_health_register(L);
     luna_lua_leader_register(L);
     luna_lua_controller_spec_register(L);

@@ -13,15 +13,6 @@ local helpers = require("helpers")
 local RANK = { base = 0, client = 1, cache = 2, queue = 3, lua = 4, script = 5, serve = 6,
                cluster = 7, controller = 8, api = 9, runtime = 10, testing = 11 }
 
--- Upward includes left from the move of host/runtime/ into its layers
--- (issue 28), each a circle being broken; the list may only shrink.
-local KNOWN_UPWARD = {
-  ["host/api/client.c: runtime/test_control.h"] = true,
-  ["host/controller/generation.c: runtime/test_control.h"] = true,
-  ["host/controller/generation.c: api/api.h"] = true,
-  ["host/serve/httpd.c: runtime/admin.h"] = true,
-}
-
 -- Tools run without the ASan runtime `make test` preloads into busted.
 local function sh(cmd)
   return helpers.run("env -u LD_PRELOAD -u ASAN_OPTIONS " .. cmd)
@@ -80,7 +71,6 @@ describe("host/ layering", function()
       for _, inc in ipairs(includes(path)) do
         checked = checked + 1
         local why = violation(from, inc.dir)
-        if why and KNOWN_UPWARD[path .. ": " .. inc.text] then why = nil end
         if why then bad[#bad + 1] = ("%s:%d: %s (%s)"):format(path, inc.line, inc.text, why) end
       end
     end
