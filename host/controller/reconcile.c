@@ -146,12 +146,14 @@ static const char *split_key(const char *key, char *buf, size_t size)
     return slash ? slash + 1 : key;
 }
 
-static void log_result_stopped(struct luna_reconcile *r, const char *msg, const char *result,
-                               const char *error, const char *where, enum luna_log_level level,
-                               const char *stopped)
+/* One line per finished reconcile (formatted only at an enabled level:
+ * the formatting is most of a short reconcile's finish). */
+static void log_result(struct luna_reconcile *r, const char *msg, const char *result,
+                       const char *error, const char *where, const char *stopped,
+                       enum luna_log_level level)
 {
     if (!luna_log_enabled(level))
-        return; /* the formatting below is most of a short reconcile's finish */
+        return;
     char attempt[16], ms[32];
     snprintf(attempt, sizeof attempt, "%u", r->attempt);
     snprintf(ms, sizeof ms, "%.3f",
@@ -163,12 +165,6 @@ static void log_result_stopped(struct luna_reconcile *r, const char *msg, const 
              "attempt", attempt, "result", result, "duration_ms", ms, "error", error,
              "where", where, "stopped", stopped, "namespace", ns[0] ? ns : NULL, "name", name,
              NULL);
-}
-
-static void log_result(struct luna_reconcile *r, const char *msg, const char *result,
-                       const char *error, const char *where, enum luna_log_level level)
-{
-    log_result_stopped(r, msg, result, error, where, level, NULL);
 }
 
 /* Runs in a protected call: the text of an error value (a string, a
@@ -204,24 +200,6 @@ static void value_text(struct luna_controller *c, lua_State *co, int idx, char *
     lua_pop(L, 1);
 }
 
-/* Reports a finished reconcile to the metrics: its result is the stats
- * counter finish() moved. */
-static void observe_done(struct luna_controller *c, const struct luna_controller_stats *before,
-                         bool raised, double started)
-{
-    if (!c->metrics)
-        return;
-    const struct luna_controller_stats *st = &c->stats;
-    enum luna_reconcile_result res =
-        st->errors != before->errors ? LUNA_RECONCILE_ERROR
-        : st->requeue_afters != before->requeue_afters ? LUNA_RECONCILE_REQUEUE_AFTER
-        : st->requeues != before->requeues ? LUNA_RECONCILE_REQUEUE
-        : LUNA_RECONCILE_SUCCESS;
-    if (raised)
-        luna_runtime_metrics_reconcile_panic(c->metrics);
-    luna_runtime_metrics_reconcile_done(c->metrics, res, luna_clock_now(c->env.clock) - started);
-}
-
 /* Reads a result's priority at idx into *priority: nil leaves it, an
  * integer from -1e9 to 1e9 sets it; anything else returns false. */
 static bool result_priority(lua_State *co, int idx, int *priority)
@@ -237,113 +215,154 @@ static bool result_priority(lua_State *co, int idx, int *priority)
     return true;
 }
 
-/* Applies the finished coroutine's result to the queue.  stop is why the
- * watchdog stopped it (LUNA_WATCHDOG_RUNNING if it did not), reason its
- * description. */
-static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop stop,
-                   const char *reason)
+/* What a finished reconcile asks for, read from its coroutine by
+ * classify() and carried out by finish(), in the shape of
+ * controller-runtime's reconcileHandler. */
+struct result {
+    enum luna_reconcile_result outcome;
+    double after;            /* REQUEUE_AFTER: seconds */
+    const char *error;       /* ERROR: the text logged */
+    const char *where;       /* ERROR: the failed luna call ("luna.get at f:l"), or NULL */
+    const char *stopped;     /* ERROR: why the watchdog stopped it, or NULL */
+    bool trace;              /* error is a traceback on the controller state's stack */
+    char text[1024], where_buf[512];
+};
+
+static void fail(struct result *res, const char *error)
+{
+    res->outcome = LUNA_RECONCILE_ERROR;
+    res->error = error;
+}
+
+/* The result of a reconcile that returned (status 0): nothing or true is
+ * success; nil, err and false are errors; a table asks for a requeue
+ * (its priority, if any, replaces the key's).  Leaves co's stack as it
+ * was; reads the table raw (no metamethod runs outside a protected
+ * call). */
+static void classify_returned(struct luna_reconcile *r, struct result *res)
 {
     struct luna_controller *c = r->c;
     lua_State *co = r->co;
-    struct luna_workqueue *q = c->queue;
-    struct luna_controller_stats before = c->stats;
-    c->stats.reconciles++;
+    int n = lua_gettop(co);
+    if (n >= 2 && lua_isnil(co, 1) && !lua_isnil(co, 2)) {
+        value_text(c, co, 2, res->text, sizeof res->text);
+        fail(res, res->text);
+        if (lua_istable(co, 2)) {
+            /* luna API errors name the failed call: "luna.get at file:line" */
+            lua_pushliteral(co, "where");
+            lua_rawget(co, 2);
+            if (lua_type(co, -1) == LUA_TSTRING) {
+                snprintf(res->where_buf, sizeof res->where_buf, "%s", lua_tostring(co, -1));
+                res->where = res->where_buf;
+            }
+            lua_pop(co, 1);
+        }
+    } else if (n >= 1 && lua_istable(co, 1)) {
+        lua_pushstring(co, luna_reconcile_result_fields[RESULT_REQUEUE_AFTER]);
+        lua_rawget(co, 1);
+        lua_pushstring(co, luna_reconcile_result_fields[RESULT_REQUEUE]);
+        lua_rawget(co, 1);
+        lua_pushstring(co, luna_reconcile_result_fields[RESULT_PRIORITY]);
+        lua_rawget(co, 1);
+        /* priority: the requeue's, instead of the key's (controller-
+         * runtime's Result.Priority) */
+        bool priority_ok = result_priority(co, -1, &r->priority);
+        double after = lua_tonumber(co, -3);
+        if (!lua_isnil(co, -3) &&
+            (lua_type(co, -3) != LUA_TNUMBER || !(after >= 0) || after > 1e9)) {
+            /* A typo'd type must not pass silently as done. */
+            fail(res, "reconcile returned an invalid result: requeue_after must be a number "
+                      "of seconds from 0 to 1e9");
+        } else if (!priority_ok) {
+            fail(res, "reconcile returned an invalid result: priority must be an integer from "
+                      "-1e9 to 1e9");
+        } else if (after > 0) {
+            res->outcome = LUNA_RECONCILE_REQUEUE_AFTER;
+            res->after = after;
+        } else if (lua_toboolean(co, -2)) {
+            res->outcome = LUNA_RECONCILE_REQUEUE;
+        }
+        lua_pop(co, 3);
+    } else if (n >= 1 && lua_type(co, 1) == LUA_TBOOLEAN && !lua_toboolean(co, 1)) {
+        fail(res, "reconcile returned false");
+    }
+}
+
+/* Classifies how the coroutine ended.  stop is why the watchdog stopped it
+ * (LUNA_WATCHDOG_RUNNING if it did not), reason its description. */
+static void classify(struct luna_reconcile *r, int status, enum luna_watchdog_stop stop,
+                     const char *reason, struct result *res)
+{
+    struct luna_controller *c = r->c;
+    lua_State *co = r->co;
+    *res = (struct result){ .outcome = LUNA_RECONCILE_SUCCESS };
     if (stop != LUNA_WATCHDOG_RUNNING) {
         /* The error value may be "not enough memory" or a message a pcall
          * in the script re-raised: the guard says what happened.  The
          * hook's own message also has the script position: keep it. */
         const char *msg = lua_type(co, -1) == LUA_TSTRING ? lua_tostring(co, -1) : NULL;
         luaL_traceback(c->env.L, co, msg && strstr(msg, reason) ? msg : reason, 0);
-        log_result_stopped(r, "reconcile failed", "error", lua_tostring(c->env.L, -1), NULL,
-                           LUNA_LOG_ERROR, luna_watchdog_stop_name(stop));
-        lua_pop(c->env.L, 1);
-        c->stats.errors++;
-        c->stats.stopped++;
-        luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
+        fail(res, lua_tostring(c->env.L, -1));
+        res->trace = true;
+        res->stopped = luna_watchdog_stop_name(stop);
     } else if (status != 0) {
-        char msg[1024];
-        value_text(c, co, -1, msg, sizeof msg);
-        luaL_traceback(c->env.L, co, msg, 0);
-        const char *trace = lua_tostring(c->env.L, -1);
-        log_result(r, "reconcile failed", "error", trace, NULL, LUNA_LOG_ERROR);
-        lua_pop(c->env.L, 1);
-        c->stats.errors++;
-        luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
+        value_text(c, co, -1, res->text, sizeof res->text);
+        luaL_traceback(c->env.L, co, res->text, 0);
+        fail(res, lua_tostring(c->env.L, -1));
+        res->trace = true;
     } else {
-        int n = lua_gettop(co);
-        if (n >= 2 && lua_isnil(co, 1) && !lua_isnil(co, 2)) {
-            /* nil, err */
-            char msg[1024], where[512] = "";
-            value_text(c, co, 2, msg, sizeof msg);
-            if (lua_istable(co, 2)) {
-                /* luna API errors name the failed call: "luna.get at file:line" */
-                lua_pushliteral(co, "where");
-                lua_rawget(co, 2);
-                if (lua_type(co, -1) == LUA_TSTRING)
-                    snprintf(where, sizeof where, "%s", lua_tostring(co, -1));
-                lua_pop(co, 1);
-            }
-            log_result(r, "reconcile failed", "error", msg, where[0] ? where : NULL,
-                       LUNA_LOG_ERROR);
-            c->stats.errors++;
-            luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
-        } else if (n >= 1 && lua_istable(co, 1)) {
-            /* Raw reads: a metamethod must not run outside a protected call. */
-            lua_pushstring(co, luna_reconcile_result_fields[RESULT_REQUEUE_AFTER]);
-            lua_rawget(co, 1);
-            lua_pushstring(co, luna_reconcile_result_fields[RESULT_REQUEUE]);
-            lua_rawget(co, 1);
-            double after_s = lua_tonumber(co, -2);
-            /* priority: the requeue's, instead of the key's (controller-
-             * runtime's Result.Priority) */
-            lua_pushstring(co, luna_reconcile_result_fields[RESULT_PRIORITY]);
-            lua_rawget(co, 1);
-            bool priority_ok = result_priority(co, -1, &r->priority);
-            lua_pop(co, 1);
-            if (!lua_isnil(co, -2) &&
-                (lua_type(co, -2) != LUA_TNUMBER || !(after_s >= 0) || after_s > 1e9)) {
-                /* A typo'd type must not pass silently as done. */
-                log_result(r, "reconcile failed", "error",
-                           "reconcile returned an invalid result: requeue_after must be a "
-                           "number of seconds from 0 to 1e9", NULL, LUNA_LOG_ERROR);
-                c->stats.errors++;
-                luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
-            } else if (!priority_ok) {
-                log_result(r, "reconcile failed", "error",
-                           "reconcile returned an invalid result: priority must be an integer "
-                           "from -1e9 to 1e9", NULL, LUNA_LOG_ERROR);
-                c->stats.errors++;
-                luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
-            } else if (after_s > 0) {
-                double after = lua_tonumber(co, -2);
-                char secs[32];
-                snprintf(secs, sizeof secs, "%g", after);
-                luna_workqueue_forget(q, r->key);
-                luna_workqueue_add_after_priority(q, r->key, after, r->priority);
-                c->stats.requeue_afters++;
-                log_result(r, "requeue after", secs, NULL, NULL, LUNA_LOG_DEBUG);
-            } else if (lua_toboolean(co, -1)) {
-                luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
-                c->stats.requeues++;
-                log_result(r, "reconcile done", "requeue", NULL, NULL, LUNA_LOG_DEBUG);
-            } else {
-                luna_workqueue_forget(q, r->key);
-                c->stats.successes++;
-                log_result(r, "reconcile done", "success", NULL, NULL, LUNA_LOG_DEBUG);
-            }
-            lua_pop(co, 2);
-        } else if (n >= 1 && lua_type(co, 1) == LUA_TBOOLEAN && !lua_toboolean(co, 1)) {
-            log_result(r, "reconcile failed", "error", "reconcile returned false", NULL,
-                       LUNA_LOG_ERROR);
-            c->stats.errors++;
-            luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
-        } else {
-            luna_workqueue_forget(q, r->key);
-            c->stats.successes++;
-            log_result(r, "reconcile done", "success", NULL, NULL, LUNA_LOG_DEBUG);
-        }
+        classify_returned(r, res);
     }
-    observe_done(c, &before, status != 0, r->started);
+}
+
+/* Carries out a finished reconcile's result: one switch does the queue
+ * operation, the counter and the log line; then the metrics, and the key
+ * is done. */
+static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop stop,
+                   const char *reason)
+{
+    struct luna_controller *c = r->c;
+    struct luna_workqueue *q = c->queue;
+    struct result res;
+    classify(r, status, stop, reason, &res);
+    c->stats.reconciles++;
+    switch (res.outcome) {
+    case LUNA_RECONCILE_ERROR:
+        luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
+        c->stats.errors++;
+        if (res.stopped)
+            c->stats.stopped++;
+        log_result(r, "reconcile failed", "error", res.error, res.where, res.stopped,
+                   LUNA_LOG_ERROR);
+        break;
+    case LUNA_RECONCILE_REQUEUE_AFTER: {
+        luna_workqueue_forget(q, r->key);
+        luna_workqueue_add_after_priority(q, r->key, res.after, r->priority);
+        c->stats.requeue_afters++;
+        char secs[32];
+        snprintf(secs, sizeof secs, "%g", res.after);
+        log_result(r, "requeue after", secs, NULL, NULL, NULL, LUNA_LOG_DEBUG);
+        break;
+    }
+    case LUNA_RECONCILE_REQUEUE:
+        luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
+        c->stats.requeues++;
+        log_result(r, "reconcile done", "requeue", NULL, NULL, NULL, LUNA_LOG_DEBUG);
+        break;
+    case LUNA_RECONCILE_SUCCESS:
+        luna_workqueue_forget(q, r->key);
+        c->stats.successes++;
+        log_result(r, "reconcile done", "success", NULL, NULL, NULL, LUNA_LOG_DEBUG);
+        break;
+    }
+    if (res.trace)
+        lua_pop(c->env.L, 1);
+    if (c->metrics) {
+        if (status != 0)
+            luna_runtime_metrics_reconcile_panic(c->metrics);
+        luna_runtime_metrics_reconcile_done(c->metrics, res.outcome,
+                                            luna_clock_now(c->env.clock) - r->started);
+    }
     luna_workqueue_done(q, r->key);
     reconcile_free(r, stop == LUNA_WATCHDOG_RUNNING && status == 0);
     /* The heap went past the cap: collect what the failed reconcile left
