@@ -4,14 +4,13 @@
 #include "cache/reflector_impl.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "base/json.h"
 #include "base/log.h"
-#include "cache/event_latency.h"
 
 /* A sync (the first, or a relist) streams the state as a watch list unless
  * the informer lists, this round fell back, or the informer is sharded
@@ -440,6 +439,7 @@ int luna_reflector_keep_listed(struct luna_reflector *r, struct luna_object *obj
         *kept = obj;
     return 0;
 }
+
 /* Keeps the last of the listed objects that share a key (a server that
  * lists an object twice): the FIFO's replace sees each key once.  Returns
  * 0 or LUNA_ENOMEM. */
@@ -470,6 +470,7 @@ int luna_reflector_dedupe_listed(struct luna_reflector *r)
     r->nlisted -= keep;
     return 0;
 }
+
 /* The status of a response whose head never reached on_headers (a
  * redirect's, which is not followed): without it a 302 read as "HTTP 0"
  * and a watch redirected away as a clean end. */
@@ -478,6 +479,7 @@ void luna_reflector_take_status(struct luna_reflector *r, const luna_http_respon
     if (r->status == 0 && resp && resp->status)
         r->status = resp->status;
 }
+
 /* ---- lifecycle ------------------------------------------------------- */
 
 static char *dup_opt(const char *s)
@@ -617,6 +619,7 @@ const char *luna_watch_list_mode_name(enum luna_watch_list_mode m)
 }
 
 const char *luna_reflector_resource_version(const struct luna_reflector *r) { return r->rv; }
+
 struct luna_reflector_stats luna_reflector_stats(const struct luna_reflector *r) { return r->stats; }
 const char *luna_reflector_last_error(const struct luna_reflector *r) { return r->last_error; }
 

@@ -1,15 +1,11 @@
 /* reflector_list.c — the paged LIST of a sync (reflector.h). */
 #include "cache/reflector_impl.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
-#include "base/json.h"
 #include "base/log.h"
-#include "cache/event_latency.h"
 
 /* ---- LIST ------------------------------------------------------------ */
 
@@ -21,6 +17,7 @@ static void list_failed(struct luna_reflector *r, const char *msg, bool with_bac
     luna_reflector_drop_listed(r);
     luna_reflector_retry_later(r, true, with_backoff);
 }
+
 int luna_reflector_on_list_item(void *ud, enum luna_stream_event ev, struct luna_object *obj)
 {
     struct luna_reflector *r = ud;
@@ -64,6 +61,7 @@ static void note_shard_mode(struct luna_reflector *r)
                   "shardSelector: older than v1.36 or the ShardedListAndWatch gate is off)",
                   "informer", luna_informer_name(r->inf), "shard", r->shard_text);
 }
+
 static void finish_list(struct luna_reflector *r)
 {
     const char *rv = luna_object_stream_list_rv(r->list_stream);
@@ -89,6 +87,7 @@ static void finish_list(struct luna_reflector *r)
     luna_informer_wake(r->inf);
     luna_reflector_start_watch(r);
 }
+
 static void on_list_done(void *ud, const luna_http_response *resp, const luna_http_failure *fail)
 {
     struct luna_reflector *r = ud;

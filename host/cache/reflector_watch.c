@@ -2,13 +2,9 @@
  * silent watch, and the watch list (KEP-3157) that syncs as a stream (reflector.h). */
 #include "cache/reflector_impl.h"
 
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
-#include "base/json.h"
 #include "base/log.h"
 #include "cache/event_latency.h"
 

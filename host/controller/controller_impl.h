@@ -96,11 +96,54 @@ struct luna_controller {
     uint64_t every_rng;
 };
 
+/* ---- dispatch.c: the fair dispatcher ---- */
+
 /* Starts the dispatch watchers if keys and workers are free. */
 void luna_controller_kick(struct luna_controller *c);
 /* Adds script time run in this loop iteration (the dispatch slice). */
 void luna_controller_charge(double seconds);
 /* Calls the drained callback once stopping and nothing is in flight. */
 void luna_controller_maybe_drained(struct luna_controller *c);
+/* Sets up c's dispatch watchers (once, at construction). */
+void luna_controller_dispatch_init(struct luna_controller *c);
+/* Has c->queue tell the dispatcher when a key is ready (again after a
+ * reload hands c another controller's queue). */
+void luna_controller_dispatch_follow(struct luna_controller *c);
+/* Stops c's watchers and takes it out of the deferred line. */
+void luna_controller_dispatch_stop(struct luna_controller *c);
+/* An informer handler's batch end (ud: the struct source): dispatches at
+ * once what the batch queued. */
+void luna_controller_on_batch_end(void *ud);
+
+/* ---- sources.c: events to keys ---- */
+
+/* Acquires the informer of c's next source (ss) for c: 0, or the
+ * factory's error. */
+int luna_controller_source_add(struct luna_controller *c, const struct luna_source_spec *ss,
+                               luna_error *err);
+/* Routes every source's events to c (after the indexes they may read). */
+void luna_controller_handlers_add(struct luna_controller *c);
+/* Removes the handlers, releases the informers and frees the tombstones. */
+void luna_controller_sources_free(struct luna_controller *c);
+/* Queues key with priority (logged if out of memory). */
+void luna_controller_enqueue(struct luna_controller *c, const char *key, int priority);
+/* The controller whose predicate or map function is running, or NULL. */
+struct luna_controller *luna_controller_in_handler(void);
+/* Sharding: c may not start reconciles now (its set is not settled). */
+bool luna_controller_shard_waits(const struct luna_controller *c);
+/* Sharding: whether c's replica owns key now. */
+bool luna_controller_key_owned(struct luna_controller *c, const char *key);
+/* Forgets key's tombstone (its reconcile starts). */
+void luna_controller_tombstone_drop(struct luna_controller *c, const char *key);
+
+/* ---- periodic.c: periodic work ---- */
+
+/* Sets up c's periodic timer (once, at construction). */
+void luna_controller_periodic_init(struct luna_controller *c);
+/* At start: a fresh schedule (or the one a reload handed over) is armed. */
+void luna_controller_periodic_start(struct luna_controller *c);
+void luna_controller_periodic_stop(struct luna_controller *c);
+/* Reload: the same schedule keeps its next due time. */
+void luna_controller_periodic_take(struct luna_controller *to, const struct luna_controller *from);
 
 #endif
