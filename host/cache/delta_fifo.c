@@ -25,6 +25,7 @@ struct luna_delta_fifo {
     size_t head, count, cap;
     bool populated;
     size_t initial_population;
+    uint64_t sync_round;        /* the round of the resync in progress */
 };
 
 const char *luna_delta_type_name(enum luna_delta_type type)
@@ -110,7 +111,8 @@ static int queue_action(struct luna_delta_fifo *f, const char *key, size_t key_l
         it->deltas = &it->first;
         it->cap = 1;
     }
-    struct luna_delta d = { type, final_state_unknown, obj ? luna_object_ref(obj) : NULL };
+    struct luna_delta d = { type, final_state_unknown, obj ? luna_object_ref(obj) : NULL,
+                            type == LUNA_DELTA_SYNC ? f->sync_round : 0 };
     if (it->n && is_deletion(&d) && is_deletion(&it->deltas[it->n - 1])) {
         /* Keep the older deletion unless it is the less informed one. */
         struct luna_delta *prev = &it->deltas[it->n - 1];
@@ -239,8 +241,9 @@ static int sync_known(struct luna_object *obj, void *ud)
     return queue_action(f, luna_object_key(obj), obj->key_len, LUNA_DELTA_SYNC, obj, false);
 }
 
-int luna_delta_fifo_resync(struct luna_delta_fifo *f)
+int luna_delta_fifo_resync(struct luna_delta_fifo *f, uint64_t round)
 {
+    f->sync_round = round;
     return f->known ? luna_indexer_each(f->known, sync_known, f) : 0;
 }
 

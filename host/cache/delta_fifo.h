@@ -18,7 +18,9 @@
  *     with final_state_unknown for every known or queued key absent from
  *     the list (the object is the last state luna saw: client-go's
  *     DeletedFinalStateUnknown);
- *   - Resync queues Sync for every known object that has no pending deltas.
+ *   - Resync queues Sync for every known object that has no pending deltas,
+ *     each tagged with the caller's round (the informer delivers a Sync
+ *     only to the handlers due in that round, informer.h).
  *   - has_synced is true once the first Replace's keys (or any earlier
  *     push) have all been popped.
  *
@@ -37,6 +39,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/error.h"
 #include "cache/indexer.h"
@@ -54,6 +57,7 @@ struct luna_delta {
     enum luna_delta_type type;
     bool final_state_unknown;  /* Deleted detected by a relist, not seen */
     struct luna_object *obj;
+    uint64_t round;            /* Sync: the resync round that queued it; else 0 */
 };
 
 typedef int (*luna_delta_process)(const char *key, const struct luna_delta *deltas,
@@ -71,7 +75,7 @@ int luna_delta_fifo_delete(struct luna_delta_fifo *f, struct luna_object *obj);
 /* objs: the complete current list; borrowed for the call. */
 int luna_delta_fifo_replace(struct luna_delta_fifo *f, struct luna_object *const *objs,
                             size_t n);
-int luna_delta_fifo_resync(struct luna_delta_fifo *f);
+int luna_delta_fifo_resync(struct luna_delta_fifo *f, uint64_t round);
 
 /* Pops the oldest key and calls process with its deltas (oldest first).
  * Returns process's result, or LUNA_ENOTFOUND if the queue is empty. */

@@ -1,6 +1,7 @@
 /* informer.c — see informer.h. */
 #include "cache/informer.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef __GLIBC__
@@ -13,6 +14,8 @@
 struct handler_slot {
     int id;
     struct luna_informer_handler h;
+    double next_resync;   /* loop time its next resync is due (h.resync > 0) */
+    uint64_t resync_round; /* the last round it was due in; 0: none yet */
 };
 
 struct luna_informer {
@@ -25,6 +28,7 @@ struct luna_informer {
     bool synced;
     bool draining;            /* handlers are being called */
     size_t burst;   /* keys drained since the FIFO was last empty */
+    uint64_t round; /* the last resync round (informer.h) */
     /* Draining: ev_check does the work after each loop iteration; ev_idle
      * keeps the loop from blocking while work remains. */
     ev_check drain_check;
@@ -108,6 +112,16 @@ static void notify_update(struct luna_informer *inf, struct luna_object *old,
             inf->handlers[i].h.on_update(inf->handlers[i].h.ud, old, obj);
 }
 
+/* A Sync delta of `round`: only to the handlers due in that round or
+ * since (informer.h). */
+static void notify_sync(struct luna_informer *inf, struct luna_object *old,
+                        struct luna_object *obj, uint64_t round)
+{
+    for (size_t i = 0; i < inf->nhandlers; i++)
+        if (inf->handlers[i].h.on_update && round > 0 && inf->handlers[i].resync_round >= round)
+            inf->handlers[i].h.on_update(inf->handlers[i].h.ud, old, obj);
+}
+
 static void notify_delete(struct luna_informer *inf, struct luna_object *obj, bool unknown)
 {
     for (size_t i = 0; i < inf->nhandlers; i++)
@@ -135,7 +149,9 @@ static int process_deltas(const char *key, const struct luna_delta *deltas, size
                        "error", "out of memory");
             continue;
         }
-        if (old)
+        if (old && d->type == LUNA_DELTA_SYNC)
+            notify_sync(inf, old, d->obj, d->round);
+        else if (old)
             notify_update(inf, old, d->obj);
         else
             notify_add(inf, d->obj, d->type == LUNA_DELTA_REPLACED && !inf->synced);
@@ -201,6 +217,8 @@ static int replay_add(struct luna_object *obj, void *ud)
     return 0;
 }
 
+static void schedule_resync(struct luna_informer *inf);
+
 int luna_informer_add_handler(struct luna_informer *inf, const struct luna_informer_handler *h)
 {
     if (inf->nhandlers == inf->cap) {
@@ -212,9 +230,14 @@ int luna_informer_add_handler(struct luna_informer *inf, const struct luna_infor
         inf->cap = cap;
     }
     int id = ++inf->next_id;
-    inf->handlers[inf->nhandlers].id = id;
-    inf->handlers[inf->nhandlers].h = *h;
+    struct handler_slot *slot = &inf->handlers[inf->nhandlers];
+    slot->id = id;
+    slot->h = *h;
+    slot->resync_round = 0;
+    slot->next_resync = h->resync > 0 ? ev_now(luna_loop()) + h->resync : 0;
     inf->nhandlers++;
+    if (h->resync > 0)
+        schedule_resync(inf);
     if (h->on_add) {
         struct luna_informer_handler copy = *h;
         struct replay_ctx ctx = { &copy };
@@ -230,28 +253,59 @@ void luna_informer_remove_handler(struct luna_informer *inf, int id)
             memmove(&inf->handlers[i], &inf->handlers[i + 1],
                     (inf->nhandlers - i - 1) * sizeof *inf->handlers);
             inf->nhandlers--;
+            schedule_resync(inf);
             return;
         }
     }
 }
 
+/* Arms the timer for the earliest handler's next resync, or stops it when
+ * no handler has a period. */
+static void schedule_resync(struct luna_informer *inf)
+{
+    struct ev_loop *loop = luna_loop();
+    ev_timer_stop(loop, &inf->resync);
+    double due = 0;
+    for (size_t i = 0; i < inf->nhandlers; i++) {
+        const struct handler_slot *s = &inf->handlers[i];
+        if (s->h.resync > 0 && (due == 0 || s->next_resync < due))
+            due = s->next_resync;
+    }
+    if (due == 0)
+        return;
+    double in = due - ev_now(loop);
+    ev_timer_set(&inf->resync, in > 0 ? in : 0., 0.);
+    ev_timer_start(loop, &inf->resync);
+}
+
+/* A handler counts as due this close to its time: the timer fires at or
+ * after the earliest one, and another may be due a hair later. */
+#define RESYNC_SLACK 0.001
+
 static void resync_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct luna_informer *inf = (struct luna_informer *)((char *)w -
                                                          offsetof(struct luna_informer, resync));
-    if (!inf->synced)
-        return;
-    if (luna_delta_fifo_resync(inf->fifo) < 0)
-        luna_error("informer resync failed", "informer", inf->name, "error", "out of memory");
-    luna_informer_wake(inf);
-}
-
-void luna_informer_set_resync(struct luna_informer *inf, double period)
-{
-    struct ev_loop *loop = luna_loop();
-    ev_timer_stop(loop, &inf->resync);
-    if (period > 0) {
-        ev_timer_set(&inf->resync, period, period);
-        ev_timer_start(loop, &inf->resync);
+    double now = ev_now(loop);
+    bool due = false;
+    uint64_t round = inf->round + 1;
+    for (size_t i = 0; i < inf->nhandlers; i++) {
+        struct handler_slot *s = &inf->handlers[i];
+        if (s->h.resync <= 0 || s->next_resync > now + RESYNC_SLACK)
+            continue;
+        s->next_resync = now + s->h.resync;
+        /* before the first list there is nothing to re-deliver: the
+         * handler's next period starts now (client-go does the same) */
+        if (inf->synced) {
+            s->resync_round = round;
+            due = true;
+        }
     }
+    if (due) {
+        inf->round = round;
+        if (luna_delta_fifo_resync(inf->fifo, round) < 0)
+            luna_error("informer resync failed", "informer", inf->name, "error", "out of memory");
+        luna_informer_wake(inf);
+    }
+    schedule_resync(inf);
 }

@@ -17,17 +17,31 @@
  * After each drain step that delivered changes, every handler's
  * on_batch_end (optional) is called once: the place for work that must not
  * run inside a notification, such as starting reconciles.
+ * except a Sync delta (a resync), which goes only to the handlers whose
+ * resync round it is (below).
  * on_add's in_initial_list is true for the objects of the first list.
  * A handler added after objects are cached first receives on_add for every
  * cached object, with in_initial_list true (client-go's shared informer
  * does the same), so every handler sees every object.
+ *
+ * Resync is per handler (client-go's AddEventHandlerWithResyncPeriod): a
+ * handler with a resync period gets on_update(obj, obj) for every cached
+ * object about every `resync` seconds, counted from when it was added,
+ * and a handler without one never does, whoever else shares the informer.
+ * One timer serves all: it fires when the earliest handler is due; each
+ * firing is a round (numbered) that marks every handler then due and
+ * queues Sync deltas tagged with the round for every cached key without
+ * pending deltas.  A Sync of round r reaches exactly the handlers marked
+ * in a round >= r: those due in r, and those due later while that Sync
+ * was still queued (their own round skipped the key because of it).
  *
  * Invariants:
  *   - handlers run only from the drain, never re-entrantly from a push, and
  *     never from a drain inside a handler (a wake there only schedules);
  *   - for one key, handlers see changes in the order they were pushed;
  *   - has_synced is true if and only if the first complete list has been
- *     applied to the cache (and stays true).
+ *     applied to the cache (and stays true);
+ *   - the resync timer runs if and only if a handler has a resync period.
  *
  * Ownership: the informer owns its indexer and FIFO.  Objects passed to
  * handlers are borrowed for the call (take a reference to keep one).
@@ -53,6 +67,8 @@ struct luna_informer_handler {
     void (*on_delete)(void *ud, struct luna_object *obj, bool final_state_unknown);
     void *ud;
     void (*on_batch_end)(void *ud);   /* may be NULL */
+    double resync;                    /* seconds between this handler's resyncs;
+                                       * 0: none */
 };
 
 /* Keys drained per loop iteration before yielding to other watchers. */
@@ -88,7 +104,5 @@ void luna_informer_remove_handler(struct luna_informer *inf, int id);
 
 bool luna_informer_has_synced(const struct luna_informer *inf);
 
-/* Re-delivers every cached object as Sync every `period` seconds (0: off). */
-void luna_informer_set_resync(struct luna_informer *inf, double period);
 
 #endif

@@ -214,26 +214,28 @@ static void start_resolve(struct luna_shared_informer *si)
 }
 
 /* The shared informer's key (malloc'd; NULL on ENOMEM): kind, namespace
- * ("" → "*"), canonical selectors, the shard's canonical text and
- * " metadata-only" for an informer of PartialObjectMetadata. */
+ * ("" → "*"), canonical selectors, the shard's canonical text,
+ * " metadata-only" for an informer of PartialObjectMetadata and
+ * " managed-fields" for one that keeps metadata.managedFields. */
 static char *make_key(const char *group, const char *version, const char *kind, const char *ns,
                       const char *labels, const char *fields,
-                      const struct luna_shard_selector *shard, bool metadata_only)
+                      const struct luna_shard_selector *shard, bool metadata_only,
+                      bool managed_fields)
 {
     char *shard_text = shard ? luna_shard_text(shard) : NULL;
     if (shard && !shard_text)
         return NULL;
-    /* + "/", "/", " ns=", "*", " labels=", " fields=", " shard=", " metadata-only"
-     * and the NUL: 45 bytes */
+    /* + "/", "/", " ns=", "*", " labels=", " fields=", " shard=", " metadata-only",
+     * " managed-fields" and the NUL: 60 bytes */
     size_t klen = strlen(group) + strlen(version) + strlen(kind) + strlen(ns) +
                   (labels ? strlen(labels) : 0) + (fields ? strlen(fields) : 0) +
-                  (shard_text ? strlen(shard_text) : 0) + 45;
+                  (shard_text ? strlen(shard_text) : 0) + 60;
     char *key = malloc(klen);
     if (key)
-        snprintf(key, klen, "%s%s%s/%s ns=%s labels=%s fields=%s%s%s%s", group,
+        snprintf(key, klen, "%s%s%s/%s ns=%s labels=%s fields=%s%s%s%s%s", group,
                  *group ? "/" : "", version, kind, *ns ? ns : "*", labels ? labels : "",
                  fields ? fields : "", shard_text ? " shard=" : "", shard_text ? shard_text : "",
-                 metadata_only ? " metadata-only" : "");
+                 metadata_only ? " metadata-only" : "", managed_fields ? " managed-fields" : "");
     free(shard_text);
     return key;
 }
@@ -245,7 +247,8 @@ int luna_informer_factory_set_shard(struct luna_informer_factory *f,
     if (luna_shard_equal(si->shard, shard))
         return 0;
     char *key = make_key(si->group, si->version, si->kind, si->namespace_ ? si->namespace_ : "",
-                         si->labels, si->fields, shard, si->spec.metadata_only);
+                         si->labels, si->fields, shard, si->spec.metadata_only,
+                         si->spec.keep_managed_fields);
     struct luna_shard_selector *copy = shard ? luna_shard_copy(shard) : NULL;
     if (!key || (shard && !copy)) {
         free(key);
@@ -292,7 +295,7 @@ struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_
     const char *group = spec->group ? spec->group : "";
     const char *ns = spec->namespace_ ? spec->namespace_ : "";
     char *key = make_key(group, spec->version, spec->kind, ns, labels, fields, spec->shard,
-                         spec->metadata_only);
+                         spec->metadata_only, spec->keep_managed_fields);
     if (!key) {
         free(labels);
         free(fields);
@@ -332,7 +335,6 @@ struct luna_shared_informer *luna_informer_factory_acquire(struct luna_informer_
         shared_free(si);
         return NULL;
     }
-    luna_informer_set_resync(si->inf, spec->resync);
     luna_backoff_init_default(&si->backoff);
     /* The reflector's backoff tuning also paces discovery retries. */
     if (spec->backoff_base > 0) {

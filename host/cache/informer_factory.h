@@ -20,7 +20,18 @@
  * a shard selector (KEP-5866) is part of the key in its canonical text, so
  * informers of different shards of one kind are different informers, and
  * so is the mode: a metadata-only informer (PartialObjectMetadata, see
- * reflector.h) and a full one of the same kind never share a cache.
+ * reflector.h) and a full one of the same kind never share a cache, nor do
+ * one that keeps managedFields and one that drops them.
+ *
+ * What a user of an informer may ask differently from another user of the
+ * same one: nothing that changes the cache.  Every setting that does (kind,
+ * namespace, selectors, shard, metadata-only, keep_managed_fields) is in
+ * the key, so different wishes get different informers, never the first
+ * acquirer's; resync is not an informer setting but a handler's
+ * (informer.h).  The remaining fields (watch_list and the reflector's
+ * tuning) are not a controller's to set: the runtime gives every informer
+ * the same (its flags), and only specs pass others; for a shared informer
+ * the first acquirer's hold.
  *
  * Invariants:
  *   - at most one shared informer exists per canonical key;
@@ -69,9 +80,8 @@ struct luna_informer_spec {
     bool metadata_only;          /* cache apiVersion, kind and metadata only */
     /* DEFAULT: the factory's (luna_informer_factory_set_watch_list).  The
      * first acquirer's choice holds for a shared informer, as its tuning
-     * below does. */
+     * below does (the runtime passes the same to all). */
     enum luna_watch_list_mode watch_list;
-    double resync;               /* seconds; 0: no resync */
     /* Reflector tuning (0: defaults); backoff_* also pace discovery
      * retries while the kind is not served. */
     size_t page_size;

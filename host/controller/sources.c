@@ -438,7 +438,6 @@ int luna_controller_source_add(struct luna_controller *c, const struct luna_sour
         .field_selector = ss->fields,
         .keep_managed_fields = c->spec->keep_managed_fields,
         .metadata_only = ss->metadata_only,
-        .resync = ss->role == LUNA_SOURCE_WATCH ? c->spec->resync : 0,
     };
     /* the primary follows the claim; `owns` children too when they hash
      * as their owner does (same namespace); the rest is cached whole */
@@ -462,7 +461,13 @@ void luna_controller_handlers_add(struct luna_controller *c)
 {
     for (size_t i = 0; i < c->nsources; i++) {
         struct source *src = &c->sources[i];
-        struct luna_informer_handler h = { on_add, on_update, on_delete, src, luna_controller_on_batch_end };
+        /* resync is the handler's own (informer.h): a neighbour sharing
+         * the informer neither takes nor imposes it; only the primary
+         * source resyncs, as controller-runtime's Kind source does */
+        struct luna_informer_handler h = {
+            on_add, on_update, on_delete, src, luna_controller_on_batch_end,
+            src->spec->role == LUNA_SOURCE_WATCH ? c->spec->resync : 0,
+        };
         src->handler_id = luna_informer_add_handler(luna_shared_informer_informer(src->si), &h);
     }
 }

@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "script/pattern.h"
+#include "script/random.h"
 #include "script/sort.h"
 #include "script/watchdog.h"
 
@@ -19,8 +20,8 @@ static char k_globals_mt;  /* metatable of an environment's globals table */
 static char k_views;       /* weak: real table -> its read-only view */
 static char k_readonly;    /* weak: view or environment -> the table it shows */
 static char k_script_mts;  /* weak set: metatables scripts set */
-static char k_modules;     /* path -> value of a module from the controllers dir */
-static char k_loading;     /* value of k_modules entries being loaded */
+static char k_loading;     /* value of a realm's module entry while it loads */
+static char k_realm_math;  /* a realm's key of its own math view */
 static char k_core_view;   /* the view scripts get for require "luna.core" */
 static char k_deps;        /* while tracking: the module paths required, in order */
 static char k_host_threads; /* weak set: coroutines only the host may resume */
@@ -571,7 +572,8 @@ static bool valid_module_name(const char *name)
     return !start;
 }
 
-static void push_env(lua_State *L, const char *dir);
+static int load_in_realm(lua_State *L, const char *path, const char *dir, int realm,
+                         luna_error *err);
 
 /* Adds path to the tracked dependencies, if tracking (once per path). */
 static void record_dep(lua_State *L, const char *path)
@@ -610,12 +612,14 @@ void luna_lua_sandbox_deps_end(lua_State *L)
     registry_set(L, &k_deps);
 }
 
-/* require(name): upvalue 1 the controllers directory. */
+/* require(name): upvalue 1 the controllers directory, upvalue 2 the realm
+ * (the module instances of one controller file, see push_env). */
 static int sb_require(lua_State *L)
 {
     luna_watchdog_check_cstack(L);
     const char *name = luaL_checkstring(L, 1);
     const char *dir = lua_tostring(L, lua_upvalueindex(1));
+    int realm = lua_upvalueindex(2);
     if (in_list(luna_modules, name)) {
         lua_getglobal(L, "require");
         lua_pushstring(L, name);
@@ -627,6 +631,11 @@ static int sb_require(lua_State *L)
     }
     if (strcmp(name, "luna.core") == 0) {
         push_core_view(L);
+        return 1;
+    }
+    if (strcmp(name, "math") == 0) {
+        lua_pushlightuserdata(L, &k_realm_math);
+        lua_rawget(L, realm);
         return 1;
     }
     for (const struct lib_allow *lib = libs; lib->name; lib++) {
@@ -653,8 +662,7 @@ static int sb_require(lua_State *L)
         if (*p == '.')
             *p = '/';
     record_dep(L, path);
-    registry_get(L, &k_modules);
-    int modules = lua_gettop(L);
+    int modules = realm;
     lua_getfield(L, modules, path);
     if (lua_touserdata(L, -1) == &k_loading)
         return luaL_error(L, "module '%s' requires itself (loop while loading %s)", name, path);
@@ -666,7 +674,7 @@ static int sb_require(lua_State *L)
                              "luna, its helpers and modules under the controllers directory)",
                           name, path);
     luna_error err;
-    if (luna_lua_sandbox_loadfile(L, path, dir, &err) < 0) {
+    if (load_in_realm(L, path, dir, realm, &err) < 0) {
         lua_pushstring(L, err.msg);
         return lua_error(L);
     }
@@ -689,11 +697,47 @@ static int sb_require(lua_State *L)
 
 /* ---- environments ------------------------------------------------------- */
 
-/* [-0, +1] A fresh environment: an empty table that reads the file's
- * globals table (a copy of the template plus require, load, loadstring and
- * _G) and refuses assignments; the globals table raises on unknown names. */
-static void push_env(lua_State *L, const char *dir)
+/* [-0, +1] A new realm: the table of the module instances of one controller
+ * file (path -> the module's value, or &k_loading while it loads) and, at
+ * &k_realm_math, its own math (a read-only view whose random and
+ * randomseed draw from a generator of its own, script/random.h).  Every
+ * file of the realm requires through it, so a controller file and the
+ * modules it requires share module instances, and no two controller files
+ * share any (docs/isolation.md, "Nothing shared between controllers"). */
+static void push_realm(lua_State *L)
 {
+    lua_newtable(L);
+    int realm = lua_gettop(L);
+    lua_newtable(L);
+    int math = lua_gettop(L);
+    registry_get(L, &k_base);
+    lua_getfield(L, -1, "math");
+    if (push_shown(L, -1)) {
+        int mirror = lua_gettop(L);
+        for (lua_pushnil(L); lua_next(L, mirror); lua_pop(L, 1)) {
+            lua_pushvalue(L, -2);
+            lua_pushvalue(L, -2);
+            lua_rawset(L, math);
+        }
+    }
+    lua_settop(L, math);
+    luna_lua_random_push(L);
+    lua_setfield(L, math, "randomseed");
+    lua_setfield(L, math, "random");
+    push_view(L, math, "math", true);
+    lua_pushlightuserdata(L, &k_realm_math);
+    lua_insert(L, -2);
+    lua_rawset(L, realm);
+    lua_settop(L, realm);
+}
+
+/* [-0, +1] A fresh environment: an empty table that reads the file's
+ * globals table (a copy of the template plus require, load, loadstring,
+ * _G and the realm's math) and refuses assignments; the globals table
+ * raises on unknown names.  realm: the realm's stack index. */
+static void push_env(lua_State *L, const char *dir, int realm)
+{
+    realm = abs_index(L, realm);
     lua_newtable(L);
     int globals = lua_gettop(L);
     registry_get(L, &k_base);
@@ -707,8 +751,12 @@ static void push_env(lua_State *L, const char *dir)
     lua_newtable(L);
     int env = lua_gettop(L);
     lua_pushstring(L, dir);
-    lua_pushcclosure(L, sb_require, 1);
+    lua_pushvalue(L, realm);
+    lua_pushcclosure(L, sb_require, 2);
     lua_setfield(L, globals, "require");
+    lua_pushlightuserdata(L, &k_realm_math);
+    lua_rawget(L, realm);
+    lua_setfield(L, globals, "math");
     lua_pushvalue(L, env);
     lua_pushcclosure(L, sb_load, 1);
     lua_pushvalue(L, -1);
@@ -734,16 +782,31 @@ static void push_env(lua_State *L, const char *dir)
     lua_replace(L, globals);
 }
 
-int luna_lua_sandbox_loadfile(lua_State *L, const char *path, const char *dir, luna_error *err)
+/* Loads path as a text chunk whose environment requires through the realm
+ * at realm; pushes the function, or sets err and pushes nothing. */
+static int load_in_realm(lua_State *L, const char *path, const char *dir, int realm,
+                         luna_error *err)
 {
+    realm = abs_index(L, realm);
     if (luaL_loadfilex(L, path, "t") != 0) {
         luna_error_set(err, LUNA_ELUA, "%s", lua_tostring(L, -1));
         lua_pop(L, 1);
         return LUNA_ELUA;
     }
-    push_env(L, dir);
+    push_env(L, dir, realm);
     lua_setfenv(L, -2);
     return 0;
+}
+
+int luna_lua_sandbox_loadfile(lua_State *L, const char *path, const char *dir, luna_error *err)
+{
+    push_realm(L);
+    int rc = load_in_realm(L, path, dir, -1, err);
+    if (rc == 0)
+        lua_remove(L, -2); /* the realm lives on in the chunk's require */
+    else
+        lua_pop(L, 1);
+    return rc;
 }
 
 /* ---- installation -------------------------------------------------------- */
@@ -802,8 +865,6 @@ int luna_lua_sandbox_install(lua_State *L, luna_error *err)
     registry_set(L, &k_readonly);
     new_weak_table(L);
     registry_set(L, &k_script_mts);
-    lua_newtable(L);
-    registry_set(L, &k_modules);
 
     lua_createtable(L, 0, 2);
     lua_pushcfunction(L, undefined_global);

@@ -1,9 +1,9 @@
 /*
  * script/sandbox.h — the environment controller scripts run in.
  *
- * Uses: LuaJIT, the watchdog (print names the controller, key and
- * reconcile id its guard carries), log.  Knows nothing of controllers.
- * Runs on the loop thread.
+ * Uses: LuaJIT, random (each realm's math.random), the watchdog (print
+ * names the controller, key and reconcile id its guard carries), log.
+ * Knows nothing of controllers.  Runs on the loop thread.
  *
  * Every controller file (and every module it requires from the controllers
  * directory) runs with its own environment, set with setfenv on its chunk,
@@ -12,8 +12,9 @@
  *   - base: assert error next pcall xpcall rawequal rawget select tonumber
  *     tostring type unpack _VERSION, and sandboxed getmetatable
  *     setmetatable rawset pairs ipairs print load loadstring require _G;
- *   - libraries (read-only): string (no dump), table, math, bit,
- *     coroutine, os (time clock date difftime getenv), debug (traceback).
+ *   - libraries (read-only): string (no dump), table, math (the realm's,
+ *     below), bit, coroutine, os (time clock date difftime getenv), debug
+ *     (traceback).
  * Nothing else: no io, dofile, loadfile, getfenv, setfenv, collectgarbage,
  * newproxy, module, package, jit, ffi, os.exit/execute/remove/rename/
  * tmpname/setlocale, or the rest of debug.
@@ -33,7 +34,14 @@
  *     is_array, is_object, null }, crypto }; the libraries above by name;
  *     any other `a.b.c` name loads DIR/a/b/c.lua (DIR: the directory given when the
  *     controller file was loaded, for the modules it requires too), once
- *     per state, in its own environment;
+ *     per realm, in its own environment;
+ *   - realms: each file luna_lua_sandbox_loadfile loads (a controller file)
+ *     starts a realm, which the modules it requires join: the module
+ *     instances (a module required twice in a realm is one instance, in
+ *     two realms two) and the realm's own math, whose random and
+ *     randomseed use a generator of the realm's (script/random.h).  No
+ *     table, function or upvalue a script can write is shared between
+ *     realms: the read-only views are the only things they have in common;
  *   - load/loadstring take text chunks only (strings, no binary bytecode);
  *     the chunk gets the calling file's environment (or the table passed as
  *     load's 4th argument);
@@ -74,7 +82,8 @@ int luna_lua_sandbox_install(lua_State *L, luna_error *err);
 int luna_lua_sandbox_preload(lua_State *L, luna_error *err);
 
 /* Loads the file at path as a text chunk (a binary chunk is refused) and
- * gives it a fresh environment whose require finds modules under dir.
+ * gives it a fresh environment in a new realm, whose require finds modules
+ * under dir.
  * Pushes the function and returns 0, or returns LUNA_ELUA with the
  * message ("path:line: ...") and pushes nothing. */
 int luna_lua_sandbox_loadfile(lua_State *L, const char *path, const char *dir, luna_error *err);

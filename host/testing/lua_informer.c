@@ -239,7 +239,6 @@ static int env_informer(lua_State *L)
         .keep_managed_fields = luna_lua_opt_bool_field(L, 2, "keep_managed_fields", 0),
         .metadata_only = luna_lua_opt_bool_field(L, 2, "metadata_only", 0),
         .watch_list = watch_list_field(L, 2),
-        .resync = luna_lua_opt_number_field(L, 2, "resync", 0),
         .page_size = (size_t)luna_lua_opt_number_field(L, 2, "page_size", 0),
         .idle_timeout = luna_lua_opt_number_field(L, 2, "idle_timeout", 0),
         .min_watch_timeout = luna_lua_opt_number_field(L, 2, "min_watch_timeout", 0),
@@ -263,7 +262,8 @@ static int env_informer(lua_State *L)
     lua_pushvalue(L, 1);
     h->env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     e->handles++;
-    struct luna_informer_handler hh = { on_add, on_update, on_delete, h, NULL };
+    struct luna_informer_handler hh = { on_add, on_update, on_delete, h, NULL,
+                                        luna_lua_opt_number_field(L, 2, "resync", 0) };
     h->handler_id = luna_informer_add_handler(luna_shared_informer_informer(h->si), &hh);
     return 1;
 }

@@ -417,7 +417,7 @@ static int fifo_replace(lua_State *L)
 
 static int fifo_resync(lua_State *L)
 {
-    if (luna_delta_fifo_resync(check_fifo(L, 1)->f) < 0)
+    if (luna_delta_fifo_resync(check_fifo(L, 1)->f, (uint64_t)luaL_optinteger(L, 2, 1)) < 0)
         return luaL_error(L, "out of memory");
     return 0;
 }
@@ -433,6 +433,8 @@ static int push_deltas(const char *key, const struct luna_delta *deltas, size_t 
         lua_setfield(L, -2, "type");
         lua_pushboolean(L, deltas[i].final_state_unknown);
         lua_setfield(L, -2, "final_state_unknown");
+        lua_pushinteger(L, (lua_Integer)deltas[i].round);
+        lua_setfield(L, -2, "round");
         if (deltas[i].obj) {
             luna_lua_store_push_object(L, deltas[i].obj);
             lua_setfield(L, -2, "object");

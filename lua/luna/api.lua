@@ -314,9 +314,14 @@ function api.delete(kind, namespace, name, opts)
   return call("luna.delete", "DELETE", kind, namespace, name, nil, nil, body)
 end
 
--- Listers: luna.cache(kind) reads the controller's own informers.
+-- Listers: luna.cache(kind) reads the controller's own informers.  The
+-- methods live apart from the metatable, and the metatable is locked: with
+-- `Lister.__index = Lister`, `luna.cache(k).__index` handed every script
+-- the one methods table all controllers share, and one controller could
+-- replace another's `get` (docs/isolation.md, "Nothing shared between
+-- controllers").
 local Lister = {}
-Lister.__index = Lister
+local lister_mt = { __index = Lister, __metatable = false }
 
 -- lister:get(namespace, name) or lister:get(name) when cluster-scoped.
 function Lister:get(a, b)
@@ -338,7 +343,7 @@ end
 
 function api.cache(kind)
   if type(kind) ~= "string" then util.raise("luna.cache takes a kind such as \"v1/ConfigMap\"") end
-  return setmetatable({ kind = kind }, Lister)
+  return setmetatable({ kind = kind }, lister_mt)
 end
 
 -- Structured logging with controller, key and reconcile_id attached.

@@ -189,8 +189,10 @@ end
 -- events.memory_store(max_entries) is the recorder's own, in this Lua state;
 -- the luna runtime passes one that outlives the state, so the memory
 -- survives a reload as the caches do.
+-- (Methods apart from a locked metatable: `store.__index` must not hand a
+-- script the methods table every controller's stores share.)
 local MemoryStore = {}
-MemoryStore.__index = MemoryStore
+local memory_store_mt = { __index = MemoryStore, __metatable = false }
 
 -- entries: key → entry; entries form a doubly linked list from head (most
 -- recently used) to tail (least).  A key is in `entries` if and only if its
@@ -199,7 +201,7 @@ function events.memory_store(max)
   if type(max) ~= "number" or max < 1 or max ~= math.floor(max) or max == math.huge then
     raise("events.memory_store: max_entries must be a positive integer")
   end
-  return setmetatable({ max = max, entries = {}, head = nil, tail = nil, count = 0 }, MemoryStore)
+  return setmetatable({ max = max, entries = {}, head = nil, tail = nil, count = 0 }, memory_store_mt)
 end
 
 local function unlink(r, en)
@@ -264,8 +266,10 @@ end
 
 -- The recorder ---------------------------------------------------------------
 
+-- (Methods apart from a locked metatable, as MemoryStore's: luna.event's
+-- recorders of every controller use these methods.)
 local Recorder = {}
-Recorder.__index = Recorder
+local recorder_mt = { __index = Recorder, __metatable = false }
 
 local R_OPTS = { controller = true, instance = true, window = true, max_entries = true, api = true,
                  store = true }
@@ -310,7 +314,7 @@ function events.recorder(opts)
   return setmetatable({
     controller = opts.controller, instance = instance, window = window,
     max_entries = max, api = api, store = store,
-  }, Recorder)
+  }, recorder_mt)
 end
 
 local function dedupe_key(ref, e)
@@ -328,7 +332,7 @@ end
 -- (for a patch: NotFound, the Event expired), call r:forget(result) so the
 -- next occurrence creates a new Event.
 function Recorder:prepare(obj, type_, reason, note, action, now)
-  if getmetatable(self) ~= Recorder then raise("use recorder:prepare(...), not recorder.prepare(...)") end
+  if debug.getmetatable(self) ~= recorder_mt then raise("use recorder:prepare(...), not recorder.prepare(...)") end
   local ref = reference(obj)
   local e = check_event({ type = type_, reason = reason, note = note, action = action,
                           controller = self.controller, instance = self.instance })

@@ -137,6 +137,25 @@ describe("informer", function()
     inf:release()
   end)
 
+  it("gives each handler of a shared informer its own resync period", function()
+    srv:create_cm("r")
+    local fast, slow, none = 0, 0, 0
+    local function counter(add)
+      return function(old, new) if old == new then add() end end
+    end
+    -- the first acquirer asks for no resync; the others share its informer
+    local a = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns,
+      on_update = counter(function() none = none + 1 end) }
+    local b = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, resync = 0.2,
+      on_update = counter(function() fast = fast + 1 end) }
+    local c = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, resync = 3600,
+      on_update = counter(function() slow = slow + 1 end) }
+    helpers.eventually(function() return fast >= 4 end, 10, "four resyncs of the 0.2 s handler")
+    assert.equal(0, none)
+    assert.equal(0, slow)
+    a:release(); b:release(); c:release()
+  end)
+
   it("syncs on an empty first list", function()
     local inf = env:informer{ kind = "v1/ConfigMap", namespace = srv.ns, labels = "nothing=matches" }
     helpers.eventually(function() return inf:has_synced() end, 10, "sync of an empty list")
