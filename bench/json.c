@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/json.h"
+#include "base/json_writer.h"
 
 /* json-c's headers cannot share a file with jansson's (both name a type
  * json_object), so the few json-c functions used are declared here, as in

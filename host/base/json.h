@@ -1,5 +1,6 @@
 /*
- * json.h — the one JSON wrapper: an incremental (push) parser and a writer.
+ * json.h — the one JSON wrapper: an incremental (push) parser (and, in
+ * json_writer.h, a writer).
  *
  * Every JSON byte luna reads or writes goes through this unit.  The parser
  * is a thin layer over yajl 2 (libyajl, chosen by measurement: see
@@ -13,10 +14,6 @@
  * number's exact text), a nesting-depth bound, a size bound, and the byte
  * offset of every event and every error.
  *
- * The writer appends JSON text to a growable buffer, escaping strings per
- * RFC 8259 and writing integers exactly and doubles so that they read back
- * to the same double.
- *
  * Runs on the loop thread (no global state except a lazily created "C"
  * locale for number conversion, which is never freed).
  *
@@ -28,18 +25,16 @@
  *     when the input turns out malformed the error comes after the events of
  *     the longest valid prefix, never instead of them;
  *   - every KEY and STRING event carries valid UTF-8 (possibly with NUL
- *     bytes, from \u0000);
- *   - a writer holds well-formed JSON text if and only if
- *     luna_json_writer_finish() returns 0.
+ *     bytes, from \u0000).
  *
  * Ownership: the parser borrows its input chunk for the duration of one
  * feed call only (it copies what it must keep); event strings are borrowed
- * until the handler returns.  Parsers are freed with luna_json_parser_free();
- * a writer's buffer belongs to the writer until luna_json_writer_steal().
+ * until the handler returns.  Parsers are freed with luna_json_parser_free().
  */
 #ifndef LUNA_JSON_H
 #define LUNA_JSON_H
 
+#include <locale.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -194,62 +189,13 @@ int luna_json_lookupv(const void *json, size_t len, const char *const *segs,
  * equal to len if and only if s is valid UTF-8. */
 size_t luna_json_utf8_valid_prefix(const char *s, size_t len);
 
-/* --- writer ------------------------------------------------------------ */
+/* --- shared with json_writer.c ------------------------------------------ */
 
-/* A writer appends to its own buffer.  Fields are private; the struct is
- * public so that a writer can live on the stack or inside its owner.
- * Initialise with luna_json_writer_init(), release with
- * luna_json_writer_free(). */
-typedef struct luna_json_writer {
-    char *buf;             /* owned; NUL-terminated when non-NULL */
-    size_t len, cap;
-    unsigned char *frames; /* owned: one byte per open container */
-    size_t depth, frames_cap;
-    bool need_comma;       /* a member was written at the current level */
-    bool done;             /* a complete top-level value was written */
-    int status;            /* 0 or the first error's code */
-    luna_error err;        /* the first error */
-} luna_json_writer;
-
-void luna_json_writer_init(luna_json_writer *w);
-/* Frees the buffer; w may be re-initialised. */
-void luna_json_writer_free(luna_json_writer *w);
-/* Empties the writer for a new document, keeping its capacity. */
-void luna_json_writer_reset(luna_json_writer *w);
-
-/* Each write returns 0 or a negative code; the first failure makes the
- * writer failed (later writes return it again, without writing).
- * LUNA_EINVAL: misuse (a key outside an object, a value where a key is
- * due, an END that does not match, a second top-level value), a string or
- * key that is not valid UTF-8, a non-finite double.  LUNA_ENOMEM. */
-int luna_json_write_object_start(luna_json_writer *w);
-int luna_json_write_object_end(luna_json_writer *w);
-int luna_json_write_array_start(luna_json_writer *w);
-int luna_json_write_array_end(luna_json_writer *w);
-int luna_json_write_key(luna_json_writer *w, const char *s, size_t len);
-int luna_json_write_string(luna_json_writer *w, const char *s, size_t len);
-int luna_json_write_int(luna_json_writer *w, int64_t v);
-int luna_json_write_uint(luna_json_writer *w, uint64_t v);
-/* Integral values with |v| <= 2^53 are written as integers ("3", "-0");
- * others with the fewest %g digits that read back exactly (0.1, 1e+20). */
-int luna_json_write_double(luna_json_writer *w, double v);
-int luna_json_write_bool(luna_json_writer *w, bool v);
-int luna_json_write_null(luna_json_writer *w);
-/* Splices one complete JSON value (trusted: not re-validated), e.g. a
- * cached object or a number's exact text from a parser event. */
-int luna_json_write_raw(luna_json_writer *w, const char *json, size_t len);
-/* Writes the token of a parser event (numbers as their exact text), so a
- * handler can copy a document while leaving parts out. */
-int luna_json_write_event(luna_json_writer *w, const luna_json_event *ev);
-
-/* Returns 0 if the writer holds one complete value, else the first error
- * or LUNA_EINVAL ("incomplete document"), with the message in err. */
-int luna_json_writer_finish(luna_json_writer *w, luna_error *err);
-/* The text so far (borrowed until the next write, reset or free); never
- * NULL, NUL-terminated.  len may be NULL. */
-const char *luna_json_writer_data(luna_json_writer *w, size_t *len);
-/* Hands the buffer (NUL-terminated) to the caller, who frees it with
- * free(); the writer is left empty.  NULL only when out of memory. */
-char *luna_json_writer_steal(luna_json_writer *w, size_t *len);
+/* Number conversion must not depend on the process locale (a script could
+ * change LC_NUMERIC): both directions run under this "C" locale (created
+ * on first use, never freed; (locale_t)0 if it could not be). */
+locale_t luna_json_c_locale(void);
+/* strtod in the "C" locale. */
+double luna_json_strtod_c(const char *s, char **end);
 
 #endif

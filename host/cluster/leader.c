@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/json.h"
+#include "base/json_writer.h"
 #include "base/log.h"
 #include "cluster/lease.h"
 #include "serve/runtime_metrics.h"

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "base/json.h"
+#include "base/json_writer.h"
 
 #define LUNA_LEASE_MAX_IDENTITY 512
 #define LUNA_LEASE_MAX_TIME 48

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "base/clock.h"
-#include "base/json.h"
+#include "base/json_writer.h"
 #include "base/log.h"
 #include "cluster/lease.h"
 #include "serve/runtime_metrics.h"

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json_writer.h"
 #include "lua/lua_util.h"
 
 /* The Lua stack of a C function holds at most LUAI_MAXCSTACK (8000) slots:

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/json.h"
+#include "base/json_writer.h"
 #include "base/log.h"
 #include "base/selector.h"
 #include "queue/workqueue.h"

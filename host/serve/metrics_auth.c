@@ -12,7 +12,7 @@
 #include <uthash.h>
 
 #include "base/backoff.h"
-#include "base/json.h"
+#include "base/json_writer.h"
 #include "base/log.h"
 
 #define TOKEN_REVIEW_PATH "/apis/authentication.k8s.io/v1/tokenreviews"

@@ -35,10 +35,17 @@ function support.server(opts)
   return srv
 end
 
+-- A namespace of its own for a case.  Names are drawn at random, and a
+-- spec file may reseed math.random (busted does not restore it), so a
+-- name already taken (409) is drawn again rather than failing the case.
 function support.fresh_namespace(srv)
-  local ns = "luna-spec-" .. tostring(math.random(100000, 999999))
-  local code = srv:request("POST", "/api/v1/namespaces",
-    { apiVersion = "v1", kind = "Namespace", metadata = { name = ns } })
+  local ns, code
+  for _ = 1, 5 do
+    ns = "luna-spec-" .. tostring(math.random(100000, 999999))
+    code = srv:request("POST", "/api/v1/namespaces",
+      { apiVersion = "v1", kind = "Namespace", metadata = { name = ns } })
+    if code ~= 409 then break end
+  end
   assert(code == 201, "cannot create namespace " .. ns .. ": " .. tostring(code))
   srv.namespaces[#srv.namespaces + 1] = ns
   srv.ns = ns

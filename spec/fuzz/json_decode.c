@@ -18,7 +18,7 @@
 
 #include <jansson.h>
 
-#include "base/json.h"
+#include "base/json_writer.h"
 
 struct run {
     uint64_t hash;
