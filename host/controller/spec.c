@@ -273,12 +273,15 @@ const struct luna_controller_spec *luna_controller_spec_get(lua_State *L, int id
 struct luna_watchdog_limits luna_controller_spec_limits(lua_State *L,
                                                         const struct luna_controller_spec *spec)
 {
-    struct luna_watchdog_limits lim = luna_watchdog_get_config(L).limits;
+    struct luna_watchdog_limits own = { 0, 0 };
     if (spec->limits_set & LUNA_SPEC_LIMIT_INSTRUCTIONS)
-        lim.instructions = spec->limits.instructions;
+        own.instructions = spec->limits.instructions;
     if (spec->limits_set & LUNA_SPEC_LIMIT_SECONDS)
-        lim.seconds = spec->limits.seconds;
-    return lim;
+        own.seconds = spec->limits.seconds;
+    /* the validation already kept them under the state's; the watchdog
+     * applies the ceilings again at every guard */
+    struct luna_watchdog_limits state = luna_watchdog_get_config(L).limits;
+    return luna_watchdog_limits_under(&state, &own);
 }
 
 /* ---- reading the script's table (raw reads only) ------------------------ */
@@ -583,6 +586,39 @@ static bool number_in(lua_State *L, const char *field, double lo, double hi, con
     return true;
 }
 
+/* One budget of `limits`: the script's value v (NaN if not a number)
+ * against the operator's ceiling (the state's setting, 0: none, then the
+ * sanity bound max).  A controller lowers its budgets, never removes or
+ * raises them: 0 is refused (it meant "unlimited" before), so is anything
+ * above the ceiling, with the ceiling and the flag that sets it. */
+static bool limit_in(const char *field, const char *flag, const char *type, double v,
+                     double ceiling, double max, double *out, struct check *ck)
+{
+    double hi = ceiling > 0 ? ceiling : max;
+    char bound[96];
+    if (ceiling > 0)
+        snprintf(bound, sizeof bound, "%.15g, the ceiling %s sets", hi, flag);
+    else
+        snprintf(bound, sizeof bound, "%.15g (%s is 0: no ceiling but this)", hi, flag);
+    if (v > 0 && v <= hi) {
+        *out = v;
+        return true;
+    }
+    if (v == 0)
+        return fail(ck, field, "controller field '%s' must be a number > 0 and <= %s; 0 does "
+                               "not mean unlimited: a controller's limits can lower its budgets, "
+                               "never remove them (only the operator can, with %s 0)",
+                    field, bound, flag);
+    if (v > hi && ceiling > 0 && v <= max)
+        return fail(ck, field, "controller field '%s' must be a number > 0 and <= %s, not "
+                               "%.15g: a controller's limits can lower its budgets, never raise "
+                               "them", field, bound, v);
+    if (strcmp(type, "number") != 0)
+        return fail(ck, field, "controller field '%s' must be a number > 0 and <= %s, not a %s",
+                    field, bound, type);
+    return fail(ck, field, "controller field '%s' must be a number > 0 and <= %s", field, bound);
+}
+
 static bool read_limits(lua_State *L, int ctl, struct luna_controller_spec *spec,
                         struct check *ck)
 {
@@ -598,23 +634,32 @@ static bool read_limits(lua_State *L, int ctl, struct luna_controller_spec *spec
     }
     int lt = lua_gettop(L);
     bool ok = known_keys(L, lt, limit_fields, false, "limits", ck);
-    bool present = false;
-    if (ok) {
-        raw_field(L, lt, "instructions");
-        ok = number_in(L, "limits.instructions", 0, MAX_INSTRUCTIONS,
-                       "a number >= 0 and <= 1e12 (0: unlimited)", &spec->limits.instructions,
-                       &present, ck);
-        if (present)
-            spec->limits_set |= LUNA_SPEC_LIMIT_INSTRUCTIONS;
+    /* the operator's flags, already applied to this state */
+    struct luna_watchdog_limits ceiling = luna_watchdog_get_config(L).limits;
+    static const struct {
+        const char *key, *field, *flag;
+        unsigned bit;
+        double max;
+    } budgets[] = {
+        { "instructions", "limits.instructions", "--reconcile-instruction-limit",
+          LUNA_SPEC_LIMIT_INSTRUCTIONS, MAX_INSTRUCTIONS },
+        { "seconds", "limits.seconds", "--reconcile-time-limit", LUNA_SPEC_LIMIT_SECONDS,
+          MAX_SECONDS },
+    };
+    for (size_t i = 0; ok && i < sizeof budgets / sizeof budgets[0]; i++) {
+        int vt = raw_field(L, lt, budgets[i].key);
+        double v = vt == LUA_TNUMBER ? lua_tonumber(L, -1) : NAN;
         lua_pop(L, 1);
-    }
-    if (ok) {
-        raw_field(L, lt, "seconds");
-        ok = number_in(L, "limits.seconds", 0, MAX_SECONDS,
-                       "a number >= 0 and <= 86400 (0: unlimited)", &spec->limits.seconds,
-                       &present, ck);
-        if (present)
-            spec->limits_set |= LUNA_SPEC_LIMIT_SECONDS;
+        if (vt == LUA_TNIL)
+            continue;
+        double *out = budgets[i].bit == LUNA_SPEC_LIMIT_INSTRUCTIONS ? &spec->limits.instructions
+                                                                      : &spec->limits.seconds;
+        double cap = budgets[i].bit == LUNA_SPEC_LIMIT_INSTRUCTIONS ? ceiling.instructions
+                                                                     : ceiling.seconds;
+        ok = limit_in(budgets[i].field, budgets[i].flag, lua_typename(L, vt), v, cap,
+                      budgets[i].max, out, ck);
+        if (ok)
+            spec->limits_set |= budgets[i].bit;
     }
     lua_settop(L, top);
     return ok;

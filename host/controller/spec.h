@@ -25,8 +25,11 @@
  * Bounds (refused with a clear message beyond them): workers 1..1024;
  * resync 0 (off) or 1..31536000 s; every 1..31536000 s or a cron schedule
  * (cron.h) of at most 128 bytes that runs within five years, jitter 0..1
- * and only with every; limits.instructions 0..1e12, limits.seconds
- * 0..86400 (0: unlimited); rate_limit delays 0..1e6 s with base_delay <=
+ * and only with every; limits.instructions and limits.seconds > 0 and at
+ * most the operator's ceiling, the state's watchdog setting
+ * (--reconcile-instruction-limit, --reconcile-time-limit; where that is 0,
+ * 1e12 and 86400): a controller lowers its budgets, it can neither raise
+ * nor remove them (0 is refused, and the message says so); rate_limit delays 0..1e6 s with base_delay <=
  * max_delay, qps in (0, 1e6], burst an integer 1..1e6; at most 64 sources
  * (watch + owns + watches), 64 indexes, 64 predicates; selectors of at most
  * 2047 bytes that parse; names and namespaces as Kubernetes spells them;
@@ -128,8 +131,8 @@ void luna_controller_spec_list_fields(void (*fn)(void *ud, const char *group, co
  * `labels`), or 0 if no line does. */
 int luna_controller_spec_field_line(const char *path, const char *field);
 
-/* The watchdog budgets of spec: its own, the state's defaults for the
- * ones it leaves out. */
+/* The watchdog budgets of spec: its own where they lower the state's
+ * (luna_watchdog_limits_under), the state's for the rest. */
 struct luna_watchdog_limits luna_controller_spec_limits(lua_State *L,
                                                         const struct luna_controller_spec *spec);
 

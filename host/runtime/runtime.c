@@ -1,9 +1,11 @@
 /* runtime.c — see runtime.h. */
 #include "runtime/runtime.h"
 
+#include <errno.h>
 #include <lauxlib.h>
 #include <openssl/rand.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,7 @@
 #include "serve/runtime_metrics.h"
 #include "serve/workqueue_export.h"
 #include "runtime/test_control.h"
+#include "script/watchdog.h"
 
 #define SYNC_CHECK_S 0.05
 #define NOT_SERVED_CHECK_S 1.0
@@ -111,6 +114,7 @@ struct runtime {
     struct luna_informer_factory *factory;
     struct luna_event_memories *events;   /* Event recorders' memory, across reloads */
     bool stopping;
+    bool exiting;                         /* a second signal: leaving at once */
     size_t draining;
     int exit_code;
     char dev_kubeconfig[64];       /* temp kubeconfig of the embedded dev server */
@@ -206,10 +210,53 @@ static void grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
     finish_shutdown(rt);
 }
 
+/* ---- SIGTERM and SIGINT while script code holds the loop ---------------
+ *
+ * libev's signal watchers run on the loop, and a stretch of script code
+ * (up to the operator's budgets, unbounded if the flags say 0) holds the
+ * loop: the watcher would only see the signal after it.  So the runtime
+ * puts its own handler in front of libev's: it stamps the shutdown's
+ * deadline for the watchdog (luna_watchdog_stop_all_at: script code still
+ * running at the end of the grace period is stopped; after a second
+ * signal, at once), then hands the signal to libev with ev_feed_signal,
+ * which is all libev's own handler does (ev.h offers it for customised
+ * signal handling, from any context).  Everything it touches is
+ * async-signal-safe: clock_gettime, lock-free atomics, ev_feed_signal. */
+
+/* The grace period, set before the handler is installed, read by it. */
+static double stop_grace;
+/* SIGTERMs and SIGINTs caught so far. */
+static atomic_int stop_signals;
+
+static void on_stop_signal(int signum)
+{
+    int saved = errno;
+    double t = luna_clock_now(luna_clock_monotonic());
+    int n = atomic_fetch_add(&stop_signals, 1);
+    luna_watchdog_stop_all_at(n == 0 ? t + stop_grace : t);
+    ev_feed_signal(signum);
+    errno = saved;
+}
+
+/* After ev_signal_start has installed libev's handler for signum. */
+static void catch_stop_signal(int signum)
+{
+    struct sigaction sa = { 0 };
+    sa.sa_handler = on_stop_signal;
+    sigfillset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(signum, &sa, NULL);
+}
+
 static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
     struct runtime *rt = w->data;
-    if (rt->stopping) {
+    /* Two signals that came while a stretch of script code held the loop
+     * reach this watcher once: the handler's count tells. */
+    if (rt->stopping || atomic_load(&stop_signals) > 1) {
+        if (rt->exiting)
+            return; /* SIGTERM and SIGINT both pending: one exit */
+        rt->exiting = true;
         luna_warn("second signal: exiting now");
         rt->exit_code = 1;
         ev_break(loop, EVBREAK_ALL);
@@ -224,7 +271,18 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     luna_reload_free(rt->pending);
     rt->pending = NULL;
     candidate_free(rt);
+    /* The grace period runs from the signal, not from this callback: a
+     * stretch of script code may have held the loop in between.  Script
+     * code still running at its end is stopped by the watchdog. */
     double grace = rt->cfg->grace_period > 0 ? rt->cfg->grace_period : DEFAULT_GRACE_S;
+    double deadline = luna_watchdog_stop_all_deadline();
+    if (deadline > 0) {
+        double left = deadline - luna_clock_now(luna_clock_monotonic());
+        grace = left < 0 ? 0 : left < grace ? left : grace;
+    } else {
+        /* a signal libev's own handler caught (before ours was in place) */
+        luna_watchdog_stop_all_at(luna_clock_now(luna_clock_monotonic()) + grace);
+    }
     ev_timer_set(&rt->grace, grace, 0.);
     ev_timer_start(loop, &rt->grace);
     /* Reloads still retiring are abandoned: their keys
@@ -1293,6 +1351,23 @@ static int setup_test_control(struct runtime *rt, luna_error *err)
     return luna_test_control_start(&src, err);
 }
 
+/* The operator lifted the time budget (or set it past what a liveness
+ * probe waits): say once what that allows. */
+static void warn_unbounded_scripts(const struct luna_run_config *cfg)
+{
+    struct luna_watchdog_config wd = cfg->limits ? *cfg->limits : luna_watchdog_config_default();
+    char secs[32];
+    snprintf(secs, sizeof secs, "%g", wd.limits.seconds);
+    if (wd.limits.seconds <= 0 && wd.limits.instructions <= 0)
+        luna_warn("script code runs without budgets (--reconcile-instruction-limit 0, "
+                  "--reconcile-time-limit 0): a stretch that never yields holds the loop, "
+                  "/healthz and every controller until SIGTERM's grace period ends it");
+    else if (wd.limits.seconds <= 0 || wd.limits.seconds >= LUNA_HEALTH_DEFAULT_TIMEOUT)
+        luna_warn("script code may hold the loop longer than /healthz tolerates",
+                  "reconcile_time_limit", wd.limits.seconds > 0 ? secs : "0 (none)",
+                  "healthz_timeout", "10s");
+}
+
 int luna_runtime_run(const struct luna_run_config *cfg)
 {
     struct runtime rt = { .cfg = cfg };
@@ -1314,9 +1389,15 @@ int luna_runtime_run(const struct luna_run_config *cfg)
     rt.sigint.data = &rt;
     ev_signal_init(&rt.sighup, sighup_cb, SIGHUP);
     rt.sighup.data = &rt;
+    stop_grace = cfg->grace_period > 0 ? cfg->grace_period : DEFAULT_GRACE_S;
+    atomic_store(&stop_signals, 0);
+    luna_watchdog_stop_all_clear();
     ev_signal_start(loop, &rt.sigterm);
     ev_signal_start(loop, &rt.sigint);
     ev_signal_start(loop, &rt.sighup);
+    catch_stop_signal(SIGTERM);
+    catch_stop_signal(SIGINT);
+    warn_unbounded_scripts(cfg);
     if (luna_lua_host_find_lib(cfg->argv0, &rt.lib, &err) < 0 ||
         luna_event_memories_new(&rt.events, &err) < 0) {
         luna_error("startup failed", "error", err.msg);

@@ -52,7 +52,13 @@
  * keys, lets in-flight reconciles finish (bounded by the grace period,
  * after which they are abandoned), releases the Lease if held (so a
  * standby takes over at once), then returns 0.  The Lease is renewed
- * while reconciles drain.  A second signal exits at once (status 1).
+ * while reconciles drain.  A second signal exits at once (status 1).  The
+ * grace period runs from the signal, and script code cannot hold the loop
+ * past it: the runtime's own SIGTERM/SIGINT handler (in front of libev's,
+ * whose watcher runs on the loop a stretch of script code holds) sets the
+ * watchdog's shutdown deadline (script/watchdog.h), so a stretch still
+ * running at the end of the grace period, or at a second signal, is
+ * stopped whatever its budgets.
  */
 #ifndef LUNA_RUNTIME_H
 #define LUNA_RUNTIME_H

@@ -4,6 +4,7 @@
 #include <lauxlib.h>
 #include <luajit.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,11 @@ struct luna_watchdog {
     size_t free_bytes;          /* bytes in free[] */
 };
 
+/* luna_watchdog_stop_all_at's deadline in nanoseconds of the monotonic
+ * clock (0: none).  Written from signal handlers: it must be lock-free. */
+static atomic_llong stop_all_ns;
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the shutdown deadline must be a lock-free atomic");
+
 /* Registry key of the userdata whose __gc frees the watchdog at lua_close. */
 static char sentinel_key;
 
@@ -62,15 +68,59 @@ struct luna_watchdog_config luna_watchdog_config_default(void)
 
 /* Sets the hook the guard needs: every instruction once stopped (so the
  * error is raised again right after a pcall caught it), every step while
- * counting, none without limits. */
+ * counting.  A guard without budgets counts too: the shutdown deadline
+ * must reach it. */
 static void arm(struct luna_watchdog_guard *g)
 {
-    if (g->stop != LUNA_WATCHDOG_RUNNING)
-        lua_sethook(g->L, hook, LUA_MASKCOUNT, 1);
-    else if (g->step > 0)
-        lua_sethook(g->L, hook, LUA_MASKCOUNT, g->step);
-    else
-        lua_sethook(g->L, NULL, 0, 0);
+    lua_sethook(g->L, hook, LUA_MASKCOUNT, g->stop != LUNA_WATCHDOG_RUNNING ? 1 : g->step);
+}
+
+struct luna_watchdog_limits luna_watchdog_limits_under(const struct luna_watchdog_limits *state,
+                                                       const struct luna_watchdog_limits *own)
+{
+    struct luna_watchdog_limits lim = *state;
+    if (!own)
+        return lim;
+    /* `x > 0` is false for NaN too: only a real, positive value lowers */
+    if (own->instructions > 0 && (lim.instructions <= 0 || own->instructions < lim.instructions))
+        lim.instructions = own->instructions;
+    if (own->seconds > 0 && (lim.seconds <= 0 || own->seconds < lim.seconds))
+        lim.seconds = own->seconds;
+    return lim;
+}
+
+void luna_watchdog_stop_all_at(double deadline)
+{
+    if (!(deadline > 0))
+        return;
+    long long ns = deadline >= 9e9 ? (long long)9e18 : (long long)(deadline * 1e9);
+    if (ns < 1)
+        ns = 1;
+    long long cur = atomic_load(&stop_all_ns);
+    while ((cur == 0 || ns < cur) && !atomic_compare_exchange_weak(&stop_all_ns, &cur, ns)) {
+    }
+}
+
+double luna_watchdog_stop_all_deadline(void)
+{
+    return (double)atomic_load(&stop_all_ns) / 1e9;
+}
+
+void luna_watchdog_stop_all_clear(void) { atomic_store(&stop_all_ns, 0); }
+
+/* Checks the guard's clock budget and the shutdown deadline: the stop
+ * reason, or LUNA_WATCHDOG_RUNNING.  Reads the clock only when one is set. */
+static enum luna_watchdog_stop past_deadline(const struct luna_watchdog_guard *g)
+{
+    long long all = atomic_load_explicit(&stop_all_ns, memory_order_relaxed);
+    if (g->deadline <= 0 && all == 0)
+        return LUNA_WATCHDOG_RUNNING;
+    double t = now();
+    if (g->deadline > 0 && t >= g->deadline)
+        return LUNA_WATCHDOG_TIME;
+    if (all != 0 && t >= (double)all / 1e9)
+        return LUNA_WATCHDOG_SHUTDOWN;
+    return LUNA_WATCHDOG_RUNNING;
 }
 
 /* The allocator wrapper.  Refuses growth past the cap only while a guard
@@ -158,9 +208,7 @@ static void hook(lua_State *L, lua_Debug *ar)
         g->executed += g->step;
         if (g->lim.instructions > 0 && g->executed >= g->lim.instructions)
             g->stop = LUNA_WATCHDOG_INSTRUCTIONS;
-        else if (g->deadline > 0 && now() >= g->deadline)
-            g->stop = LUNA_WATCHDOG_TIME;
-        else
+        else if ((g->stop = past_deadline(g)) == LUNA_WATCHDOG_RUNNING)
             return;
         arm(g);
     }
@@ -232,14 +280,13 @@ void luna_watchdog_enter(lua_State *L, struct luna_watchdog_guard *g)
     struct luna_watchdog *wd = g->wd;
     if (!wd)
         return;
-    g->lim = g->limits ? *g->limits : wd->cfg.limits;
+    /* the state's settings are ceilings: a guard's own limits only lower them */
+    g->lim = luna_watchdog_limits_under(&wd->cfg.limits, g->limits);
     if (g->lim.seconds > 0)
         g->deadline = now() + g->lim.seconds;
-    if (g->lim.instructions > 0 || g->lim.seconds > 0) {
-        g->step = HOOK_STEP;
-        if (g->lim.instructions > 0 && g->lim.instructions < HOOK_STEP)
-            g->step = (int)g->lim.instructions > 0 ? (int)g->lim.instructions : 1;
-    }
+    g->step = HOOK_STEP;
+    if (g->lim.instructions > 0 && g->lim.instructions < HOOK_STEP)
+        g->step = (int)g->lim.instructions > 0 ? (int)g->lim.instructions : 1;
     g->prev = wd->current;
     wd->current = g;
     arm(g);
@@ -291,6 +338,7 @@ const char *luna_watchdog_stop_name(enum luna_watchdog_stop stop)
     case LUNA_WATCHDOG_INSTRUCTIONS: return "instructions";
     case LUNA_WATCHDOG_TIME: return "time";
     case LUNA_WATCHDOG_MEMORY: return "memory";
+    case LUNA_WATCHDOG_SHUTDOWN: return "shutdown";
     case LUNA_WATCHDOG_RUNNING: break;
     }
     return "running";
@@ -315,6 +363,10 @@ void luna_watchdog_describe(const struct luna_watchdog_guard *g, char *buf, size
         else
             snprintf(buf, size, "%s exceeded the Lua memory limit (%zu bytes)", what, memory);
         break;
+    case LUNA_WATCHDOG_SHUTDOWN:
+        snprintf(buf, size, "%s stopped: luna is shutting down (the grace period is over, or a "
+                            "second signal came)", what);
+        break;
     case LUNA_WATCHDOG_RUNNING:
         snprintf(buf, size, "%s is running", what);
         break;
@@ -337,9 +389,7 @@ void luna_watchdog_charge(lua_State *L, double steps)
         g->executed += steps;
         if (g->lim.instructions > 0 && g->executed >= g->lim.instructions)
             g->stop = LUNA_WATCHDOG_INSTRUCTIONS;
-        else if (g->deadline > 0 && now() >= g->deadline)
-            g->stop = LUNA_WATCHDOG_TIME;
-        else
+        else if ((g->stop = past_deadline(g)) == LUNA_WATCHDOG_RUNNING)
             return;
         arm(g);
     }

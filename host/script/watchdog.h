@@ -4,7 +4,9 @@
  * code that runs without yielding, and a cap on the state's Lua heap.
  *
  * Uses: LuaJIT's count hook (lua_sethook, LUA_MASKCOUNT) and its allocator
- * hook (lua_getallocf/lua_setallocf).  Runs on the loop thread.
+ * hook (lua_getallocf/lua_setallocf), C11 atomics (the shutdown deadline).
+ * Runs on the loop thread (luna_watchdog_stop_all_* from any thread or a
+ * signal handler).
  *
  * The host runs script code only inside a guard: each lua_resume of a
  * reconcile, each protected call of a predicate, watches map or index
@@ -39,6 +41,21 @@
  * exact size and handed out again before the state's allocator is asked;
  * they go back to that allocator at lua_close.
  *
+ * Ceilings: the state's settings (`luna run`'s flags) are ceilings, not
+ * defaults a guard may override.  A guard's own limits can only lower
+ * them: enter takes, per budget, the guard's value if it is positive and
+ * below the state's, else the state's; a guard can never turn a budget off
+ * (0 or anything not positive reads as "the state's").  Only the state's
+ * settings say "unlimited" (0), i.e. only the operator, by flag.
+ *
+ * Shutdown: luna_watchdog_stop_all_at sets a process-wide deadline on the
+ * monotonic clock after which every guard, active or entered later, is
+ * stopped (reason shutdown) at its next hook, whatever its budgets.  It is
+ * async-signal-safe (one lock-free atomic), so a SIGTERM handler can stop
+ * a stretch of script code that holds the loop: the loop's own signal
+ * watcher cannot run until that stretch ends.  For that the count hook is
+ * set in every guard, also when no budget is set.
+ *
  * Invariants:
  *   - the count hook is set while a guard is active; once the outermost
  *     guard leaves (not stopped) it may stay set, and the first time it
@@ -70,7 +87,8 @@
 #define LUNA_WATCHDOG_DEFAULT_SECONDS 2.0
 #define LUNA_WATCHDOG_DEFAULT_MEMORY ((size_t)128 << 20)
 
-/* Per-guard budgets; 0 means unlimited. */
+/* Budgets.  In the state's settings 0 means unlimited; in a guard's own
+ * limits 0 (or anything not positive) means the state's. */
 struct luna_watchdog_limits {
     double instructions;   /* Lua VM instructions without yielding */
     double seconds;        /* wall-clock seconds without yielding */
@@ -87,6 +105,7 @@ enum luna_watchdog_stop {
     LUNA_WATCHDOG_INSTRUCTIONS,
     LUNA_WATCHDOG_TIME,
     LUNA_WATCHDOG_MEMORY,
+    LUNA_WATCHDOG_SHUTDOWN,     /* luna_watchdog_stop_all_at's deadline passed */
 };
 
 struct luna_watchdog;
@@ -97,7 +116,7 @@ struct luna_watchdog_guard {
     const char *owner;     /* controller name, or NULL (borrowed) */
     const char *key;       /* reconcile key, or NULL (borrowed) */
     unsigned long serial;  /* the reconcile's id (logged as hex), 0: none */
-    const struct luna_watchdog_limits *limits; /* NULL: the state's defaults */
+    const struct luna_watchdog_limits *limits; /* NULL: the state's; else lowers them */
     /* private */
     struct luna_watchdog *wd;
     struct luna_watchdog_guard *prev;
@@ -119,6 +138,24 @@ void luna_watchdog_configure(lua_State *L, const struct luna_watchdog_config *cf
 /* The installed settings, or the defaults if none is installed. */
 struct luna_watchdog_config luna_watchdog_get_config(lua_State *L);
 
+/* The budgets a guard with `own` limits (NULL: none) runs with under the
+ * ceilings `state` (the state's settings): per budget, own's value if it is
+ * positive and, where the state's is not 0, below it; else the state's. */
+struct luna_watchdog_limits luna_watchdog_limits_under(const struct luna_watchdog_limits *state,
+                                                       const struct luna_watchdog_limits *own);
+
+/* Process-wide stop: every guard of every state, active or entered later,
+ * is stopped (LUNA_WATCHDOG_SHUTDOWN) at its next hook once the monotonic
+ * clock (luna_clock_monotonic) reads `deadline` or later.  An earlier
+ * deadline replaces a later one, never the reverse.  Async-signal-safe: for
+ * signal handlers.  Any thread. */
+void luna_watchdog_stop_all_at(double deadline);
+/* The deadline set (0: none).  Async-signal-safe; any thread. */
+double luna_watchdog_stop_all_deadline(void);
+/* Forgets the deadline (a new run of the runtime, tests).  Not from a
+ * signal handler. */
+void luna_watchdog_stop_all_clear(void);
+
 /* Starts watching the Lua code L runs until leave.  A no-op guard when L
  * has no watchdog installed.  Never raises. */
 void luna_watchdog_enter(lua_State *L, struct luna_watchdog_guard *g);
@@ -137,7 +174,7 @@ const struct luna_watchdog_guard *luna_watchdog_current(lua_State *L);
 /* Writes the stopped guard's reason, e.g. "reconcile exceeded its
  * instruction budget (1000000 instructions without yielding)". */
 void luna_watchdog_describe(const struct luna_watchdog_guard *g, char *buf, size_t size);
-/* "instructions", "time", "memory" (or "running"). */
+/* "instructions", "time", "memory", "shutdown" (or "running"). */
 const char *luna_watchdog_stop_name(enum luna_watchdog_stop stop);
 
 /* For a C function working on behalf of script code (a pattern match, a

@@ -36,7 +36,7 @@ int luna_health_new(const struct luna_health_options *opts, struct luna_health *
                     luna_error *err)
 {
     double interval = opts->interval ? opts->interval : 1.0;
-    double timeout = opts->timeout ? opts->timeout : 10.0;
+    double timeout = opts->timeout ? opts->timeout : LUNA_HEALTH_DEFAULT_TIMEOUT;
     if (!isfinite(interval) || !isfinite(timeout) || interval <= 0 || timeout <= interval)
         return luna_error_set(err, LUNA_EINVAL,
                               "health: want 0 < interval < timeout (finite), got "

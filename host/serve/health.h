@@ -48,11 +48,15 @@
 
 struct luna_health;
 
+/* The heartbeat's default staleness bound: /healthz fails once the loop
+ * has not turned for this long. */
+#define LUNA_HEALTH_DEFAULT_TIMEOUT 10.0
+
 struct luna_health_options {
     const struct luna_clock *clock; /* NULL = the monotonic clock */
     struct ev_loop *loop;           /* NULL: no timer, the owner calls beat */
     double interval;                /* heartbeat period; 0 = 1 s */
-    double timeout;                 /* stale after; 0 = 10 s; must be > interval */
+    double timeout;                 /* stale after; 0 = LUNA_HEALTH_DEFAULT_TIMEOUT; > interval */
 };
 
 enum luna_health_endpoint { LUNA_HEALTH_HEALTHZ, LUNA_HEALTH_READYZ };

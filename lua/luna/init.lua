@@ -49,10 +49,11 @@ end
 -- The value returned is read-only: c.name, c.watch, ... give copies, and
 -- changing spec afterwards changes nothing.
 --
--- limits = { instructions = N, seconds = S }: the watchdog's budgets for
--- this controller's Lua code between two yields (0: unlimited); fields left
--- out take luna run's defaults (--reconcile-instruction-limit,
--- --reconcile-time-limit).
+-- limits = { instructions = N, seconds = S }: lower the watchdog's budgets
+-- for this controller's Lua code between two yields.  Each must be > 0 and
+-- at most luna run's flag (--reconcile-instruction-limit,
+-- --reconcile-time-limit), a ceiling the script can neither raise nor
+-- remove (0 is refused); fields left out take the flags' values.
 function luna.controller(spec)
   local c, msg = core.controller_spec(spec)
   if not c then fail(msg) end

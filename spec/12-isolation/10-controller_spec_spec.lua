@@ -96,7 +96,7 @@ describe("the controller spec #unit", function()
     { "NaN workers", { workers = 0 / 0 }, "'workers' must be a positive integer" },
     { "negative workers", { workers = -3 }, "'workers' must be a positive integer" },
     { "an infinite instruction budget", { limits = { instructions = math.huge } }, "'limits.instructions' must be" },
-    { "an infinite time budget", { limits = { seconds = math.huge } }, "'limits.seconds' must be a number >= 0" },
+    { "an infinite time budget", { limits = { seconds = math.huge } }, "'limits.seconds' must be a number > 0" },
     { "a day-long time budget and more", { limits = { seconds = 90000 } }, "'limits.seconds' must be" },
     { "a zero qps", { rate_limit = { qps = 0 } }, "'rate_limit.qps' must be a number > 0" },
     { "a NaN qps", { rate_limit = { qps = 0 / 0 } }, "'rate_limit.qps' must be" },

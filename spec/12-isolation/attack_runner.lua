@@ -6,9 +6,14 @@
 --
 --   local R = require("12-isolation.attack_runner")
 --   local corpus, problems = R.corpus()     parsed attack files; header problems
---   R.run_batch(srv, batch, next_batch)     `runs` attacks: startup + reload
---   R.run_alone(srv, attack)                one `runs` attack in its own hosts
+--   R.run_batch(srv, batch, next_batch, tight)  `runs` attacks: startup + reload
+--   R.run_alone(srv, attack, tight)         one `runs` attack in its own hosts
 --   R.run_refused(srv, attacks)             `refused` attacks: startup + reload
+--
+-- Hosts run with the flags a user gets (default budgets: 1e8 instructions,
+-- 2 s, a 128 MiB Lua heap), or, with `tight`, with R.TIGHT (a 64 MiB heap and
+-- a 0.5 s time budget); 05-attacks_spec.lua alternates, so every attack runs
+-- under both and at least half the hosts run with the defaults.
 --
 -- Each run_* raises an error that names the failing attack and says why
 -- (with the host's last log lines); a failing batch is re-run one attack at
@@ -21,9 +26,10 @@
 --     ConfigMap of the canary's namespace, the canary patches it back into
 --     an annotation (so the loop, the informers, the workqueue and API
 --     writes all work);
---   - GET /healthz answers 200 within 1 s;
+--   - GET /healthz answers 200 within 1 s (tight hosts) or 3 s (the default
+--     2 s time budget + 1 s: a probe waits for one stretch at most);
 --   - no sanitizer report, no Lua PANIC;
---   - at the end, the peak RSS (VmHWM) is under R.CAP_MIB + R.MARGIN_MIB,
+--   - at the end, the peak RSS (VmHWM) is under the host's Lua cap + R.MARGIN_MIB,
 --     and SIGTERM exits 0 (LeakSanitizer on: leaks fail the exit code).
 local helpers = require("helpers")
 local support = require("12-isolation.support")
@@ -31,12 +37,19 @@ local support = require("12-isolation.support")
 local R = {}
 
 R.DIR = "spec/12-isolation/attacks"
--- The Lua heap cap the hosts run with, and the margin the process's peak RSS
--- may exceed it by: the host's own memory (~30 MB under ASan with the canary),
--- ASan's shadow memory and quarantine (limited to 32 MB below), the cached
--- objects, and C-side buffers that are bounded rather than counted.
+-- The Lua heap cap of tight hosts (R.DEFAULT_CAP_MIB: luna run's default),
+-- and the margin the process's peak RSS may exceed it by: the host's own
+-- memory (~30 MB under ASan with the canary), ASan's shadow memory and
+-- quarantine (limited to 32 MB below), the cached objects, and C-side
+-- buffers that are bounded rather than counted.
 R.CAP_MIB = 64
+R.DEFAULT_CAP_MIB = 128
 R.MARGIN_MIB = 128
+-- The flags of a tight host; the probe's bound there, and with the defaults
+-- (the default 2 s time budget + 1 s).
+R.TIGHT = { "--lua-memory-limit", tostring(R.CAP_MIB), "--reconcile-time-limit", "0.5" }
+R.TIGHT_PROBE_S = 1
+R.DEFAULT_PROBE_S = 3
 -- Attacks per host process; a batch that fails is re-run one by one.
 R.BATCH = 8
 
@@ -262,10 +275,14 @@ end
 -- Starts `luna run` on the canary plus `attacks` in fresh namespaces. With
 -- opts.refused the host is expected to exit 1 (returns the Host after exit);
 -- opts.files: more files { name = source } for the directory; opts.kubeconfig:
--- the host's kubeconfig (default: the server's); opts.args: more flags.
+-- the host's kubeconfig (default: the server's); opts.args: more flags;
+-- opts.tight: R.TIGHT's flags instead of the defaults.
 function R.start(srv, attacks, opts)
   opts = opts or {}
-  local h = setmetatable({ srv = srv, lines = {}, part = {}, dir = helpers.tmpdir(), tokens = 0 }, Host)
+  local h = setmetatable({ srv = srv, lines = {}, part = {}, dir = helpers.tmpdir(), tokens = 0,
+                           tight = opts.tight or false,
+                           cap_mib = opts.tight and R.CAP_MIB or R.DEFAULT_CAP_MIB,
+                           probe_s = opts.tight and R.TIGHT_PROBE_S or R.DEFAULT_PROBE_S }, Host)
   h.canary_ns = support.fresh_namespace(srv)
   h.ns = support.fresh_namespace(srv)
   for _, name in ipairs({ "target-a", "target-b" }) do
@@ -278,8 +295,10 @@ function R.start(srv, attacks, opts)
   for name, source in pairs(opts.files or {}) do helpers.write_file(h.dir .. "/" .. name, source) end
   local argv = { helpers.luna, "run", "--kubeconfig", opts.kubeconfig or support.kubeconfig(srv), "--log-level", "debug",
                  "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
-                 "--lua-memory-limit", tostring(R.CAP_MIB), "--reconcile-time-limit", "0.5",
                  "--shutdown-grace-period", "5s" }
+  if opts.tight then
+    for _, a in ipairs(R.TIGHT) do argv[#argv + 1] = a end
+  end
   for _, a in ipairs(opts.args or {}) do argv[#argv + 1] = a end
   argv[#argv + 1] = h.dir
   -- ASan keeps freed memory in a quarantine (256 MB by default), which
@@ -302,18 +321,22 @@ function R.start(srv, attacks, opts)
   return h
 end
 
--- GET /healthz must answer 200 within 1 s.
+-- GET /healthz must answer 200 within the host's probe bound (1 s tight,
+-- 3 s with the default 2 s time budget).
 -- The host's output is read while curl waits: a host logging at debug
 -- fills a pipe nobody reads in a fraction of a second and then blocks in
 -- write(2), which would be the runner stopping its loop, not the attack.
 function Host:healthz()
   local curl = helpers.spawn({ "env", "-u", "LD_PRELOAD", "curl", "-s", "-o", "/dev/null",
-    "-w", "%{http_code}", "--max-time", "1", "http://" .. self.health .. "/healthz" })
+    "-w", "%{http_code}", "--max-time", tostring(self.probe_s), "http://" .. self.health .. "/healthz" })
   local deadline = helpers.now() + 30 -- curl's --max-time decides; this only bounds a stuck curl
   while curl:wait(0) == nil and helpers.now() < deadline do self:pump(0.02) end
   local out = curl:drain(2) -- to the end of its output (it has exited, or is killed next)
   curl:stop()
-  if not out:match("200$") then self:fail("/healthz did not answer 200 within 1 s (curl: %s)", out) end
+  if not out:match("200$") then
+    self:fail("/healthz did not answer 200 within %s s (%s host; curl: %s)", self.probe_s,
+      self.tight and "tight" or "default", out)
+  end
 end
 
 -- A write the canary must reconcile: a new token, patched back by the canary.
@@ -374,9 +397,9 @@ function Host:rss_ok(extra_mib)
   local status = helpers.read_file("/proc/" .. self.p.pid .. "/status") or ""
   local kb = tonumber(status:match("VmHWM:%s*(%d+)"))
   if not kb then self:fail("cannot read the host's VmHWM") end
-  local limit = (R.CAP_MIB + R.MARGIN_MIB + extra_mib) * 1024
+  local limit = (self.cap_mib + R.MARGIN_MIB + extra_mib) * 1024
   if kb > limit then
-    self:fail("peak RSS %.1f MiB is over the Lua cap + margin (%d + %d + %d MiB)", kb / 1024, R.CAP_MIB,
+    self:fail("peak RSS %.1f MiB is over the Lua cap + margin (%d + %d + %d MiB)", kb / 1024, self.cap_mib,
       R.MARGIN_MIB, extra_mib)
   end
   return kb
@@ -408,10 +431,10 @@ local function names(attacks)
 end
 
 -- Runs fn(host) and always kills the host; re-raises fn's error.
-local function with_host(srv, attacks, fn)
+local function with_host(srv, attacks, tight, fn)
   local h
   local ok, err = pcall(function()
-    h = R.start(srv, attacks)
+    h = R.start(srv, attacks, { tight = tight })
     fn(h)
   end)
   if h then h:kill() end
@@ -421,8 +444,8 @@ end
 -- `runs` attacks: the host starts with `batch`; then a reload keeps `batch`
 -- and adds `next_batch`; then a reload removes them all. After each step the
 -- host must pass Host:check; at the end RSS and SIGTERM.
-local function scenario(srv, batch, next_batch)
-  with_host(srv, batch, function(h)
+local function scenario(srv, batch, next_batch, tight)
+  with_host(srv, batch, tight, function(h)
     h:reached(1, batch)
     h:check()
     if next_batch and #next_batch > 0 then
@@ -445,10 +468,11 @@ local function scenario(srv, batch, next_batch)
 end
 
 -- One attack alone: started with it (then reloaded unchanged, and removed),
--- and added by a reload to a host running only the canary.
-function R.run_alone(srv, a)
-  scenario(srv, { a }, nil)
-  with_host(srv, {}, function(h)
+-- and added by a reload to a host running only the canary; the first host
+-- with `tight`'s flags, the second with the others.
+function R.run_alone(srv, a, tight)
+  scenario(srv, { a }, nil, tight)
+  with_host(srv, {}, not tight, function(h)
     h:check()
     h:write({ a })
     local i, from = h:reload()
@@ -466,8 +490,8 @@ end
 
 -- A batch of `runs` attacks (see scenario); when it fails, each attack is
 -- re-run alone and the error names those that fail alone.
-function R.run_batch(srv, batch, next_batch)
-  local ok, err = pcall(scenario, srv, batch, next_batch)
+function R.run_batch(srv, batch, next_batch, tight)
+  local ok, err = pcall(scenario, srv, batch, next_batch, tight)
   if ok then return end
   if #batch + #(next_batch or {}) <= 1 then error(err, 0) end
   local culprits = {}
@@ -475,7 +499,7 @@ function R.run_batch(srv, batch, next_batch)
   for _, a in ipairs(batch) do all[#all + 1] = a end
   for _, a in ipairs(next_batch or {}) do all[#all + 1] = a end
   for _, a in ipairs(all) do
-    local ok1, err1 = pcall(R.run_alone, srv, a)
+    local ok1, err1 = pcall(R.run_alone, srv, a, tight)
     if not ok1 then culprits[#culprits + 1] = ("attack %s failed alone: %s"):format(a.file, err1) end
   end
   if #culprits == 0 then
@@ -492,9 +516,9 @@ local function refusal_line(h, from, a)
 end
 
 -- `refused` attacks: a host started with all of them exits 1 naming each
--- one (an attack not named is tried alone); then each is added by a reload
--- to a running host, which must log its error, keep the canary reconciling
--- and stay healthy.
+-- one (an attack not named is tried alone), with the default flags; then
+-- each is added by a reload to a running tight host, which must log its
+-- error, keep the canary reconciling and stay healthy.
 function R.run_refused(srv, attacks)
   local failures = {}
   local function startup(list)
@@ -526,7 +550,7 @@ function R.run_refused(srv, attacks)
         :format(a.file, a.file, a.error, h1:tail())
     end
   end
-  local ok, rerr = pcall(with_host, srv, {}, function(host)
+  local ok, rerr = pcall(with_host, srv, {}, true, function(host)
     host:check()
     for _, a in ipairs(attacks) do
       host:write({ a })

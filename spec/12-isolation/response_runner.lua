@@ -438,7 +438,7 @@ function RR.run_batch(srv, proxy, cases)
       -- within [RR.WATCH_TIMEOUT, 2 x) s (+ the client's grace), not 5-10 min
       args[#args + 1] = "--min-watch-timeout=" .. cases[1].watch_timeout
     end
-    h = R.start(srv, {}, { files = files, kubeconfig = proxy.kubeconfig, args = args })
+    h = R.start(srv, {}, { files = files, kubeconfig = proxy.kubeconfig, args = args, tight = true })
     h:check()
     -- a case that fails leaves the host to the next one unless it died
     local failures = {}

@@ -54,8 +54,8 @@
 
 ---Watchdog budgets between two yields (0: none).
 ---@class luna.Limits
----@field instructions? number Lua VM instructions (0..1e12)
----@field seconds? number wall-clock seconds (0..86400)
+---@field instructions? number Lua VM instructions (> 0, at most --reconcile-instruction-limit)
+---@field seconds? number wall-clock seconds (> 0, at most --reconcile-time-limit)
 
 ---Retry backoff and overall rate of the workqueue.
 ---@class luna.RateLimit
@@ -75,7 +75,7 @@
 ---@field workers? integer reconciles in flight at most (1..1024, default 1)
 ---@field resync? number seconds between full resyncs (0: never)
 ---@field rate_limit? luna.RateLimit retry backoff and overall rate
----@field limits? luna.Limits watchdog budgets between two yields (0: none)
+---@field limits? luna.Limits lower watchdog budgets between two yields (> 0, at most the flags)
 ---@field keep_managed_fields? boolean keep metadata.managedFields in the caches (dropped by default)
 ---@field priority_queue? boolean live events before first-list and resync keys (default true); false: one FIFO
 ---@field every? number|string periodic work: seconds (1..31536000) or a cron schedule ("*/5 * * * *"); reconcile then also gets req.periodic

@@ -2,7 +2,7 @@
 -- expect: runs
 -- reached: spec tables changed
 local luna = require "luna"
-local labels, owns, limits, rl, preds = {}, { "v1/Secret" }, { seconds = 1 }, { qps = 50 }, {}
+local labels, owns, limits, rl, preds = {}, { "v1/Secret" }, { seconds = 0.05 }, { qps = 50 }, {}
 local spec = {
   name = "1-spec-mutated-later", watch = { "v1/ConfigMap", namespace = "@NS@", labels = labels },
   owns = owns, limits = limits, rate_limit = rl, predicates = preds,
