@@ -262,7 +262,9 @@ end
 -- Starts `luna run` on the canary plus `attacks` in fresh namespaces. With
 -- opts.refused the host is expected to exit 1 (returns the Host after exit);
 -- opts.files: more files { name = source } for the directory; opts.kubeconfig:
--- the host's kubeconfig (default: the server's); opts.args: more flags.
+-- the host's kubeconfig (default: the server's); opts.args: more flags;
+-- opts.defaults: run with the budgets a user gets (no --lua-memory-limit,
+-- no --reconcile-time-limit).
 function R.start(srv, attacks, opts)
   opts = opts or {}
   local h = setmetatable({ srv = srv, lines = {}, part = {}, dir = helpers.tmpdir(), tokens = 0 }, Host)
@@ -278,8 +280,12 @@ function R.start(srv, attacks, opts)
   for name, source in pairs(opts.files or {}) do helpers.write_file(h.dir .. "/" .. name, source) end
   local argv = { helpers.luna, "run", "--kubeconfig", opts.kubeconfig or support.kubeconfig(srv), "--log-level", "debug",
                  "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
-                 "--lua-memory-limit", tostring(R.CAP_MIB), "--reconcile-time-limit", "0.5",
                  "--shutdown-grace-period", "5s" }
+  if not opts.defaults then
+    for _, a in ipairs({ "--lua-memory-limit", tostring(R.CAP_MIB), "--reconcile-time-limit", "0.5" }) do
+      argv[#argv + 1] = a
+    end
+  end
   for _, a in ipairs(opts.args or {}) do argv[#argv + 1] = a end
   argv[#argv + 1] = h.dir
   -- ASan keeps freed memory in a quarantine (256 MB by default), which
