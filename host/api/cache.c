@@ -119,6 +119,12 @@ static int luna_lua_cache_list(lua_State *L)
     lua_setfield(L, -2, "__gc");
     lua_setmetatable(L, -2);
     if (labels && *labels) {
+        /* the parsed selector is C memory, several times the text, and
+         * repeated values are found by a quadratic scan: the text is bounded */
+        size_t n = strlen(labels);
+        if (n > LUNA_CACHE_MAX_SELECTOR)
+            return luaL_error(L, "luna.cache():list: a label selector of %zu bytes (at most %d)", n,
+                              LUNA_CACHE_MAX_SELECTOR);
         luna_error err;
         if (luna_selector_parse(labels, LUNA_SELECTOR_LABELS, sel, &err) < 0)
             return luaL_error(L, "%s", err.msg);

@@ -296,18 +296,19 @@ static int luna_lua_client_request(lua_State *L)
         free(p);
         return luaL_error(L, "out of memory");
     }
-    /* The body's copy in C is held until the answer: charged for that
-     * long.  A refused charge stops this reconcile for memory (the
+    /* The body's and the path's copies in C are held until the answer:
+     * charged for that long.  A refused charge stops this reconcile for memory (the
      * watchdog raises at its next instruction), as a refused Lua
      * allocation would. */
-    if (luna_watchdog_charge_memory(L, body_len) < 0) {
+    size_t held = body_len + strlen(dry ? dry : path); /* the kube request's copies */
+    if (luna_watchdog_charge_memory(L, held) < 0) {
         char what[64];
         describe_cap(L, what, sizeof what);
         free(dry);
         free(p);
-        return luaL_error(L, "request body of %zu bytes does not fit %s", body_len, what);
+        return luaL_error(L, "request of %zu bytes does not fit %s", held, what);
     }
-    p->charged = body_len;
+    p->charged = held;
     struct luna_kube_request_options o = {
         .method = method,
         .path = dry ? dry : path,

@@ -858,6 +858,9 @@ int luna_lua_json_push(lua_State *L, const char *json, size_t len, luna_error *e
 }
 
 /* core.json.decode(s [, opts]) -> value | nil, err */
+/* Inputs up to this size use the state's shared decoder (see below). */
+#define DECODE_KEEP (1 << 20)
+
 static int luna_lua_json_decode(lua_State *L)
 {
     size_t len;
@@ -873,7 +876,21 @@ static int luna_lua_json_decode(lua_State *L)
     }
     struct decoder *d = lua_touserdata(L, lua_upvalueindex(1));
     luna_error err = { 0 };
-    if (decode_with(L, d, s, len, &opts, bigint_double, &err))
+    if (len <= DECODE_KEEP) {
+        if (decode_with(L, d, s, len, &opts, bigint_double, &err))
+            return push_decode_error(L, &err);
+        return 1;
+    }
+    /* A large input gets a decoder of its own, on the stack: yajl's buffers
+     * grow to its longest string, and the shared decoder would keep them
+     * (after a raise, until its next use); this one's are freed as soon as
+     * the value is built, or with the garbage if anything raises. */
+    lua_settop(L, 2);
+    d = new_decoder(L, "luna.json.cache", &opts);
+    int rc = decode_with(L, d, s, len, &opts, bigint_double, &err);
+    luna_json_parser_free(d->p);
+    d->p = NULL;
+    if (rc)
         return push_decode_error(L, &err);
     return 1;
 }
