@@ -2,6 +2,7 @@
 #include "api/cache.h"
 
 #include <lauxlib.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,8 +124,8 @@ static int luna_lua_cache_list(lua_State *L)
          * repeated values are found by a quadratic scan: the text is bounded */
         size_t n = strlen(labels);
         if (n > LUNA_CACHE_MAX_SELECTOR)
-            return luaL_error(L, "luna.cache():list: a label selector of %zu bytes (at most %d)", n,
-                              LUNA_CACHE_MAX_SELECTOR);
+            return luaL_error(L, "luna.cache():list: a label selector of %d bytes (at most %d)",
+                              n > INT_MAX ? INT_MAX : (int)n, LUNA_CACHE_MAX_SELECTOR);
         luna_error err;
         if (luna_selector_parse(labels, LUNA_SELECTOR_LABELS, sel, &err) < 0)
             return luaL_error(L, "%s", err.msg);

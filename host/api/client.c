@@ -302,11 +302,12 @@ static int luna_lua_client_request(lua_State *L)
      * allocation would. */
     size_t held = body_len + strlen(dry ? dry : path); /* the kube request's copies */
     if (luna_watchdog_charge_memory(L, held) < 0) {
-        char what[64];
+        char what[64], msg[160];
         describe_cap(L, what, sizeof what);
+        snprintf(msg, sizeof msg, "request of %zu bytes does not fit %s", held, what);
         free(dry);
         free(p);
-        return luaL_error(L, "request of %zu bytes does not fit %s", held, what);
+        return luaL_error(L, "%s", msg); /* (lua_pushfstring has no %zu) */
     }
     p->charged = held;
     struct luna_kube_request_options o = {

@@ -145,6 +145,25 @@ return luna.controller {
 }
 ]]
 
+-- A cache list with a label selector of 50,000 values: parsed into C, and
+-- its repeated values were found by a quadratic scan (seconds in one call).
+local SELECTOR = [[
+local luna = require "luna"
+local done = false
+return luna.controller {
+  name = "cmem-selector", watch = { "v1/ConfigMap", namespace = "@NS@" },
+  reconcile = function(req)
+    if req.name ~= "attack" then return end
+    if done then print("cmem-selector retried") return end
+    done = true
+    local v = {}
+    for i = 1, 50000 do v[i] = "v" .. i end
+    local list = luna.cache("v1/ConfigMap"):list({ labels = "x in (" .. table.concat(v, ",") .. ")" })
+    print("cmem-selector listed", #list)
+  end,
+}
+]]
+
 local function attack(file, source) return { file = file, source = source, name = file:gsub("%.lua$", "") } end
 
 describe("C memory a script makes the host hold counts against the Lua memory cap (default flags)", function()
@@ -199,6 +218,25 @@ describe("C memory a script makes the host hold counts against the Lua memory ca
       local i = memory_stop(h, from, "cmem-create", problems)
       h:wait_line(i, { { "cmem-create retried" } }, 30, "the retry")
       after_attack(h, before, "luna.create", problems)
+    end)
+  end)
+
+  it("a cache list's label selector is bounded before it is parsed into C", function()
+    with_host({ attack("cmem-selector.lua", SELECTOR) }, {}, function(h)
+      local from = #h.lines + 1
+      trigger(h, "attack")
+      local i = h:wait_line(from, { { "reconcile failed", "controller=cmem-selector " },
+        { "cmem-selector listed" } }, 120, "the list to end")
+      local line = h.lines[i]
+      local problems = {}
+      if not line:find("a label selector of 338900 bytes (at most 16384)", 1, true) then
+        problem(problems, "the selector was not refused: %s", line)
+      end
+      local ms = tonumber(field(line, "duration_ms"))
+      if not ms or ms > 1000 then problem(problems, "the list held the loop for %s ms", tostring(ms)) end
+      if #problems > 0 then h:fail("%s", table.concat(problems, "\n")) end
+      h:check()
+      h:stop()
     end)
   end)
 
