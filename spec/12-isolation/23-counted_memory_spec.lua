@@ -225,8 +225,9 @@ describe("C memory a script makes the host hold counts against the Lua memory ca
     with_host({ attack("cmem-selector.lua", SELECTOR) }, {}, function(h)
       local from = #h.lines + 1
       trigger(h, "attack")
-      local i = h:wait_line(from, { { "reconcile failed", "controller=cmem-selector " },
-        { "cmem-selector listed" } }, 120, "the list to end")
+      local key = "key=" .. h.ns .. "/attack "
+      local i = h:wait_line(from, { { "reconcile failed", "controller=cmem-selector ", key },
+        { "reconcile done", "controller=cmem-selector ", key } }, 120, "the list's reconcile to end")
       local line = h.lines[i]
       local problems = {}
       if not line:find("a label selector of 338900 bytes (at most 16384)", 1, true) then
