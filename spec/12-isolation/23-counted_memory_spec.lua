@@ -316,3 +316,43 @@ describe("C memory a script makes the host hold counts against the Lua memory ca
     if not ok then error(err, 0) end
   end)
 end)
+
+-- The test kit (`luna test`) records every API call with its body for
+-- env:calls(): 10,000 of them, and now at most 64 MiB of bodies in all (the
+-- oldest go first).  A controller writing 10 bodies of 7 MiB made it keep
+-- 70 MiB, and 10,000 such calls would have been 70 GB.
+describe("the test kit's recorded calls", function()
+  it("keep at most 64 MiB of request bodies", function()
+    local dir = helpers.tmpdir()
+    helpers.write_file(dir .. "/writer.lua", [[
+local luna = require "luna"
+local BODY = '{"data":{"big":"' .. string.rep("w", 7 * 1024 * 1024) .. '"}}'
+return luna.controller {
+  name = "writer", watch = "v1/ConfigMap",
+  reconcile = function(req)
+    if req.name ~= "go" then return end
+    for i = 1, 10 do luna.patch("v1/ConfigMap", req.namespace, "t" .. i, BODY) end
+  end,
+}
+]])
+    helpers.write_file(dir .. "/writer_test.lua", [[
+local testing = require "luna.testing"
+describe("writer", function()
+  it("records", function()
+    local env = testing.start{}
+    env:create({ apiVersion = "v1", kind = "ConfigMap", metadata = { name = "go", namespace = "default" } })
+    env:wait_idle()
+    local calls = env:calls({ method = "PATCH" })
+    local bytes = 0
+    for _, c in ipairs(calls) do bytes = bytes + (c.body and #c.body.data.big or 0) end
+    print("recorded " .. #calls .. " calls, " .. bytes .. " bytes of bodies")
+    assert(bytes <= 64 * 1024 * 1024, "the test kit kept " .. bytes .. " bytes of bodies")
+    assert(#calls >= 8, "only " .. #calls .. " calls kept")
+  end)
+end)
+]])
+    local out, rc = helpers.run(helpers.luna .. " test " .. dir)
+    assert.equal(0, rc, out)
+    assert.matches("1 passed, 0 failed", out)
+  end)
+end)
