@@ -2,6 +2,7 @@
 #include "api/cache.h"
 
 #include <lauxlib.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,6 +114,12 @@ static int luna_lua_cache_list(lua_State *L)
     lua_setfield(L, -2, "__gc");
     lua_setmetatable(L, -2);
     if (labels && *labels) {
+        /* the parsed selector is C memory, several times the text, and
+         * repeated values are found by a quadratic scan: the text is bounded */
+        size_t n = strlen(labels);
+        if (n > LUNA_CACHE_MAX_SELECTOR)
+            return luaL_error(L, "luna.cache():list: a label selector of %d bytes (at most %d)",
+                              n > INT_MAX ? INT_MAX : (int)n, LUNA_CACHE_MAX_SELECTOR);
         luna_error err;
         if (luna_selector_parse(labels, LUNA_SELECTOR_LABELS, sel, &err) < 0)
             return luaL_error(L, "%s", err.msg);

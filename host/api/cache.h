@@ -14,12 +14,18 @@
  * context: a reconcile (its coroutine) or a watches map function of the
  * controller; they raise elsewhere, and for a kind the controller does not
  * watch, own or declare.
+ *
+ * A label selector given to cache_list is at most LUNA_CACHE_MAX_SELECTOR
+ * bytes (the parsed form is C memory a few times the text's size, freed
+ * with the call's userdata): a longer one raises.
  */
 #ifndef LUNA_LUA_CACHE_H
 #define LUNA_LUA_CACHE_H
 
 #include <lua.h>
 
+
+#define LUNA_CACHE_MAX_SELECTOR (16 << 10)
 
 /* Adds cache_get, cache_list and cache_by_index to the table on top of
  * L's stack. */

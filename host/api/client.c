@@ -12,6 +12,7 @@
 #include "lua/lua_util.h"
 #include "controller/controller.h"
 #include "controller/reconcile.h"
+#include "script/watchdog.h"
 
 static struct luna_kube_client *the_kc;
 static struct luna_discovery *the_disc;
@@ -133,18 +134,80 @@ static int luna_lua_client_resolve(lua_State *L)
 /* ---- request ------------------------------------------------------------ */
 
 /* One request in flight for a reconcile; freed when it completes or is
- * cancelled. */
+ * cancelled.  What it holds in C for the script — the request body (one
+ * copy, in the kube request) and the response body as it arrives — is
+ * charged to the controller state's memory cap while it is held
+ * (luna_watchdog_charge_memory): many reconciles waiting on a slow server
+ * with large bodies cannot take the host past --lua-memory-limit, they get
+ * an error at the cap.  The response is collected here rather than by the
+ * HTTP client so that it is charged as it grows. */
 struct pending_request {
     struct luna_reconcile *r;
     struct luna_kube_request *req;
     uint64_t call_seq;             /* the observer's token for the call, or 0 */
+    size_t charged;                /* bytes charged: body + resp_cap */
+    char *resp;                    /* the response body so far (malloc'd) */
+    size_t resp_len, resp_cap;
 };
+
+/* Releases the charge and frees p. The reconcile (and so its state) is
+ * alive: p is freed on done or by the reconcile's own cancel. */
+static void pending_free(struct pending_request *p)
+{
+    luna_watchdog_release_memory(luna_reconcile_thread(p->r), p->charged);
+    free(p->resp);
+    free(p);
+}
 
 static void cancel_request(void *ud)
 {
     struct pending_request *p = ud;
     luna_kube_request_cancel(p->req);
-    free(p);
+    pending_free(p);
+}
+
+/* "the Lua memory limit (128 MiB)", or in bytes. */
+static void describe_cap(lua_State *L, char *buf, size_t size)
+{
+    size_t cap = luna_watchdog_get_config(L).memory;
+    if (cap % ((size_t)1 << 20) == 0)
+        snprintf(buf, size, "the Lua memory limit (%zu MiB)", cap >> 20);
+    else
+        snprintf(buf, size, "the Lua memory limit (%zu bytes)", cap);
+}
+
+static int on_response_chunk(void *ud, const char *data, size_t len, luna_error *err)
+{
+    struct pending_request *p = ud;
+    lua_State *L = luna_reconcile_thread(p->r);
+    size_t need = p->resp_len + len + 1; /* +1: the NUL lua_pushlstring does not need, */
+    if (need <= p->resp_cap)             /* kept so the body is a C string too */
+        goto copy;
+    size_t cap = p->resp_cap ? p->resp_cap : 4096;
+    while (cap < need)
+        cap *= 2;
+    if (luna_watchdog_charge_memory(L, cap - p->resp_cap) < 0) {
+        char what[64];
+        describe_cap(L, what, sizeof what);
+        return luna_error_set(err, LUNA_ETOOBIG,
+                              "response body of more than %zu bytes does not fit %s: the "
+                              "controllers' Lua heap and the C memory they hold use %zu bytes",
+                              p->resp_len + len, what,
+                              luna_watchdog_memory(L) + luna_watchdog_charged_memory(L));
+    }
+    char *b = realloc(p->resp, cap);
+    if (!b) {
+        luna_watchdog_release_memory(L, cap - p->resp_cap);
+        return luna_error_set(err, LUNA_ENOMEM, "out of memory buffering the response");
+    }
+    p->charged += cap - p->resp_cap;
+    p->resp = b;
+    p->resp_cap = cap;
+copy:
+    memcpy(p->resp + p->resp_len, data, len);
+    p->resp_len += len;
+    p->resp[p->resp_len] = '\0';
+    return 0;
 }
 
 static void on_request_done(void *ud, const luna_http_response *resp,
@@ -155,13 +218,18 @@ static void on_request_done(void *ud, const luna_http_response *resp,
     lua_State *co = luna_reconcile_thread(r);
     if (p->call_seq && observer.done)
         observer.done(observer.ud, p->call_seq, fail ? 0 : (int)resp->status);
+    /* The body leaves C memory as it becomes a Lua string: the charge goes
+     * first, so the string (counted in the heap) and the charge never both
+     * hold it for the cap. */
+    luna_watchdog_release_memory(co, p->charged);
+    p->charged = 0;
     if (fail) {
         luna_lua_push_error(co, luna_http_reason_name(fail->reason), fail->err.msg, 0);
     } else {
         lua_pushinteger(co, resp->status);
-        lua_pushlstring(co, resp->body ? resp->body : "", resp->body ? resp->body_len : 0);
+        lua_pushlstring(co, p->resp ? p->resp : "", p->resp_len);
     }
-    free(p);
+    pending_free(p);
     luna_reconcile_resume(r, 2);
 }
 
@@ -234,6 +302,20 @@ static int luna_lua_client_request(lua_State *L)
         free(p);
         return luaL_error(L, "out of memory");
     }
+    /* The body's and the path's copies in C are held until the answer:
+     * charged for that long.  A refused charge stops this reconcile for memory (the
+     * watchdog raises at its next instruction), as a refused Lua
+     * allocation would. */
+    size_t held = body_len + strlen(dry ? dry : path); /* the kube request's copies */
+    if (luna_watchdog_charge_memory(L, held) < 0) {
+        char what[64], msg[160];
+        describe_cap(L, what, sizeof what);
+        snprintf(msg, sizeof msg, "request of %zu bytes does not fit %s", held, what);
+        free(dry);
+        free(p);
+        return luaL_error(L, "%s", msg); /* (lua_pushfstring has no %zu) */
+    }
+    p->charged = held;
     struct luna_kube_request_options o = {
         .method = method,
         .path = dry ? dry : path,
@@ -241,6 +323,8 @@ static int luna_lua_client_request(lua_State *L)
         .body_len = body_len,
         .content_type = content_type,
         .timeout = write && write_gate.allow ? write_gate.timeout : 60,
+        .max_response_bytes = LUNA_HTTP_DEFAULT_MAX_RESPONSE,
+        .on_chunk = on_response_chunk,
         .on_done = on_request_done,
         .ud = p,
     };
@@ -248,7 +332,7 @@ static int luna_lua_client_request(lua_State *L)
     p->req = luna_kube_request_start(the_kc, &o, &err);
     free(dry);
     if (!p->req) {
-        free(p);
+        pending_free(p);
         return luna_lua_push_error(L, "InvalidRequest", err.msg, 0);
     }
     p->call_seq = observer.start ? observer.start(observer.ud,

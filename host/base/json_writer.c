@@ -36,11 +36,37 @@ void luna_json_writer_init(luna_json_writer *w)
     memset(w, 0, sizeof *w);
 }
 
+void luna_json_writer_set_alloc(luna_json_writer *w, luna_json_alloc_fn fn, void *ud)
+{
+    w->alloc = fn;
+    w->alloc_ud = ud;
+}
+
+/* realloc(p, n) through the writer's allocator; n > 0. */
+static void *wrealloc(luna_json_writer *w, void *p, size_t osize, size_t n)
+{
+    return w->alloc ? w->alloc(w->alloc_ud, p, p ? osize : 0, n) : realloc(p, n);
+}
+
+static void wfree(luna_json_writer *w, void *p, size_t osize)
+{
+    if (!p)
+        return;
+    if (w->alloc)
+        w->alloc(w->alloc_ud, p, osize, 0);
+    else
+        free(p);
+}
+
 void luna_json_writer_free(luna_json_writer *w)
 {
-    free(w->buf);
-    free(w->frames);
+    wfree(w, w->buf, w->cap);
+    wfree(w, w->frames, w->frames_cap);
+    luna_json_alloc_fn fn = w->alloc;
+    void *ud = w->alloc_ud;
     memset(w, 0, sizeof *w);
+    w->alloc = fn;
+    w->alloc_ud = ud;
 }
 
 void luna_json_writer_reset(luna_json_writer *w)
@@ -65,7 +91,7 @@ static int reserve(luna_json_writer *w, size_t n)
             return wfail(w, LUNA_ENOMEM, "out of memory");
         cap *= 2;
     }
-    char *buf = realloc(w->buf, cap);
+    char *buf = wrealloc(w, w->buf, w->cap, cap);
     if (!buf)
         return wfail(w, LUNA_ENOMEM, "out of memory");
     w->buf = buf;
@@ -115,7 +141,7 @@ static int open_frame(luna_json_writer *w, enum frame f, char c)
         return w->status;
     if (w->depth == w->frames_cap) {
         size_t cap = w->frames_cap ? w->frames_cap * 2 : 16;
-        unsigned char *fr = realloc(w->frames, cap);
+        unsigned char *fr = wrealloc(w, w->frames, w->frames_cap, cap);
         if (!fr)
             return wfail(w, LUNA_ENOMEM, "out of memory");
         w->frames = fr;

@@ -25,11 +25,20 @@
 
 /* --- writer ------------------------------------------------------------ */
 
+/* The allocator a writer may use instead of realloc/free, with the
+ * signature of Lua's lua_Alloc (so a Lua state's own allocator, which the
+ * watchdog counts and caps, can be passed as is): nsize 0 frees ptr and
+ * returns NULL; otherwise resizes ptr (NULL: a new block) from osize to
+ * nsize bytes and returns it, or NULL (ptr untouched) when refused. */
+typedef void *(*luna_json_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
+
 /* A writer appends to its own buffer.  Fields are private; the struct is
  * public so that a writer can live on the stack or inside its owner.
  * Initialise with luna_json_writer_init(), release with
  * luna_json_writer_free(). */
 typedef struct luna_json_writer {
+    luna_json_alloc_fn alloc; /* NULL: realloc/free */
+    void *alloc_ud;
     char *buf;             /* owned; NUL-terminated when non-NULL */
     size_t len, cap;
     unsigned char *frames; /* owned: one byte per open container */
@@ -41,7 +50,13 @@ typedef struct luna_json_writer {
 } luna_json_writer;
 
 void luna_json_writer_init(luna_json_writer *w);
-/* Frees the buffer; w may be re-initialised. */
+/* Makes an empty writer allocate its buffers through fn(ud, ...) from now
+ * on (kept across free and reset).  A growth fn refuses fails the write
+ * with LUNA_ENOMEM "out of memory": how a caller bounds what one document
+ * may cost, as it grows rather than after. */
+void luna_json_writer_set_alloc(luna_json_writer *w, luna_json_alloc_fn fn, void *ud);
+/* Frees the buffers (through the writer's allocator); w stays usable, empty,
+ * with the same allocator. */
 void luna_json_writer_free(luna_json_writer *w);
 /* Empties the writer for a new document, keeping its capacity. */
 void luna_json_writer_reset(luna_json_writer *w);
@@ -78,7 +93,8 @@ int luna_json_writer_finish(luna_json_writer *w, luna_error *err);
  * NULL, NUL-terminated.  len may be NULL. */
 const char *luna_json_writer_data(luna_json_writer *w, size_t *len);
 /* Hands the buffer (NUL-terminated) to the caller, who frees it with
- * free(); the writer is left empty.  NULL only when out of memory. */
+ * free(); the writer is left empty.  NULL only when out of memory.  Only
+ * for writers without an allocator of their own. */
 char *luna_json_writer_steal(luna_json_writer *w, size_t *len);
 
 #endif

@@ -231,6 +231,21 @@ static struct group_version *find_gv(struct luna_discovery *d, const char *group
     return gv;
 }
 
+/* Unlinks and frees gv, which has no request in flight and no waits. */
+static void gv_drop(struct group_version *gv)
+{
+    struct group_version **p = &gv->d->gvs;
+    while (*p && *p != gv)
+        p = &(*p)->next;
+    if (*p)
+        *p = gv->next;
+    gv_clear_resources(gv);
+    free(gv->body);
+    free(gv->group);
+    free(gv->version);
+    free(gv);
+}
+
 static const struct luna_resource *find_kind(const struct group_version *gv, const char *kind)
 {
     for (size_t i = 0; i < gv->n; i++)
@@ -322,6 +337,12 @@ static void on_fetched(void *ud, const luna_http_response *resp, const luna_http
     gv->body = NULL;
     gv->body_len = 0;
     answer_waits(gv, rc < 0 ? &err : NULL);
+    /* Only served group-versions are kept: a miss is fetched again on the
+     * next resolve anyway, and keeping every group-version ever asked for
+     * let a script grow this list (and its linear lookups) without bound
+     * by asking for made-up kinds.  Unless a callback asked again meanwhile. */
+    if (!gv->req && !gv->waits && !(gv->cached && gv->served))
+        gv_drop(gv);
 }
 
 static int fetch(struct luna_discovery *d, struct group_version *gv, luna_error *err)
@@ -362,6 +383,8 @@ struct luna_discovery_wait *luna_discovery_resolve(struct luna_discovery *d, con
     w->ud = ud;
     if (fetch(d, gv, err) < 0) {
         wait_free(w);
+        if (!gv->req && !gv->waits && !(gv->cached && gv->served))
+            gv_drop(gv);
         return NULL;
     }
     w->next = gv->waits;

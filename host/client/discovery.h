@@ -18,9 +18,15 @@
  *   anything else   discovery itself failed (connection, timeout, 5xx, a
  *                   body that is not an APIResourceList): worth a retry.
  *
+ * Only group-versions the server serves are kept once their fetch ended:
+ * one it does not serve (404) or whose fetch failed is forgotten when its
+ * resolves are answered (it is fetched again on the next resolve in any
+ * case), so made-up kinds asked for by a script cannot grow the cache.
+ *
  * Invariants:
  *   - a group-version is cached if and only if its last fetch got an
- *     answer (a resource list, or a 404 that lists nothing);
+ *     answer (a resource list, or a 404 that lists nothing), and is kept
+ *     after its fetch only if that answer was a resource list;
  *   - every resolve ends in exactly one callback unless canceled.
  *
  * Ownership: the discovery borrows the kube client.  Resources passed to

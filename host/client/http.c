@@ -68,7 +68,8 @@ struct luna_http_request {
     luna_http_client *client;
     CURL *easy;                 /* NULL once detached from the multi handle */
     struct curl_slist *req_headers;
-    char *req_body;
+    char *req_body;             /* owned unless borrowed_body */
+    bool borrowed_body;         /* req_body is the caller's (body_borrowed) */
     char *what;                 /* "METHOD URL", credentials removed */
     enum body_mode mode;
     luna_http_headers_fn on_headers;
@@ -468,7 +469,8 @@ static void detach(luna_http_request *r)
     r->easy = NULL;
     curl_slist_free_all(r->req_headers);
     r->req_headers = NULL;
-    free(r->req_body);
+    if (!r->borrowed_body)
+        free(r->req_body);
     r->req_body = NULL;
 }
 
@@ -1070,7 +1072,11 @@ luna_http_request *luna_http_request_start(luna_http_client *c,
     DL_APPEND(c->live, r);
 
     bool ok = true;
-    if (o->body) {
+    if (o->body && o->body_borrowed) {
+        /* the caller keeps it alive until on_done or cancel: no copy */
+        r->req_body = (char *)o->body;
+        r->borrowed_body = true;
+    } else if (o->body) {
         r->req_body = malloc(o->body_len + 1);
         ok = r->req_body != NULL;
         if (ok) {

@@ -70,8 +70,8 @@
  *
  * Ownership: luna_http_client_new returns a client freed with
  * luna_http_client_free.  luna_http_request_start copies everything it needs
- * from the options (URL, method, headers, body, token, TLS material), so
- * the caller may free them as soon as it returns.  The returned request
+ * from the options (URL, method, headers, body unless body_borrowed, token,
+ * TLS material), so the caller may free them as soon as it returns.  The returned request
  * pointer is owned by the client and valid until on_done returns or
  * luna_http_request_cancel is called; never free it.  Everything passed to
  * a callback (resp and its headers and body, data, line, fail) is borrowed
@@ -167,6 +167,10 @@ typedef struct luna_http_options {
     size_t nheaders;            /* no CR/LF in names or values */
     const char *body;           /* NULL: no body (POST/PUT/PATCH send an */
     size_t body_len;            /*   empty one); may contain NULs */
+    bool body_borrowed;         /* the body stays valid and unchanged until
+                                   on_done returns or the request is
+                                   canceled, so it is not copied (by
+                                   default it is: see Ownership) */
     const char *bearer_token;   /* adds "Authorization: Bearer ..." and
                                    replaces any Authorization header */
     luna_http_tls tls;

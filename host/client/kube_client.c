@@ -199,6 +199,9 @@ static int send_attempt(struct luna_kube_request *r, luna_error *err)
         .nheaders = nh,
         .body = r->body,
         .body_len = r->o.body_len,
+        /* r->body outlives every attempt (freed after on_done or cancel):
+         * one copy of a request body in C, not two */
+        .body_borrowed = true,
         .bearer_token = cred.token,
         .timeout = r->o.timeout,
         .idle_timeout = r->o.idle_timeout,
@@ -251,6 +254,12 @@ struct luna_kube_request *luna_kube_request_start(struct luna_kube_client *kc,
 {
     if (!o->path || o->path[0] != '/') {
         luna_error_set(err, LUNA_EINVAL, "request path must start with '/'");
+        return NULL;
+    }
+    /* refused before the copy, not after (the HTTP client would refuse it) */
+    if (o->body && o->body_len > LUNA_HTTP_DEFAULT_MAX_REQUEST) {
+        luna_error_set(err, LUNA_ETOOBIG, "request body of %zu bytes exceeds %u bytes",
+                       o->body_len, LUNA_HTTP_DEFAULT_MAX_REQUEST);
         return NULL;
     }
     struct luna_kube_request *r = calloc(1, sizeof *r);

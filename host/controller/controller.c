@@ -455,7 +455,11 @@ void luna_controller_note_shadow(struct luna_controller *c, const char *key, con
         return;
     }
     k = calloc(1, sizeof *k);
-    if (!k || !(k->key = strdup(key)) || !(k->what = strdup(what ? what : verb))) {
+    /* what names a write the server accepted ("patch v1/ConfigMap ns/name"):
+     * a lying server could make it long, so it is kept to
+     * LUNA_SHADOW_MAX_WHAT bytes (the keys list is for people to read) */
+    if (!k || !(k->key = strdup(key)) ||
+        !(k->what = strndup(what ? what : verb, LUNA_SHADOW_MAX_WHAT))) {
         if (k)
             free(k->key);
         free(k);

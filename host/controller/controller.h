@@ -204,6 +204,7 @@ void luna_controller_note_shadow(struct luna_controller *c, const char *key, con
 /* A shadow candidate (runtime.h, --shadow-reload): every write of its
  * reconciles is a dry run (api/client.h), whatever the state's flag. */
 #define LUNA_SHADOW_MAX_KEYS 1000
+#define LUNA_SHADOW_MAX_WHAT 512   /* bytes kept of each key's description */
 void luna_controller_set_shadow(struct luna_controller *c, bool shadow);
 bool luna_controller_shadow(const struct luna_controller *c);
 /* Calls fn for each key the candidate recorded, in the order recorded;

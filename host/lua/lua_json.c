@@ -859,6 +859,9 @@ int luna_lua_json_push(lua_State *L, const char *json, size_t len, luna_error *e
 }
 
 /* core.json.decode(s [, opts]) -> value | nil, err */
+/* Inputs up to this size use the state's shared decoder (see below). */
+#define DECODE_KEEP (1 << 20)
+
 static int luna_lua_json_decode(lua_State *L)
 {
     size_t len;
@@ -874,7 +877,21 @@ static int luna_lua_json_decode(lua_State *L)
     }
     struct decoder *d = lua_touserdata(L, lua_upvalueindex(1));
     luna_error err = { 0 };
-    if (decode_with(L, d, s, len, &opts, bigint_double, &err))
+    if (len <= DECODE_KEEP) {
+        if (decode_with(L, d, s, len, &opts, bigint_double, &err))
+            return push_decode_error(L, &err);
+        return 1;
+    }
+    /* A large input gets a decoder of its own, on the stack: yajl's buffers
+     * grow to its longest string, and the shared decoder would keep them
+     * (after a raise, until its next use); this one's are freed as soon as
+     * the value is built, or with the garbage if anything raises. */
+    lua_settop(L, 2);
+    d = new_decoder(L, "luna.json.cache", &opts);
+    int rc = decode_with(L, d, s, len, &opts, bigint_double, &err);
+    luna_json_parser_free(d->p);
+    d->p = NULL;
+    if (rc)
         return push_decode_error(L, &err);
     return 1;
 }
@@ -1278,15 +1295,75 @@ static int encode_into(lua_State *L, int idx, luna_json_writer *w, int max_depth
     return rc;
 }
 
-/* The writer of the calling state for core.json.encode, reused so that
- * most encodes do not allocate. */
+/* The writer of core.json.encode.  Its buffers come from the calling
+ * state's own allocator (lua_getallocf, looked up at each call, so a writer
+ * freed while the state closes uses whatever allocator is current then): in
+ * luna run that is the watchdog's wrapper, so the text being built counts
+ * against the Lua memory cap as it grows, and a document that would pass
+ * the cap fails at the write that would pass it (the guard is stopped for
+ * memory), not after the host built it in C (1,800 references to one 1 MiB
+ * string once made a 1.8 GB buffer the cap never saw).
+ *
+ * The writer lives in a userdata ("box") that the GC owns.  Between calls
+ * the idle box is the function's upvalue, reused so that most encodes do
+ * not allocate.  During a call the upvalue is emptied and the box is only
+ * on the call's stack: if anything raises meanwhile (lua_pushlstring of the
+ * result, the cdata check, the watchdog's hook), the box is garbage and its
+ * __gc frees the buffer at the next collection (reconcile.c collects at
+ * once after a memory stop), and the next call starts a new box.  No raise
+ * leaves a buffer behind. */
 #define WRITER_MT "luna.json.writer"
 #define WRITER_KEEP (1 << 20) /* a bigger buffer is released after use */
 
+struct writer_box {
+    luna_json_writer w;
+};
+
+static void *state_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    lua_State *L = ud;
+    void *aud;
+    lua_Alloc f = lua_getallocf(L, &aud);
+    return f(aud, ptr, osize, nsize);
+}
+
 static int writer_gc(lua_State *L)
 {
-    luna_json_writer_free(lua_touserdata(L, 1));
+    struct writer_box *b = lua_touserdata(L, 1);
+    luna_json_writer_set_alloc(&b->w, state_alloc, L);
+    luna_json_writer_free(&b->w);
     return 0;
+}
+
+/* Takes the idle box out of the upvalue (or makes one) and leaves it on
+ * top of the stack, owned by this call alone. */
+static struct writer_box *take_writer(lua_State *L)
+{
+    lua_pushvalue(L, lua_upvalueindex(1));
+    struct writer_box *b = lua_touserdata(L, -1);
+    if (b) {
+        lua_pushboolean(L, 0);
+        lua_replace(L, lua_upvalueindex(1));
+    } else {
+        lua_pop(L, 1);
+        b = lua_newuserdata(L, sizeof *b);
+        luna_json_writer_init(&b->w);
+        luaL_getmetatable(L, WRITER_MT);
+        lua_setmetatable(L, -2);
+    }
+    luna_json_writer_set_alloc(&b->w, state_alloc, L);
+    return b;
+}
+
+/* Puts the box at idx back as the idle one, its buffer emptied (and freed
+ * when it grew past WRITER_KEEP). */
+static void return_writer(lua_State *L, struct writer_box *b, int idx)
+{
+    if (b->w.cap > WRITER_KEEP)
+        luna_json_writer_free(&b->w);
+    luna_json_writer_reset(&b->w);
+    lua_pushvalue(L, idx);
+    lua_replace(L, lua_upvalueindex(1));
 }
 
 /* core.json.encode(v [, opts]) -> string | nil, err */
@@ -1295,23 +1372,22 @@ static int luna_lua_json_encode(lua_State *L)
     luna_json_options opts;
     read_options(L, 2, &opts, false);
     lua_settop(L, 1);
-    luna_json_writer *w = lua_touserdata(L, lua_upvalueindex(1));
+    struct writer_box *b = take_writer(L); /* at index 2 */
+    luna_json_writer *w = &b->w;
     luna_json_writer_reset(w);
     luna_error err = { 0 };
     int rc = encode_into(L, 1, w, opts.max_depth, &err);
     if (!rc)
         rc = luna_json_writer_finish(w, &err);
     if (rc) {
-        luna_json_writer_reset(w);
-        return luna_lua_push_error(L, "InvalidValue", err.msg, rc);
+        return_writer(L, b, 2);
+        return luna_lua_push_error(L, rc == LUNA_ENOMEM ? "OutOfMemory" : "InvalidValue",
+                                   err.msg, rc);
     }
     size_t len;
     const char *s = luna_json_writer_data(w, &len);
-    lua_pushlstring(L, s, len);
-    if (w->cap > WRITER_KEEP) {
-        luna_json_writer_free(w);
-        luna_json_writer_init(w);
-    }
+    lua_pushlstring(L, s, len); /* may raise: the box on the stack frees the buffer */
+    return_writer(L, b, 2);
     return 1;
 }
 
@@ -1443,10 +1519,7 @@ void luna_lua_json_register(lua_State *L)
     lua_pushcclosure(L, luna_lua_json_decode, 1);
     lua_setfield(L, t, "decode");
 
-    luna_json_writer *w = lua_newuserdata(L, sizeof *w);
-    luna_json_writer_init(w);
-    luaL_getmetatable(L, WRITER_MT);
-    lua_setmetatable(L, -2);
+    lua_pushboolean(L, 0); /* no idle writer yet: the first encode makes it */
     lua_pushcclosure(L, luna_lua_json_encode, 1);
     lua_setfield(L, t, "encode");
 

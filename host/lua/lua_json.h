@@ -44,7 +44,12 @@
  * naming the path such as $.spec.items[2]) for any value it cannot write:
  * functions, threads, userdata, non-NULL light userdata, other cdata, NaN,
  * infinity, non-string keys, mixed or holey tables, cycles, too deep,
- * invalid UTF-8.  Only a wrong argument type for opts raises.
+ * invalid UTF-8.  Only a wrong argument type for opts raises.  encode
+ * builds its text with the state's own allocator (counted and capped by the
+ * watchdog: script/watchdog.h, "Counted C memory"): text that would pass
+ * the cap fails as it grows, with reason "OutOfMemory" (and the running
+ * guard stopped for memory).  A decode input over 1 MiB is parsed by a
+ * decoder of its own, whose buffers go with it.
  *
  * Runs on the loop thread.
  */

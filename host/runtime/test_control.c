@@ -29,10 +29,16 @@
 
 #define MAX_CALLS 10000
 #define MAX_LINE (64u << 20) /* a request command carries its body */
+/* Bytes of request bodies the recorded calls keep, in all: past it the
+ * oldest calls are dropped (counted as dropped), as past MAX_CALLS.  A
+ * controller that writes 8 MiB bodies in a loop would otherwise make the
+ * test kit keep 10,000 of them. */
+#define MAX_CALL_BODIES ((size_t)64 << 20)
 
 struct call {
     uint64_t seq;
     char *controller, *key, *method, *path, *content_type, *body;
+    size_t body_len;
     int status;
 };
 
@@ -49,6 +55,7 @@ static struct {
     bool overlong;              /* the current line passed MAX_LINE: dropped */
     struct call *calls;         /* ring of MAX_CALLS: calls[(first + i) % MAX_CALLS] */
     size_t first, ncalls;
+    size_t body_bytes;          /* bytes of the recorded calls' bodies */
     uint64_t next_seq;          /* sequence of the next recorded call (from 1) */
     unsigned long dropped;      /* calls pushed out before `calls` read them */
 } tc;
@@ -71,6 +78,7 @@ const struct luna_clock *luna_test_control_clock(void)
 
 static void call_clear(struct call *c)
 {
+    tc.body_bytes -= c->body_len;
     free(c->controller);
     free(c->key);
     free(c->method);
@@ -99,7 +107,8 @@ static uint64_t call_start(void *ud, const char *controller, const char *key,
         return 0;
     if (!tc.calls && !(tc.calls = calloc(MAX_CALLS, sizeof *tc.calls)))
         return 0;
-    if (tc.ncalls == MAX_CALLS) {
+    size_t keep = body ? body_len : 0;
+    while (tc.ncalls && (tc.ncalls == MAX_CALLS || tc.body_bytes + keep > MAX_CALL_BODIES)) {
         call_clear(&tc.calls[tc.first]);
         tc.first = (tc.first + 1) % MAX_CALLS;
         tc.ncalls--;
@@ -117,6 +126,8 @@ static uint64_t call_start(void *ud, const char *controller, const char *key,
         call_clear(c);
         return 0;
     }
+    c->body_len = keep;
+    tc.body_bytes += keep;
     c->seq = ++tc.next_seq;
     tc.ncalls++;
     return c->seq;

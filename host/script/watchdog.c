@@ -5,6 +5,7 @@
 #include <luajit.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,8 @@ struct luna_watchdog {
     lua_Alloc orig;             /* the state's own allocator */
     void *orig_ud;
     size_t used;                /* bytes the Lua heap holds */
+    size_t charged;             /* C bytes held for the state's scripts
+                                   (luna_watchdog_charge_memory) */
     struct luna_watchdog_config cfg;
     struct luna_watchdog_guard *current;  /* innermost active guard */
     /* free[n]: freed blocks of n bytes, linked through their first word
@@ -123,8 +126,32 @@ static enum luna_watchdog_stop past_deadline(const struct luna_watchdog_guard *g
     return LUNA_WATCHDOG_RUNNING;
 }
 
-/* The allocator wrapper.  Refuses growth past the cap only while a guard
- * is active; frees and shrinks always go through. */
+/* Whether n more bytes on top of `base` heap bytes and the charged C
+ * memory would pass the cap. */
+static bool over_cap(const struct luna_watchdog *wd, size_t base, size_t n)
+{
+    size_t cap = wd->cfg.memory;
+    if (!cap)
+        return false;
+    size_t held = base + wd->charged;
+    return held < base /* overflow */ || n > cap || held > cap - n;
+}
+
+/* Stops the running guard g for memory (once), so the hook raises its error
+ * at the next instruction. */
+static void stop_for_memory(struct luna_watchdog_guard *g)
+{
+    if (g->stop == LUNA_WATCHDOG_RUNNING) {
+        g->stop = LUNA_WATCHDOG_MEMORY;
+        /* Only changes the hook count: safe at any point, as LuaJIT's
+         * own profiler relies on. */
+        arm(g);
+    }
+}
+
+/* The allocator wrapper.  Refuses growth past the cap (the heap plus the
+ * charged C memory) only while a guard is active; frees and shrinks always
+ * go through. */
 static void *watchdog_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
     struct luna_watchdog *wd = ud;
@@ -143,14 +170,8 @@ static void *watchdog_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         return NULL;
     }
     struct luna_watchdog_guard *g = wd->current;
-    if (g && wd->cfg.memory && nsize > osize &&
-        (nsize > wd->cfg.memory || rest > wd->cfg.memory - nsize)) {
-        if (g->stop == LUNA_WATCHDOG_RUNNING) {
-            g->stop = LUNA_WATCHDOG_MEMORY;
-            /* Only changes the hook count: safe at any point, as LuaJIT's
-             * own profiler relies on. */
-            arm(g);
-        }
+    if (g && nsize > osize && over_cap(wd, rest, nsize)) {
+        stop_for_memory(g);
         return NULL;
     }
     void *p;
@@ -377,6 +398,33 @@ size_t luna_watchdog_memory(lua_State *L)
 {
     struct luna_watchdog *wd = watchdog_of(L);
     return wd ? wd->used : 0;
+}
+
+int luna_watchdog_charge_memory(lua_State *L, size_t n)
+{
+    struct luna_watchdog *wd = watchdog_of(L);
+    if (!wd || n == 0)
+        return 0;
+    if (over_cap(wd, wd->used, n)) {
+        if (wd->current)
+            stop_for_memory(wd->current);
+        return -1;
+    }
+    wd->charged += n;
+    return 0;
+}
+
+void luna_watchdog_release_memory(lua_State *L, size_t n)
+{
+    struct luna_watchdog *wd = watchdog_of(L);
+    if (wd)
+        wd->charged = wd->charged > n ? wd->charged - n : 0;
+}
+
+size_t luna_watchdog_charged_memory(lua_State *L)
+{
+    struct luna_watchdog *wd = watchdog_of(L);
+    return wd ? wd->charged : 0;
 }
 
 void luna_watchdog_charge(lua_State *L, double steps)

@@ -56,6 +56,22 @@
  * watcher cannot run until that stretch ends.  For that the count hook is
  * set in every guard, also when no budget is set.
  *
+ * Counted C memory: the one allocator for what a script makes the host hold.
+ * C buffers the host keeps on behalf of the state's scripts count against
+ * the same cap as the Lua heap, in one of two ways:
+ *   - buffers that live only while the host works for a script (the JSON
+ *     writer's) are allocated through the state's allocator (lua_getallocf),
+ *     i.e. through the wrapper above: they are part of the counted heap and
+ *     refused past the cap like any Lua object;
+ *   - malloc'd memory that outlives the C call (a request body in flight
+ *     while its reconcile waits) is charged with luna_watchdog_charge_memory
+ *     and released when it is freed.  A charge that would take the heap plus
+ *     everything charged past the cap is refused, inside a guard or not
+ *     (inside one it also stops the guard, reason memory, exactly like a
+ *     refused allocation), and the allocator refuses growth past the cap
+ *     with the charged bytes counted.  So the Lua heap plus the C memory
+ *     scripts hold stays under --lua-memory-limit.
+ *
  * Invariants:
  *   - the count hook is set while a guard is active; once the outermost
  *     guard leaves (not stopped) it may stay set, and the first time it
@@ -205,7 +221,22 @@ int luna_watchdog_check_cstack(lua_State *L);
  * once more than LUNA_WATCHDOG_CSTACK_MAX_USED is in use). */
 size_t luna_watchdog_cstack_left(void);
 
-/* Bytes in the Lua heap as the watchdog counts them (0 without one). */
+/* Bytes in the Lua heap as the watchdog counts them (0 without one): every
+ * allocation made through the state's allocator, the JSON writer's buffers
+ * included. */
 size_t luna_watchdog_memory(lua_State *L);
+
+/* Charges n bytes of malloc'd C memory held on behalf of L's scripts (see
+ * "Counted C memory" above).  Returns 0 (charged; the caller releases the
+ * same n when it frees the memory), or -1 when the heap plus the charged
+ * bytes would pass the cap: nothing is charged, and the innermost active
+ * guard, if any, is stopped (reason memory; its error is raised at the
+ * next instruction).  Never raises.  Always 0 without a watchdog or cap. */
+int luna_watchdog_charge_memory(lua_State *L, size_t n);
+/* Gives back n bytes charged before.  A no-op once the state is closing
+ * (its watchdog is gone), so an owner freed late needs no special case. */
+void luna_watchdog_release_memory(lua_State *L, size_t n);
+/* The bytes charged now (0 without a watchdog). */
+size_t luna_watchdog_charged_memory(lua_State *L);
 
 #endif
