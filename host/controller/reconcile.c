@@ -259,6 +259,7 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
         lua_pop(c->env.L, 1);
         c->stats.errors++;
         c->stats.stopped++;
+        luna_controller_count_stop(c, stop);
         luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
     } else if (status != 0) {
         char msg[1024];
