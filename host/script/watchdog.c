@@ -365,14 +365,16 @@ int luna_watchdog_install(lua_State *L, const struct luna_watchdog_config *cfg, 
     struct luna_watchdog_config def = luna_watchdog_config_default();
     if (!cfg)
         cfg = &def;
+    /* luaL_openlibs (luaopen_jit) turns the compiler back on: off again,
+     * whenever install runs */
+    if (!luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF))
+        return luna_error_set(err, LUNA_ELUA, "cannot turn LuaJIT's compiler off");
     struct luna_watchdog *wd = watchdog_of(L);
     if (wd) {
         wd->cfg = *cfg;
         update_fair(wd);
         return 0;
     }
-    if (!luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF))
-        return luna_error_set(err, LUNA_ELUA, "cannot turn LuaJIT's compiler off");
     wd = watchdog_new(cfg);
     if (!wd)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");

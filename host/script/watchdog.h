@@ -161,7 +161,9 @@ struct luna_watchdog_config luna_watchdog_config_default(void);
 lua_State *luna_watchdog_newstate(const struct luna_watchdog_config *cfg, luna_error *err);
 /* Wraps L's allocator, turns the JIT compiler off and applies cfg (NULL:
  * defaults).  Call once, right after creating the state.  On a state from
- * luna_watchdog_newstate: only applies cfg. */
+ * luna_watchdog_newstate: applies cfg and turns the compiler off again,
+ * which luaL_openlibs (luaopen_jit) turned back on: call it after opening
+ * the libraries. */
 int luna_watchdog_install(lua_State *L, const struct luna_watchdog_config *cfg, luna_error *err);
 /* Changes the settings of an installed watchdog (no-op otherwise). */
 void luna_watchdog_configure(lua_State *L, const struct luna_watchdog_config *cfg);

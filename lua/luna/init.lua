@@ -52,7 +52,9 @@ end
 -- limits = { instructions = N, seconds = S }: the watchdog's budgets for
 -- this controller's Lua code between two yields (0: unlimited); fields left
 -- out take luna run's defaults (--reconcile-instruction-limit,
--- --reconcile-time-limit).
+-- --reconcile-time-limit).  limits.memory = MiB lowers the cap on what this
+-- controller may hold in the Lua heap (--controller-memory-limit, never
+-- more).
 function luna.controller(spec)
   local c, msg = core.controller_spec(spec)
   if not c then fail(msg) end

@@ -79,6 +79,11 @@ end
 
 local MiB = 1024 * 1024
 
+-- A controller for support.load_only, which has no spec namespace.
+local function plain(name, extra)
+  return (support.controller(name, "", extra):gsub("@NS@", "default"))
+end
+
 describe("memory per controller", function()
   local srv, p
   setup(function() srv = support.server() end)
@@ -158,14 +163,15 @@ describe("memory per controller", function()
   end)
 
   it("refuses limits.memory above the operator's cap, and a share above the heap", function()
-    local out, rc = support.load_only({ ["a.lua"] = support.controller("a", "", "limits = { memory = 65 },") })
+    local out, rc = support.load_only({ ["a.lua"] = plain("a", "limits = { memory = 65 },") })
     assert.equal(1, rc)
     assert.matches("limits%.memory' must be a number of MiB > 0 and <= 64 %(%-%-controller%-memory%-limit%)", out)
-    out, rc = support.load_only({ ["a.lua"] = support.controller("a", "", "limits = { memory = 100 },") },
+    out, rc = support.load_only({ ["a.lua"] = plain("a", "limits = { memory = 100 },") },
       { "--controller-memory-limit", "100" })
     assert.not_matches("limits%.memory", out)
+    assert.not_matches("controller load failed", out)
     assert.not_equal(2, rc)
-    out, rc = support.load_only({ ["a.lua"] = support.controller("a", "", "") },
+    out, rc = support.load_only({ ["a.lua"] = plain("a") },
       { "--controller-memory-limit", "200" })
     assert.equal(2, rc)
     assert.matches("%-%-controller%-memory%-limit must be > 0 and at most %-%-lua%-memory%-limit %(128 MiB%)", out)
@@ -175,8 +181,9 @@ describe("memory per controller", function()
     local out, rc = support.load_only({ ["big.lua"] = [[
 local kept = {}
 for i = 1, 40 do kept[i] = string.rep(("%08d"):format(i), 512 * 1024) end
-]] , ["small.lua"] = support.controller("small", "") })
+]] , ["small.lua"] = plain("small") })
     assert.equal(1, rc)
     assert.matches("big%.lua: controller file exceeded the Lua memory limit of [^ ]*big%.lua %(64 MiB%)", out)
+    assert.not_matches("small%.lua", out)
   end)
 end)
