@@ -14,6 +14,7 @@
  */
 #include <getopt.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +134,10 @@ static void usage(FILE *out)
           "                        1s to 1h)\n"
           "  --lua-memory-limit MIB\n"
           "                        cap on the scripts' Lua heap (default: 128; 0: none)\n"
+          "  --controller-memory-limit MIB\n"
+          "                        cap on each controller's share of that heap, which\n"
+          "                        limits = { memory = MIB } can lower (default: half\n"
+          "                        of --lua-memory-limit; 0 without a heap cap: none)\n"
           "durations: seconds (1.5) or Go durations (1500ms, 1m30s)\n",
           out);
 }
@@ -220,7 +225,7 @@ enum run_flag {
     OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
     OPT_TEST_CONTROL, OPT_FAKE_CLOCK,
     OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD, OPT_WATCH_LIST, OPT_MIN_WATCH_TIMEOUT, OPT_SHARDS,
-    OPT_SHARD_BY, OPT_SHARD_SET, OPT_SHARD_MARGIN, OPT_WATCH_IDLE,
+    OPT_SHARD_BY, OPT_SHARD_SET, OPT_SHARD_MARGIN, OPT_WATCH_IDLE, OPT_CTL_MEM_LIMIT,
 };
 
 /* A number >= 0 for a limit flag, or -1. */
@@ -268,6 +273,7 @@ static int cmd_run(int argc, char **argv)
         { "reconcile-instruction-limit", required_argument, NULL, OPT_INSTR_LIMIT },
         { "reconcile-time-limit", required_argument, NULL, OPT_TIME_LIMIT },
         { "lua-memory-limit", required_argument, NULL, OPT_MEM_LIMIT },
+        { "controller-memory-limit", required_argument, NULL, OPT_CTL_MEM_LIMIT },
         { "test-control", no_argument, NULL, OPT_TEST_CONTROL },
         { "fake-clock", no_argument, NULL, OPT_FAKE_CLOCK },
         { "admin-endpoints", optional_argument, NULL, OPT_ADMIN },
@@ -288,6 +294,8 @@ static int cmd_run(int argc, char **argv)
     static struct luna_watchdog_config limits;
     limits = luna_watchdog_config_default();
     cfg.limits = &limits;
+    size_t ctl_memory = 0;
+    bool ctl_memory_set = false;
     const char *wl = getenv("LUNA_WATCH_LIST");
     if (wl && *wl && luna_watch_list_mode_parse(wl, &cfg.watch_list) < 0) {
         fprintf(stderr, "luna run: LUNA_WATCH_LIST=%s: want auto, on or off\n", wl);
@@ -414,17 +422,20 @@ static int cmd_run(int argc, char **argv)
             break;
         case OPT_INSTR_LIMIT:
         case OPT_TIME_LIMIT:
-        case OPT_MEM_LIMIT: {
+        case OPT_MEM_LIMIT:
+        case OPT_CTL_MEM_LIMIT: {
             double v = parse_limit(optarg);
             if (v < 0)
                 return bad_flag(name, optarg, "wants a number >= 0");
+            size_t bytes = v * 1048576.0 >= (double)SIZE_MAX ? SIZE_MAX : (size_t)(v * 1048576.0);
             if (ch == OPT_INSTR_LIMIT)
                 limits.limits.instructions = v;
             else if (ch == OPT_TIME_LIMIT)
                 limits.limits.seconds = v;
+            else if (ch == OPT_MEM_LIMIT)
+                limits.memory = bytes;
             else
-                limits.memory = v * 1048576.0 >= (double)SIZE_MAX ? SIZE_MAX
-                                                                   : (size_t)(v * 1048576.0);
+                ctl_memory = bytes, ctl_memory_set = true;
             break;
         }
         case OPT_SEED:
@@ -437,6 +448,17 @@ static int cmd_run(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
+    /* Each controller's share: half the heap unless the operator says;
+     * never more than the heap (the ceiling). */
+    if (!ctl_memory_set)
+        ctl_memory = LUNA_WATCHDOG_DEFAULT_ACCOUNT_MEMORY(limits.memory);
+    else if (limits.memory && (ctl_memory == 0 || ctl_memory > limits.memory)) {
+        fprintf(stderr, "luna run: --controller-memory-limit must be > 0 and at most "
+                        "--lua-memory-limit (%zu MiB): a controller's share is part of the "
+                        "heap\n", limits.memory >> 20);
+        return 2;
+    }
+    limits.account_memory = ctl_memory;
     if (optind != argc - 1) {
         fputs("luna run: expected one controllers directory\n", stderr);
         usage(stderr);

@@ -38,17 +38,48 @@ struct luna_controller *luna_controller_current(lua_State *L, struct luna_reconc
 const char *luna_controller_name(const struct luna_controller *c) { return c->name; }
 
 int luna_controller_workers(const struct luna_controller *c) { return c->workers; }
+size_t luna_controller_lua_memory(const struct luna_controller *c)
+{
+    return c->limits.account ? luna_watchdog_account_memory(c->env.L, c->limits.account) : 0;
+}
+
 struct luna_workqueue *luna_controller_queue(struct luna_controller *c) { return c->queue; }
+static double lua_memory_metric(void *ud) { return (double)luna_controller_lua_memory(ud); }
 
 void luna_controller_set_metrics(struct luna_controller *c, struct luna_controller_metrics *cm)
 {
+    if (c->metrics)
+        luna_runtime_metrics_lua_memory_unsource(c->metrics, c);
     c->metrics = cm;
+    /* The series is kept by name across reloads: it reads the newest
+     * controller of that name (wired last). */
+    if (cm)
+        luna_runtime_metrics_lua_memory_source(cm, lua_memory_metric, c);
     if (cm)
         luna_runtime_metrics_paused(cm, c->paused);
     if (cm && c->every_due > 0)
         luna_runtime_metrics_periodic_next(cm, c->every_due);
 }
 
+void luna_controller_count_stop(struct luna_controller *c, enum luna_watchdog_stop stop)
+{
+    if (!c->metrics)
+        return;
+    switch (stop) {
+    case LUNA_WATCHDOG_INSTRUCTIONS:
+        luna_runtime_metrics_watchdog_stop(c->metrics, LUNA_WATCHDOG_STOP_INSTRUCTIONS);
+        break;
+    case LUNA_WATCHDOG_TIME:
+        luna_runtime_metrics_watchdog_stop(c->metrics, LUNA_WATCHDOG_STOP_TIME);
+        break;
+    case LUNA_WATCHDOG_MEMORY:
+        luna_runtime_metrics_watchdog_stop(c->metrics, LUNA_WATCHDOG_STOP_MEMORY);
+        break;
+    case LUNA_WATCHDOG_SHUTDOWN:
+    case LUNA_WATCHDOG_RUNNING:
+        break;
+    }
+}
 /* Custom indexes on the primary informer.  Each controller instance names
  * its own "<controller>/<name>#<instance>": controllers sharing an
  * informer cannot collide, and neither can the old and the new code of one
@@ -112,6 +143,13 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
     c->workers = spec->workers;
     c->sharding = sharding;
     c->limits = luna_controller_spec_limits(L, spec);
+    /* Its code's memory, what its file kept at load included, is its
+     * own account, capped by limits.memory or the operator's default. */
+    c->limits.account = env->account;
+    char account_name[256];
+    snprintf(account_name, sizeof account_name, "controller %s", c->name);
+    luna_watchdog_account_set(L, env->account, account_name,
+                              spec->limits_set & LUNA_SPEC_LIMIT_MEMORY ? spec->memory : 0);
     int rc = 0;
     luna_controller_dispatch_init(c);
     luna_controller_periodic_init(c);
@@ -300,6 +338,8 @@ void luna_controller_free(struct luna_controller *c)
     if (!c)
         return;
     lua_State *L = c->env.L;
+    if (c->metrics)
+        luna_runtime_metrics_lua_memory_unsource(c->metrics, c);
     luna_controller_dispatch_stop(c);
     luna_controller_periodic_stop(c);
     while (c->running)

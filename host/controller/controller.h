@@ -51,7 +51,13 @@
  * error ("reconcile failed", stopped=instructions|time|memory, the reason
  * and traceback, retry with rate limiting); after a memory stop the state
  * is garbage-collected at once.  A stopped predicate or map logs "lua
- * callback failed" and counts as passing / mapping to nothing.
+ * callback failed" and counts as passing / mapping to nothing.  All of its
+ * Lua code (its file at load, reconciles, predicates, maps, index
+ * functions) is charged to one watchdog memory account (env->account),
+ * named after the controller and capped by `limits.memory` (MiB) or the
+ * operator's --controller-memory-limit: a controller that holds too much
+ * fails its own code, not its neighbours' (luna_controller_lua_memory
+ * reads it; the luna_controller_lua_memory_bytes metric).
  *
  * Invariants:
  *   - active (in-flight reconciles) <= workers;
@@ -80,6 +86,8 @@ struct luna_controller_env {
     const struct luna_clock *clock;
     lua_State *L;        /* the state that loaded the controller */
     lua_State *T;        /* an idle thread of L for handler callbacks */
+    unsigned account;    /* L's watchdog memory account its Lua code is
+                          * charged to (its file's, loader.h); 0: the host's */
 };
 
 struct luna_controller_stats {
@@ -141,6 +149,9 @@ void luna_controller_set_metrics(struct luna_controller *c, struct luna_controll
 /* The controller's workqueue (named after it), borrowed until free: for
  * workqueue_export. */
 struct luna_workqueue *luna_controller_queue(struct luna_controller *c);
+/* Bytes of its state's Lua heap charged to its memory account (0 without
+ * one). */
+size_t luna_controller_lua_memory(const struct luna_controller *c);
 
 /* Reload: `to` (the new code) takes over `from`'s workqueue, with its
  * queued keys, delays and failure counts; `from` keeps a borrowed pointer

@@ -102,6 +102,8 @@ struct luna_controller {
 void luna_controller_kick(struct luna_controller *c);
 /* Adds script time run in this loop iteration (the dispatch slice). */
 void luna_controller_charge(double seconds);
+/* Counts a watchdog stop of c's code in its metrics (none: no-op). */
+void luna_controller_count_stop(struct luna_controller *c, enum luna_watchdog_stop stop);
 /* Calls the drained callback once stopping and nothing is in flight. */
 void luna_controller_maybe_drained(struct luna_controller *c);
 /* Sets up c's dispatch watchers (once, at construction). */

@@ -99,6 +99,7 @@ int luna_reload_build(struct luna_reload *g, struct luna_informer_factory *facto
     lua_getfield(L, LUA_REGISTRYINDEX, "luna.controllers");
     for (int i = 1; i <= n; i++) {
         lua_rawgeti(L, -1, i);
+        env.account = luna_lua_host_account(L, i);
         int rc = luna_controller_new(&env, -1, &g->controllers[g->n], err);
         lua_pop(L, 1);
         if (rc < 0) {

@@ -5,6 +5,7 @@
 #include <lauxlib.h>
 #include <limits.h>
 #include <lualib.h>
+#include <stdbool.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,10 +80,23 @@ static int open_core(lua_State *L)
 
 lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err)
 {
-    lua_State *L = luaL_newstate();
+    /* Born with the watchdog's allocator, so each controller's share of the
+     * heap is its own account (watchdog.h); a LuaJIT that refuses custom
+     * allocators gets the heap cap alone. */
+    luna_error why = { 0 };
+    lua_State *L = luna_watchdog_newstate(NULL, &why);
     if (!L) {
-        luna_error_set(err, LUNA_ENOMEM, "cannot create a Lua state: out of memory");
-        return NULL;
+        L = luaL_newstate();
+        if (!L) {
+            luna_error_set(err, LUNA_ENOMEM, "cannot create a Lua state: out of memory");
+            return NULL;
+        }
+        static bool warned;
+        if (!warned) {
+            warned = true;
+            luna_warn("no per-controller Lua memory accounts: only the heap cap applies",
+                      "error", why.msg);
+        }
     }
     lua_atpanic(L, luna_lua_panic);
     luaL_openlibs(L);
@@ -236,7 +250,12 @@ int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
     luna_controller_spec_last_error(L, stale, sizeof stale, stale_field, sizeof stale_field);
     lua_pushcfunction(L, luna_lua_traceback);
     lua_insert(L, -2);
-    struct luna_watchdog_guard g = { .what = "controller file" };
+    /* What the file keeps (module-level tables, the modules it requires)
+     * is charged to its own account, which its controller then takes over
+     * (luna_lua_host_account). */
+    struct luna_watchdog_limits lim = luna_watchdog_get_config(L).limits;
+    lim.account = luna_watchdog_account_new(L, path);
+    struct luna_watchdog_guard g = { .what = "controller file", .limits = &lim };
     luna_lua_sandbox_deps_begin(L);
     int rc = luna_watchdog_pcall(L, 0, 1, -2, &g);
     luna_lua_sandbox_deps_end(L);
@@ -280,11 +299,13 @@ int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
     char sha[65];
     controller_sha256(L, path, deps, sha);
     lua_getfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
-    lua_createtable(L, 0, 2);
+    lua_createtable(L, 0, 3);
     lua_pushstring(L, path);
     lua_setfield(L, -2, "file");
     lua_pushstring(L, sha);
     lua_setfield(L, -2, "sha256");
+    lua_pushnumber(L, lim.account);
+    lua_setfield(L, -2, "account");
     lua_rawseti(L, -2, n);
     lua_settop(L, top);
     return 0;
@@ -305,6 +326,20 @@ int luna_lua_host_source(lua_State *L, int i, const char **file, const char **sh
     *sha256 = lua_tostring(L, -1);
     lua_pop(L, 4);
     return 0;
+}
+
+unsigned luna_lua_host_account(lua_State *L, int i)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
+    lua_rawgeti(L, -1, i);
+    unsigned id = 0;
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "account");
+        id = (unsigned)lua_tonumber(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+    return id;
 }
 
 int luna_lua_host_count(lua_State *L)

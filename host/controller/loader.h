@@ -9,9 +9,13 @@
  * preloaded (version, json, crypto; core.runtime once lua_runtime installs
  * it; none of the spec-only bindings), a watchdog (watchdog.h: JIT compiler off, instruction/time
  * budgets, heap cap; default settings until luna_watchdog_configure) and
- * the script sandbox (script/sandbox.h).  Loading a controller file runs it in
+ * the script sandbox (script/sandbox.h).  The state is made by
+ * luna_watchdog_newstate, so it has memory accounts (a LuaJIT that refuses
+ * custom allocators gets luaL_newstate, the heap cap alone, and one
+ * warning).  Loading a controller file runs it in
  * its own sandboxed environment, inside a watchdog guard ("controller
- * file"); it must return the value of `luna.controller{...}`.  Errors
+ * file") charged to a new memory account named by the file's path; it must
+ * return the value of `luna.controller{...}`.  Errors
  * (syntax, runtime at load, a watchdog stop, invalid spec) come back as
  * LUNA_ELUA with "file:line: message" and the traceback in err.  Only the
  * controller files are sandboxed: luna's own Lua library runs with the
@@ -55,5 +59,10 @@ int luna_lua_host_count(lua_State *L);
  * changes the controllers that use it); both borrowed from the state.
  * LUNA_ENOTFOUND if i is out of range. */
 int luna_lua_host_source(lua_State *L, int i, const char **file, const char **sha256);
+
+/* The watchdog memory account controller i's file ran in (what it keeps
+ * at module level is charged there; its controller takes it over), or 0
+ * (the host's) when the state has no accounts or i is out of range. */
+unsigned luna_lua_host_account(lua_State *L, int i);
 
 #endif

@@ -330,8 +330,10 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
     case LUNA_RECONCILE_ERROR:
         luna_workqueue_add_rate_limited_priority(q, r->key, r->priority);
         c->stats.errors++;
-        if (res.stopped)
+        if (res.stopped) {
             c->stats.stopped++;
+            luna_controller_count_stop(c, stop);
+        }
         log_result(r, "reconcile failed", "error", res.error, res.where, res.stopped,
                    LUNA_LOG_ERROR);
         break;

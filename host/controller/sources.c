@@ -68,8 +68,10 @@ static int guarded_call(struct luna_controller *c, lua_State *T, int nargs, int 
     if (rc == 0)
         return 0;
     char reason[256] = "";
-    if (g.stop != LUNA_WATCHDOG_RUNNING)
+    if (g.stop != LUNA_WATCHDOG_RUNNING) {
         luna_watchdog_describe(&g, reason, sizeof reason);
+        luna_controller_count_stop(c, g.stop);
+    }
     const char *msg = lua_tostring(T, -1);
     luna_log(LUNA_LOG_ERROR, "lua callback failed", "controller", c->name, "what", what,
              "error", reason[0] ? reason : msg ? msg : "?",

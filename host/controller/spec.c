@@ -51,7 +51,7 @@ static const char *const top_fields[] = {
 };
 static const char *const source_fields[] = { "namespace", "labels", "fields", "map",
                                              "metadata_only", NULL };
-static const char *const limit_fields[] = { "instructions", "seconds", NULL };
+static const char *const limit_fields[] = { "instructions", "seconds", "memory", NULL };
 static const char *const rate_limit_fields[] = { "base_delay", "max_delay", "qps", "burst", NULL };
 
 void luna_controller_spec_list_fields(void (*fn)(void *ud, const char *group, const char *field),
@@ -273,7 +273,7 @@ const struct luna_controller_spec *luna_controller_spec_get(lua_State *L, int id
 struct luna_watchdog_limits luna_controller_spec_limits(lua_State *L,
                                                         const struct luna_controller_spec *spec)
 {
-    struct luna_watchdog_limits own = { 0, 0 };
+    struct luna_watchdog_limits own = { 0 };
     if (spec->limits_set & LUNA_SPEC_LIMIT_INSTRUCTIONS)
         own.instructions = spec->limits.instructions;
     if (spec->limits_set & LUNA_SPEC_LIMIT_SECONDS)
@@ -660,6 +660,28 @@ static bool read_limits(lua_State *L, int ctl, struct luna_controller_spec *spec
                       budgets[i].max, out, ck);
         if (ok)
             spec->limits_set |= budgets[i].bit;
+    }
+    if (ok) {
+        /* A script may lower its memory cap, never raise it past the
+         * operator's (watchdog.h, rule 2). */
+        struct luna_watchdog_config cfg = luna_watchdog_get_config(L);
+        size_t mem_ceiling = cfg.account_memory ? cfg.account_memory : cfg.memory;
+        double max_mib = mem_ceiling ? (double)mem_ceiling / 1048576.0 : 1e6;
+        char what[160];
+        snprintf(what, sizeof what, "a number of MiB > 0 and <= %g (%s)", max_mib,
+                 cfg.account_memory ? "--controller-memory-limit"
+                 : cfg.memory       ? "--lua-memory-limit"
+                                    : "no cap is set");
+        double mib = 0;
+        bool present = false;
+        raw_field(L, lt, "memory");
+        ok = number_in(L, "limits.memory", 0, max_mib, what, &mib, &present, ck);
+        if (ok && present && !(mib > 0))
+            ok = fail(ck, "limits.memory", "controller field 'limits.memory' must be %s", what);
+        if (ok && present) {
+            spec->memory = (size_t)(mib * 1048576.0);
+            spec->limits_set |= LUNA_SPEC_LIMIT_MEMORY;
+        }
     }
     lua_settop(L, top);
     return ok;
@@ -1180,6 +1202,10 @@ static int spec_index(lua_State *L)
         if (spec->limits_set & LUNA_SPEC_LIMIT_SECONDS) {
             lua_pushnumber(L, spec->limits.seconds);
             lua_setfield(L, -2, "seconds");
+        }
+        if (spec->limits_set & LUNA_SPEC_LIMIT_MEMORY) {
+            lua_pushnumber(L, (double)spec->memory / 1048576.0);
+            lua_setfield(L, -2, "memory");
         }
     } else if (strcmp(k, "rate_limit") == 0) {
         lua_createtable(L, 0, 4);

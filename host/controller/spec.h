@@ -29,7 +29,10 @@
  * most the operator's ceiling, the state's watchdog setting
  * (--reconcile-instruction-limit, --reconcile-time-limit; where that is 0,
  * 1e12 and 86400): a controller lowers its budgets, it can neither raise
- * nor remove them (0 is refused, and the message says so); rate_limit delays 0..1e6 s with base_delay <=
+ * nor remove them (0 is refused, and the message says so); limits.memory
+ * in MiB, > 0 and at most the state's per-account cap
+ * (--controller-memory-limit; without one, the heap cap; without either,
+ * 1e6); rate_limit delays 0..1e6 s with base_delay <=
  * max_delay, qps in (0, 1e6], burst an integer 1..1e6; at most 64 sources
  * (watch + owns + watches), 64 indexes, 64 predicates; selectors of at most
  * 2047 bytes that parse; names and namespaces as Kubernetes spells them;
@@ -82,6 +85,7 @@ struct luna_index_spec {
 /* limits_set bits */
 #define LUNA_SPEC_LIMIT_INSTRUCTIONS 1u
 #define LUNA_SPEC_LIMIT_SECONDS 2u
+#define LUNA_SPEC_LIMIT_MEMORY 4u
 
 struct luna_controller_spec {
     char *name;
@@ -96,6 +100,7 @@ struct luna_controller_spec {
     bool keep_managed_fields;
     bool fifo;                        /* priority_queue = false */
     struct luna_watchdog_limits limits; /* the fields limits_set names */
+    size_t memory;                    /* limits.memory in bytes (LUNA_SPEC_LIMIT_MEMORY) */
     unsigned limits_set;
     struct luna_ratelimit_config rate_limit; /* defaults filled in */
     int reconcile_ref;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/clock.h"
 
@@ -28,16 +29,41 @@
 #define FREE_MAX 256
 #define FREE_BYTES ((size_t)256 << 10)
 
+/* The header in front of every block of a state with accounts: 8 bytes,
+ * so the block LuaJIT gets is 8-aligned, as LuaJIT's own allocator aligns
+ * (malloc's 16 + 8). */
+union tag {
+    uint32_t account;           /* who the block is charged to */
+    uint64_t align;
+};
+#define TAG sizeof(union tag)
+
+struct account {
+    size_t used;                /* bytes of its blocks, headers included */
+    size_t cap;                 /* account_set's; 0: cfg.account_memory */
+    char *name;                 /* owned; NULL: "" */
+};
+
 struct luna_watchdog {
-    lua_Alloc orig;             /* the state's own allocator */
+    lua_Alloc orig;             /* the state's own allocator (untagged) */
     void *orig_ud;
+    bool tagged;                /* born with the state: every block has a tag */
+    bool born;                  /* tagged: lua_newstate returned; the state's
+                                 * last free (its first block) frees wd */
+    void *first;                /* tagged: the state's first block (raw) */
     size_t used;                /* bytes the Lua heap holds */
     size_t charged;             /* C bytes held for the state's scripts
                                    (luna_watchdog_charge_memory) */
+    size_t collected;           /* used after the last collection at a leave */
     struct luna_watchdog_config cfg;
     struct luna_watchdog_guard *current;  /* innermost active guard */
+    /* accounts[0] is the host's; [1, naccounts) made by account_new (owned) */
+    struct account *accounts;
+    unsigned naccounts, accounts_cap;
+    size_t fair;                /* cfg.memory / (naccounts - 1); 0: none */
     /* free[n]: freed blocks of n bytes, linked through their first word
-     * (owned here until handed out again or given back to orig) */
+     * (owned here until handed out again or given back to orig; with tags,
+     * raw malloc blocks of n + TAG bytes) */
     void *free[FREE_MAX + 1];
     size_t free_bytes;          /* bytes in free[] */
 };
@@ -51,12 +77,15 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the shutdown deadline must be a loc
 static char sentinel_key;
 
 static void *watchdog_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+static void *refuse(struct luna_watchdog_guard *g, enum luna_watchdog_memory_rule rule);
+static void *tagged_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
 static void hook(lua_State *L, lua_Debug *ar);
 
 static struct luna_watchdog *watchdog_of(lua_State *L)
 {
     void *ud = NULL;
-    return lua_getallocf(L, &ud) == watchdog_alloc ? ud : NULL;
+    lua_Alloc f = lua_getallocf(L, &ud);
+    return f == watchdog_alloc || f == tagged_alloc ? ud : NULL;
 }
 
 static double now(void) { return luna_clock_now(luna_clock_monotonic()); }
@@ -66,6 +95,7 @@ struct luna_watchdog_config luna_watchdog_config_default(void)
     return (struct luna_watchdog_config){
         .limits = { LUNA_WATCHDOG_DEFAULT_INSTRUCTIONS, LUNA_WATCHDOG_DEFAULT_SECONDS },
         .memory = LUNA_WATCHDOG_DEFAULT_MEMORY,
+        .account_memory = LUNA_WATCHDOG_DEFAULT_ACCOUNT_MEMORY(LUNA_WATCHDOG_DEFAULT_MEMORY),
     };
 }
 
@@ -137,18 +167,6 @@ static bool over_cap(const struct luna_watchdog *wd, size_t base, size_t n)
     return held < base /* overflow */ || n > cap || held > cap - n;
 }
 
-/* Stops the running guard g for memory (once), so the hook raises its error
- * at the next instruction. */
-static void stop_for_memory(struct luna_watchdog_guard *g)
-{
-    if (g->stop == LUNA_WATCHDOG_RUNNING) {
-        g->stop = LUNA_WATCHDOG_MEMORY;
-        /* Only changes the hook count: safe at any point, as LuaJIT's
-         * own profiler relies on. */
-        arm(g);
-    }
-}
-
 /* The allocator wrapper.  Refuses growth past the cap (the heap plus the
  * charged C memory) only while a guard is active; frees and shrinks always
  * go through. */
@@ -170,10 +188,8 @@ static void *watchdog_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         return NULL;
     }
     struct luna_watchdog_guard *g = wd->current;
-    if (g && nsize > osize && over_cap(wd, rest, nsize)) {
-        stop_for_memory(g);
-        return NULL;
-    }
+    if (g && nsize > osize && over_cap(wd, rest, nsize))
+        return refuse(g, LUNA_WATCHDOG_MEMORY_HEAP);
     void *p;
     if (!ptr && nsize >= FREE_MIN && nsize <= FREE_MAX && wd->free[nsize]) {
         p = wd->free[nsize];
@@ -194,10 +210,118 @@ static void free_lists_release(struct luna_watchdog *wd)
         while (wd->free[n]) {
             void *p = wd->free[n];
             wd->free[n] = *(void **)p;
-            wd->orig(wd->orig_ud, p, n, 0);
+            if (wd->tagged)
+                free(p);
+            else
+                wd->orig(wd->orig_ud, p, n, 0);
         }
     }
     wd->free_bytes = 0;
+}
+
+static size_t add_sat(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+
+/* The cap in force for account a (rule 2), 0: none. */
+static size_t account_cap(const struct luna_watchdog *wd, unsigned a)
+{
+    size_t def = wd->cfg.account_memory, own = wd->accounts[a].cap;
+    return own && (!def || own < def) ? own : def;
+}
+
+static void watchdog_free(struct luna_watchdog *wd)
+{
+    for (unsigned i = 0; i < wd->naccounts; i++)
+        free(wd->accounts[i].name);
+    free(wd->accounts);
+    free(wd);
+}
+
+/* Stops g for memory by rule; returns NULL for the allocator to return. */
+static void *refuse(struct luna_watchdog_guard *g, enum luna_watchdog_memory_rule rule)
+{
+    if (g->stop == LUNA_WATCHDOG_RUNNING) {
+        g->stop = LUNA_WATCHDOG_MEMORY;
+        g->memory_rule = rule;
+        /* Only changes the hook count: safe at any point, as LuaJIT's own
+         * profiler relies on. */
+        arm(g);
+    }
+    return NULL;
+}
+
+/* The allocator of a state born with the watchdog: every block is
+ * malloc'd with a tag in front naming its account (see watchdog.h).
+ * Growth inside a guard is checked against the three rules; frees and
+ * shrinks always go through and credit the block's owner. */
+static void *tagged_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    struct luna_watchdog *wd = ud;
+    union tag *old = ptr ? (union tag *)ptr - 1 : NULL;
+    unsigned owner = old ? old->account : 0;
+    size_t oreal = old ? osize + TAG : 0;
+    if (nsize == 0) {
+        struct account *acc = &wd->accounts[owner];
+        acc->used = acc->used > oreal ? acc->used - oreal : 0;
+        wd->used = wd->used > oreal ? wd->used - oreal : 0;
+        if ((void *)old == wd->first) {
+            /* lua_close's last free (LuaJIT's global state): the state is
+             * gone, and the watchdog with it once lua_newstate returned. */
+            free(old);
+            wd->first = NULL;
+            if (wd->born) {
+                free_lists_release(wd);
+                watchdog_free(wd);
+            }
+        } else if (osize >= FREE_MIN && osize <= FREE_MAX &&
+                   wd->free_bytes + osize <= FREE_BYTES) {
+            *(void **)old = wd->free[osize];
+            wd->free[osize] = old;
+            wd->free_bytes += osize;
+        } else {
+            free(old);
+        }
+        return NULL;
+    }
+    struct luna_watchdog_guard *g = wd->current;
+    unsigned a = g ? g->lim.account : owner;
+    if (a >= wd->naccounts)
+        a = 0;
+    size_t nreal = add_sat(nsize, TAG);
+    if (g && nsize > osize) {
+        size_t heap = add_sat(wd->used - oreal, nreal);
+        size_t mine = add_sat(wd->accounts[a].used - (owner == a ? oreal : 0), nreal);
+        size_t cap = a ? account_cap(wd, a) : 0;
+        size_t memory = wd->cfg.memory;
+        if (over_cap(wd, wd->used > oreal ? wd->used - oreal : 0, nreal))
+            return refuse(g, LUNA_WATCHDOG_MEMORY_HEAP);
+        if (cap && mine > cap)
+            return refuse(g, LUNA_WATCHDOG_MEMORY_ACCOUNT);
+        if (a && wd->fair && mine > wd->fair &&
+            add_sat(heap, wd->charged) > memory - memory / 4)
+            return refuse(g, LUNA_WATCHDOG_MEMORY_SHARE);
+    }
+    if (nreal == SIZE_MAX)
+        return NULL;
+    union tag *t;
+    if (!old && nsize >= FREE_MIN && nsize <= FREE_MAX && wd->free[nsize]) {
+        t = wd->free[nsize];
+        wd->free[nsize] = *(void **)t;
+        wd->free_bytes -= nsize;
+    } else {
+        t = realloc(old, nreal);
+        if (!t)
+            return NULL;
+    }
+    if (!wd->first && !old)
+        wd->first = t;
+    else if (old == wd->first && old)
+        wd->first = t;
+    struct account *o = &wd->accounts[owner];
+    o->used = o->used > oreal ? o->used - oreal : 0;
+    wd->used = (wd->used > oreal ? wd->used - oreal : 0) + nreal;
+    wd->accounts[a].used += nreal;
+    t->account = a;
+    return t + 1;
 }
 
 /* Runs at lua_close (the registry keeps the sentinel alive until then):
@@ -212,7 +336,7 @@ static int sentinel_gc(lua_State *L)
         lua_sethook(L, NULL, 0, 0);
         free_lists_release(wd);
         lua_setallocf(L, wd->orig, wd->orig_ud);
-        free(wd);
+        watchdog_free(wd);
     }
     return 0;
 }
@@ -241,6 +365,58 @@ static void hook(lua_State *L, lua_Debug *ar)
     lua_error(L);
 }
 
+/* The fair share (rule 3) for the accounts there are now. */
+static void update_fair(struct luna_watchdog *wd)
+{
+    unsigned n = wd->naccounts > 1 ? wd->naccounts - 1 : 0;
+    wd->fair = n > 1 ? wd->cfg.memory / n : 0;
+}
+
+static struct luna_watchdog *watchdog_new(const struct luna_watchdog_config *cfg)
+{
+    struct luna_watchdog *wd = calloc(1, sizeof *wd);
+    if (!wd)
+        return NULL;
+    wd->accounts = calloc(4, sizeof *wd->accounts);
+    if (!wd->accounts) {
+        free(wd);
+        return NULL;
+    }
+    wd->accounts_cap = 4;
+    wd->naccounts = 1;
+    wd->cfg = *cfg;
+    return wd;
+}
+
+lua_State *luna_watchdog_newstate(const struct luna_watchdog_config *cfg, luna_error *err)
+{
+    struct luna_watchdog_config def = luna_watchdog_config_default();
+    struct luna_watchdog *wd = watchdog_new(cfg ? cfg : &def);
+    if (!wd) {
+        luna_error_set(err, LUNA_ENOMEM, "cannot create a Lua state: out of memory");
+        return NULL;
+    }
+    wd->tagged = true;
+    lua_State *L = lua_newstate(tagged_alloc, wd);
+    if (!L) {
+        /* out of memory, or a LuaJIT that refuses custom allocators: either
+         * way every block it made is freed (its first one last) */
+        free_lists_release(wd);
+        watchdog_free(wd);
+        luna_error_set(err, LUNA_ENOMEM,
+                       "cannot create a Lua state with the watchdog's allocator (out of memory, "
+                       "or a LuaJIT built without GC64 on x64)");
+        return NULL;
+    }
+    wd->born = true;
+    if (!luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF)) {
+        lua_close(L);
+        luna_error_set(err, LUNA_ELUA, "cannot turn LuaJIT's compiler off");
+        return NULL;
+    }
+    return L;
+}
+
 static size_t heap_bytes(lua_State *L)
 {
     return (size_t)lua_gc(L, LUA_GCCOUNT, 0) * 1024 + (size_t)lua_gc(L, LUA_GCCOUNTB, 0);
@@ -251,17 +427,19 @@ int luna_watchdog_install(lua_State *L, const struct luna_watchdog_config *cfg, 
     struct luna_watchdog_config def = luna_watchdog_config_default();
     if (!cfg)
         cfg = &def;
+    /* luaL_openlibs (luaopen_jit) turns the compiler back on: off again,
+     * whenever install runs */
+    if (!luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF))
+        return luna_error_set(err, LUNA_ELUA, "cannot turn LuaJIT's compiler off");
     struct luna_watchdog *wd = watchdog_of(L);
     if (wd) {
         wd->cfg = *cfg;
+        update_fair(wd);
         return 0;
     }
-    if (!luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF))
-        return luna_error_set(err, LUNA_ELUA, "cannot turn LuaJIT's compiler off");
-    wd = calloc(1, sizeof *wd);
+    wd = watchdog_new(cfg);
     if (!wd)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");
-    wd->cfg = *cfg;
     wd->orig = lua_getallocf(L, &wd->orig_ud);
     lua_pushlightuserdata(L, &sentinel_key);
     struct luna_watchdog **box = lua_newuserdata(L, sizeof *box);
@@ -279,8 +457,10 @@ int luna_watchdog_install(lua_State *L, const struct luna_watchdog_config *cfg, 
 void luna_watchdog_configure(lua_State *L, const struct luna_watchdog_config *cfg)
 {
     struct luna_watchdog *wd = watchdog_of(L);
-    if (wd && cfg)
+    if (wd && cfg) {
         wd->cfg = *cfg;
+        update_fair(wd);
+    }
 }
 
 struct luna_watchdog_config luna_watchdog_get_config(lua_State *L)
@@ -298,11 +478,16 @@ void luna_watchdog_enter(lua_State *L, struct luna_watchdog_guard *g)
     g->deadline = 0;
     g->step = 0;
     g->stop = LUNA_WATCHDOG_RUNNING;
+    g->memory_rule = LUNA_WATCHDOG_MEMORY_HEAP;
     struct luna_watchdog *wd = g->wd;
     if (!wd)
         return;
-    /* the state's settings are ceilings: a guard's own limits only lower them */
+    /* the state's settings are ceilings: a guard's own limits only lower
+     * them; the account is the guard's own */
     g->lim = luna_watchdog_limits_under(&wd->cfg.limits, g->limits);
+    g->lim.account = g->limits ? g->limits->account : 0;
+    if (g->lim.account >= wd->naccounts)
+        g->lim.account = 0;
     if (g->lim.seconds > 0)
         g->deadline = now() + g->lim.seconds;
     g->step = HOOK_STEP;
@@ -327,6 +512,14 @@ enum luna_watchdog_stop luna_watchdog_leave(struct luna_watchdog_guard *g)
      * the next enter rebuilt LuaJIT's dispatch table twice per reconcile
      * (a sixth of a short one's host cost); with no guard active, it turns
      * itself off the next time it fires. */
+    size_t memory = wd->cfg.memory;
+    if (!g->prev && memory && wd->used > memory - memory / 8 * 3 &&
+        wd->used - (wd->used < wd->collected ? wd->used : wd->collected) > memory / 32) {
+        /* Garbage near the cap: collect it now, outside any guard, rather
+         * than let it fail whoever allocates next (watchdog.h). */
+        lua_gc(g->L, LUA_GCCOLLECT, 0);
+        wd->collected = wd->used;
+    }
     return g->stop;
 }
 
@@ -365,6 +558,17 @@ const char *luna_watchdog_stop_name(enum luna_watchdog_stop stop)
     return "running";
 }
 
+/* "128 MiB", "42.7 MiB", "1000 bytes". */
+static void format_bytes(char *buf, size_t size, size_t n)
+{
+    if (n % ((size_t)1 << 20) == 0)
+        snprintf(buf, size, "%zu MiB", n >> 20);
+    else if (n >= (size_t)1 << 20)
+        snprintf(buf, size, "%.1f MiB", (double)n / 1048576.0);
+    else
+        snprintf(buf, size, "%zu bytes", n);
+}
+
 void luna_watchdog_describe(const struct luna_watchdog_guard *g, char *buf, size_t size)
 {
     const char *what = g->what ? g->what : "Lua code";
@@ -378,12 +582,30 @@ void luna_watchdog_describe(const struct luna_watchdog_guard *g, char *buf, size
         snprintf(buf, size, "%s exceeded its time budget (%g s without yielding)", what,
                  g->lim.seconds);
         break;
-    case LUNA_WATCHDOG_MEMORY:
-        if (memory % (1u << 20) == 0)
-            snprintf(buf, size, "%s exceeded the Lua memory limit (%zu MiB)", what, memory >> 20);
-        else
-            snprintf(buf, size, "%s exceeded the Lua memory limit (%zu bytes)", what, memory);
+    case LUNA_WATCHDOG_MEMORY: {
+        char heap[32], cap[32];
+        unsigned a = g->lim.account;
+        const struct account *acc =
+            g->wd && a > 0 && a < g->wd->naccounts ? &g->wd->accounts[a] : NULL;
+        const char *name = acc && acc->name ? acc->name : "";
+        format_bytes(heap, sizeof heap, memory);
+        if (g->memory_rule == LUNA_WATCHDOG_MEMORY_ACCOUNT && acc) {
+            format_bytes(cap, sizeof cap, account_cap(g->wd, a));
+            snprintf(buf, size, "%s exceeded the Lua memory limit of %s (%s)", what,
+                     *name ? name : "its account", cap);
+        } else if (g->memory_rule == LUNA_WATCHDOG_MEMORY_SHARE && acc) {
+            char reserve[32];
+            format_bytes(cap, sizeof cap, g->wd->fair);
+            format_bytes(reserve, sizeof reserve, memory - memory / 4);
+            snprintf(buf, size,
+                     "%s exceeded the fair share of %s (%s) of the Lua heap while the heap is "
+                     "past %s of %s (the rest is kept for those within their share)",
+                     what, *name ? name : "its account", cap, reserve, heap);
+        } else {
+            snprintf(buf, size, "%s exceeded the Lua memory limit (%s)", what, heap);
+        }
         break;
+    }
     case LUNA_WATCHDOG_SHUTDOWN:
         snprintf(buf, size, "%s stopped: luna is shutting down (the grace period is over, or a "
                             "second signal came)", what);
@@ -407,7 +629,7 @@ int luna_watchdog_charge_memory(lua_State *L, size_t n)
         return 0;
     if (over_cap(wd, wd->used, n)) {
         if (wd->current)
-            stop_for_memory(wd->current);
+            refuse(wd->current, LUNA_WATCHDOG_MEMORY_HEAP);
         return -1;
     }
     wd->charged += n;
@@ -425,6 +647,55 @@ size_t luna_watchdog_charged_memory(lua_State *L)
 {
     struct luna_watchdog *wd = watchdog_of(L);
     return wd ? wd->charged : 0;
+}
+
+unsigned luna_watchdog_account_new(lua_State *L, const char *name)
+{
+    struct luna_watchdog *wd = watchdog_of(L);
+    if (!wd || !wd->tagged || wd->naccounts == UINT32_MAX)
+        return 0;
+    if (wd->naccounts == wd->accounts_cap) {
+        struct account *more = realloc(wd->accounts, 2 * wd->accounts_cap * sizeof *more);
+        if (!more)
+            return 0;
+        wd->accounts = more;
+        wd->accounts_cap *= 2;
+    }
+    char *copy = strdup(name ? name : "");
+    if (!copy)
+        return 0;
+    unsigned id = wd->naccounts++;
+    wd->accounts[id] = (struct account){ .name = copy };
+    update_fair(wd);
+    return id;
+}
+
+void luna_watchdog_account_set(lua_State *L, unsigned id, const char *name, size_t cap)
+{
+    struct luna_watchdog *wd = watchdog_of(L);
+    if (!wd || id == 0 || id >= wd->naccounts)
+        return;
+    struct account *acc = &wd->accounts[id];
+    if (name) {
+        char *copy = strdup(name);
+        if (copy) {
+            free(acc->name);
+            acc->name = copy;
+        }
+    }
+    acc->cap = cap;
+}
+
+size_t luna_watchdog_account_memory(lua_State *L, unsigned id)
+{
+    struct luna_watchdog *wd = watchdog_of(L);
+    return wd && id < wd->naccounts ? wd->accounts[id].used : 0;
+}
+
+size_t luna_watchdog_account_cap(lua_State *L, unsigned id)
+{
+    struct luna_watchdog *wd = watchdog_of(L);
+    return wd && id > 0 && id < wd->naccounts ? account_cap(wd, id) : 0;
 }
 
 void luna_watchdog_charge(lua_State *L, double steps)

@@ -27,9 +27,7 @@
  * JSON decoding) is not interrupted: the hook fires when the C function
  * returns, so a single slow C call can overrun the time budget once.
  *
- * Memory: the state's allocator is wrapped (on top of LuaJIT's own, so it
- * works in builds without GC64, where lua_newstate refuses a custom
- * allocator on x64) and counts the bytes of the Lua
+ * Memory: the state's allocator is wrapped and counts the bytes of the Lua
  * heap (everything LuaJIT allocates, garbage not yet collected included).
  * While a guard is active, an allocation that would take the heap past the
  * limit is refused: LuaJIT raises "not enough memory" in the script, the
@@ -72,6 +70,34 @@
  *     with the charged bytes counted.  So the Lua heap plus the C memory
  *     scripts hold stays under --lua-memory-limit.
  *
+ * Memory accounts (per controller).  A state made by luna_watchdog_newstate
+ * is born with the wrapper as its allocator, so every block of its heap
+ * carries an 8-byte header naming the account it is charged to.  A block
+ * made (or grown) while a guard runs is charged to the guard's account
+ * (limits->account); outside guards new blocks are the host's (account 0)
+ * and a resized block keeps its owner.  A free credits the block's owner,
+ * whoever's code happened to trigger the collection.  So an account holds
+ * what its code allocated and has not been freed: what it keeps (upvalues,
+ * module tables, registry-anchored values) and its garbage not yet
+ * collected.  A growing allocation inside a guard is refused (reason
+ * memory, and luna_watchdog_describe says which rule) when it would take
+ *   1. the heap past cfg.memory (the ceiling, whoever asks);
+ *   2. its account past the account's cap (account_set's, at most
+ *      cfg.account_memory; 0: cfg.account_memory);
+ *   3. its account past the fair share (cfg.memory / number of accounts)
+ *      while the heap would be past cfg.memory - the reserve (a quarter of
+ *      cfg.memory): an account above its fair share cannot use the last
+ *      quarter of the heap, which stays for those below theirs.
+ * A heap near its cap holds mostly garbage LuaJIT's collector would only
+ * reach later (it paces itself at twice the live heap, which a big live
+ * heap puts past the cap): when the outermost guard leaves with the heap
+ * past 5/8 of cfg.memory and grown by 1/32 of it since the last such
+ * collection, the watchdog runs a full collection, so garbage does not
+ * fail an account that holds little.  A state made with luaL_newstate and
+ * given a watchdog by luna_watchdog_install has blocks from before the
+ * install without a header: it counts the heap and applies rule 1 only
+ * (luna_watchdog_account_new returns 0 there).
+ *
  * Invariants:
  *   - the count hook is set while a guard is active; once the outermost
  *     guard leaves (not stopped) it may stay set, and the first time it
@@ -85,7 +111,9 @@
  *
  * Ownership: luna_watchdog_install allocates the watchdog and ties it to the
  * state: it is freed (and the original allocator put back) by the state's
- * own lua_close.  A guard is caller-owned storage (usually on the stack),
+ * own lua_close.  luna_watchdog_newstate returns a state the caller closes
+ * with lua_close, which also frees the watchdog and its accounts (names
+ * copied in).  A guard is caller-owned storage (usually on the stack),
  * borrowed between enter and leave; its `what`, `owner` and `key` strings
  * are borrowed for that time too.
  */
@@ -102,18 +130,25 @@
 #define LUNA_WATCHDOG_DEFAULT_INSTRUCTIONS 100e6
 #define LUNA_WATCHDOG_DEFAULT_SECONDS 2.0
 #define LUNA_WATCHDOG_DEFAULT_MEMORY ((size_t)128 << 20)
+/* --controller-memory-limit's default: half the heap cap, so one account at
+ * its cap leaves the other half to the rest. */
+#define LUNA_WATCHDOG_DEFAULT_ACCOUNT_MEMORY(memory) ((memory) / 2)
 
 /* Budgets.  In the state's settings 0 means unlimited; in a guard's own
  * limits 0 (or anything not positive) means the state's. */
 struct luna_watchdog_limits {
     double instructions;   /* Lua VM instructions without yielding */
     double seconds;        /* wall-clock seconds without yielding */
+    unsigned account;      /* memory account the guard's allocations are
+                            * charged to (luna_watchdog_account_new); 0: the
+                            * host's, no cap but the heap's */
 };
 
 /* State-wide settings. */
 struct luna_watchdog_config {
     struct luna_watchdog_limits limits;  /* default budgets for every guard */
     size_t memory;                       /* Lua heap cap in bytes; 0: none */
+    size_t account_memory;               /* each account's cap; 0: none */
 };
 
 enum luna_watchdog_stop {
@@ -122,6 +157,13 @@ enum luna_watchdog_stop {
     LUNA_WATCHDOG_TIME,
     LUNA_WATCHDOG_MEMORY,
     LUNA_WATCHDOG_SHUTDOWN,     /* luna_watchdog_stop_all_at's deadline passed */
+};
+
+/* Which memory rule stopped a guard (see "Memory accounts" above). */
+enum luna_watchdog_memory_rule {
+    LUNA_WATCHDOG_MEMORY_HEAP = 0,   /* 1: the heap cap */
+    LUNA_WATCHDOG_MEMORY_ACCOUNT,    /* 2: the account's cap */
+    LUNA_WATCHDOG_MEMORY_SHARE,      /* 3: past its fair share in the reserve */
 };
 
 struct luna_watchdog;
@@ -141,13 +183,23 @@ struct luna_watchdog_guard {
     double deadline, executed;
     int step;
     enum luna_watchdog_stop stop;
+    enum luna_watchdog_memory_rule memory_rule; /* when stop is MEMORY */
 };
 
 /* The configuration `luna run` starts from: the defaults above. */
 struct luna_watchdog_config luna_watchdog_config_default(void);
 
+/* A new state whose allocator is the watchdog's from its first block
+ * (malloc underneath), so the heap can be charged to accounts; JIT off, cfg
+ * applied (NULL: defaults).  NULL (err set) when out of memory or when this
+ * LuaJIT refuses a custom allocator (x64 without GC64): then use
+ * luaL_newstate and luna_watchdog_install. */
+lua_State *luna_watchdog_newstate(const struct luna_watchdog_config *cfg, luna_error *err);
 /* Wraps L's allocator, turns the JIT compiler off and applies cfg (NULL:
- * defaults).  Call once, right after creating the state. */
+ * defaults).  Call once, right after creating the state.  On a state from
+ * luna_watchdog_newstate: applies cfg and turns the compiler off again,
+ * which luaL_openlibs (luaopen_jit) turned back on: call it after opening
+ * the libraries. */
 int luna_watchdog_install(lua_State *L, const struct luna_watchdog_config *cfg, luna_error *err);
 /* Changes the settings of an installed watchdog (no-op otherwise). */
 void luna_watchdog_configure(lua_State *L, const struct luna_watchdog_config *cfg);
@@ -223,7 +275,7 @@ size_t luna_watchdog_cstack_left(void);
 
 /* Bytes in the Lua heap as the watchdog counts them (0 without one): every
  * allocation made through the state's allocator, the JSON writer's buffers
- * included. */
+ * included; with accounts, block headers included. */
 size_t luna_watchdog_memory(lua_State *L);
 
 /* Charges n bytes of malloc'd C memory held on behalf of L's scripts (see
@@ -238,5 +290,21 @@ int luna_watchdog_charge_memory(lua_State *L, size_t n);
 void luna_watchdog_release_memory(lua_State *L, size_t n);
 /* The bytes charged now (0 without a watchdog). */
 size_t luna_watchdog_charged_memory(lua_State *L);
+
+/* A new memory account named name (copied; "" if NULL; memory errors say
+ * "... the Lua memory limit of <name>", e.g. "controller hog"), with the default
+ * cap.  Returns its id (>= 1), or 0 (the host's: no account) when L has no
+ * accounts (no watchdog, or one installed on an existing state) or memory
+ * is short. */
+unsigned luna_watchdog_account_new(lua_State *L, const char *name);
+/* Renames account id (name copied; NULL keeps it) and sets its cap in
+ * bytes: 0 or more than cfg.account_memory means cfg.account_memory.
+ * No-op for 0 or an unknown id. */
+void luna_watchdog_account_set(lua_State *L, unsigned id, const char *name, size_t cap);
+/* Bytes charged to account id (0: the host's), headers included; 0 for an
+ * unknown id. */
+size_t luna_watchdog_account_memory(lua_State *L, unsigned id);
+/* Account id's cap in force (rule 2), 0 if none. */
+size_t luna_watchdog_account_cap(lua_State *L, unsigned id);
 
 #endif

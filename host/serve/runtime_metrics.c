@@ -45,6 +45,8 @@ enum fam {
     F_SHARD_DROPPED,
     F_SHARD_HANDOFFS,
     F_HTTP_RECEIVED,
+    F_CONTROLLER_LUA_MEMORY,
+    F_WATCHDOG_STOPS,
     F_COUNT
 };
 
@@ -145,6 +147,14 @@ static const struct luna_metric_desc descs[F_COUNT] = {
     [F_HTTP_RECEIVED] = { "luna_http_received_bytes_total",
         "Total number of response body bytes received from the API server",
         LUNA_METRIC_COUNTER, NULL, NULL, 0 },
+    [F_CONTROLLER_LUA_MEMORY] = { "luna_controller_lua_memory_bytes",
+        "Bytes of the Lua heap charged to the controller: what its code allocated and "
+        "was not freed yet (values it keeps, garbage not yet collected), block headers "
+        "included", LUNA_METRIC_GAUGE, LABELS("controller"), NULL, 0 },
+    [F_WATCHDOG_STOPS] = { "luna_controller_watchdog_stops_total",
+        "Total number of the controller's Lua code stretches (reconciles, predicates, "
+        "maps) the watchdog stopped, per reason (instructions, time, memory)",
+        LUNA_METRIC_COUNTER, LABELS("controller", "reason"), NULL, 0 },
 };
 
 struct luna_runtime_metrics {
@@ -161,6 +171,10 @@ struct luna_controller_metrics {
     struct luna_metric_child *triggers[LUNA_TRIGGER_ACTIONS], *trigger_keys, *paused;
     struct luna_metric_child *periodic_ticks, *periodic_next;
     struct luna_metric_child *script;         /* NULL until a script is set */
+    struct luna_metric_child *lua_memory;     /* function child reading memory_fn */
+    struct luna_metric_child *stops[LUNA_WATCHDOG_STOP_REASONS];
+    luna_metric_fn memory_fn;                 /* NULL: reads 0 */
+    void *memory_ud;
     struct luna_metric_family *script_family; /* reference */
     char *name;
 };
@@ -274,6 +288,9 @@ void luna_runtime_metrics_controller_free(struct luna_controller_metrics *cm)
     drop_child(cm->periodic_ticks);
     drop_child(cm->periodic_next);
     drop_child(cm->script);
+    drop_child(cm->lua_memory);
+    for (int i = 0; i < LUNA_WATCHDOG_STOP_REASONS; i++)
+        drop_child(cm->stops[i]);
     luna_metric_family_unref(cm->script_family);
     if (cm->shadow_family) {
         luna_metric_family_remove_matching(cm->shadow_family, "controller", cm->name);
@@ -281,6 +298,41 @@ void luna_runtime_metrics_controller_free(struct luna_controller_metrics *cm)
     }
     free(cm->name);
     free(cm);
+}
+
+static const char *stop_reason_name(int r)
+{
+    static const char *const names[LUNA_WATCHDOG_STOP_REASONS] = { "instructions", "time",
+                                                                   "memory" };
+    return names[r];
+}
+
+static double controller_lua_memory(void *ud)
+{
+    struct luna_controller_metrics *cm = ud;
+    return cm->memory_fn ? cm->memory_fn(cm->memory_ud) : 0;
+}
+
+void luna_runtime_metrics_lua_memory_source(struct luna_controller_metrics *cm,
+                                            luna_metric_fn fn, void *ud)
+{
+    cm->memory_fn = fn;
+    cm->memory_ud = ud;
+}
+
+void luna_runtime_metrics_lua_memory_unsource(struct luna_controller_metrics *cm, void *ud)
+{
+    if (cm->memory_ud == ud) {
+        cm->memory_fn = NULL;
+        cm->memory_ud = NULL;
+    }
+}
+
+void luna_runtime_metrics_watchdog_stop(struct luna_controller_metrics *cm,
+                                        enum luna_watchdog_stop_reason reason)
+{
+    if ((unsigned)reason < LUNA_WATCHDOG_STOP_REASONS)
+        luna_metric_inc(cm->stops[reason]);
 }
 
 int luna_runtime_metrics_controller_new(struct luna_runtime_metrics *rm, const char *name,
@@ -329,6 +381,15 @@ int luna_runtime_metrics_controller_new(struct luna_runtime_metrics *rm, const c
         rc = held_child(rm->fam[F_PERIODIC_TICKS], ctl, &cm->periodic_ticks, err);
     if (rc == 0)
         rc = held_child(rm->fam[F_PERIODIC_NEXT], ctl, &cm->periodic_next, err);
+    for (int r = 0; r < LUNA_WATCHDOG_STOP_REASONS && rc == 0; r++)
+        rc = held_child(rm->fam[F_WATCHDOG_STOPS], LABELS(name, stop_reason_name(r)),
+                        &cm->stops[r], err);
+    if (rc == 0) {
+        rc = luna_metric_func(rm->fam[F_CONTROLLER_LUA_MEMORY], ctl, controller_lua_memory, cm,
+                              NULL, &cm->lua_memory, err);
+        if (rc == 0)
+            luna_metric_child_ref(cm->lua_memory);
+    }
     if (rc) {
         luna_runtime_metrics_controller_free(cm);
         return rc;

@@ -38,6 +38,10 @@
  *   luna_periodic_ticks_total{controller}                      counter
  *   luna_periodic_next_run_timestamp_seconds{controller}       gauge (0: none)
  *   luna_shadow_writes_total{controller,verb,changed}          counter (--shadow)
+ *   luna_controller_lua_memory_bytes{controller}               gauge (function)
+ *       the Lua heap charged to the controller's memory account
+ *   luna_controller_watchdog_stops_total{controller,reason}    counter
+ *       reason: instructions, time, memory
  *   process_* (see process_metrics.h)
  *
  * The workqueue_* families come from workqueue_export.h, one set of series
@@ -142,6 +146,25 @@ void luna_runtime_metrics_periodic_next(struct luna_controller_metrics *cm, doub
 /* A write sent as a dry run in shadow mode (verb: create, update, ...). */
 void luna_runtime_metrics_shadow_write(struct luna_controller_metrics *cm, const char *verb,
                                        bool changed);
+/* Why the watchdog stopped a controller's code (script/watchdog.h's stops;
+ * serve/ does not include script/). */
+enum luna_watchdog_stop_reason {
+    LUNA_WATCHDOG_STOP_INSTRUCTIONS,
+    LUNA_WATCHDOG_STOP_TIME,
+    LUNA_WATCHDOG_STOP_MEMORY,
+};
+#define LUNA_WATCHDOG_STOP_REASONS 3
+/* luna_controller_watchdog_stops_total{controller, reason} + 1. */
+void luna_runtime_metrics_watchdog_stop(struct luna_controller_metrics *cm,
+                                        enum luna_watchdog_stop_reason reason);
+/* luna_controller_lua_memory_bytes{controller} reads fn(ud) at each scrape
+ * (0 while none is set); the next call replaces it.  ud is borrowed until
+ * unsource(cm, ud) or the handle is freed. */
+void luna_runtime_metrics_lua_memory_source(struct luna_controller_metrics *cm,
+                                            luna_metric_fn fn, void *ud);
+/* Clears the source if it is still ud's (a successor may have set its own). */
+void luna_runtime_metrics_lua_memory_unsource(struct luna_controller_metrics *cm, void *ud);
+
 /* The controller runs a script with this SHA-256 (hex): its info series
  * becomes {controller, sha256} = 1, replacing the previous one. */
 int luna_runtime_metrics_script(struct luna_controller_metrics *cm, const char *sha256,

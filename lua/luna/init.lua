@@ -54,6 +54,8 @@ end
 -- at most luna run's flag (--reconcile-instruction-limit,
 -- --reconcile-time-limit), a ceiling the script can neither raise nor
 -- remove (0 is refused); fields left out take the flags' values.
+-- limits.memory = MiB lowers the cap on what this controller may hold in
+-- the Lua heap (--controller-memory-limit, never more).
 function luna.controller(spec)
   local c, msg = core.controller_spec(spec)
   if not c then fail(msg) end

@@ -56,6 +56,7 @@
 ---@class luna.Limits
 ---@field instructions? number Lua VM instructions (> 0, at most --reconcile-instruction-limit)
 ---@field seconds? number wall-clock seconds (> 0, at most --reconcile-time-limit)
+---@field memory? number MiB of the Lua heap this controller may hold (> 0, at most --controller-memory-limit)
 
 ---Retry backoff and overall rate of the workqueue.
 ---@class luna.RateLimit
