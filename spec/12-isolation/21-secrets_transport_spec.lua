@@ -153,6 +153,12 @@ describe("URL credentials", function()
                    err.message)
   end)
 
+  it("are removed by the one redaction, from URLs in free text too (C unit)", function()
+    local out, rc = helpers.run_leak_checked(helpers.fixtures .. "/url_redact_c")
+    assert.equal(0, rc, out)
+    assert.matches("url_redact_c: all ok", out)
+  end)
+
   it("never reach luna trigger's error", function()
     local out, rc = helpers.run(("%s trigger --server https://ops:trig-SPEC@127.0.0.1:%d list 2>&1")
       :format(helpers.luna, free_port()))
