@@ -28,6 +28,7 @@ bool luna_textbuf_reserve(struct luna_textbuf *b, size_t more)
     }
     b->data = data;
     b->cap = cap;
+    b->data[b->len] = '\0';   /* the invariant holds from the first allocation */
     return true;
 }
 

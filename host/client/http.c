@@ -30,6 +30,7 @@
 #include "base/liblog.h"
 #include "base/log.h"
 #include "base/ndjson.h"
+#include "base/url.h"
 
 #define USER_AGENT "luna/" LUNA_VERSION
 #define KEEPALIVE_IDLE_S 30L
@@ -68,9 +69,11 @@ struct luna_http_request {
     luna_http_client *client;
     CURL *easy;                 /* NULL once detached from the multi handle */
     struct curl_slist *req_headers;
+    struct curl_slist *connect_to; /* tls.server_name: the name -> the host */
     char *req_body;             /* owned unless borrowed_body */
     bool borrowed_body;         /* req_body is the caller's (body_borrowed) */
     char *what;                 /* "METHOD URL", credentials removed */
+    char *proxy_shown;          /* the proxy, credentials removed, or NULL */
     enum body_mode mode;
     luna_http_headers_fn on_headers;
     luna_http_data_fn on_data;
@@ -173,7 +176,10 @@ static void record_failure(luna_http_request *r, enum luna_http_reason reason,
         return;
     r->failed = true;
     r->failure.reason = reason;
-    luna_error_set(&r->failure.err, code, "%s: %s", r->what, detail);
+    /* detail may be libcurl's, which can quote a URL (a bad proxy's). */
+    char clean[sizeof r->failure.err.msg];
+    luna_url_redact_buf(detail, clean, sizeof clean);
+    luna_error_set(&r->failure.err, code, "%s: %s", r->what, clean);
 }
 
 static bool buf_reserve(luna_http_request *r, size_t need)
@@ -469,6 +475,8 @@ static void detach(luna_http_request *r)
     r->easy = NULL;
     curl_slist_free_all(r->req_headers);
     r->req_headers = NULL;
+    curl_slist_free_all(r->connect_to);
+    r->connect_to = NULL;
     if (!r->borrowed_body)
         free(r->req_body);
     r->req_body = NULL;
@@ -495,6 +503,7 @@ static void destroy(luna_http_request *r)
     free(r->buf);
     luna_ndjson_destroy(&r->framer);
     free(r->what);
+    free(r->proxy_shown);
     free(r);
 }
 
@@ -632,7 +641,7 @@ static void after(luna_http_client *c)
             int code;
             map_curl_error(res, &reason, &code);
             const char *msg = r->errbuf[0] ? r->errbuf : curl_easy_strerror(res);
-            char detail[CURL_ERROR_SIZE + 64];
+            char detail[CURL_ERROR_SIZE + 64], via[CURL_ERROR_SIZE + 600];
             if (res == CURLE_OPERATION_TIMEDOUT) {
                 /* Set once connected (TLS included), also on a reused
                  * connection, where the connect times stay 0. */
@@ -641,6 +650,11 @@ static void after(luna_http_client *c)
                 snprintf(detail, sizeof detail, "%s: %s",
                          connected ? "timed out" : "timed out while connecting", msg);
                 msg = detail;
+            }
+            if (r->proxy_shown) {
+                /* curl names the proxy's address as if it were the server's */
+                snprintf(via, sizeof via, "%s (through proxy %s)", msg, r->proxy_shown);
+                msg = via;
             }
             record_failure(r, reason, code, msg);
         }
@@ -784,8 +798,8 @@ size_t luna_http_client_active(const luna_http_client *c)
 
 /* ---- request ------------------------------------------------------------ */
 
-/* "METHOD URL" with user and password removed; NULL if url is not a valid
- * http(s) URL (err says why). */
+/* "METHOD URL" through luna_url_redact (no user, password or query
+ * secret); NULL if url is not a valid http(s) URL (err says why). */
 static char *describe(const char *method, const char *url, luna_error *err)
 {
     CURLU *u = curl_url();
@@ -808,18 +822,20 @@ static char *describe(const char *method, const char *url, luna_error *err)
                        method, scheme ? scheme : "");
         goto out;
     }
-    curl_url_set(u, CURLUPART_USER, NULL, 0);
-    curl_url_set(u, CURLUPART_PASSWORD, NULL, 0);
     if (curl_url_get(u, CURLUPART_URL, &clean, 0) != CURLUE_OK) {
         luna_error_set(err, LUNA_EINVAL, "%s: invalid URL", method);
         goto out;
     }
     size_t n = strlen(method) + 1 + strlen(clean) + 1;
-    what = malloc(n);
+    char *raw = malloc(n);
+    if (raw) {
+        snprintf(raw, n, "%s %s", method, clean);
+        what = luna_url_redact(raw);
+        explicit_bzero(raw, n);
+        free(raw);
+    }
     if (!what)
         luna_error_set(err, LUNA_ENOMEM, "out of memory");
-    else
-        snprintf(what, n, "%s %s", method, clean);
 out:
     curl_free(scheme);
     curl_free(clean);
@@ -911,6 +927,13 @@ static int validate(const luna_http_options *o, const char *what, enum luna_http
         luna_error_set(err, LUNA_EINVAL, "%s: on_chunk and on_line are exclusive", what);
     else if (o->body_len && !o->body)
         luna_error_set(err, LUNA_EINVAL, "%s: body_len without body", what);
+    else if (o->tls.server_name &&
+             strspn(o->tls.server_name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789.-:") != strlen(o->tls.server_name))
+        luna_error_set(err, LUNA_EINVAL, "%s: invalid TLS server name (a host name or IP "
+                       "address)", what);
+    else if (o->proxy && *o->proxy && !strstr(o->proxy, "://"))
+        luna_error_set(err, LUNA_EINVAL, "%s: invalid proxy (want scheme://host:port)", what);
     else
         return 0;
     return set_reason(reason, LUNA_HTTP_INVALID, LUNA_EINVAL);
@@ -958,12 +981,90 @@ static bool setup_tls(CURL *easy, const luna_http_tls *t)
     return ok;
 }
 
+/* tls.server_name, as client-go's tls.Config.ServerName: the TLS session
+ * names it (SNI) and the certificate is verified against it, while the
+ * connection goes to the URL's host and the Host header names that host.
+ * libcurl verifies against the URL's host only, so the URL sent to curl
+ * names the server name and CURLOPT_CONNECT_TO maps it back to the real
+ * host and port (also the target a proxy is asked to CONNECT to).  Sets
+ * *url (curl_free) and appends the Host header; false when out of memory
+ * or the URL cannot be rebuilt. */
+static bool route_by_name(luna_http_request *r, const char *in, const char *name, char **url)
+{
+    CURLU *u = curl_url();
+    char *host = NULL, *port = NULL, *given_port = NULL, *line = NULL;
+    bool ok = false;
+    bool v6 = strchr(name, ':') != NULL;
+    if (!u || curl_url_set(u, CURLUPART_URL, in, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
+        goto out;
+    curl_url_get(u, CURLUPART_PORT, &given_port, 0);   /* absent: the default */
+    size_t n = strlen(name) + strlen(host) + 2 * strlen(port) + 16;
+    if (!(line = malloc(n)))
+        goto out;
+    snprintf(line, n, "%s%s%s", v6 ? "[" : "", name, v6 ? "]" : "");
+    if (curl_url_set(u, CURLUPART_HOST, line, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_URL, url, 0) != CURLUE_OK)
+        goto out;
+    snprintf(line, n, "%s%s%s:%s:%s:%s", v6 ? "[" : "", name, v6 ? "]" : "", port, host, port);
+    struct curl_slist *l = curl_slist_append(r->connect_to, line);
+    if (!l)
+        goto out;
+    r->connect_to = l;
+    snprintf(line, n, "Host: %s%s%s", host, given_port ? ":" : "", given_port ? given_port : "");
+    if (!(l = curl_slist_append(r->req_headers, line)))
+        goto out;
+    r->req_headers = l;
+    ok = true;
+out:
+    free(line);
+    curl_free(host);
+    curl_free(port);
+    curl_free(given_port);
+    curl_url_cleanup(u);
+    return ok;
+}
+
+/* The proxy every request of o goes through (client-go's proxy-url,
+ * http.ProxyURL): set on the handle, and kept (redacted) for messages.
+ * NO_PROXY does not apply to it.  socks5 is socks5h to libcurl: client-go
+ * lets the proxy resolve the server's name. */
+static bool setup_proxy(luna_http_request *r, const char *proxy)
+{
+    CURL *e = r->easy;
+    char *mapped = NULL;
+    if (strncasecmp(proxy, "socks5://", 9) == 0 && asprintf(&mapped, "socks5h://%s", proxy + 9) < 0)
+        return false;
+    bool ok = curl_easy_setopt(e, CURLOPT_PROXY, mapped ? mapped : proxy) == CURLE_OK &&
+              curl_easy_setopt(e, CURLOPT_NOPROXY, "") == CURLE_OK;
+    if (mapped) {
+        explicit_bzero(mapped, strlen(mapped));
+        free(mapped);
+    }
+    return ok && (r->proxy_shown = luna_url_redact(proxy)) != NULL;
+}
+
 static bool setup_easy(luna_http_request *r, const luna_http_options *o, const char *method)
 {
     CURL *e = r->easy;
     bool ok = true;
 #define SET(opt, val) (ok &= curl_easy_setopt(e, opt, val) == CURLE_OK)
-    SET(CURLOPT_URL, o->url);
+    bool body = o->body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+                strcmp(method, "PATCH") == 0;
+    ok &= build_headers(r, o, body);
+    const char *name = o->tls.server_name;
+    if (ok && name && *name && strncasecmp(o->url, "https:", 6) == 0) {
+        char *routed = NULL;
+        ok &= route_by_name(r, o->url, name, &routed);
+        SET(CURLOPT_URL, routed ? routed : o->url);
+        curl_free(routed);
+        SET(CURLOPT_CONNECT_TO, r->connect_to);
+    } else {
+        SET(CURLOPT_URL, o->url);
+    }
+    if (o->proxy && *o->proxy)
+        ok &= setup_proxy(r, o->proxy);
     SET(CURLOPT_PRIVATE, (char *)r);
     SET(CURLOPT_NOSIGNAL, 1L);
     SET(CURLOPT_ERRORBUFFER, r->errbuf);
@@ -993,8 +1094,6 @@ static bool setup_easy(luna_http_request *r, const luna_http_options *o, const c
         ms_of(o->connect_timeout > 0 ? o->connect_timeout : LUNA_HTTP_DEFAULT_CONNECT_TIMEOUT));
     if (o->timeout > 0)
         SET(CURLOPT_TIMEOUT_MS, ms_of(o->timeout));
-    bool body = o->body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
-                strcmp(method, "PATCH") == 0;
     if (body) {
         SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)o->body_len);
         SET(CURLOPT_POSTFIELDS, r->req_body);
@@ -1005,7 +1104,6 @@ static bool setup_easy(luna_http_request *r, const luna_http_options *o, const c
     } else if (strcmp(method, "GET") != 0) {
         SET(CURLOPT_CUSTOMREQUEST, method);
     }
-    ok &= build_headers(r, o, body);
     SET(CURLOPT_HTTPHEADER, r->req_headers);
     ok &= setup_tls(e, &o->tls);
 #undef SET

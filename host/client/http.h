@@ -51,9 +51,11 @@
  *     resources — easy handle, buffers, idle timer — are released.
  *
  * Errors (on_done's fail, never NULL on failure) carry a LUNA_E* code, a
- * reason, and a message "METHOD URL: what happened" where URL has any
- * user:password removed.  The bearer token and request headers are never
- * logged nor put in messages.
+ * reason, and a message "METHOD URL: what happened" where URL and what
+ * happened pass luna_url_redact (base/url.h: no user:password, no query
+ * secret), followed by " (through proxy PROXY)", also redacted, when a
+ * proxy is set.  The bearer token and request headers are never logged
+ * nor put in messages.
  *
  *   reason               code            when
  *   CONNECTION_FAILED    LUNA_EIO        refused, unreachable, reset, closed
@@ -147,6 +149,12 @@ typedef struct luna_http_tls {
     const char *key_file;
     const char *key_pem;  size_t key_pem_len;
     bool insecure_skip_verify;  /* no peer or host name verification */
+    /* https only: the name the TLS session asks for (SNI) and the server
+     * certificate is verified against, instead of the URL's host; the
+     * connection still goes to the URL's host and port, and the Host
+     * header still names them (client-go's tls-server-name).  A DNS name
+     * or an IP address; NULL or "": the URL's host. */
+    const char *server_name;
 } luna_http_tls;
 
 typedef int (*luna_http_headers_fn)(luna_http_request *req,
@@ -174,6 +182,12 @@ typedef struct luna_http_options {
     const char *bearer_token;   /* adds "Authorization: Bearer ..." and
                                    replaces any Authorization header */
     luna_http_tls tls;
+    /* Every connection goes through this proxy: http://, https:// (HTTP
+     * CONNECT for https URLs) or socks5:// (the proxy resolves names), with
+     * optional user:password@ for the proxy.  NO_PROXY does not apply.
+     * NULL or "": libcurl's environment ($https_proxy, $HTTPS_PROXY,
+     * $http_proxy, $NO_PROXY), as client-go's ProxyFromEnvironment. */
+    const char *proxy;
 
     double timeout;             /* seconds for the whole request; 0: none */
     double connect_timeout;     /* seconds (DNS + TCP + TLS); 0: default */

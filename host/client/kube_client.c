@@ -223,6 +223,8 @@ static int send_attempt(struct luna_kube_request *r, luna_error *err)
     ho.tls.key_pem = (const char *)cred.client_key_data;
     ho.tls.key_pem_len = cred.client_key_data_len;
     ho.tls.insecure_skip_verify = cfg->insecure;
+    ho.tls.server_name = cfg->tls_server_name;
+    ho.proxy = cfg->proxy_url;
 
     enum luna_http_reason reason;
     r->http = luna_http_request_start(kc->http, &ho, &reason, err);

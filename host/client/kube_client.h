@@ -7,7 +7,9 @@
  * A request names a path ("/api/v1/namespaces/x/configmaps?limit=500");
  * the client prefixes the server URL, adds Accept (the request's, else
  * application/json), Content-Type and User-Agent,
- * the TLS settings and the current credentials (bearer token, basic auth or
+ * the TLS settings (CA, client certificate, insecure-skip-tls-verify,
+ * tls-server-name), the proxy (proxy-url) and the current credentials
+ * (bearer token, basic auth or
  * client certificate, fetched per request so rotated tokens and refreshed
  * exec credentials apply).  A 401 from a token-file or exec-plugin user is
  * retried once after invalidating the credentials, invisibly to the caller

@@ -14,6 +14,7 @@
 #include "client/kubeconfig_auth.h"
 #include "client/kubeconfig_incluster.h"
 #include "client/kubeconfig_tls.h"
+#include "client/kubeconfig_transport.h"
 #include "client/kubeconfig_yaml.h"
 #include "client/token_file.h"
 #include "base/log.h"
@@ -839,6 +840,10 @@ static int normalize_server(struct luna_kubeconfig *cfg, const char *server, boo
         cfg->server = NULL;
         return oom(err);
     }
+    /* Never echoed: it may hold a password (userinfo). */
+    const char *why = luna_kubeconfig_check_server(cfg->server);
+    if (why)
+        return luna_error_set(err, LUNA_EINVAL, "%s.server: not a valid URL: %s", where, why);
     return 0;
 }
 
@@ -863,6 +868,13 @@ static int apply_cluster(struct luna_kubeconfig *cfg, struct kc_cluster *c, luna
                               c->ca_file, why);
     if (c->ca_data && (why = luna_kubeconfig_tls_check_certs(NULL, c->ca_data, c->ca_data_len)))
         return luna_error_set(err, LUNA_EINVAL, "%s.certificate-authority-data: %s", where, why);
+    if (c->tls_server_name && *c->tls_server_name &&
+        (why = luna_kubeconfig_check_server_name(c->tls_server_name)))
+        return luna_error_set(err, LUNA_EINVAL, "%s.tls-server-name: %s", where, why);
+    /* The proxy URL is never echoed: it may hold the proxy's password. */
+    if (c->proxy_url && *c->proxy_url && (why = luna_kubeconfig_check_proxy(c->proxy_url)))
+        return luna_error_set(err, LUNA_EINVAL, "%s.proxy-url: not a valid proxy URL: %s",
+                              where, why);
     cfg->cluster = take(&c->name);
     cfg->ca_file = take(&c->ca_file);
     cfg->ca_data_len = c->ca_data_len;

@@ -4,7 +4,8 @@
  * service account, resolved to one context, as client-go's clientcmd does.
  *
  * Uses: libyaml (document API) through kubeconfig_yaml (typed getters,
- * YAML to JSON), kubeconfig_tls (PEM checks), kubeconfig_incluster (the
+ * YAML to JSON), kubeconfig_tls (PEM checks), kubeconfig_transport (server,
+ * proxy-url and tls-server-name checks), kubeconfig_incluster (the
  * service-account configuration), token_file (tokenFile and the
  * service-account token), exec_plugin (exec credential plugins).  Runs on the loop thread.  Never reads the process environment
  * itself: the caller passes $KUBECONFIG, $HOME and the in-cluster variables
@@ -33,7 +34,9 @@
  * entry fails the load, as in kubectl); references, file readability, PEM
  * content and auth conflicts are checked for the selected context only.
  * Secrets (tokens, passwords, key material, plugin output) never appear in
- * an error or a log line.
+ * an error or a log line.  server and proxy_url may hold a user and
+ * password (userinfo, sent as basic auth as client-go sends it): callers
+ * print them only through luna_url_redact() (base/url.h).
  *
  * Credentials: luna_kubeconfig_credentials() returns what to send now.  A
  * tokenFile (and the service-account token) is re-read when the file
@@ -120,8 +123,9 @@ struct luna_kubeconfig {
     unsigned char *client_key_data;
     size_t client_key_data_len;
     bool insecure;           /* insecure-skip-tls-verify */
-    char *tls_server_name;   /* SNI / verification name, or NULL */
-    char *proxy_url;         /* parsed but not used by luna, or NULL */
+    char *tls_server_name;   /* SNI and verification name, or NULL */
+    char *proxy_url;         /* every request goes through it, or NULL
+                                (then $HTTPS_PROXY/$NO_PROXY, as client-go) */
 
     enum luna_auth_kind auth;
     struct luna_kubeconfig_auth *priv;
@@ -168,6 +172,13 @@ void luna_kubeconfig_invalidate(struct luna_kubeconfig *cfg, unsigned generation
 
 /* How many times luna tried to start the exec plugin (0 without one). */
 unsigned luna_kubeconfig_exec_runs(const struct luna_kubeconfig *cfg);
+
+/* Logs "kubeconfig loaded" (source, server, context, namespace, auth kind,
+ * proxy and tls_server_name when set), URLs through luna_url_redact, and a
+ * warning when TLS does not protect the connection: insecure-skip-tls-verify,
+ * or plain http to a host other than this machine.  Call once per load
+ * (luna run loads once).  In kubeconfig_transport.c. */
+void luna_kubeconfig_log_loaded(const struct luna_kubeconfig *cfg);
 
 void luna_kubeconfig_free(struct luna_kubeconfig *cfg);
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/textbuf.h"
+#include "base/url.h"
 #include "client/token_file.h"
 #include "runtime/admin.h"
 
@@ -207,7 +208,9 @@ int luna_admin_cli_main(int argc, char **argv)
     oom = false;
     CURLcode rc = curl_easy_perform(h);
     if (rc != CURLE_OK) {
-        fprintf(stderr, "luna trigger: %s: %s%s\n", server, curl_easy_strerror(rc),
+        char shown[512];
+        fprintf(stderr, "luna trigger: %s: %s%s\n", luna_url_redact_buf(server, shown, sizeof shown),
+                curl_easy_strerror(rc),
                 rc == CURLE_PEER_FAILED_VERIFICATION
                     ? " (luna's certificate is self-signed unless --metrics-cert-path is set: "
                       "pass --certificate-authority FILE or --insecure-skip-tls-verify)"

@@ -32,6 +32,7 @@
 #include "cluster/shard_set.h"
 #include "base/log.h"
 #include "base/loop.h"
+#include "base/url.h"
 #include "api/events.h"
 #include "controller/loader.h"
 #include "api/api.h"
@@ -779,10 +780,7 @@ static int setup_metrics(struct runtime *rt, luna_error *err)
         return rc;
     luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_reload_state(rt->gen),
                                        NULL);
-    const char *server = rt->kcfg->server;
-    const char *h = strstr(server, "://");
-    h = h ? h + 3 : server;
-    snprintf(rt->api_host, sizeof rt->api_host, "%.*s", (int)strcspn(h, "/"), h);
+    luna_url_host(rt->kcfg->server, rt->api_host, sizeof rt->api_host);
     luna_kube_client_set_observer(rt->kc, on_api_request, rt);
     luna_runtime_metrics_http_received(rt->rm, http_received, rt->http, NULL);
     wire_metrics(rt, rt->gen, NULL);
@@ -952,10 +950,11 @@ static int connect_api(struct runtime *rt, luna_error *err)
     int rc = luna_kubeconfig_load(&kopts, &rt->kcfg, err);
     if (rc < 0)
         return rc;
-    struct luna_kubeconfig *k = rt->kcfg;
-    luna_info("kubeconfig loaded", "source", k->source, "server", k->server,
-              "context", k->context ? k->context : "(in-cluster)", "namespace", k->namespace,
-              "auth", luna_auth_kind_name(k->auth));
+    luna_kubeconfig_log_loaded(rt->kcfg);
+    /* libcurl writes every TLS session's keys to this file. */
+    if (getenv("SSLKEYLOGFILE"))
+        luna_warn("TLS session keys are written to $SSLKEYLOGFILE: whoever reads it can "
+                  "decrypt the API traffic", "file", getenv("SSLKEYLOGFILE"));
     if (!(rt->http = luna_http_client_new(luna_loop(), err)))
         return err->code;
     if ((rc = luna_kube_client_new(rt->kcfg, rt->http, &rt->kc, err)) < 0 ||

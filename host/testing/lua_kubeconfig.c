@@ -7,6 +7,7 @@
 
 #include <lauxlib.h>
 
+#include "base/url.h"
 #include "client/kubeconfig.h"
 #include "lua/lua_util.h"
 
@@ -186,8 +187,10 @@ static int luna_lua_kubeconfig_gc(lua_State *L)
 static int luna_lua_kubeconfig_tostring(lua_State *L)
 {
     struct luna_kubeconfig *cfg = check_cfg(L, 1);
-    lua_pushfstring(L, "kubeconfig (%s, server %s, auth %s)", cfg->source, cfg->server,
-                        luna_auth_kind_name(cfg->auth));
+    char server[512];
+    lua_pushfstring(L, "kubeconfig (%s, server %s, auth %s)", cfg->source,
+                    luna_url_redact_buf(cfg->server, server, sizeof server),
+                    luna_auth_kind_name(cfg->auth));
     return 1;
 }
 
