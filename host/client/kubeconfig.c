@@ -11,7 +11,7 @@
 #include <yaml.h>
 
 #include "client/exec_plugin.h"
-#include "client/kubeconfig_auth.h"
+#include "client/kubeconfig_impl.h"
 #include "client/kubeconfig_incluster.h"
 #include "client/kubeconfig_tls.h"
 #include "client/kubeconfig_transport.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "client/kubeconfig_auth.h"
+#include "client/kubeconfig_impl.h"
 #include "client/kubeconfig_tls.h"
 #include "client/token_file.h"
 #include "base/log.h"

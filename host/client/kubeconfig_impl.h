@@ -1,5 +1,5 @@
 /*
- * kubeconfig_auth.h — the private part of a loaded kubeconfig
+ * kubeconfig_impl.h — the private part of a loaded kubeconfig
  * (struct luna_kubeconfig.priv): the credentials to send and the sources
  * that renew them.  Only the kubeconfig*.c files include this.
  *
