@@ -11,7 +11,7 @@
 
 #include "base/log.h"
 #include "base/url.h"
-#include "client/kubeconfig.h"
+#include "client/kubeconfig_impl.h"
 
 /* Parses url; NULL if it is a valid URL with a host whose scheme is one of
  * schemes (NULL-terminated), else why not. */

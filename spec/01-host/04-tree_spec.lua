@@ -93,6 +93,123 @@ describe("host/ layering", function()
   end)
 end)
 
+-- Include circles between the files of one folder.  A module is a file
+-- pair (x.c + x.h); a module includes another if either of its files
+-- includes the other's header.  A private header (`x_impl.h`) makes the
+-- files that include it one unit with x (they divide one concept).  The
+-- dev server's modules all share its state (devserver_state.h embeds their
+-- structs), so there only direct pairs (a includes b's header and b a's)
+-- count.  Returns the circles found, each as "a -> b -> ... -> a".
+local function circles(files)
+  local unit = {}
+  local function module_of(path) return (path:gsub("%.[ch]$", "")) end
+  for _, path in ipairs(files) do
+    local m = module_of(path)
+    unit[m] = unit[m] or m:match("^(.*)_impl$") or m
+    for _, inc in ipairs(includes(path)) do
+      local base = inc.text:match("^(.*)_impl%.h$")
+      if base then unit[m] = "host/" .. base end
+    end
+  end
+  local function u(m) return unit[m] or m end
+  local edges, direct = {}, {}
+  for _, path in ipairs(files) do
+    local from = u(module_of(path))
+    for _, inc in ipairs(includes(path)) do
+      local to = u("host/" .. inc.text:gsub("%.h$", ""))
+      if to ~= from then
+        edges[from] = edges[from] or {}
+        edges[from][to] = true
+        direct[from .. " " .. to] = true
+      end
+    end
+  end
+  local found = {}
+  local names = {}
+  for m in pairs(edges) do names[#names + 1] = m end
+  table.sort(names)
+  for _, start in ipairs(names) do
+    if start:match("^host/devserver/") then
+      for to in pairs(edges[start]) do
+        if start < to and direct[to .. " " .. start] and not to:match("devserver_state$")
+           and not start:match("devserver_state$") then
+          found[#found + 1] = start .. " -> " .. to .. " -> " .. start
+        end
+      end
+    else
+      -- depth-first search for a path back to start through larger names,
+      -- so each circle is reported once, from its smallest module
+      local path, on = { start }, { [start] = true }
+      local function dfs(m)
+        for to in pairs(edges[m] or {}) do
+          if to == start and #path > 1 then
+            found[#found + 1] = table.concat(path, " -> ") .. " -> " .. start
+          elseif to > start and not on[to] then
+            on[to] = true
+            path[#path + 1] = to
+            dfs(to)
+            path[#path] = nil
+            on[to] = nil
+          end
+        end
+      end
+      dfs(start)
+    end
+  end
+  table.sort(found)
+  return found
+end
+
+describe("host/ include circles", function()
+  it("has none between the files of a folder", function()
+    local found = circles(sources())
+    assert(#found == 0, "include circles:\n" .. table.concat(found, "\n"))
+  end)
+
+  it("finds the circles it is there to catch", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir .. "/host/a " .. dir .. "/host/devserver"))
+    local function write(path, text)
+      local f = assert(io.open(dir .. "/" .. path, "w"))
+      f:write(text)
+      f:close()
+    end
+    write("host/a/x.c", '#include "a/x.h"\n#include "a/y.h"\n')
+    write("host/a/x.h", "")
+    write("host/a/y.c", '#include "a/y.h"\n#include "a/z.h"\n')
+    write("host/a/y.h", "")
+    write("host/a/z.h", '#include "a/x.h"\n')
+    write("host/a/p.c", '#include "a/p_impl.h"\n')
+    write("host/a/p_impl.h", '#include "a/q.h"\n')
+    write("host/a/q.c", '#include "a/p_impl.h"\n')
+    write("host/a/q.h", "")
+    write("host/devserver/d1.c", '#include "devserver/d2.h"\n')
+    write("host/devserver/d1.h", "")
+    write("host/devserver/d2.c", '#include "devserver/d1.h"\n')
+    write("host/devserver/d2.h", "")
+    local files = {}
+    for _, p in ipairs{ "host/a/x.c", "host/a/x.h", "host/a/y.c", "host/a/y.h", "host/a/z.h",
+                        "host/a/p.c", "host/a/p_impl.h", "host/a/q.c", "host/a/q.h",
+                        "host/devserver/d1.c", "host/devserver/d1.h", "host/devserver/d2.c",
+                        "host/devserver/d2.h" } do
+      files[#files + 1] = p
+    end
+    -- includes() reads paths relative to the working directory
+    local real_open = io.open
+    io.open = function(path, mode)
+      if path:match("^host/") then return real_open(dir .. "/" .. path, mode) end
+      return real_open(path, mode)
+    end
+    local ok, result = pcall(circles, files)
+    io.open = real_open
+    os.execute("rm -rf " .. dir)
+    assert(ok, result)
+    assert.same({ "host/a/x -> host/a/y -> host/a/z -> host/a/x",
+                  "host/devserver/d1 -> host/devserver/d2 -> host/devserver/d1" }, result)
+  end)
+end)
+
 describe("the luna executable", function()
   it("does not contain the spec-only Lua bindings", function()
     local out, rc = sh("nm " .. helpers.luna)
