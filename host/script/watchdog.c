@@ -45,8 +45,13 @@ struct account {
 };
 
 struct luna_watchdog {
-    lua_Alloc orig;             /* the state's own allocator (untagged) */
+    lua_Alloc orig;             /* the allocator underneath: the state's own
+                                 * (untagged), or LuaJIT's, borrowed from
+                                 * carrier (tagged) */
     void *orig_ud;
+    lua_State *carrier;         /* tagged: an empty state whose allocator
+                                 * (LuaJIT's own, mmap-based, outside malloc)
+                                 * holds the blocks; closed last (owned) */
     bool tagged;                /* born with the state: every block has a tag */
     bool born;                  /* tagged: lua_newstate returned; the state's
                                  * last free (its first block) frees wd */
@@ -210,10 +215,7 @@ static void free_lists_release(struct luna_watchdog *wd)
         while (wd->free[n]) {
             void *p = wd->free[n];
             wd->free[n] = *(void **)p;
-            if (wd->tagged)
-                free(p);
-            else
-                wd->orig(wd->orig_ud, p, n, 0);
+            wd->orig(wd->orig_ud, p, wd->tagged ? n + TAG : n, 0);
         }
     }
     wd->free_bytes = 0;
@@ -233,7 +235,11 @@ static void watchdog_free(struct luna_watchdog *wd)
     for (unsigned i = 0; i < wd->naccounts; i++)
         free(wd->accounts[i].name);
     free(wd->accounts);
+    lua_State *carrier = wd->carrier;
     free(wd);
+    /* after every block of the state it carried was given back */
+    if (carrier)
+        lua_close(carrier);
 }
 
 /* Stops g for memory by rule; returns NULL for the allocator to return. */
@@ -266,7 +272,7 @@ static void *tagged_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         if ((void *)old == wd->first) {
             /* lua_close's last free (LuaJIT's global state): the state is
              * gone, and the watchdog with it once lua_newstate returned. */
-            free(old);
+            wd->orig(wd->orig_ud, old, oreal, 0);
             wd->first = NULL;
             if (wd->born) {
                 free_lists_release(wd);
@@ -278,7 +284,7 @@ static void *tagged_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
             wd->free[osize] = old;
             wd->free_bytes += osize;
         } else {
-            free(old);
+            wd->orig(wd->orig_ud, old, oreal, 0);
         }
         return NULL;
     }
@@ -308,7 +314,7 @@ static void *tagged_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         wd->free[nsize] = *(void **)t;
         wd->free_bytes -= nsize;
     } else {
-        t = realloc(old, nreal);
+        t = wd->orig(wd->orig_ud, old, oreal, nreal);
         if (!t)
             return NULL;
     }
@@ -388,6 +394,17 @@ static struct luna_watchdog *watchdog_new(const struct luna_watchdog_config *cfg
     return wd;
 }
 
+/* realloc and free as a lua_Alloc: the blocks' source when no carrier
+ * state could be made. */
+static void *sys_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, nsize);
+}
+
 lua_State *luna_watchdog_newstate(const struct luna_watchdog_config *cfg, luna_error *err)
 {
     struct luna_watchdog_config def = luna_watchdog_config_default();
@@ -397,6 +414,16 @@ lua_State *luna_watchdog_newstate(const struct luna_watchdog_config *cfg, luna_e
         return NULL;
     }
     wd->tagged = true;
+    /* The blocks come from LuaJIT's own allocator, as a plain state's do:
+     * malloc would hold on to a closed generation's pages, and under the
+     * sanitizers add redzones and a quarantine to every Lua object. */
+    wd->carrier = luaL_newstate();
+    if (wd->carrier) {
+        wd->orig = lua_getallocf(wd->carrier, &wd->orig_ud);
+    } else {
+        wd->orig = sys_alloc;
+        wd->orig_ud = NULL;
+    }
     lua_State *L = lua_newstate(tagged_alloc, wd);
     if (!L) {
         /* out of memory, or a LuaJIT that refuses custom allocators: either
