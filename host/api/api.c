@@ -33,9 +33,23 @@ static int luna_lua_runtime_current(lua_State *L)
     return 1;
 }
 
-void luna_lua_runtime_install(lua_State *L, struct luna_kube_client *kc,
-                              struct luna_discovery *disc)
+/* The registry key of the state's host (its address). */
+static char key_host;
+
+struct luna_api_host *luna_api_host(lua_State *L)
 {
+    lua_pushlightuserdata(L, &key_host);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    struct luna_api_host *host = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return host;
+}
+
+void luna_lua_runtime_install(lua_State *L, struct luna_api_host *host)
+{
+    lua_pushlightuserdata(L, &key_host);
+    lua_pushlightuserdata(L, host);
+    lua_rawset(L, LUA_REGISTRYINDEX);
     lua_getglobal(L, "require");
     lua_pushliteral(L, "luna.core");
     lua_call(L, 1, 1);
@@ -43,7 +57,7 @@ void luna_lua_runtime_install(lua_State *L, struct luna_kube_client *kc,
     lua_pushcfunction(L, luna_lua_runtime_current);
     lua_setfield(L, -2, "current");
     luna_lua_cache_register(L);
-    luna_lua_client_register(L, kc, disc);
+    luna_lua_client_register(L, host);
     luna_lua_log_register(L);
     luna_lua_events_register(L);
     lua_setfield(L, -2, "runtime");

@@ -1,6 +1,8 @@
 /* api/client.c — see api/client.h. */
 #include "api/client.h"
 
+#include "api/api.h"
+
 #include <lauxlib.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,39 +16,13 @@
 #include "controller/reconcile.h"
 #include "script/watchdog.h"
 
-static struct luna_kube_client *the_kc;
-static struct luna_discovery *the_disc;
-static bool shadow; /* every write is a server-side dry run */
-
-static struct luna_lua_client_observer observer;
-
-void luna_lua_client_set_shadow(bool on) { shadow = on; }
-void luna_lua_client_set_observer(const struct luna_lua_client_observer *obs)
-{
-    observer = obs && obs->start ? *obs : (struct luna_lua_client_observer){ 0 };
-}
-
-/* luna run --shards: writes go out only while the gate allows them. */
-static struct {
-    bool (*allow)(void *ud, const char **why);
-    double timeout;
-    void *ud;
-} write_gate;
-
-void luna_lua_client_set_write_gate(bool (*allow)(void *ud, const char **why), double timeout,
-                                    void *ud)
-{
-    write_gate.allow = allow;
-    write_gate.timeout = timeout;
-    write_gate.ud = ud;
-}
-bool luna_lua_client_shadow(void) { return shadow; }
-
 /* A request shadow mode must turn into a dry run: a write whose path does
  * not ask for one already. */
-static bool needs_dry_run(const struct luna_reconcile *r, const char *method, const char *path)
+static bool needs_dry_run(const struct luna_api_host *host, const struct luna_reconcile *r,
+                          const char *method, const char *path)
 {
-    bool on = shadow || luna_controller_shadow(luna_reconcile_controller((struct luna_reconcile *)r));
+    bool on = host->shadow ||
+              luna_controller_shadow(luna_reconcile_controller((struct luna_reconcile *)r));
     if (!on || strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
         return false;
     /* dryRun=All as a whole parameter of the query, not a path segment */
@@ -116,12 +92,15 @@ static int luna_lua_client_resolve(lua_State *L)
     if (luna_resource_parse_kind(text, group, sizeof group, version, sizeof version, kind,
                                  sizeof kind, &err) < 0)
         return luaL_error(L, "%s", err.msg);
-    const struct luna_resource *hit = luna_discovery_lookup(the_disc, group, version, kind);
+    struct luna_api_host *host = luna_api_host(L);
+    if (!host || !host->disc)
+        return luna_lua_push_error(L, "DiscoveryFailed", "not connected to the API server yet", 0);
+    const struct luna_resource *hit = luna_discovery_lookup(host->disc, group, version, kind);
     if (hit) {
         luna_lua_push_resource(L, hit);
         return 1;
     }
-    struct luna_discovery_wait *w = luna_discovery_resolve(the_disc, group, version, kind,
+    struct luna_discovery_wait *w = luna_discovery_resolve(host->disc, group, version, kind,
                                                            on_resolved, r, &err);
     if (!w) {
         /* Either answered at once (impossible after the miss above) or failed to start. */
@@ -144,6 +123,7 @@ static int luna_lua_client_resolve(lua_State *L)
 struct pending_request {
     struct luna_reconcile *r;
     struct luna_kube_request *req;
+    struct luna_api_host *host;    /* borrowed: its observer hears of the end */
     uint64_t call_seq;             /* the observer's token for the call, or 0 */
     size_t charged;                /* bytes charged: body + resp_cap */
     char *resp;                    /* the response body so far (malloc'd) */
@@ -216,8 +196,9 @@ static void on_request_done(void *ud, const luna_http_response *resp,
     struct pending_request *p = ud;
     struct luna_reconcile *r = p->r;
     lua_State *co = luna_reconcile_thread(r);
-    if (p->call_seq && observer.done)
-        observer.done(observer.ud, p->call_seq, fail ? 0 : (int)resp->status);
+    if (p->call_seq && p->host->observer.done)
+        p->host->observer.done(p->host->observer.ud, p->call_seq,
+                               fail ? 0 : (int)resp->status);
     /* The body leaves C memory as it becomes a Lua string: the charge goes
      * first, so the string (counted in the heap) and the charge never both
      * hold it for the cap. */
@@ -258,10 +239,14 @@ static int luna_lua_client_request(lua_State *L)
     const char *body = luaL_optlstring(L, 3, NULL, &body_len);
     const char *content_type = luaL_optstring(L, 4, NULL);
     struct luna_reconcile *r = need_reconcile(L, "luna API calls");
+    struct luna_api_host *host = luna_api_host(L);
+    if (!host)
+        return luaL_error(L, "luna API calls need the runtime's API");
     struct pending_request *p = calloc(1, sizeof *p);
     if (!p)
         return luaL_error(L, "out of memory");
     p->r = r;
+    p->host = host;
     /* A fragment is never sent: curl drops "#..." with whatever follows it,
      * the dryRun=All appended below included, and the request would reach
      * another path than the one asked for (".../name/../other#"). */
@@ -282,15 +267,15 @@ static int luna_lua_client_request(lua_State *L)
     /* Shadow mode: no write reaches storage, whatever the script sends.
      * kube-apiserver takes a DELETE's options from its body when it has
      * one and then ignores the query's dryRun: such a body must say it. */
-    if (body && body_len > 0 && strcmp(method, "DELETE") == 0 && needs_dry_run(r, method, path) &&
-        !strstr(body, "\"dryRun\":[\"All\"]")) {
+    if (body && body_len > 0 && strcmp(method, "DELETE") == 0 &&
+        needs_dry_run(host, r, method, path) && !strstr(body, "\"dryRun\":[\"All\"]")) {
         free(p);
         return luna_lua_push_error(L, "InvalidRequest",
                                    "shadow mode: a DELETE body must carry \"dryRun\":[\"All\"]", 0);
     }
     bool write = strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
     const char *why = NULL;
-    if (write && write_gate.allow && !write_gate.allow(write_gate.ud, &why)) {
+    if (write && host->write_allow && !host->write_allow(host->write_ud, &why)) {
         free(p);
         luna_warn("shard write refused", "controller",
                   luna_controller_name(luna_reconcile_controller(r)), "key",
@@ -298,7 +283,7 @@ static int luna_lua_client_request(lua_State *L)
         return luna_lua_push_error(L, "ShardNotHeld", why ? why : "shard not held", 0);
     }
     char *dry = NULL;
-    if (needs_dry_run(r, method, path) && !(dry = dry_run_path(path))) {
+    if (needs_dry_run(host, r, method, path) && !(dry = dry_run_path(path))) {
         free(p);
         return luaL_error(L, "out of memory");
     }
@@ -322,20 +307,22 @@ static int luna_lua_client_request(lua_State *L)
         .body = body,
         .body_len = body_len,
         .content_type = content_type,
-        .timeout = write && write_gate.allow ? write_gate.timeout : 60,
+        .timeout = write && host->write_allow ? host->write_timeout : 60,
         .max_response_bytes = LUNA_HTTP_DEFAULT_MAX_RESPONSE,
         .on_chunk = on_response_chunk,
         .on_done = on_request_done,
         .ud = p,
     };
     luna_error err = { 0 };
-    p->req = luna_kube_request_start(the_kc, &o, &err);
+    p->req = host->kc ? luna_kube_request_start(host->kc, &o, &err) : NULL;
+    if (!host->kc)
+        luna_error_set(&err, LUNA_EINVAL, "not connected to the API server yet");
     free(dry);
     if (!p->req) {
         pending_free(p);
         return luna_lua_push_error(L, "InvalidRequest", err.msg, 0);
     }
-    p->call_seq = observer.start ? observer.start(observer.ud,
+    p->call_seq = host->observer.start ? host->observer.start(host->observer.ud,
                                                   luna_controller_name(luna_reconcile_controller(r)),
                                                   luna_reconcile_key(r), method, path,
                                                   content_type, body, body_len)
@@ -359,12 +346,9 @@ static int luna_lua_client_shadow_report(lua_State *L)
     return 0;
 }
 
-void luna_lua_client_register(lua_State *L, struct luna_kube_client *kc,
-                              struct luna_discovery *disc)
+void luna_lua_client_register(lua_State *L, struct luna_api_host *host)
 {
-    the_kc = kc;
-    the_disc = disc;
-    lua_pushboolean(L, shadow);
+    lua_pushboolean(L, host->shadow);
     lua_setfield(L, -2, "shadow");
     lua_pushcfunction(L, luna_lua_client_shadow_report);
     lua_setfield(L, -2, "shadow_report");

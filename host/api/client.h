@@ -17,7 +17,7 @@
  * a reconcile that ends first cancels the operation, which then never
  * calls back.
  *
- * Shadow mode (`luna run --shadow`, luna_lua_client_set_shadow, or the
+ * Shadow mode (`luna run --shadow`, the host's shadow, or the
  * reconcile's controller being a shadow candidate of --shadow-reload):
  * every request but GET and HEAD is sent with dryRun=All, whatever path
  * the script built, so nothing reaches storage; core.runtime.shadow is true
@@ -25,7 +25,7 @@
  * through core.runtime.shadow_report(verb, changed).
  *
  * Ownership: a pending request owns its kube request until it completes
- * or is cancelled; kc and disc are borrowed (they outlive every state).
+ * or is cancelled; the host is borrowed (it outlives every state).
  */
 #ifndef LUNA_LUA_CLIENT_H
 #define LUNA_LUA_CLIENT_H
@@ -38,29 +38,22 @@
 #include "client/discovery.h"
 #include "client/kube_client.h"
 
-/* Adds resolve and request to the table on top of L's stack; the calls
- * use kc and disc (borrowed; NULL until the runtime has connected, which
- * registers again). */
-void luna_lua_client_register(lua_State *L, struct luna_kube_client *kc,
-                              struct luna_discovery *disc);
+struct luna_api_host;
 
-/* Shadow mode for every state registered afterwards (set before loading). */
-void luna_lua_client_set_shadow(bool on);
-/* Sharding (shard_set.h): a write (any method but GET and HEAD) is sent
- * only if allow(ud, &why) says so — else "shard write refused" is logged
- * and the call returns nil, err with reason ShardNotHeld and the why —
- * and then with `timeout` seconds at most.  allow NULL: no gate. */
-void luna_lua_client_set_write_gate(bool (*allow)(void *ud, const char **why), double timeout,
-                                    void *ud);
-bool luna_lua_client_shadow(void);
+/* Adds resolve, request and shadow_report to the table on top of L's
+ * stack, and `shadow` (host->shadow now).  The calls use the host's kc,
+ * disc, write gate and observer (api/api.h) as they are at each call:
+ * host->kc NULL (not connected yet) fails a request.  A write the gate
+ * refuses logs "shard write refused" and returns nil, err with reason
+ * ShardNotHeld and the why. */
+void luna_lua_client_register(lua_State *L, struct luna_api_host *host);
 
-/* Observes the requests scripts make (`luna test` records them through
+/* The observer of the requests scripts make (a field of the host): (`luna test` records them through
  * the runtime's test control): start(ud, ...) when a request is sent,
  * returning a token (0: not kept; strings are borrowed for the call only,
  * body may be NULL), and done(ud, token, status) when it completes (status
- * 0: the transfer failed; never for a cancelled request or token 0).  One
- * observer for every state; NULL start removes it; ud is borrowed until
- * then. */
+ * 0: the transfer failed; never for a cancelled request or token 0).  ud
+ * is borrowed while the observer is set. */
 struct luna_lua_client_observer {
     uint64_t (*start)(void *ud, const char *controller, const char *key, const char *method,
                       const char *path, const char *content_type, const char *body,
@@ -68,6 +61,5 @@ struct luna_lua_client_observer {
     void (*done)(void *ud, uint64_t token, int status);
     void *ud;
 };
-void luna_lua_client_set_observer(const struct luna_lua_client_observer *obs);
 
 #endif

@@ -4,25 +4,23 @@
 #include <lauxlib.h>
 #include <string.h>
 
+#include "api/api.h"
 #include "lua/lua_util.h"
 
 #define STORE_MT "luna.event_store"
-
-static struct luna_event_memories *the_set;
 
 struct store {
     char controller[LUNA_EVENT_NAME_MAX + 1];
 };
 
-void luna_lua_events_set_memories(struct luna_event_memories *set) { the_set = set; }
-
 /* The store's memory (may raise: no memory set, out of memory). */
 static struct luna_event_memory *memory_of(lua_State *L)
 {
     struct store *s = luaL_checkudata(L, 1, STORE_MT);
-    if (!the_set)
+    struct luna_api_host *host = luna_api_host(L);
+    if (!host || !host->events)
         luaL_error(L, "event store: the runtime's event memory is gone");
-    struct luna_event_memory *m = luna_event_memories_get(the_set, s->controller);
+    struct luna_event_memory *m = luna_event_memories_get(host->events, s->controller);
     if (!m)
         luaL_error(L, "event store: out of memory");
     return m;
@@ -109,7 +107,8 @@ static int luna_lua_events_event_store(lua_State *L)
 {
     size_t len;
     const char *controller = luaL_checklstring(L, 1, &len);
-    if (!the_set) {
+    struct luna_api_host *host = luna_api_host(L);
+    if (!host || !host->events) {
         lua_pushnil(L);
         return 1;
     }

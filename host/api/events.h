@@ -16,9 +16,9 @@
  * never holds a freed memory.  Misuse (wrong argument types, a name too
  * long) raises.
  *
- * Runs on the loop thread.  Ownership: the memory set is borrowed from
- * luna_lua_events_set_memories until it is set again (NULL when the
- * runtime frees it); stores are Lua userdata.
+ * Runs on the loop thread.  Ownership: the memory set is the host's
+ * (api/api.h, host->events: NULL when the runtime has freed it, and then
+ * event_store returns nil); stores are Lua userdata.
  */
 #ifndef LUNA_LUA_EVENTS_H
 #define LUNA_LUA_EVENTS_H
@@ -27,8 +27,6 @@
 
 #include "api/event_memory.h"
 
-/* The set every state's stores use (borrowed; NULL: event_store returns nil). */
-void luna_lua_events_set_memories(struct luna_event_memories *set);
 /* Adds event_store to the table on top of L's stack. */
 void luna_lua_events_register(lua_State *L);
 

@@ -108,6 +108,7 @@ struct runtime {
     struct retiring *retiring;
     unsigned long generation;             /* number of successful loads */
     struct luna_generation_host gen_host; /* what every generation is given */
+    struct luna_api_host api;             /* what every Lua state's API uses */
     struct luna_kubeconfig *kcfg;
     luna_http_client *http;
     struct luna_kube_client *kc;
@@ -548,8 +549,9 @@ static int setup_shards(struct runtime *rt, luna_error *err)
     if (rc < 0)
         return rc;
     luna_controller_set_sharding(rt->shards);
-    luna_lua_client_set_write_gate(shard_may_write, luna_shard_set_write_timeout(rt->shards),
-                                   rt->shards);
+    rt->api.write_allow = shard_may_write;
+    rt->api.write_timeout = luna_shard_set_write_timeout(rt->shards);
+    rt->api.write_ud = rt->shards;
     /* no connection is open yet: they open when the loop runs */
     luna_http_client_set_unacked_timeout(rt->http, luna_shard_set_unacked_timeout(rt->shards));
     return 0;
@@ -980,7 +982,7 @@ static void teardown(struct runtime *rt)
     ev_signal_stop(loop, &rt->sighup);
     ev_signal_stop(loop, &rt->sigusr1);
     luna_dir_watch_free(rt->watch);
-    luna_lua_client_set_observer(NULL);
+    rt->api.observer = (struct luna_lua_client_observer){ 0 };
     luna_test_control_stop();
     /* the servers first: closing their connections cancels pending checks */
     luna_httpd_free(rt->metrics_srv);
@@ -993,7 +995,7 @@ static void teardown(struct runtime *rt)
     candidate_free(rt);
     luna_reload_free(rt->gen);
     rt->gen = NULL;
-    luna_lua_events_set_memories(NULL);
+    rt->api.events = NULL;
     luna_event_memories_free(rt->events);
     rt->events = NULL;
     struct ctl_metrics *m, *tmp;
@@ -1005,7 +1007,7 @@ static void teardown(struct runtime *rt)
     }
     luna_leader_free(rt->leader);
     luna_controller_set_sharding(NULL);
-    luna_lua_client_set_write_gate(NULL, 0, NULL);
+    rt->api.write_allow = NULL;
     luna_shard_set_free(rt->shards);
     rt->shards = NULL;
     luna_informer_factory_free(rt->factory);
@@ -1068,12 +1070,14 @@ static void try_in_shadow(struct runtime *rt, const char *trigger);
 /* Loads the controllers directory into a new Lua state and builds every
  * controller; NULL after logging "reload failed" (the running controllers
  * keep going; informers the broken reload acquired are released with it). */
-/* The script API a generation's state gets: the runtime's client and
- * discovery (NULL until connected). */
+/* The script API a generation's state gets: the runtime's host, with its
+ * client and discovery (NULL until connected, when this runs again). */
 static void install_api(lua_State *L, void *ud)
 {
     struct runtime *rt = ud;
-    luna_lua_runtime_install(L, rt->kc, rt->disc);
+    rt->api.kc = rt->kc;
+    rt->api.disc = rt->disc;
+    luna_lua_runtime_install(L, &rt->api);
 }
 
 static struct luna_reload *load_and_build(struct runtime *rt)
@@ -1402,12 +1406,12 @@ int luna_runtime_run(const struct luna_run_config *cfg)
         luna_error("startup failed", "error", err.msg);
         return 1;
     }
-    luna_lua_events_set_memories(rt.events);
+    rt.api.events = rt.events;
     if (cfg->test_control) {
         luna_test_control_enable(cfg->fake_clock);
-        luna_lua_client_set_observer(luna_test_control_call_observer());
+        rt.api.observer = *luna_test_control_call_observer();
     }
-    luna_lua_client_set_shadow(cfg->shadow);
+    rt.api.shadow = cfg->shadow;
     if (cfg->shadow)
         luna_warn("shadow mode: every write is sent as a server-side dry run (dryRun=All) and "
                   "logged as \"shadow write\"; nothing is written");
