@@ -38,6 +38,11 @@
  *   luna_periodic_ticks_total{controller}                      counter
  *   luna_periodic_next_run_timestamp_seconds{controller}       gauge (0: none)
  *   luna_shadow_writes_total{controller,verb,changed}          counter (--shadow)
+ *   luna_log_lines_total                                       counter (function)
+ *   luna_log_lines_dropped_total                               counter (function)
+ *       (the log reader did not keep up, or the output failed: base/log.h)
+ *   luna_log_lines_truncated_total                             counter (function)
+ *   luna_log_buffered_bytes                                    gauge (function)
  *   process_* (see process_metrics.h)
  *
  * The workqueue_* families come from workqueue_export.h, one set of series
