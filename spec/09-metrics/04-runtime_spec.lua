@@ -72,6 +72,12 @@ local EXPECTED = {
   luna_controller_paused = { "gauge", "controller" },
   luna_periodic_ticks_total = { "counter", "controller" },
   luna_periodic_next_run_timestamp_seconds = { "gauge", "controller" },
+  luna_log_lines_total = { "counter", "" },
+  luna_log_lines_dropped_total = { "counter", "",
+    "Total number of log lines dropped because the log reader did not keep up (the " ..
+    "buffer was full) or the output failed" },
+  luna_log_lines_truncated_total = { "counter", "" },
+  luna_log_buffered_bytes = { "gauge", "" },
   process_cpu_seconds_total = { "counter", "" },
   process_resident_memory_bytes = { "gauge", "" },
   process_virtual_memory_bytes = { "gauge", "" },
