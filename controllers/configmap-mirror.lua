@@ -57,7 +57,7 @@ local function delete_copies(src, keep)
     if not keep[ns] then
       local _, derr = luna.delete("v1/ConfigMap", ns, cm.metadata.name)
       if derr and not luna.is_not_found(derr) then return nil, derr end
-      luna.log.info("deleted copy", { namespace = ns })
+      luna.log.info("deleted copy", { target_namespace = ns })
     end
   end
   return true
@@ -118,7 +118,7 @@ return luna.controller {
       end
       if werr then
         if luna.is_not_found(werr) then
-          luna.log.warn("target namespace missing", { namespace = ns })
+          luna.log.warn("target namespace missing", { target_namespace = ns })
           missing = missing + 1
         elseif luna.is_conflict(werr) or luna.is_already_exists(werr) then
           return { requeue = true }  -- the copy changed meanwhile: look again
@@ -127,7 +127,7 @@ return luna.controller {
         end
       elseif ok then
         changed = changed + 1
-        luna.log.info("mirrored", { namespace = ns })
+        luna.log.info("mirrored", { target_namespace = ns })
       end
     end
     local ok, derr = delete_copies(src, wanted)

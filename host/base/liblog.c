@@ -113,6 +113,7 @@ void luna_liblog_stream_close(struct luna_liblog_stream *s)
 _Noreturn void luna_liblog_fatal(const char *library, const char *message)
 {
     luna_log(LUNA_LOG_ERROR, "library failure", "source", library, "error", message, NULL);
+    luna_log_flush(1.0); /* what is buffered, this line last, before the process goes */
     abort();
 }
 

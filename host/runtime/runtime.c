@@ -1354,6 +1354,11 @@ static int setup_test_control(struct runtime *rt, luna_error *err)
     return luna_test_control_start(&src, err);
 }
 
+static int run(const struct luna_run_config *cfg);
+
+/* How long the last lines may wait for a slow log reader at exit. */
+#define LOG_EXIT_WAIT_S 1.0
+
 /* The operator lifted the time budget (or set it past what a liveness
  * probe waits): say once what that allows. */
 static void warn_unbounded_scripts(const struct luna_run_config *cfg)
@@ -1372,6 +1377,17 @@ static void warn_unbounded_scripts(const struct luna_run_config *cfg)
 }
 
 int luna_runtime_run(const struct luna_run_config *cfg)
+{
+    /* From here on no log line waits for the reader (base/log.h): a
+     * script that prints a lot to a stalled reader loses lines, counted,
+     * not the loop. */
+    luna_log_attach(luna_loop());
+    int code = run(cfg);
+    luna_log_detach(LOG_EXIT_WAIT_S);
+    return code;
+}
+
+static int run(const struct luna_run_config *cfg)
 {
     struct runtime rt = { .cfg = cfg };
     struct ev_loop *loop = luna_loop();

@@ -444,11 +444,17 @@ static int sb_load(lua_State *L)
     const char *s = lua_tolstring(L, 1, &len);
     const char *name = luaL_optstring(L, 2, s);
     const char *mode = luaL_optstring(L, 3, "t");
+    lua_settop(L, 4); /* what is pushed below goes above the arguments */
     if (strchr(mode, 'b') || (len > 0 && s[0] == '\033')) {
         lua_pushnil(L);
         lua_pushliteral(L, "binary chunks cannot be loaded by luna scripts");
         return 2;
     }
+    /* A name of the file ("@path") or literal ("=text") form would pass
+     * for one of the host's files in tracebacks and in print's source=:
+     * the script's chunk keeps the [string "..."] form. */
+    if (name[0] == '@' || name[0] == '=')
+        name = lua_pushfstring(L, "(load) %s", name); /* kept below the chunk */
     if (luaL_loadbufferx(L, s, len, name, "t") != 0) {
         lua_pushnil(L);
         lua_insert(L, -2);
@@ -464,7 +470,9 @@ static int sb_load(lua_State *L)
     return 1;
 }
 
-/* print(...): one info log line. */
+/* print(...): one info log line, its text the message (escaped and cut to
+ * the line bound by the writer: nothing a script prints can start a line
+ * of its own or pass for the host's keys). */
 static int sb_print(lua_State *L)
 {
     if (!luna_log_enabled(LUNA_LOG_INFO))
@@ -473,22 +481,32 @@ static int sb_print(lua_State *L)
     int n = lua_gettop(L);
     lua_getglobal(L, "tostring");
     int ts = lua_gettop(L);
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    for (int i = 1; i <= n; i++) {
-        /* the separator first: the buffer may only grow while its own
-         * parts are on top of the stack */
-        if (i > 1)
-            luaL_addchar(&b, ' ');
+    if (n == 1) {
+        /* one value: its string as it is, not a copy */
         lua_pushvalue(L, ts);
-        lua_pushvalue(L, i);
+        lua_pushvalue(L, 1);
         lua_call(L, 1, 1);
         if (lua_type(L, -1) != LUA_TSTRING)
             return luaL_error(L, "'tostring' must return a string to 'print'");
-        luaL_addvalue(&b);
+    } else {
+        luaL_Buffer b;
+        luaL_buffinit(L, &b);
+        for (int i = 1; i <= n; i++) {
+            /* the separator first: the buffer may only grow while its own
+             * parts are on top of the stack */
+            if (i > 1)
+                luaL_addchar(&b, ' ');
+            lua_pushvalue(L, ts);
+            lua_pushvalue(L, i);
+            lua_call(L, 1, 1);
+            if (lua_type(L, -1) != LUA_TSTRING)
+                return luaL_error(L, "'tostring' must return a string to 'print'");
+            luaL_addvalue(&b);
+        }
+        luaL_pushresult(&b);
     }
-    luaL_pushresult(&b);
-    const char *text = lua_tostring(L, -1);
+    size_t text_len;
+    const char *text = lua_tolstring(L, -1, &text_len);
     const char *pairs[8];
     int np = 0;
     /* Who is printing comes from the guard the code runs under: the
@@ -515,7 +533,7 @@ static int sb_print(lua_State *L)
         pairs[2 * np] = "source";
         pairs[2 * np++ + 1] = source;
     }
-    luna_log_pairs(LUNA_LOG_INFO, text, pairs, np);
+    luna_log_record(LUNA_LOG_INFO, text, text_len, pairs, np, NULL, 0);
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "serve/process_metrics.h"
 
 /* controller-runtime's reconcile time buckets (pkg/internal/controller/metrics). */
@@ -47,6 +48,10 @@ enum fam {
     F_HTTP_RECEIVED,
     F_CONTROLLER_LUA_MEMORY,
     F_WATCHDOG_STOPS,
+    F_LOG_LINES,
+    F_LOG_DROPPED,
+    F_LOG_TRUNCATED,
+    F_LOG_BUFFERED,
     F_COUNT
 };
 
@@ -155,6 +160,17 @@ static const struct luna_metric_desc descs[F_COUNT] = {
         "Total number of the controller's Lua code stretches (reconciles, predicates, "
         "maps) the watchdog stopped, per reason (instructions, time, memory)",
         LUNA_METRIC_COUNTER, LABELS("controller", "reason"), NULL, 0 },
+    [F_LOG_LINES] = { "luna_log_lines_total",
+        "Total number of log lines written or buffered for the log reader",
+        LUNA_METRIC_COUNTER, NULL, NULL, 0 },
+    [F_LOG_DROPPED] = { "luna_log_lines_dropped_total",
+        "Total number of log lines dropped because the log reader did not keep up (the "
+        "buffer was full) or the output failed", LUNA_METRIC_COUNTER, NULL, NULL, 0 },
+    [F_LOG_TRUNCATED] = { "luna_log_lines_truncated_total",
+        "Total number of log lines cut to the line bound (they end with truncated=N)",
+        LUNA_METRIC_COUNTER, NULL, NULL, 0 },
+    [F_LOG_BUFFERED] = { "luna_log_buffered_bytes",
+        "Bytes of log output waiting for the log reader", LUNA_METRIC_GAUGE, NULL, NULL, 0 },
 };
 
 struct luna_runtime_metrics {
@@ -210,6 +226,18 @@ static int held_child(struct luna_metric_family *f, const char *const *values,
     return rc;
 }
 
+static double log_stat(int which)
+{
+    struct luna_log_stats st;
+    luna_log_get_stats(&st);
+    return which == 0 ? (double)st.lines : which == 1 ? (double)st.dropped
+         : which == 2 ? (double)st.truncated : (double)st.buffered;
+}
+static double log_lines(void *ud) { (void)ud; return log_stat(0); }
+static double log_dropped(void *ud) { (void)ud; return log_stat(1); }
+static double log_truncated(void *ud) { (void)ud; return log_stat(2); }
+static double log_buffered(void *ud) { (void)ud; return log_stat(3); }
+
 int luna_runtime_metrics_new(struct luna_metrics *reg, struct luna_runtime_metrics **out,
                              luna_error *err)
 {
@@ -233,6 +261,11 @@ int luna_runtime_metrics_new(struct luna_metrics *reg, struct luna_runtime_metri
                         &rm->reloads[r], err);
     if (rc == 0)
         rc = held_child(rm->fam[F_RELOAD_LAST], NULL, &rm->reload_last, err);
+    /* the log writer's counters, read at every scrape */
+    static const luna_metric_fn log_fns[] = { log_lines, log_dropped, log_truncated,
+                                              log_buffered };
+    for (int i = 0; i < 4 && rc == 0; i++)
+        rc = luna_metric_func(rm->fam[F_LOG_LINES + i], NULL, log_fns[i], NULL, NULL, NULL, err);
     if (rc == 0)
         rc = luna_process_metrics_register(reg, err);
     if (rc) {

@@ -42,6 +42,11 @@
  *       the Lua heap charged to the controller's memory account
  *   luna_controller_watchdog_stops_total{controller,reason}    counter
  *       reason: instructions, time, memory
+ *   luna_log_lines_total                                       counter (function)
+ *   luna_log_lines_dropped_total                               counter (function)
+ *       (the log reader did not keep up, or the output failed: base/log.h)
+ *   luna_log_lines_truncated_total                             counter (function)
+ *   luna_log_buffered_bytes                                    gauge (function)
  *   process_* (see process_metrics.h)
  *
  * The workqueue_* families come from workqueue_export.h, one set of series

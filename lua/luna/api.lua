@@ -142,7 +142,8 @@ local function shadow_send(rt, fn, method, kind, namespace, name, subresource, q
   local encoded = diff ~= nil and json.encode(diff) or nil
   rt.shadow_report(verb, changed, ("%s %s %s%s"):format(verb, kind,
     namespace and namespace ~= "" and (namespace .. "/") or "", name or "(new)"))
-  rt.log("info", "shadow write", { verb = verb, kind = kind, namespace = namespace,
+  -- the host's own fields (the object written), not a script's
+  rt.log("info", "shadow write", nil, { verb = verb, kind = kind, namespace = namespace,
     name = name or (type(after) == "table" and type(after.metadata) == "table" and after.metadata.name) or nil,
     subresource = subresource, changed = changed and "true" or "false", diff = encoded })
   return after

@@ -74,6 +74,12 @@ local EXPECTED = {
   luna_periodic_next_run_timestamp_seconds = { "gauge", "controller" },
   luna_controller_lua_memory_bytes = { "gauge", "controller" },
   luna_controller_watchdog_stops_total = { "counter", "controller,reason" },
+  luna_log_lines_total = { "counter", "" },
+  luna_log_lines_dropped_total = { "counter", "",
+    "Total number of log lines dropped because the log reader did not keep up (the " ..
+    "buffer was full) or the output failed" },
+  luna_log_lines_truncated_total = { "counter", "" },
+  luna_log_buffered_bytes = { "gauge", "" },
   process_cpu_seconds_total = { "counter", "" },
   process_resident_memory_bytes = { "gauge", "" },
   process_virtual_memory_bytes = { "gauge", "" },

@@ -24,7 +24,7 @@ return luna.controller {
     local target = req.name == "slow" and "held" or req.name
     local obj, err = luna.get("v1/ConfigMap", req.namespace, target)
     if not obj then return nil, err end
-    luna.log.info("got", { name = obj.metadata.name, rv = obj.metadata.resourceVersion })
+    luna.log.info("got", { object = obj.metadata.name, rv = obj.metadata.resourceVersion })
   end,
 }
 ]]
@@ -101,7 +101,7 @@ describe("reconcile interleaving #integration", function()
     end
     -- the delayed call still returned the object
     local got = rt.find(env, rt.msg("got", { key = ns .. "/slow" }))
-    assert.equal("held", got.name)
+    assert.equal("held", got.object)
     -- the second reconcile of slow started only after the first was done
     local second = index_of(rt.msg("reconcile start", { controller = "interleave", key = ns .. "/slow" }),
       slow_start + 1)

@@ -91,7 +91,7 @@ return luna.controller {
   name = "custom",
   watch = { "v1/ConfigMap", labels = { ["luna.dev/spec"] = "@TOKEN@" } },
   predicates = { function(ev)
-    luna.log.info("predicate", { type = ev.type, name = ev.object.metadata.name,
+    luna.log.info("predicate", { type = ev.type, object = ev.object.metadata.name,
       has_old = ev.old ~= nil, old_v = ev.old and ev.old.data and ev.old.data.v,
       v = ev.object.data and ev.object.data.v })
     return ev.type ~= "update" or ev.old.data.v ~= ev.object.data.v
@@ -166,7 +166,7 @@ describe("predicates in a running controller #integration", function()
     merge(path, { data = { other = "b" } })   -- filtered out
     merge(path, { data = { v = "2" } })       -- passes
     rt.wait_count(env, rt.msg("reconcile done", { controller = "custom", key = ns .. "/c" }), 2, 15, "second")
-    local seen = rt.all(env, rt.msg("predicate", { name = "c" }))
+    local seen = rt.all(env, rt.msg("predicate", { object = "c" }))
     assert.equal(3, #seen)
     assert.same({ "add", "false", "1" }, { seen[1].type, seen[1].has_old, seen[1].v })
     assert.same({ "update", "true", "1", "1" }, { seen[2].type, seen[2].has_old, seen[2].old_v, seen[2].v })
@@ -174,7 +174,7 @@ describe("predicates in a running controller #integration", function()
     assert.equal(2, enqueues("custom", "c"))
     -- a delete passes the predicate too (its type is "delete")
     assert.equal(200, (env.srv:request("DELETE", path)))
-    rt.wait(env, rt.msg("predicate", { name = "c", type = "delete" }), 15, "delete event")
+    rt.wait(env, rt.msg("predicate", { object = "c", type = "delete" }), 15, "delete event")
     rt.wait_count(env, rt.msg("reconcile done", { controller = "custom", key = ns .. "/c" }), 3, 15, "third")
   end)
 

@@ -3,6 +3,7 @@
 -- limited to luna's modules and the controllers directory, print to the
 -- log.  Most checks run while a controller file loads (no cluster needed);
 -- the reconcile checks run `luna run` against the dev server.
+local cjson = require("cjson")
 local support = require("12-isolation.support")
 
 -- Each case: name, code (a function body), and either a pattern the error
@@ -140,7 +141,11 @@ describe("the sandbox", function()
       })
       results = {}
       for line in out:gmatch("[^\n]+") do
-        local name, ok, value = line:match(" CHECK (%S+) (%S+) (.-) source=%S+$")
+        -- print's text is the message: bare, or a JSON string when it holds
+        -- '=', '"' or a control character (docs/operations.md, "Logs")
+        local quoted = line:match(' INFO ("CHECK .*") source=%S+$')
+        local msg = quoted and cjson.decode(quoted) or line:match(" INFO (CHECK .-) source=%S+$")
+        local name, ok, value = (msg or ""):match("^CHECK (%S+) (%S+) (.*)$")
         if name then results[name] = { ok = ok == "true", value = value } end
       end
     end)
