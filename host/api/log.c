@@ -49,10 +49,11 @@ static int luna_lua_log_log(lua_State *L)
     int strs = lua_gettop(L);
     const char *pairs[2 * LUNA_LOG_PAIRS_MAX];
     int n = 0;
-    struct luna_reconcile *r = luna_reconcile_of(L);
+    struct luna_reconcile *r;
+    struct luna_controller *c = luna_controller_current(L, &r);
     if (r) {
         pairs[2 * n] = "controller";
-        pairs[2 * n++ + 1] = luna_controller_name(luna_reconcile_controller(r));
+        pairs[2 * n++ + 1] = luna_controller_name(c);
         pairs[2 * n] = "key";
         pairs[2 * n++ + 1] = luna_reconcile_key(r);
         pairs[2 * n] = "reconcile_id";
