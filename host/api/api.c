@@ -5,6 +5,7 @@
 
 #include "controller/controller.h"
 #include "api/cache.h"
+#include "api/host.h"
 #include "api/client.h"
 #include "api/events.h"
 #include "api/log.h"
@@ -33,23 +34,9 @@ static int luna_lua_runtime_current(lua_State *L)
     return 1;
 }
 
-/* The registry key of the state's host (its address). */
-static char key_host;
-
-struct luna_api_host *luna_api_host(lua_State *L)
-{
-    lua_pushlightuserdata(L, &key_host);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-    struct luna_api_host *host = lua_touserdata(L, -1);
-    lua_pop(L, 1);
-    return host;
-}
-
 void luna_lua_runtime_install(lua_State *L, struct luna_api_host *host)
 {
-    lua_pushlightuserdata(L, &key_host);
-    lua_pushlightuserdata(L, host);
-    lua_rawset(L, LUA_REGISTRYINDEX);
+    luna_api_host_set(L, host);
     lua_getglobal(L, "require");
     lua_pushliteral(L, "luna.core");
     lua_call(L, 1, 1);

@@ -1,7 +1,7 @@
 /* api/client.c — see api/client.h. */
 #include "api/client.h"
 
-#include "api/api.h"
+#include "api/host.h"
 
 #include <lauxlib.h>
 #include <stdbool.h>

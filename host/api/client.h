@@ -48,18 +48,5 @@ struct luna_api_host;
  * ShardNotHeld and the why. */
 void luna_lua_client_register(lua_State *L, struct luna_api_host *host);
 
-/* The observer of the requests scripts make (a field of the host): (`luna test` records them through
- * the runtime's test control): start(ud, ...) when a request is sent,
- * returning a token (0: not kept; strings are borrowed for the call only,
- * body may be NULL), and done(ud, token, status) when it completes (status
- * 0: the transfer failed; never for a cancelled request or token 0).  ud
- * is borrowed while the observer is set. */
-struct luna_lua_client_observer {
-    uint64_t (*start)(void *ud, const char *controller, const char *key, const char *method,
-                      const char *path, const char *content_type, const char *body,
-                      size_t body_len);
-    void (*done)(void *ud, uint64_t token, int status);
-    void *ud;
-};
 
 #endif

@@ -4,7 +4,7 @@
 #include <lauxlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/host.h"
 #include "lua/lua_util.h"
 
 #define STORE_MT "luna.event_store"

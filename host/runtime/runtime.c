@@ -36,6 +36,7 @@
 #include "api/events.h"
 #include "controller/loader.h"
 #include "api/api.h"
+#include "api/host.h"
 #include "serve/metrics.h"
 #include "serve/metrics_auth.h"
 #include "serve/serving_cert.h"

@@ -67,7 +67,7 @@
 #ifndef LUNA_TEST_CONTROL_H
 #define LUNA_TEST_CONTROL_H
 
-#include "api/client.h"
+#include "api/host.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -109,7 +109,7 @@ int luna_test_control_start(const struct luna_test_control_source *src, luna_err
 /* Stops reading and frees the recorded calls (no-op when not started). */
 void luna_test_control_stop(void);
 
-/* The observer of script API calls (api/client.h) that records them for
+/* The observer of script API calls (api/host.h) that records them for
  * `luna test`: every call a reconcile starts (strings copied) and the
  * status of its answer; records nothing unless enabled.  Static. */
 const struct luna_lua_client_observer *luna_test_control_call_observer(void);
