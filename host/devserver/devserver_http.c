@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "devserver/devserver_api.h"
@@ -23,6 +24,10 @@
 #include "base/mhd_loop.h"
 
 #define MAX_BODY (3u * 1024 * 1024) /* kube-apiserver's request body limit */
+/* Request bodies held at once, over all connections: past it a request is
+ * refused 429 as kube-apiserver's max-requests-inflight refuses, so N
+ * clients uploading at once cannot make the server hold N * MAX_BODY. */
+#define MAX_BODIES_IN_FLIGHT ((size_t)64 * 1024 * 1024)
 
 /* A suspended connection, linked into its server's list so that stopping
  * can resume it first (MHD aborts when stopped with any suspended). */
@@ -39,6 +44,7 @@ struct luna_ds_http {
     struct suspension *suspended;
     const char *token;
     int port;
+    size_t in_flight;        /* body bytes reserved by requests in progress (<= MAX_BODIES_IN_FLIGHT) */
 };
 
 /* One watch stream: owned by its MHD response, freed in its free callback. */
@@ -56,7 +62,9 @@ struct request {
     struct MHD_Connection *conn;
     char *body;
     size_t len, cap;
+    size_t reserved;         /* this request's share of srv->in_flight, returned when it ends */
     bool too_big;
+    bool refused;            /* no room in the in-flight bound: body discarded, 429 */
     bool delayed;            /* held back by a delay (counted in faults.waiting) */
     struct MHD_Response *ready; /* the response to queue after the delay */
     unsigned ready_code;
@@ -172,6 +180,173 @@ static const char *query_arg(void *ctx, const char *name)
     return MHD_lookup_connection_value(ctx, MHD_GET_ARGUMENT_KIND, name);
 }
 
+/* ---- bounds checked on the headers, before any body byte is read ---- */
+
+static struct MHD_Response *too_large(unsigned *code)
+{
+    luna_ds_status st = { 0 };
+    luna_ds_status_set(&st, 413, "RequestEntityTooLarge",
+                       "Request entity too large: limit is %u", MAX_BODY);
+    *code = 413;
+    return status_response(&st);
+}
+
+/* kube-apiserver's max-requests-inflight answer, word for word. */
+static struct MHD_Response *too_many(unsigned *code)
+{
+    luna_ds_status st = { 0 };
+    luna_ds_status_set(&st, 429, "TooManyRequests", "Too many requests, please try again later.");
+    st.retry_after = 1;
+    st.details = json_pack("{s:i}", "retryAfterSeconds", 1);
+    *code = 429;
+    return status_response(&st);
+}
+
+/* Takes a share of the in-flight bound for n more body bytes. */
+static bool reserve(struct request *r, size_t n)
+{
+    luna_ds_http *srv = r->srv;
+    if (n > MAX_BODIES_IN_FLIGHT - srv->in_flight)
+        return false;
+    srv->in_flight += n;
+    r->reserved += n;
+    return true;
+}
+
+static void release(struct request *r)
+{
+    r->srv->in_flight -= r->reserved;
+    r->reserved = 0;
+}
+
+struct framing {
+    unsigned lengths, encodings;
+    const char *first_length;
+    bool lengths_differ;
+    char got[160];           /* Go's %q of the lengths, for its message */
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    struct framing *f = cls;
+    if (!key || !value)
+        return MHD_YES;
+    if (strcasecmp(key, "Transfer-Encoding") == 0) {
+        f->encodings++;
+    } else if (strcasecmp(key, "Content-Length") == 0) {
+        if (f->lengths++ == 0)
+            f->first_length = value;
+        else if (strcmp(f->first_length, value) != 0)
+            f->lengths_differ = true;
+        size_t n = strlen(f->got);
+        snprintf(f->got + n, sizeof f->got - n, "%s\"%.32s\"", n ? " " : "[", value);
+    }
+    return MHD_YES;
+}
+
+/* Go's net/http answer to a malformed request: plain text, and the
+ * connection closed (MHD reads nothing more from it). */
+static struct MHD_Response *bad_framing(const char *why, unsigned *code)
+{
+    char *body = NULL;
+    int n = asprintf(&body, "400 Bad Request: %s", why);
+    if (n < 0)
+        return NULL;
+    struct MHD_Response *r = MHD_create_response_from_buffer((size_t)n, body,
+                                                             MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return NULL;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+    MHD_add_response_header(r, "Connection", "close");
+    *code = 400;
+    return r;
+}
+
+/* Runs on the first call for a request, when MHD has its headers and has
+ * read none of its body.  A refusal queued now is sent at once and MHD
+ * discards the body and closes the connection, so a request the server
+ * will not serve never makes it hold its body: kube-apiserver likewise
+ * authenticates before reading, refuses a declared length over the limit
+ * without reading, and bounds the requests in flight.  NULL: go on. */
+static struct MHD_Response *screen(struct request *r, struct MHD_Connection *c, unsigned *code)
+{
+    luna_ds_http *srv = r->srv;
+    struct framing f = { 0 };
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
+    /* Request smuggling: two framings a proxy and this server could read
+     * differently.  Go refuses differing lengths (and takes equal ones as
+     * one); a length beside Transfer-Encoding is refused too, as RFC 9112
+     * 6.1 says it ought to be (Go drops the length; see docs/kube.md). */
+    if (f.lengths_differ) {
+        char why[256];
+        snprintf(why, sizeof why, "http: message cannot contain multiple Content-Length "
+                 "headers; got %s]", f.got);
+        return bad_framing(why, code);
+    }
+    if (f.lengths && f.encodings)
+        return bad_framing("http: message cannot contain both Content-Length and "
+                           "Transfer-Encoding headers", code);
+    if (srv->token) {
+        /* the --token, or a token the server issued (TokenRequest) */
+        const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+        if (!luna_ds_auth_request(srv->ds, auth)) {
+            luna_ds_status st = { 0 };
+            luna_ds_status_set(&st, 401, "Unauthorized", "Unauthorized");
+            *code = 401;
+            return status_response(&st);
+        }
+    }
+    if (f.first_length) {
+        /* MHD has already refused a length that is not a number */
+        unsigned long long n = strtoull(f.first_length, NULL, 10);
+        if (n > MAX_BODY)
+            return too_large(code);
+        if (!reserve(r, (size_t)n))
+            return too_many(code);
+    }
+    return NULL;
+}
+
+/* Keeps n more body bytes, or discards them once the request is refused
+ * (over MAX_BODY, or no room left in the in-flight bound: a chunked body
+ * reserves as it arrives).  false: out of memory. */
+static bool take_body(struct request *r, const char *data, size_t n)
+{
+    if (r->too_big || r->refused)
+        return true;
+    if (r->len + n > MAX_BODY || (r->len + n > r->reserved && !reserve(r, r->len + n - r->reserved))) {
+        if (r->len + n > MAX_BODY)
+            r->too_big = true;
+        else
+            r->refused = true;
+        free(r->body);
+        r->body = NULL;
+        r->len = r->cap = 0;
+        release(r);
+        return true;
+    }
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 4096;
+        while (cap < r->len + n + 1)
+            cap *= 2;
+        if (cap > MAX_BODY + 1)
+            cap = MAX_BODY + 1;
+        char *b = realloc(r->body, cap);
+        if (!b)
+            return false;
+        r->body = b;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    r->body[r->len] = '\0';
+    return true;
+}
+
 /* ---- request handling ---- */
 
 static bool is_admin_path(const char *url)
@@ -224,21 +399,10 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
     luna_ds_http *srv = r->srv;
     struct MHD_Connection *c = r->conn;
     luna_ds_status st = { 0 };
-    if (srv->token) {
-        /* the --token, or a token the server issued (TokenRequest) */
-        const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-        if (!luna_ds_auth_request(srv->ds, auth)) {
-            luna_ds_status_set(&st, 401, "Unauthorized", "Unauthorized");
-            *code = 401;
-            return status_response(&st);
-        }
-    }
-    if (r->too_big) {
-        luna_ds_status_set(&st, 413, "RequestEntityTooLarge",
-                           "Request entity too large: limit is %u", MAX_BODY);
-        *code = 413;
-        return status_response(&st);
-    }
+    if (r->too_big)
+        return too_large(code);
+    if (r->refused)
+        return too_many(code);
     luna_ds_faults *f = &srv->ds->faults;
     if (!is_admin_path(url) && luna_ds_faults_applies(f->error_on, method, is_watch(c)) &&
         luna_ds_faults_chance(f, f->error_rate)) {
@@ -347,31 +511,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->conn = c;
         ev_timer_init(&r->delay, on_delay, 0, 0);
         *con_cls = r;
-        return MHD_YES;
+        unsigned code = 500;
+        struct MHD_Response *refusal = screen(r, c, &code);
+        if (!refusal)
+            return MHD_YES;
+        enum MHD_Result rc = MHD_queue_response(c, code, refusal);
+        MHD_destroy_response(refusal);
+        return rc;
     }
     if (*upload_size) {
-        if (!r->too_big) {
-            if (r->len + *upload_size > MAX_BODY) {
-                r->too_big = true;
-                free(r->body);
-                r->body = NULL;
-                r->len = r->cap = 0;
-            } else {
-                if (r->len + *upload_size + 1 > r->cap) {
-                    size_t cap = r->cap ? r->cap : 4096;
-                    while (cap < r->len + *upload_size + 1)
-                        cap *= 2;
-                    char *b = realloc(r->body, cap);
-                    if (!b)
-                        return MHD_NO;
-                    r->body = b;
-                    r->cap = cap;
-                }
-                memcpy(r->body + r->len, upload_data, *upload_size);
-                r->len += *upload_size;
-                r->body[r->len] = '\0';
-            }
-        }
+        if (!take_body(r, upload_data, *upload_size))
+            return MHD_NO;
         *upload_size = 0;
         return MHD_YES;
     }
@@ -425,6 +575,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     unlink_suspension(r->srv, &r->link);
     if (r->ready)
         MHD_destroy_response(r->ready);
+    release(r);
     free(r->body);
     free(r);
     *con_cls = NULL;

@@ -8,6 +8,13 @@
  * nothing to send is suspended and resumed when its watch queues bytes, so
  * nothing polls.  HTTP/2 is not offered (libmicrohttpd has no HTTP/2).
  *
+ * A request is screened on its headers before any body byte is read: two
+ * differing Content-Lengths or a length beside Transfer-Encoding (400,
+ * closed), the token (401), a declared length over 3 MiB (413), and room
+ * in the 64 MiB bound on bodies in flight over all connections (429); a
+ * refusal is sent at once and MHD discards the body and closes.  A request
+ * owns its body buffer and its reservation until MHD reports it complete.
+ *
  * Requests are handed to devserver_api.  Out of memory, a request is
  * answered 500 or, when not even that can be built, its connection is
  * closed.  Runs on the loop thread.

@@ -137,6 +137,29 @@ int luna_ds_status_invalid(luna_ds_status *st, const char *group, const char *ki
     return LUNA_EINVAL;
 }
 
+int luna_ds_status_invalid_causes(luna_ds_status *st, const char *group, const char *kind,
+                                  const char *name, json_t *causes)
+{
+    char gk[256];
+    size_t n = json_array_size(causes);
+    luna_ds_status_set(st, 422, "Invalid", "%s \"%s\" is invalid: %s",
+                       qualified(gk, sizeof gk, group, kind), name ? name : "", n > 1 ? "[" : "");
+    size_t len = strlen(st->message);
+    for (size_t i = 0; i < n && len < sizeof st->message; i++) {
+        json_t *c = json_array_get(causes, i);
+        const char *field = json_string_value(json_object_get(c, "field"));
+        int w = snprintf(st->message + len, sizeof st->message - len, "%s%s: %s", i ? ", " : "",
+                         field ? field : "", json_string_value(json_object_get(c, "message")));
+        len += w > 0 ? (size_t)w : 0;
+    }
+    if (n > 1 && len + 1 < sizeof st->message)
+        strcat(st->message, "]");
+    json_t *d = named_details(group, kind, name);
+    json_object_set_new(d, "causes", causes);
+    st->details = d;
+    return LUNA_EINVAL;
+}
+
 void luna_ds_status_clear(luna_ds_status *st)
 {
     reset(st, 0, "");

@@ -53,6 +53,12 @@ int luna_ds_status_invalid(luna_ds_status *st, const char *group, const char *ki
                            const char *name, const char *cause_reason,
                            const char *field, const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
+/* 422 Invalid with every cause in causes (a JSON array of {reason,
+ * message, field}, consumed): message "Kind \"name\" is invalid: field:
+ * message" for one, "[f1: m1, f2: m2]" for more, as kube aggregates them
+ * (cut at the message buffer; the causes stay whole). */
+int luna_ds_status_invalid_causes(luna_ds_status *st, const char *group, const char *kind,
+                                  const char *name, json_t *causes);
 
 /* 500 InternalError "out of memory" (without allocating); returns
  * LUNA_ENOMEM. */

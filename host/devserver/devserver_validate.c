@@ -2,6 +2,8 @@
 #include "devserver/devserver_validate.h"
 
 #include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "devserver/devserver_doc.h"
@@ -245,4 +247,320 @@ int luna_ds_validate_object(luna_ds_type *t, json_t *doc, const char *ns, const 
         rc = luna_ds_status_bad_request(st, "the name of the object (%s) does not match the name "
                                         "on the URL (%s)", bname, name);
     return rc;
+}
+
+/* ---- metadata.labels, metadata.annotations and ConfigMap keys, with
+ * k8s.io/apimachinery's validation messages word for word ---- */
+
+#define QNAME_MSG "must consist of alphanumeric characters, '-', '_' or '.', and must start " \
+                  "and end with an alphanumeric character"
+#define QNAME_FMT "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+#define QNAME_EXAMPLES "(e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for " \
+                       "validation is '" QNAME_FMT "')"
+#define TOTAL_ANNOTATION_SIZE (256 * 1024) /* apimachinery's TotalAnnotationSizeLimitB */
+
+static bool qname_char(char c) { return isalnum((unsigned char)c); }
+
+/* ([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9] over s[0..n) */
+static bool qname_match(const char *s, size_t n)
+{
+    if (n == 0 || !qname_char(s[0]) || !qname_char(s[n - 1]))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!qname_char(s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+            return false;
+    return true;
+}
+
+/* The RFC 1123 subdomain regex (no length bound per label, as the regex) */
+static bool subdomain_match(const char *s, size_t n)
+{
+    size_t start = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && s[i] != '.')
+            continue;
+        size_t len = i - start;
+        const char *l = s + start;
+        if (len == 0 || !(islower((unsigned char)l[0]) || isdigit((unsigned char)l[0])) ||
+            !(islower((unsigned char)l[len - 1]) || isdigit((unsigned char)l[len - 1])))
+            return false;
+        for (size_t j = 0; j < len; j++)
+            if (!islower((unsigned char)l[j]) && !isdigit((unsigned char)l[j]) && l[j] != '-')
+                return false;
+        start = i + 1;
+    }
+    return true;
+}
+
+/* Go's %q of a string (quotes, backslash and control bytes escaped). */
+static void go_quote(char *buf, size_t size, const char *s)
+{
+    size_t w = 0;
+    buf[w++] = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p && w + 8 < size; p++) {
+        if (*p == '"' || *p == '\\') {
+            buf[w++] = '\\';
+            buf[w++] = (char)*p;
+        } else if (*p == '\n') {
+            buf[w++] = '\\';
+            buf[w++] = 'n';
+        } else if (*p == '\t') {
+            buf[w++] = '\\';
+            buf[w++] = 't';
+        } else if (*p == '\r') {
+            buf[w++] = '\\';
+            buf[w++] = 'r';
+        } else if (*p < 0x20 || *p == 0x7f) {
+            w += (size_t)snprintf(buf + w, size - w, "\\x%02x", *p);
+        } else {
+            buf[w++] = (char)*p;
+        }
+    }
+    buf[w++] = '"';
+    buf[w] = '\0';
+}
+
+static void add_cause(json_t *causes, const char *reason, const char *field, const char *message)
+{
+    json_array_append_new(causes, json_pack("{s:s,s:s,s:s}", "reason", reason, "message",
+                                            message, "field", field));
+}
+
+/* field.Invalid(field, value, msg) */
+static void add_invalid(json_t *causes, const char *field, const char *value, const char *msg)
+{
+    char q[600], m[1400];
+    go_quote(q, sizeof q, value);
+    snprintf(m, sizeof m, "Invalid value: %s: %s", q, msg);
+    add_cause(causes, "FieldValueInvalid", field, m);
+}
+
+/* validation.IsQualifiedName(check), each message as field.Invalid(field, shown) */
+static void qualified_name(json_t *causes, const char *field, const char *check,
+                           const char *shown)
+{
+    const char *slash = strchr(check, '/');
+    const char *name = check;
+    if (slash && strchr(slash + 1, '/')) {
+        add_invalid(causes, field, shown, "a qualified name must consist of alphanumeric "
+                    "characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                    "character " QNAME_EXAMPLES " with an optional DNS subdomain prefix and '/' "
+                    "(e.g. 'example.com/MyName')");
+        return;
+    }
+    if (slash) {
+        size_t plen = (size_t)(slash - check);
+        name = slash + 1;
+        if (plen == 0) {
+            add_invalid(causes, field, shown, "prefix part must be non-empty");
+        } else {
+            if (plen > 253)
+                add_invalid(causes, field, shown, "prefix part must be no more than 253 characters");
+            if (!subdomain_match(check, plen))
+                add_invalid(causes, field, shown, "prefix part a lowercase RFC 1123 subdomain "
+                    "must consist of lower case alphanumeric characters, '-' or '.', and must "
+                    "start and end with an alphanumeric character (e.g. 'example.com', regex "
+                    "used for validation is "
+                    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')");
+        }
+    }
+    size_t n = strlen(name);
+    if (n == 0)
+        add_invalid(causes, field, shown, "name part must be non-empty");
+    else if (n > 63)
+        add_invalid(causes, field, shown, "name part must be no more than 63 characters");
+    if (!qname_match(name, n))
+        add_invalid(causes, field, shown, "name part " QNAME_MSG " " QNAME_EXAMPLES);
+}
+
+static void labels(json_t *causes, const json_t *m)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)m, k, v) {
+        qualified_name(causes, "metadata.labels", k, k);
+        const char *val = json_is_string(v) ? json_string_value(v) : "";
+        size_t n = strlen(val);
+        if (n > 63)
+            add_invalid(causes, "metadata.labels", val, "must be no more than 63 characters");
+        if (n > 0 && !qname_match(val, n))
+            add_invalid(causes, "metadata.labels", val, "a valid label must be an empty string "
+                        "or consist of alphanumeric characters, '-', '_' or '.', and must start "
+                        "and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex "
+                        "used for validation is '(" QNAME_FMT ")?')");
+    }
+}
+
+static void annotations(json_t *causes, const json_t *m)
+{
+    const char *k;
+    json_t *v;
+    size_t total = 0;
+    json_object_foreach((json_t *)m, k, v) {
+        /* a QualifiedName except that case does not matter */
+        char *lower = strdup(k);
+        if (lower) {
+            for (char *p = lower; *p; p++)
+                *p = (char)tolower((unsigned char)*p);
+            qualified_name(causes, "metadata.annotations", lower, k);
+            free(lower);
+        }
+        total += strlen(k) + (json_is_string(v) ? json_string_length(v) : 0);
+    }
+    if (total > TOTAL_ANNOTATION_SIZE)
+        add_cause(causes, "FieldValueTooLong", "metadata.annotations",
+                  "Too long: may not be more than 262144 bytes");
+}
+
+/* validation.IsConfigMapKey, as field.Invalid(data[key] / binaryData[key]) */
+static void configmap_key(json_t *causes, const char *bag, const char *key)
+{
+    char field[600];
+    snprintf(field, sizeof field, "%s[%s]", bag, key);
+    size_t n = strlen(key);
+    if (n > 253)
+        add_invalid(causes, field, key, "must be no more than 253 characters");
+    bool ok = n > 0;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = isalnum((unsigned char)key[i]) || key[i] == '-' || key[i] == '.' || key[i] == '_';
+    if (!ok)
+        add_invalid(causes, field, key, "a valid config key must consist of alphanumeric "
+                    "characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or "
+                    "'key-name', regex used for validation is '[-._a-zA-Z0-9]+')");
+    if (strcmp(key, ".") == 0)
+        add_invalid(causes, field, key, "must not be '.'");
+    else if (strcmp(key, "..") == 0)
+        add_invalid(causes, field, key, "must not be '..'");
+    else if (strncmp(key, "..", 2) == 0)
+        add_invalid(causes, field, key, "must not start with '..'");
+}
+
+static int b64_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* Go's base64.StdEncoding.Decode: -1 when s decodes, else the input byte
+ * its CorruptInputError names (newlines skipped, padding required). */
+static long b64_corrupt_at(const char *s, size_t len)
+{
+    size_t si = 0;
+    while (si < len) {
+        for (int j = 0; j < 4; j++) {
+            if (si == len) {
+                if (j == 0)
+                    return -1;
+                return (long)(si - (size_t)j);
+            }
+            unsigned char in = (unsigned char)s[si++];
+            if (b64_value(in) >= 0)
+                continue;
+            if (in == '\n' || in == '\r') {
+                j--;
+                continue;
+            }
+            if (in != '=')
+                return (long)(si - 1);
+            if (j < 2)
+                return (long)(si - 1);
+            if (j == 2) {
+                while (si < len && (s[si] == '\n' || s[si] == '\r'))
+                    si++;
+                if (si == len)
+                    return (long)len;
+                if (s[si] != '=')
+                    return (long)(si - 1);
+                si++;
+            }
+            while (si < len && (s[si] == '\n' || s[si] == '\r'))
+                si++;
+            return si < len ? (long)si : -1;
+        }
+    }
+    return -1;
+}
+
+/* What decoding a ConfigMap into its Go struct refuses (400). */
+static int configmap_types(const luna_ds_type *t, const json_t *doc, luna_ds_status *st)
+{
+    static const struct { const char *bag, *map_type, *elem_type; } bags[] = {
+        { "data", "map[string]string", "string" },
+        { "binaryData", "map[string][]uint8", "[]uint8" },
+    };
+    for (size_t b = 0; b < 2; b++) {
+        json_t *m = json_object_get(doc, bags[b].bag);
+        if (!m || json_is_null(m))
+            continue;
+        if (!json_is_object(m))
+            return luna_ds_status_bad_request(st, "%s in version \"%s\" cannot be handled as a "
+                "%s: json: cannot unmarshal %s into Go struct field %s.%s of type %s", t->kind,
+                t->version, t->kind, json_type_name(m), t->kind, bags[b].bag, bags[b].map_type);
+        const char *k;
+        json_t *v;
+        json_object_foreach(m, k, v) {
+            if (json_is_null(v))
+                continue;
+            if (!json_is_string(v))
+                return luna_ds_status_bad_request(st, "%s in version \"%s\" cannot be handled "
+                    "as a %s: json: cannot unmarshal %s into Go struct field %s.%s of type %s",
+                    t->kind, t->version, t->kind, json_type_name(v), t->kind, bags[b].bag,
+                    bags[b].elem_type);
+            long at = b == 1 ? b64_corrupt_at(json_string_value(v), json_string_length(v)) : -1;
+            if (at >= 0)
+                return luna_ds_status_bad_request(st, "%s in version \"%s\" cannot be handled "
+                    "as a %s: illegal base64 data at input byte %ld", t->kind, t->version,
+                    t->kind, at);
+        }
+    }
+    return 0;
+}
+
+static void configmap_keys(json_t *causes, const json_t *doc)
+{
+    json_t *data = json_object_get(doc, "data"), *bin = json_object_get(doc, "binaryData");
+    const char *k;
+    json_t *v;
+    if (json_is_object(data)) {
+        json_object_foreach(data, k, v) {
+            configmap_key(causes, "data", k);
+            if (json_is_object(bin) && json_object_get(bin, k)) {
+                char field[600];
+                snprintf(field, sizeof field, "data[%s]", k);
+                add_invalid(causes, field, k, "duplicate of key present in binaryData");
+            }
+        }
+    }
+    if (json_is_object(bin))
+        json_object_foreach(bin, k, v)
+            configmap_key(causes, "binaryData", k);
+}
+
+int luna_ds_validate_fields(const luna_ds_type *t, const json_t *doc, const char *name,
+                            luna_ds_status *st)
+{
+    bool configmap = !*t->group && strcmp(t->resource, "configmaps") == 0;
+    if (configmap && configmap_types(t, doc, st) < 0)
+        return -st->code;
+    json_t *causes = json_array();
+    if (!causes)
+        return luna_ds_status_oom(st);
+    json_t *md = json_object_get(doc, "metadata");
+    json_t *l = json_object_get(md, "labels"), *a = json_object_get(md, "annotations");
+    if (json_is_object(l))
+        labels(causes, l);
+    if (json_is_object(a))
+        annotations(causes, a);
+    if (configmap)
+        configmap_keys(causes, doc);
+    if (json_array_size(causes) == 0) {
+        json_decref(causes);
+        return 0;
+    }
+    luna_ds_status_invalid_causes(st, t->group, t->kind, name, causes);
+    return -422;
 }

@@ -37,6 +37,15 @@ int luna_ds_validate_object(luna_ds_type *t, json_t *doc, const char *ns, const 
 /* 404 when ns does not exist; 403 when creating in a terminating one. */
 int luna_ds_validate_namespace_usable(luna_ds *ds, luna_ds_type *t, const char *ns, const char *name,
                                       bool creating, luna_ds_status *st);
+/* What kube-apiserver checks of any object's metadata and of a ConfigMap's
+ * data on every create and update: label keys and values, annotation keys
+ * (qualified names) and their total size (256 KiB), ConfigMap data and
+ * binaryData keys; every violation found is a cause of one 422 Invalid, as
+ * kube aggregates them.  A ConfigMap whose data values are not strings or
+ * whose binaryData values are not base64 is refused first with the 400 its
+ * decoding gives.  name: the object's, for the message. */
+int luna_ds_validate_fields(const luna_ds_type *t, const json_t *doc, const char *name,
+                            luna_ds_status *st);
 /* metadata.name for type t (422 Invalid with kube's message). */
 int luna_ds_validate_name(const luna_ds_type *t, const char *name, luna_ds_status *st);
 
