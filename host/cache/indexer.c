@@ -18,6 +18,7 @@ struct bucket {
 struct remembered {
     char *key;
     struct luna_index_values vals;
+    size_t charged;                 /* granted by the index's charge fn */
     UT_hash_handle hh;
 };
 
@@ -27,6 +28,7 @@ struct index {
     void *ud;
     void (*ud_free)(void *);
     bool pure;
+    luna_index_charge_fn charge;    /* NULL: not charged (pure indexes never) */
     struct bucket *buckets;
     struct remembered *remembered;  /* only when !pure */
     UT_hash_handle hh;
@@ -98,7 +100,7 @@ struct luna_indexer *luna_indexer_new(void)
 {
     struct luna_indexer *idx = calloc(1, sizeof *idx);
     if (idx && luna_indexer_add_index(idx, LUNA_INDEX_NAMESPACE, namespace_index_fn, NULL,
-                                      NULL, true, NULL) < 0) {
+                                      NULL, true, NULL, NULL) < 0) {
         free(idx);
         return NULL;
     }
@@ -169,9 +171,23 @@ static void index_remove(struct index *ix, struct luna_object *obj)
     for (size_t i = 0; i < r->vals.n; i++)
         bucket_remove(ix, r->vals.v[i], obj);
     HASH_DEL(ix->remembered, r);
+    if (r->charged)
+        ix->charge(ix->ud, -(long long)r->charged);
     values_clear(&r->vals);
     free(r->key);
     free(r);
+}
+
+/* What an object's values hold in a remembered index: their copy, their
+ * bucket's copy, and the bookkeeping of both (an estimate that errs high). */
+#define VALUE_OVERHEAD 96
+
+static size_t values_cost(const struct luna_index_values *vals)
+{
+    size_t cost = 0;
+    for (size_t i = 0; i < vals->n; i++)
+        cost += 2 * strlen(vals->v[i]) + VALUE_OVERHEAD;
+    return cost;
 }
 
 static void index_add(struct index *ix, struct luna_object *obj)
@@ -185,12 +201,22 @@ static void index_add(struct index *ix, struct luna_object *obj)
         return;
     }
     values_dedupe(&vals);
+    size_t cost = !ix->pure && ix->charge && vals.n ? values_cost(&vals) : 0;
+    if (cost && ix->charge(ix->ud, (long long)cost) < 0) {
+        luna_warn("index values refused", "index", ix->name, "key", luna_object_key(obj),
+                  "error", "they would pass the Lua memory limit of the index's controller; "
+                  "the object is left out of this index");
+        values_clear(&vals);
+        return;
+    }
     for (size_t i = 0; i < vals.n; i++) {
         if (bucket_add(ix, vals.v[i], obj) < 0) {
             luna_error("index update failed", "index", ix->name, "key", luna_object_key(obj),
                        "error", "out of memory");
             for (size_t j = 0; j < i; j++)
                 bucket_remove(ix, vals.v[j], obj);
+            if (cost)
+                ix->charge(ix->ud, -(long long)cost);
             values_clear(&vals);
             return;
         }
@@ -204,17 +230,21 @@ static void index_add(struct index *ix, struct luna_object *obj)
         free(r);
         for (size_t i = 0; i < vals.n; i++)
             bucket_remove(ix, vals.v[i], obj);
+        if (cost)
+            ix->charge(ix->ud, -(long long)cost);
         values_clear(&vals);
         luna_error("index update failed", "index", ix->name, "key", luna_object_key(obj),
                    "error", "out of memory");
         return;
     }
     r->vals = vals;
+    r->charged = cost;
     HASH_ADD_KEYPTR(hh, ix->remembered, r->key, strlen(r->key), r);
 }
 
 int luna_indexer_add_index(struct luna_indexer *idx, const char *name, luna_index_fn fn,
-                           void *ud, void (*ud_free)(void *), bool pure, luna_error *err)
+                           void *ud, void (*ud_free)(void *), bool pure,
+                           luna_index_charge_fn charge, luna_error *err)
 {
     struct index *ix;
     HASH_FIND_STR(idx->indexes, name, ix);
@@ -234,6 +264,7 @@ int luna_indexer_add_index(struct luna_indexer *idx, const char *name, luna_inde
     ix->ud = ud;
     ix->ud_free = ud_free;
     ix->pure = pure;
+    ix->charge = pure ? NULL : charge;
     HASH_ADD_KEYPTR(hh, idx->indexes, ix->name, strlen(ix->name), ix);
     for (size_t i = 0; i < idx->store.cap; i++)
         if (idx->store.slots[i])
@@ -260,6 +291,8 @@ static void index_free(struct index *ix)
     struct remembered *r, *rtmp;
     HASH_ITER(hh, ix->remembered, r, rtmp) {
         HASH_DEL(ix->remembered, r);
+        if (r->charged)
+            ix->charge(ix->ud, -(long long)r->charged);
         values_clear(&r->vals);
         free(r->key);
         free(r);

@@ -59,12 +59,23 @@ typedef int (*luna_object_visit)(struct luna_object *obj, void *ud);
 struct luna_indexer *luna_indexer_new(void);
 void luna_indexer_free(struct luna_indexer *idx);
 
+/* How a remembered (not pure) index's values are charged to whoever asked
+ * for the index (a controller's Lua memory: controller/index_fn.h): called
+ * with delta > 0, the bytes an object's values will hold (their copies and
+ * their buckets), before they are kept: 0 grants them, < 0 refuses (the
+ * object is left out of that index, with a warning: "index values
+ * refused"); with delta < 0 when they are dropped (the object changed or
+ * left, or the index is removed).  Called with ud. */
+typedef int (*luna_index_charge_fn)(void *ud, long long delta);
+
 /* Adds an index and computes it for the objects already stored.  `pure`
  * promises the function's values depend only on the object, so they are
- * recomputed from the old object on update instead of remembered.  Fails
- * if the name is taken. */
+ * recomputed from the old object on update instead of remembered.  charge
+ * (NULL: none; only for indexes that are not pure) is asked for the memory
+ * each object's values hold.  Fails if the name is taken. */
 int luna_indexer_add_index(struct luna_indexer *idx, const char *name, luna_index_fn fn,
-                           void *ud, void (*ud_free)(void *), bool pure, luna_error *err);
+                           void *ud, void (*ud_free)(void *), bool pure,
+                           luna_index_charge_fn charge, luna_error *err);
 bool luna_indexer_has_index(const struct luna_indexer *idx, const char *name);
 /* Drops an index (not the built-in namespace index); LUNA_ENOTFOUND if absent. */
 int luna_indexer_remove_index(struct luna_indexer *idx, const char *name);

@@ -25,6 +25,21 @@ struct lua_index_fn {
     const struct luna_watchdog_limits *limits; /* NULL: the state's defaults */
 };
 
+/* An object's values are the index's controller's memory: charged to its
+ * account in the Lua memory cap (watchdog.h) while the index keeps them. */
+static int charge_values(void *ud, long long delta)
+{
+    struct lua_index_fn *fn = ud;
+    lua_State *L = *fn->Lp;
+    unsigned account = fn->limits ? fn->limits->account : 0;
+    if (!L)
+        return delta > 0 ? -1 : 0;
+    if (delta > 0)
+        return luna_watchdog_charge_account(L, account, (size_t)delta);
+    luna_watchdog_release_account(L, account, (size_t)-delta);
+    return 0;
+}
+
 static void lua_index_fn_free(void *ud)
 {
     struct lua_index_fn *fn = ud;
@@ -118,7 +133,8 @@ int luna_index_fn_add(lua_State *L, struct luna_indexer *idx, const char *name, 
     fn->limits = limits;
     luna_error err;
     /* add_index frees fn itself on failure */
-    if (luna_indexer_add_index(idx, name, lua_index_fn, fn, lua_index_fn_free, false, &err) < 0)
+    if (luna_indexer_add_index(idx, name, lua_index_fn, fn, lua_index_fn_free, false,
+                               charge_values, &err) < 0)
         return luaL_error(L, "%s", err.msg);
     return 0;
 }

@@ -4,12 +4,17 @@
 #include <lauxlib.h>
 #include <luajit.h>
 #include <pthread.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 
@@ -85,6 +90,8 @@ static void *watchdog_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
 static void *refuse(struct luna_watchdog_guard *g, enum luna_watchdog_memory_rule rule);
 static void *tagged_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
 static void hook(lua_State *L, lua_Debug *ar);
+static void alarm_make(void);
+static void alarm_stop_all(long long ns);
 
 static struct luna_watchdog *watchdog_of(lua_State *L)
 {
@@ -137,6 +144,7 @@ void luna_watchdog_stop_all_at(double deadline)
     long long cur = atomic_load(&stop_all_ns);
     while ((cur == 0 || ns < cur) && !atomic_compare_exchange_weak(&stop_all_ns, &cur, ns)) {
     }
+    alarm_stop_all(ns);
 }
 
 double luna_watchdog_stop_all_deadline(void)
@@ -454,6 +462,7 @@ int luna_watchdog_install(lua_State *L, const struct luna_watchdog_config *cfg, 
     struct luna_watchdog_config def = luna_watchdog_config_default();
     if (!cfg)
         cfg = &def;
+    alarm_make();
     /* luaL_openlibs (luaopen_jit) turns the compiler back on: off again,
      * whenever install runs */
     if (!luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF))
@@ -496,6 +505,113 @@ struct luna_watchdog_config luna_watchdog_get_config(lua_State *L)
     return wd ? wd->cfg : luna_watchdog_config_default();
 }
 
+/* ---- the deadline alarm ------------------------------------------------
+ *
+ * The hook runs every HOOK_STEP instructions, and reads the clock there.
+ * An instruction can call C that runs long on a big input (a plain find in
+ * a 25 MB string, a decode of 12 MB, string.rep): a thousand of them
+ * outran a 2 s budget by 15 s, with /healthz and every controller held.
+ * So a POSIX timer, aimed at the loop thread (SIGEV_THREAD_ID), fires at
+ * the innermost active guard's deadline; its handler sets the count hook
+ * to every instruction (lua_sethook is what LuaJIT's own profiler calls
+ * from its signal handler), and the hook stops the guard as soon as the
+ * running C call returns.  It is armed lazily: enter arms it only when it
+ * is not armed; when it fires before the active guard's deadline (the
+ * guard it was armed for left long ago) it re-arms itself for that one;
+ * with no guard active it stays disarmed until the next enter.  So a
+ * stretch costs no system call, and the loop sees about one signal per
+ * budget period while scripts run. */
+static timer_t alarm_timer;
+static bool alarm_made;          /* the timer and its handler exist (loop thread only) */
+static pid_t alarm_tid;          /* the thread the timer signals; 0: none */
+static _Thread_local bool on_alarm_thread; /* this is that thread */
+static atomic_bool alarm_armed;  /* a firing is pending */
+static atomic_llong alarm_deadline_ns; /* the active guard's deadline; 0: none */
+static lua_State *_Atomic alarm_L;     /* the state the active guard runs */
+
+static long long to_ns(double t) { return t >= 9e9 ? (long long)9e18 : (long long)(t * 1e9); }
+
+static void alarm_set(long long ns)
+{
+    struct itimerspec its = { .it_value = { .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 } };
+    if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+        its.it_value.tv_nsec = 1;
+    timer_settime(alarm_timer, TIMER_ABSTIME, &its, NULL);
+}
+
+static void alarm_handler(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    atomic_store(&alarm_armed, false);
+    lua_State *L = atomic_load(&alarm_L);
+    long long dl = atomic_load(&alarm_deadline_ns);
+    long long all = atomic_load(&stop_all_ns);
+    if (all && (!dl || all < dl))
+        dl = all;
+    if (L && dl) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        long long t = (long long)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        if (t >= dl) {
+            lua_sethook(L, hook, LUA_MASKCOUNT, 1);
+        } else {
+            atomic_store(&alarm_armed, true);
+            alarm_set(dl);
+        }
+    }
+    errno = saved;
+}
+
+/* The shutdown deadline is ns: the alarm fires then too (or at the active
+ * guard's deadline, if sooner), so script code holding the loop is stopped
+ * at the end of the grace period even inside long C calls.  Async-signal
+ * safe: a SIGTERM handler calls it. */
+static void alarm_stop_all(long long ns)
+{
+    if (!alarm_tid)
+        return;
+    long long dl = atomic_load(&alarm_deadline_ns);
+    atomic_store(&alarm_armed, true);
+    alarm_set(dl && dl < ns ? dl : ns);
+}
+
+/* Makes the timer, once, aimed at the calling (loop) thread.  Without it
+ * (a failure) the hook's own clock reads still stop a guard, later. */
+static void alarm_make(void)
+{
+    if (alarm_made)
+        return;
+    alarm_made = true;
+    struct sigaction sa = { 0 };
+    sa.sa_handler = alarm_handler;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    int sig = SIGRTMIN + 4;
+    alarm_tid = (pid_t)syscall(SYS_gettid);
+    struct sigevent sev = { 0 };
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = sig;
+    sev._sigev_un._tid = alarm_tid;
+    if (sigaction(sig, &sa, NULL) != 0 || timer_create(CLOCK_MONOTONIC, &sev, &alarm_timer) != 0)
+        alarm_tid = 0;
+    else
+        on_alarm_thread = true;
+}
+
+/* The active guard is now g (NULL: none): the alarm aims at its deadline. */
+static void alarm_follow(struct luna_watchdog_guard *g)
+{
+    long long dl = g && g->deadline > 0 ? to_ns(g->deadline) : 0;
+    /* the handler may run between any two of these: deadline first, so it
+     * never pairs a state with a deadline that is not its guard's */
+    atomic_store(&alarm_deadline_ns, 0);
+    atomic_store(&alarm_L, g ? g->L : NULL);
+    atomic_store(&alarm_deadline_ns, dl);
+    if (dl && on_alarm_thread && !atomic_exchange(&alarm_armed, true))
+        alarm_set(dl);
+}
+
 void luna_watchdog_enter(lua_State *L, struct luna_watchdog_guard *g)
 {
     g->wd = watchdog_of(L);
@@ -523,6 +639,7 @@ void luna_watchdog_enter(lua_State *L, struct luna_watchdog_guard *g)
     g->prev = wd->current;
     wd->current = g;
     arm(g);
+    alarm_follow(g);
 }
 
 enum luna_watchdog_stop luna_watchdog_leave(struct luna_watchdog_guard *g)
@@ -531,6 +648,7 @@ enum luna_watchdog_stop luna_watchdog_leave(struct luna_watchdog_guard *g)
     if (!wd)
         return LUNA_WATCHDOG_RUNNING;
     wd->current = g->prev;
+    alarm_follow(g->prev);
     if (g->prev)
         arm(g->prev);
     else if (g->stop != LUNA_WATCHDOG_RUNNING)
@@ -668,6 +786,34 @@ void luna_watchdog_release_memory(lua_State *L, size_t n)
     struct luna_watchdog *wd = watchdog_of(L);
     if (wd)
         wd->charged = wd->charged > n ? wd->charged - n : 0;
+}
+
+int luna_watchdog_charge_account(lua_State *L, unsigned account, size_t n)
+{
+    struct luna_watchdog *wd = watchdog_of(L);
+    if (!wd || n == 0)
+        return 0;
+    if (account >= wd->naccounts)
+        account = 0;
+    size_t cap = account ? account_cap(wd, account) : 0;
+    struct account *acc = &wd->accounts[account];
+    if (over_cap(wd, wd->used, n) || (cap && (n > cap || acc->used > cap - n)))
+        return -1;
+    wd->charged += n;
+    acc->used += n;
+    return 0;
+}
+
+void luna_watchdog_release_account(lua_State *L, unsigned account, size_t n)
+{
+    struct luna_watchdog *wd = watchdog_of(L);
+    if (!wd)
+        return;
+    if (account >= wd->naccounts)
+        account = 0;
+    struct account *acc = &wd->accounts[account];
+    wd->charged = wd->charged > n ? wd->charged - n : 0;
+    acc->used = acc->used > n ? acc->used - n : 0;
 }
 
 size_t luna_watchdog_charged_memory(lua_State *L)

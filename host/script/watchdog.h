@@ -288,6 +288,12 @@ int luna_watchdog_charge_memory(lua_State *L, size_t n);
 /* Gives back n bytes charged before.  A no-op once the state is closing
  * (its watchdog is gone), so an owner freed late needs no special case. */
 void luna_watchdog_release_memory(lua_State *L, size_t n);
+/* The same for memory that outlives the guard that asked for it and
+ * belongs to one controller (an index's values): charged to account
+ * (0: the host's) as well, and refused (-1, no guard stopped) past the
+ * cap or past the account's cap.  release gives back what charge took. */
+int luna_watchdog_charge_account(lua_State *L, unsigned account, size_t n);
+void luna_watchdog_release_account(lua_State *L, unsigned account, size_t n);
 /* The bytes charged now (0 without a watchdog). */
 size_t luna_watchdog_charged_memory(lua_State *L);
 
