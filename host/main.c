@@ -541,7 +541,7 @@ static int cmd_lua_tool(int argc, char **argv)
 {
     const char *lib;
     luna_error err = { 0 };
-    if (luna_lua_host_find_lib(argv[0], &lib, &err) < 0) {
+    if (luna_loader_find_lib(argv[0], &lib, &err) < 0) {
         fprintf(stderr, "luna %s: %s\n", argv[1], err.msg);
         return 2;
     }

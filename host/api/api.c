@@ -10,7 +10,7 @@
 #include "api/events.h"
 #include "api/log.h"
 
-static int luna_lua_runtime_current(lua_State *L)
+static int luna_api_current(lua_State *L)
 {
     struct luna_reconcile *r;
     struct luna_controller *c = luna_controller_current(L, &r);
@@ -34,19 +34,19 @@ static int luna_lua_runtime_current(lua_State *L)
     return 1;
 }
 
-void luna_lua_runtime_install(lua_State *L, struct luna_api_host *host)
+void luna_api_install(lua_State *L, struct luna_api_host *host)
 {
     luna_api_host_set(L, host);
     lua_getglobal(L, "require");
     lua_pushliteral(L, "luna.core");
     lua_call(L, 1, 1);
     lua_newtable(L);
-    lua_pushcfunction(L, luna_lua_runtime_current);
+    lua_pushcfunction(L, luna_api_current);
     lua_setfield(L, -2, "current");
-    luna_lua_cache_register(L);
-    luna_lua_client_register(L, host);
-    luna_lua_log_register(L);
-    luna_lua_events_register(L);
+    luna_api_cache_register(L);
+    luna_api_client_register(L, host);
+    luna_api_log_register(L);
+    luna_api_events_register(L);
     lua_setfield(L, -2, "runtime");
     lua_pop(L, 1);
 }

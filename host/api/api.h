@@ -20,8 +20,8 @@
  *
  * Runs on the loop thread.
  */
-#ifndef LUNA_LUA_RUNTIME_H
-#define LUNA_LUA_RUNTIME_H
+#ifndef LUNA_API_H
+#define LUNA_API_H
 
 #include <lua.h>
 
@@ -30,6 +30,6 @@ struct luna_api_host;
 
 /* Adds core.runtime to the luna.core table of L, and host to L's registry
  * (borrowed for the state's life). */
-void luna_lua_runtime_install(lua_State *L, struct luna_api_host *host);
+void luna_api_install(lua_State *L, struct luna_api_host *host);
 
 #endif

@@ -41,7 +41,7 @@ static void push_object(lua_State *L, struct luna_object *obj)
 /* cache_get(kind, key) or cache_get(kind, namespace, name): the key
  * "namespace/name" is put together here, not by a Lua concatenation (a
  * string interned on every get). */
-static int luna_lua_cache_get(lua_State *L)
+static int luna_api_cache_get(lua_State *L)
 {
     struct luna_informer *inf = informer_arg(L, "luna.cache():get");
     size_t nslen, namelen;
@@ -101,7 +101,7 @@ static int selector_gc(lua_State *L)
     return 0;
 }
 
-static int luna_lua_cache_list(lua_State *L)
+static int luna_api_cache_list(lua_State *L)
 {
     struct luna_informer *inf = informer_arg(L, "luna.cache():list");
     const char *ns = luaL_optstring(L, 2, NULL);
@@ -134,7 +134,7 @@ static int luna_lua_cache_list(lua_State *L)
     return 1;
 }
 
-static int luna_lua_cache_by_index(lua_State *L)
+static int luna_api_cache_by_index(lua_State *L)
 {
     struct luna_informer *inf = informer_arg(L, "luna.cache():by_index");
     const char *index = luaL_checkstring(L, 2);
@@ -153,12 +153,12 @@ static int luna_lua_cache_by_index(lua_State *L)
     return 1;
 }
 
-void luna_lua_cache_register(lua_State *L)
+void luna_api_cache_register(lua_State *L)
 {
     static const luaL_Reg funcs[] = {
-        { "cache_get", luna_lua_cache_get },
-        { "cache_list", luna_lua_cache_list },
-        { "cache_by_index", luna_lua_cache_by_index },
+        { "cache_get", luna_api_cache_get },
+        { "cache_list", luna_api_cache_list },
+        { "cache_by_index", luna_api_cache_by_index },
         { NULL, NULL },
     };
     for (const luaL_Reg *f = funcs; f->name; f++) {

@@ -19,8 +19,8 @@
  * bytes (the parsed form is C memory a few times the text's size, freed
  * with the call's userdata): a longer one raises.
  */
-#ifndef LUNA_LUA_CACHE_H
-#define LUNA_LUA_CACHE_H
+#ifndef LUNA_API_CACHE_H
+#define LUNA_API_CACHE_H
 
 #include <lua.h>
 
@@ -29,6 +29,6 @@
 
 /* Adds cache_get, cache_list and cache_by_index to the table on top of
  * L's stack. */
-void luna_lua_cache_register(lua_State *L);
+void luna_api_cache_register(lua_State *L);
 
 #endif

@@ -81,7 +81,7 @@ static void on_resolved(void *ud, const struct luna_resource *res, const luna_er
     }
 }
 
-static int luna_lua_client_resolve(lua_State *L)
+static int luna_api_client_resolve(lua_State *L)
 {
     const char *text = luaL_checkstring(L, 1);
     /* The context first: outside a reconcile (at load time) there may be
@@ -231,7 +231,7 @@ static bool has_dot_segment(const char *path)
     return false;
 }
 
-static int luna_lua_client_request(lua_State *L)
+static int luna_api_client_request(lua_State *L)
 {
     const char *method = luaL_checkstring(L, 1);
     const char *path = luaL_checkstring(L, 2);
@@ -334,7 +334,7 @@ static int luna_lua_client_request(lua_State *L)
 /* shadow_report(verb, changed [, what]): a shadowed write of the running
  * reconcile's controller, counted in luna_shadow_writes_total (and, for a
  * shadow candidate, its key recorded with what: "verb kind ns/name"). */
-static int luna_lua_client_shadow_report(lua_State *L)
+static int luna_api_client_shadow_report(lua_State *L)
 {
     const char *verb = luaL_checkstring(L, 1);
     bool changed = lua_toboolean(L, 2);
@@ -346,14 +346,14 @@ static int luna_lua_client_shadow_report(lua_State *L)
     return 0;
 }
 
-void luna_lua_client_register(lua_State *L, struct luna_api_host *host)
+void luna_api_client_register(lua_State *L, struct luna_api_host *host)
 {
     lua_pushboolean(L, host->shadow);
     lua_setfield(L, -2, "shadow");
-    lua_pushcfunction(L, luna_lua_client_shadow_report);
+    lua_pushcfunction(L, luna_api_client_shadow_report);
     lua_setfield(L, -2, "shadow_report");
-    lua_pushcfunction(L, luna_lua_client_resolve);
+    lua_pushcfunction(L, luna_api_client_resolve);
     lua_setfield(L, -2, "resolve");
-    lua_pushcfunction(L, luna_lua_client_request);
+    lua_pushcfunction(L, luna_api_client_request);
     lua_setfield(L, -2, "request");
 }

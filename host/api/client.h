@@ -27,8 +27,8 @@
  * Ownership: a pending request owns its kube request until it completes
  * or is cancelled; the host is borrowed (it outlives every state).
  */
-#ifndef LUNA_LUA_CLIENT_H
-#define LUNA_LUA_CLIENT_H
+#ifndef LUNA_API_CLIENT_H
+#define LUNA_API_CLIENT_H
 
 #include <lua.h>
 #include <stdbool.h>
@@ -46,7 +46,7 @@ struct luna_api_host;
  * host->kc NULL (not connected yet) fails a request.  A write the gate
  * refuses logs "shard write refused" and returns nil, err with reason
  * ShardNotHeld and the why. */
-void luna_lua_client_register(lua_State *L, struct luna_api_host *host);
+void luna_api_client_register(lua_State *L, struct luna_api_host *host);
 
 
 #endif

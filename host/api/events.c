@@ -103,7 +103,7 @@ static int store_set_last_name_ns(lua_State *L)
     return 0;
 }
 
-static int luna_lua_events_event_store(lua_State *L)
+static int luna_api_events_event_store(lua_State *L)
 {
     size_t len;
     const char *controller = luaL_checklstring(L, 1, &len);
@@ -121,7 +121,7 @@ static int luna_lua_events_event_store(lua_State *L)
     return 1;
 }
 
-void luna_lua_events_register(lua_State *L)
+void luna_api_events_register(lua_State *L)
 {
     static const luaL_Reg methods[] = {
         { "get", store_get }, { "put", store_put }, { "forget", store_forget },
@@ -129,6 +129,6 @@ void luna_lua_events_register(lua_State *L)
         { "set_last_name_ns", store_set_last_name_ns }, { NULL, NULL },
     };
     luna_lua_new_locked_class(L, STORE_MT, methods, NULL, NULL);
-    lua_pushcfunction(L, luna_lua_events_event_store);
+    lua_pushcfunction(L, luna_api_events_event_store);
     lua_setfield(L, -2, "event_store");
 }

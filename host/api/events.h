@@ -20,14 +20,14 @@
  * (api/api.h, host->events: NULL when the runtime has freed it, and then
  * event_store returns nil); stores are Lua userdata.
  */
-#ifndef LUNA_LUA_EVENTS_H
-#define LUNA_LUA_EVENTS_H
+#ifndef LUNA_API_EVENTS_H
+#define LUNA_API_EVENTS_H
 
 #include <lua.h>
 
 #include "api/event_memory.h"
 
 /* Adds event_store to the table on top of L's stack. */
-void luna_lua_events_register(lua_State *L);
+void luna_api_events_register(lua_State *L);
 
 #endif

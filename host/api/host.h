@@ -25,7 +25,7 @@ struct luna_discovery;
  * body may be NULL), and done(ud, token, status) when it completes (status
  * 0: the transfer failed; never for a cancelled request or token 0).  ud
  * is borrowed while the observer is set. */
-struct luna_lua_client_observer {
+struct luna_api_client_observer {
     uint64_t (*start)(void *ud, const char *controller, const char *key, const char *method,
                       const char *path, const char *content_type, const char *body,
                       size_t body_len);
@@ -48,7 +48,7 @@ struct luna_api_host {
     bool (*write_allow)(void *ud, const char **why);
     double write_timeout;
     void *write_ud;
-    struct luna_lua_client_observer observer; /* start NULL: none (api/client.h) */
+    struct luna_api_client_observer observer; /* start NULL: none (api/client.h) */
     struct luna_event_memories *events;       /* NULL: none (api/events.h) */
 };
 

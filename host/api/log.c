@@ -30,7 +30,7 @@ static const char *field_string(lua_State *L, int strs, int value, size_t *len)
  * script's (written where they cannot pass for the host's, log.h);
  * host_fields are luna's own Lua library's (the shadow write line), which
  * replace an attached pair of the same name. */
-static int luna_lua_log_log(lua_State *L)
+static int luna_api_log_log(lua_State *L)
 {
     int level = luna_log_level_parse(luaL_checkstring(L, 1));
     if (level < 0)
@@ -113,8 +113,8 @@ static int luna_lua_log_log(lua_State *L)
     return 0;
 }
 
-void luna_lua_log_register(lua_State *L)
+void luna_api_log_register(lua_State *L)
 {
-    lua_pushcfunction(L, luna_lua_log_log);
+    lua_pushcfunction(L, luna_api_log_log);
     lua_setfield(L, -2, "log");
 }

@@ -16,12 +16,12 @@
  *
  * Uses: log.  Runs on the loop thread.  Nothing is kept after the call.
  */
-#ifndef LUNA_LUA_LOG_H
-#define LUNA_LUA_LOG_H
+#ifndef LUNA_API_LOG_H
+#define LUNA_API_LOG_H
 
 #include <lua.h>
 
 /* Adds log to the table on top of L's stack. */
-void luna_lua_log_register(lua_State *L);
+void luna_api_log_register(lua_State *L);
 
 #endif

@@ -12,7 +12,7 @@
 #include "script/sandbox.h"
 #include "script/watchdog.h"
 
-struct luna_reload {
+struct luna_generation {
     lua_State *L;
     int thread_ref;
     struct luna_controller **controllers;
@@ -24,17 +24,17 @@ struct luna_reload {
     void *drained_ud;
 };
 
-int luna_reload_load(const char *lib_dir, const char *dir,
+int luna_generation_load(const char *lib_dir, const char *dir,
                      const struct luna_watchdog_config *limits,
-                     const struct luna_generation_host *host, struct luna_reload **out,
+                     const struct luna_generation_host *host, struct luna_generation **out,
                      luna_error *err)
 {
     *out = NULL;
-    struct luna_reload *g = calloc(1, sizeof *g);
+    struct luna_generation *g = calloc(1, sizeof *g);
     if (!g)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");
     g->thread_ref = LUA_NOREF;
-    g->L = luna_lua_host_new(lib_dir, err);
+    g->L = luna_loader_new(lib_dir, err);
     if (!g->L) {
         free(g);
         return err ? err->code : LUNA_ENOMEM;
@@ -43,9 +43,9 @@ int luna_reload_load(const char *lib_dir, const char *dir,
         luna_watchdog_configure(g->L, limits);
     g->host = *host;
     g->host.install_api(g->L, g->host.ud);
-    int n = luna_lua_host_load_dir(g->L, dir, err);
+    int n = luna_loader_load_dir(g->L, dir, err);
     if (n < 0) {
-        luna_reload_free(g);
+        luna_generation_free(g);
         return n;
     }
     /* Two files declaring the same controller name would fight over one
@@ -61,11 +61,11 @@ int luna_reload_load(const char *lib_dir, const char *dir,
             lua_pop(g->L, 1);
             if (dup) {
                 const char *file, *sha;
-                luna_lua_host_source(g->L, i, &file, &sha);
+                luna_loader_source(g->L, i, &file, &sha);
                 luna_error_set(err, LUNA_ELUA, "%s: controller name \"%s\" is already used", file,
                                si->name);
                 lua_pop(g->L, 2);
-                luna_reload_free(g);
+                luna_generation_free(g);
                 return LUNA_ELUA;
             }
         }
@@ -76,22 +76,22 @@ int luna_reload_load(const char *lib_dir, const char *dir,
     return 0;
 }
 
-void luna_reload_connect(struct luna_reload *g)
+void luna_generation_connect(struct luna_generation *g)
 {
     g->host.install_api(g->L, g->host.ud);
 }
 
-int luna_reload_build(struct luna_reload *g, struct luna_informer_factory *factory,
+int luna_generation_build(struct luna_generation *g, struct luna_informer_factory *factory,
                           luna_error *err)
 {
     lua_State *L = g->L;
-    int n = luna_lua_host_count(L);
+    int n = luna_loader_count(L);
     g->controllers = calloc((size_t)(n ? n : 1), sizeof *g->controllers);
     g->sha = calloc((size_t)(n ? n : 1), sizeof *g->sha);
     if (!g->controllers || !g->sha)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");
     lua_State *T = lua_newthread(L);
-    luna_lua_sandbox_protect_top(L);
+    luna_sandbox_protect_top(L);
     g->thread_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     struct luna_controller_env env = {
         .factory = factory, .clock = g->host.clock, .L = L, .T = T,
@@ -99,7 +99,7 @@ int luna_reload_build(struct luna_reload *g, struct luna_informer_factory *facto
     lua_getfield(L, LUA_REGISTRYINDEX, "luna.controllers");
     for (int i = 1; i <= n; i++) {
         lua_rawgeti(L, -1, i);
-        env.account = luna_lua_host_account(L, i);
+        env.account = luna_loader_account(L, i);
         int rc = luna_controller_new(&env, -1, &g->controllers[g->n], err);
         lua_pop(L, 1);
         if (rc < 0) {
@@ -107,27 +107,27 @@ int luna_reload_build(struct luna_reload *g, struct luna_informer_factory *facto
             return rc;
         }
         const char *file, *sha;
-        g->sha[g->n] = strdup(luna_lua_host_source(L, i, &file, &sha) == 0 && sha ? sha : "");
+        g->sha[g->n] = strdup(luna_loader_source(L, i, &file, &sha) == 0 && sha ? sha : "");
         g->n++;
     }
     lua_pop(L, 1);
     return 0;
 }
 
-lua_State *luna_reload_state(struct luna_reload *g) { return g->L; }
-size_t luna_reload_count(const struct luna_reload *g) { return g->n; }
+lua_State *luna_generation_state(struct luna_generation *g) { return g->L; }
+size_t luna_generation_count(const struct luna_generation *g) { return g->n; }
 
-struct luna_controller *luna_reload_controller(struct luna_reload *g, size_t i)
+struct luna_controller *luna_generation_controller(struct luna_generation *g, size_t i)
 {
     return i < g->n ? g->controllers[i] : NULL;
 }
 
-const char *luna_reload_sha256(struct luna_reload *g, size_t i)
+const char *luna_generation_sha256(struct luna_generation *g, size_t i)
 {
     return i < g->n && g->sha[i] ? g->sha[i] : "";
 }
 
-struct luna_controller *luna_reload_find(struct luna_reload *g, const char *name)
+struct luna_controller *luna_generation_find(struct luna_generation *g, const char *name)
 {
     for (size_t i = 0; i < g->n; i++)
         if (strcmp(luna_controller_name(g->controllers[i]), name) == 0)
@@ -135,7 +135,7 @@ struct luna_controller *luna_reload_find(struct luna_reload *g, const char *name
     return NULL;
 }
 
-bool luna_reload_synced(const struct luna_reload *g)
+bool luna_generation_synced(const struct luna_generation *g)
 {
     for (size_t i = 0; i < g->n; i++)
         if (!luna_controller_synced(g->controllers[i]))
@@ -143,13 +143,13 @@ bool luna_reload_synced(const struct luna_reload *g)
     return true;
 }
 
-void luna_reload_start(struct luna_reload *g)
+void luna_generation_start(struct luna_generation *g)
 {
     for (size_t i = 0; i < g->n; i++)
         luna_controller_start(g->controllers[i]);
 }
 
-size_t luna_reload_adopt(struct luna_reload *g, struct luna_reload *old)
+size_t luna_generation_adopt(struct luna_generation *g, struct luna_generation *old)
 {
     size_t changed = 0;
     for (size_t i = 0; i < g->n; i++) {
@@ -167,7 +167,7 @@ size_t luna_reload_adopt(struct luna_reload *g, struct luna_reload *old)
             continue;
         }
         luna_controller_take_queue(c, prev);
-        if (strcmp(luna_reload_sha256(g, i), luna_reload_sha256(old, j)) != 0) {
+        if (strcmp(luna_generation_sha256(g, i), luna_generation_sha256(old, j)) != 0) {
             /* New code must see every object once; a primary informer
              * still listing will deliver them anyway. */
             changed++;
@@ -178,14 +178,14 @@ size_t luna_reload_adopt(struct luna_reload *g, struct luna_reload *old)
         }
     }
     for (size_t j = 0; old && j < old->n; j++)
-        if (!luna_reload_find(g, luna_controller_name(old->controllers[j])))
+        if (!luna_generation_find(g, luna_controller_name(old->controllers[j])))
             luna_info("controller removed", "controller", luna_controller_name(old->controllers[j]));
     return changed;
 }
 
 static void one_drained(void *ud)
 {
-    struct luna_reload *g = ud;
+    struct luna_generation *g = ud;
     if (g->draining > 0 && --g->draining == 0 && g->drained) {
         void (*cb)(void *) = g->drained;
         g->drained = NULL;
@@ -193,7 +193,7 @@ static void one_drained(void *ud)
     }
 }
 
-void luna_reload_retire(struct luna_reload *g, bool shutdown,
+void luna_generation_retire(struct luna_generation *g, bool shutdown,
                             void (*drained)(void *ud), void *ud)
 {
     g->drained = drained;
@@ -208,7 +208,7 @@ void luna_reload_retire(struct luna_reload *g, bool shutdown,
     one_drained(g); /* the +1: also ends a reload with no controllers */
 }
 
-void luna_reload_free(struct luna_reload *g)
+void luna_generation_free(struct luna_generation *g)
 {
     if (!g)
         return;

@@ -24,10 +24,10 @@
  *
  * Ownership: a reload owns its state, callback thread and controllers;
  * it borrows the factory, kube client and discovery (which outlive every
- * reload).  Free with luna_reload_free.
+ * reload).  Free with luna_generation_free.
  */
-#ifndef LUNA_RELOAD_H
-#define LUNA_RELOAD_H
+#ifndef LUNA_GENERATION_H
+#define LUNA_GENERATION_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -40,13 +40,13 @@
 #include "cache/informer_factory.h"
 #include "client/kube_client.h"
 
-struct luna_reload;
+struct luna_generation;
 struct luna_clock;
 
 /* What a generation is given by the runtime that makes it. */
 struct luna_generation_host {
     /* Gives a new state the script API (core.runtime), before its files
-     * run, and again on luna_reload_connect. */
+     * run, and again on luna_generation_connect. */
     void (*install_api)(lua_State *L, void *ud);
     void *ud;                        /* borrowed; outlives the generation */
     const struct luna_clock *clock;  /* the controllers' clock (borrowed) */
@@ -56,37 +56,37 @@ struct luna_generation_host {
  * host is copied. */
 struct luna_watchdog_config;
 /* limits: the scripts' budgets (watchdog.h); NULL keeps the defaults. */
-int luna_reload_load(const char *lib_dir, const char *dir,
+int luna_generation_load(const char *lib_dir, const char *dir,
                      const struct luna_watchdog_config *limits,
-                     const struct luna_generation_host *host, struct luna_reload **out,
+                     const struct luna_generation_host *host, struct luna_generation **out,
                      luna_error *err);
 /* Installs the script API again in a reload loaded before the runtime
  * connected. */
-void luna_reload_connect(struct luna_reload *g);
+void luna_generation_connect(struct luna_generation *g);
 /* Builds the controllers (acquiring their informers). */
-int luna_reload_build(struct luna_reload *g, struct luna_informer_factory *factory,
+int luna_generation_build(struct luna_generation *g, struct luna_informer_factory *factory,
                           luna_error *err);
 
-lua_State *luna_reload_state(struct luna_reload *g);
-size_t luna_reload_count(const struct luna_reload *g);
-struct luna_controller *luna_reload_controller(struct luna_reload *g, size_t i);
+lua_State *luna_generation_state(struct luna_generation *g);
+size_t luna_generation_count(const struct luna_generation *g);
+struct luna_controller *luna_generation_controller(struct luna_generation *g, size_t i);
 /* The SHA-256 of the file controller i came from (borrowed). */
-const char *luna_reload_sha256(struct luna_reload *g, size_t i);
-struct luna_controller *luna_reload_find(struct luna_reload *g, const char *name);
+const char *luna_generation_sha256(struct luna_generation *g, size_t i);
+struct luna_controller *luna_generation_find(struct luna_generation *g, const char *name);
 
-bool luna_reload_synced(const struct luna_reload *g);
-void luna_reload_start(struct luna_reload *g);
+bool luna_generation_synced(const struct luna_generation *g);
+void luna_generation_start(struct luna_generation *g);
 
 /* Takes over from `old`: queues of same-named controllers move over, and
  * controllers whose file changed re-enqueue every cached key once.  Returns
  * the number of changed controllers. */
-size_t luna_reload_adopt(struct luna_reload *g, struct luna_reload *old);
+size_t luna_generation_adopt(struct luna_generation *g, struct luna_generation *old);
 
 /* Stops every controller from taking keys; drained(ud) once no reconcile
  * is in flight.  shutdown: also shut the workqueues down (process exit). */
-void luna_reload_retire(struct luna_reload *g, bool shutdown,
+void luna_generation_retire(struct luna_generation *g, bool shutdown,
                             void (*drained)(void *ud), void *ud);
 /* Frees controllers (abandoning in-flight reconciles) and closes the state. */
-void luna_reload_free(struct luna_reload *g);
+void luna_generation_free(struct luna_generation *g);
 
 #endif

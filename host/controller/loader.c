@@ -29,7 +29,7 @@ static int is_lib_dir(const char *dir)
     return n > 0 && (size_t)n < sizeof probe && access(probe, R_OK) == 0;
 }
 
-int luna_lua_host_find_lib(const char *argv0, const char **dir, luna_error *err)
+int luna_loader_find_lib(const char *argv0, const char **dir, luna_error *err)
 {
     static char found[PATH_MAX];
     const char *env = getenv("LUNA_LUA_DIR");
@@ -78,7 +78,7 @@ static int open_core(lua_State *L)
     return 1;
 }
 
-lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err)
+lua_State *luna_loader_new(const char *lib_dir, luna_error *err)
 {
     /* Born with the watchdog's allocator, so each controller's share of the
      * heap is its own account (watchdog.h); a LuaJIT that refuses custom
@@ -113,7 +113,7 @@ lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err)
     lua_setfield(L, LUA_REGISTRYINDEX, CONTROLLERS_KEY);
     lua_newtable(L);
     lua_setfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
-    if (luna_watchdog_install(L, NULL, err) < 0 || luna_lua_sandbox_install(L, err) < 0) {
+    if (luna_watchdog_install(L, NULL, err) < 0 || luna_sandbox_install(L, err) < 0) {
         lua_close(L);
         return NULL;
     }
@@ -233,7 +233,7 @@ static bool spec_load_error(lua_State *L, const char *path, luna_error *err)
     return true;
 }
 
-int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
+int luna_loader_load_file(lua_State *L, const char *path, luna_error *err)
 {
     int top = lua_gettop(L);
     char dir[PATH_MAX];
@@ -244,7 +244,7 @@ int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
         snprintf(dir, sizeof dir, "/");
     else
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    if (luna_lua_sandbox_preload(L, err) < 0 || luna_lua_sandbox_loadfile(L, path, dir, err) < 0)
+    if (luna_sandbox_preload(L, err) < 0 || luna_sandbox_loadfile(L, path, dir, err) < 0)
         return LUNA_ELUA;
     char stale[8], stale_field[8];
     luna_controller_spec_last_error(L, stale, sizeof stale, stale_field, sizeof stale_field);
@@ -252,13 +252,13 @@ int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
     lua_insert(L, -2);
     /* What the file keeps (module-level tables, the modules it requires)
      * is charged to its own account, which its controller then takes over
-     * (luna_lua_host_account). */
+     * (luna_loader_account). */
     struct luna_watchdog_limits lim = luna_watchdog_get_config(L).limits;
     lim.account = luna_watchdog_account_new(L, path);
     struct luna_watchdog_guard g = { .what = "controller file", .limits = &lim };
-    luna_lua_sandbox_deps_begin(L);
+    luna_sandbox_deps_begin(L);
     int rc = luna_watchdog_pcall(L, 0, 1, -2, &g);
-    luna_lua_sandbox_deps_end(L);
+    luna_sandbox_deps_end(L);
     lua_insert(L, -2); /* traceback, deps, result */
     int deps = lua_gettop(L) - 1;
     if (rc != 0) {
@@ -311,7 +311,7 @@ int luna_lua_host_load_file(lua_State *L, const char *path, luna_error *err)
     return 0;
 }
 
-int luna_lua_host_source(lua_State *L, int i, const char **file, const char **sha256)
+int luna_loader_source(lua_State *L, int i, const char **file, const char **sha256)
 {
     lua_getfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
     lua_rawgeti(L, -1, i);
@@ -328,7 +328,7 @@ int luna_lua_host_source(lua_State *L, int i, const char **file, const char **sh
     return 0;
 }
 
-unsigned luna_lua_host_account(lua_State *L, int i)
+unsigned luna_loader_account(lua_State *L, int i)
 {
     lua_getfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
     lua_rawgeti(L, -1, i);
@@ -342,7 +342,7 @@ unsigned luna_lua_host_account(lua_State *L, int i)
     return id;
 }
 
-int luna_lua_host_count(lua_State *L)
+int luna_loader_count(lua_State *L)
 {
     lua_getfield(L, LUA_REGISTRYINDEX, CONTROLLERS_KEY);
     int n = (int)lua_objlen(L, -1);
@@ -370,7 +370,7 @@ static int select_lua(const struct dirent *d)
            !(len > 9 && strcmp(d->d_name + len - 9, "_test.lua") == 0);
 }
 
-int luna_lua_host_load_dir(lua_State *L, const char *dir, luna_error *err)
+int luna_loader_load_dir(lua_State *L, const char *dir, luna_error *err)
 {
     struct dirent **names;
     int n = scandir(dir, &names, select_lua, compare_names);
@@ -391,7 +391,7 @@ int luna_lua_host_load_dir(lua_State *L, const char *dir, luna_error *err)
             luna_error("controller load failed", "file", names[i]->d_name, "error", one.msg);
             if (failed++ == 0)
                 first = one;
-        } else if (luna_lua_host_load_file(L, path, &one) == 0) {
+        } else if (luna_loader_load_file(L, path, &one) == 0) {
             loaded++;
         } else {
             luna_error("controller load failed", "file", path, "error", one.msg);

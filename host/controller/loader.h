@@ -21,12 +21,12 @@
  * controller files are sandboxed: luna's own Lua library runs with the
  * state's real globals.
  *
- * Ownership: luna_lua_host_new returns a state owned by the caller, closed with
+ * Ownership: luna_loader_new returns a state owned by the caller, closed with
  * lua_close().  Loaded controller tables stay in the state's registry, in
  * the array `luna.controllers` (in load order), until the state is closed.
  */
-#ifndef LUNA_LUA_HOST_H
-#define LUNA_LUA_HOST_H
+#ifndef LUNA_LOADER_H
+#define LUNA_LOADER_H
 
 #include <lua.h>
 
@@ -35,11 +35,11 @@
 /* Finds the directory holding luna/init.lua: $LUNA_LUA_DIR, then paths
  * relative to the executable (build tree, then install prefix).  Returns 0
  * and writes the path (borrowed, static) to *dir, or LUNA_ENOTFOUND. */
-int luna_lua_host_find_lib(const char *argv0, const char **dir, luna_error *err);
+int luna_loader_find_lib(const char *argv0, const char **dir, luna_error *err);
 
 /* New state with package.path = lib_dir/?.lua;lib_dir/?/init.lua, the
  * watchdog and the sandbox.  NULL (and err set) only when out of memory. */
-lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err);
+lua_State *luna_loader_new(const char *lib_dir, luna_error *err);
 
 /* Loads every *.lua file directly in dir but *_test.lua (specs for `luna
  * test`), in name order.  Every file is
@@ -47,10 +47,10 @@ lua_State *luna_lua_host_new(const char *lib_dir, luna_error *err);
  * Returns the number of files loaded, or the first failure's code (with the
  * count of failures in err's message) if any file failed.  A directory with
  * no *.lua file is an error. */
-int luna_lua_host_load_dir(lua_State *L, const char *dir, luna_error *err);
+int luna_loader_load_dir(lua_State *L, const char *dir, luna_error *err);
 
 /* Number of controllers loaded so far. */
-int luna_lua_host_count(lua_State *L);
+int luna_loader_count(lua_State *L);
 
 /* The file controller i (1-based, load order) came from and the hex
  * SHA-256 of that file's bytes at load time, or, when the file required
@@ -58,11 +58,11 @@ int luna_lua_host_count(lua_State *L);
  * file's digest and each module's path and digest (so editing a module
  * changes the controllers that use it); both borrowed from the state.
  * LUNA_ENOTFOUND if i is out of range. */
-int luna_lua_host_source(lua_State *L, int i, const char **file, const char **sha256);
+int luna_loader_source(lua_State *L, int i, const char **file, const char **sha256);
 
 /* The watchdog memory account controller i's file ran in (what it keeps
  * at module level is charged there; its controller takes it over), or 0
  * (the host's) when the state has no accounts or i is out of range. */
-unsigned luna_lua_host_account(lua_State *L, int i);
+unsigned luna_loader_account(lua_State *L, int i);
 
 #endif

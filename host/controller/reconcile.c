@@ -129,7 +129,7 @@ static lua_State *take_thread(struct luna_controller *c, int *ref)
         return co;
     }
     lua_State *co = lua_newthread(L);
-    luna_lua_sandbox_protect_top(L); /* scripts cannot resume it */
+    luna_sandbox_protect_top(L); /* scripts cannot resume it */
     *ref = luaL_ref(L, LUA_REGISTRYINDEX);
     return co;
 }

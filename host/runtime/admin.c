@@ -99,15 +99,15 @@ static int fail(const struct luna_admin_request *req, struct luna_textbuf *out, 
     return status;
 }
 
-static int list_controllers(const struct luna_admin_request *req, struct luna_reload *gen,
+static int list_controllers(const struct luna_admin_request *req, struct luna_generation *gen,
                             struct luna_textbuf *out)
 {
     struct answer a;
     start(&a);
     luna_json_write_key(&a.w, "controllers", 11);
     luna_json_write_array_start(&a.w);
-    for (size_t i = 0; gen && i < luna_reload_count(gen); i++) {
-        struct luna_controller *c = luna_reload_controller(gen, i);
+    for (size_t i = 0; gen && i < luna_generation_count(gen); i++) {
+        struct luna_controller *c = luna_generation_controller(gen, i);
         luna_json_write_object_start(&a.w);
         put_str(&a, "name", luna_controller_name(c));
         put_bool(&a, "started", luna_controller_started(c));
@@ -252,7 +252,7 @@ static int pause_resume(const struct luna_admin_request *req, struct luna_contro
     return 200;
 }
 
-int luna_admin_handle(const struct luna_admin_request *req, struct luna_reload *gen,
+int luna_admin_handle(const struct luna_admin_request *req, struct luna_generation *gen,
                       struct luna_textbuf *out)
 {
     static const char list_path[] = LUNA_ADMIN_PREFIX "controllers";
@@ -283,7 +283,7 @@ int luna_admin_handle(const struct luna_admin_request *req, struct luna_reload *
     if (!is_reconcile && !is_pause && !is_resume)
         return fail(req, out, 404, "unknown", cname,
                     "no such action: want reconcile, pause or resume");
-    struct luna_controller *c = gen ? luna_reload_find(gen, cname) : NULL;
+    struct luna_controller *c = gen ? luna_generation_find(gen, cname) : NULL;
     if (!c)
         return fail(req, out, 404, action, cname, "no such controller");
     if (!post)

@@ -39,11 +39,11 @@
 #include "base/textbuf.h"
 #include "serve/httpd.h"
 
-struct luna_reload;
+struct luna_generation;
 
 /* Acts on the controllers of gen (NULL: none loaded) and writes the JSON
  * answer to out; returns the HTTP status. */
-int luna_admin_handle(const struct luna_admin_request *req, struct luna_reload *gen,
+int luna_admin_handle(const struct luna_admin_request *req, struct luna_generation *gen,
                       struct luna_textbuf *out);
 
 #endif

@@ -81,7 +81,7 @@ struct informer_metrics {
  * newer one waits), and the running reload after them all. */
 struct retiring {
     struct runtime *rt;
-    struct luna_reload *gen;
+    struct luna_generation *gen;
     ev_timer grace;
     bool done;                        /* drained, or its grace period over */
     struct retiring *next;
@@ -97,14 +97,14 @@ struct ctl_metrics {
 struct runtime {
     const struct luna_run_config *cfg;
     const char *lib;
-    struct luna_reload *gen;          /* the controllers running now */
+    struct luna_generation *gen;          /* the controllers running now */
     /* A reload loaded and built, waiting for discovery to answer for its
      * kinds before it takes over (NULL: none). */
-    struct luna_reload *pending;
+    struct luna_generation *pending;
     /* --shadow-reload: the new code tried in shadow before it goes live
      * (NULL: none); candidate_poll starts its controllers as they sync,
      * candidate_end ends the window. */
-    struct luna_reload *candidate;
+    struct luna_generation *candidate;
     ev_timer candidate_poll, candidate_end;
     struct retiring *retiring;
     unsigned long generation;             /* number of successful loads */
@@ -189,7 +189,7 @@ static void free_oldest_retiring(struct runtime *rt)
     struct retiring *r = *p;
     *p = NULL;
     ev_timer_stop(luna_loop(), &r->grace);
-    luna_reload_free(r->gen);
+    luna_generation_free(r->gen);
     free(r);
 }
 
@@ -207,7 +207,7 @@ static void grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
     /* Freeing a controller cancels its reconciles and their requests, so
      * nothing acts on the cluster once the Lease is given up. */
     free_retiring(rt);
-    luna_reload_free(rt->gen);
+    luna_generation_free(rt->gen);
     rt->gen = NULL;
     rt->draining = 0;
     finish_shutdown(rt);
@@ -271,7 +271,7 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     luna_info("shutdown requested", "signal", w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
     ev_timer_stop(loop, &rt->sync_check);
     /* A reload still waiting for discovery never takes over. */
-    luna_reload_free(rt->pending);
+    luna_generation_free(rt->pending);
     rt->pending = NULL;
     candidate_free(rt);
     /* The grace period runs from the signal, not from this callback: a
@@ -292,7 +292,7 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
      * go back to queues that are shutting down anyway. */
     free_retiring(rt);
     rt->draining = 1;
-    luna_reload_retire(rt->gen, true, on_drained, rt);
+    luna_generation_retire(rt->gen, true, on_drained, rt);
 }
 
 static void latency_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
@@ -313,11 +313,11 @@ static void latency_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
  * left only waits for kinds the server does not serve. */
 static bool check_controllers(struct runtime *rt, bool *not_served_only)
 {
-    size_t n = luna_reload_count(rt->gen);
+    size_t n = luna_generation_count(rt->gen);
     bool all_synced = true, waiting = false;
     for (size_t i = 0; i < n; i++) {
         struct luna_controller_status st;
-        luna_controller_check(luna_reload_controller(rt->gen, i), &st);
+        luna_controller_check(luna_generation_controller(rt->gen, i), &st);
         if (st.synced != st.sources) {
             all_synced = false;
             waiting |= st.resolving || st.unresolved || st.listing;
@@ -333,7 +333,7 @@ static bool check_controllers(struct runtime *rt, bool *not_served_only)
     if (rt->stopping || (rt->leader && !rt->leading))
         return all_synced;
     for (size_t i = 0; i < n; i++) {
-        struct luna_controller *c = luna_reload_controller(rt->gen, i);
+        struct luna_controller *c = luna_generation_controller(rt->gen, i);
         if (luna_controller_synced(c))
             luna_controller_start(c);
     }
@@ -344,11 +344,11 @@ static void finish_reload(struct runtime *rt);
 
 /* Every kind of the reload has an answer from discovery (resolved, not
  * served, or discovery failed once): it may take over. */
-static bool reload_settled(struct luna_reload *g)
+static bool reload_settled(struct luna_generation *g)
 {
-    for (size_t i = 0; i < luna_reload_count(g); i++) {
+    for (size_t i = 0; i < luna_generation_count(g); i++) {
         struct luna_controller_status st;
-        luna_controller_status(luna_reload_controller(g, i), &st);
+        luna_controller_status(luna_generation_controller(g, i), &st);
         if (st.resolving)
             return false;
     }
@@ -405,8 +405,8 @@ static void on_stopped_leading(void *ud)
 {
     struct runtime *rt = ud;
     rt->leading = false;
-    for (size_t i = 0; rt->gen && i < luna_reload_count(rt->gen); i++)
-        luna_controller_shutdown(luna_reload_controller(rt->gen, i), NULL, NULL);
+    for (size_t i = 0; rt->gen && i < luna_generation_count(rt->gen); i++)
+        luna_controller_shutdown(luna_generation_controller(rt->gen, i), NULL, NULL);
     luna_error("stopping: leader election lost");
     rt->exit_code = 1;
     ev_break(luna_loop(), EVBREAK_ALL);
@@ -479,13 +479,13 @@ static int setup_leader(struct runtime *rt, luna_error *err)
 static void each_controller(struct runtime *rt, void (*fn)(struct luna_controller *, void *),
                             void *ud)
 {
-    struct luna_reload *gens[3] = { rt->gen, rt->pending, rt->candidate };
+    struct luna_generation *gens[3] = { rt->gen, rt->pending, rt->candidate };
     for (size_t g = 0; g < 3; g++)
-        for (size_t i = 0; gens[g] && i < luna_reload_count(gens[g]); i++)
-            fn(luna_reload_controller(gens[g], i), ud);
+        for (size_t i = 0; gens[g] && i < luna_generation_count(gens[g]); i++)
+            fn(luna_generation_controller(gens[g], i), ud);
     for (struct retiring *r = rt->retiring; r; r = r->next)
-        for (size_t i = 0; i < luna_reload_count(r->gen); i++)
-            fn(luna_reload_controller(r->gen, i), ud);
+        for (size_t i = 0; i < luna_generation_count(r->gen); i++)
+            fn(luna_generation_controller(r->gen, i), ud);
 }
 
 static void reshard_one(struct luna_controller *c, void *ud) { luna_controller_reshard(c); }
@@ -672,8 +672,8 @@ static void refresh_checks(struct runtime *rt)
     size_t len = 0;
     reason[0] = '\0';
     bool ok = true;
-    for (size_t i = 0; rt->gen && i < luna_reload_count(rt->gen); i++) {
-        struct luna_controller *c = luna_reload_controller(rt->gen, i);
+    for (size_t i = 0; rt->gen && i < luna_generation_count(rt->gen); i++) {
+        struct luna_controller *c = luna_generation_controller(rt->gen, i);
         if (luna_controller_synced(c))
             continue;
         ok = false;
@@ -711,21 +711,21 @@ static void prepare_endpoint(void *ud, enum luna_httpd_endpoint endpoint)
 /* Controllers named `name` in the reloads being replaced (old) or still
  * retiring stop reporting to its series, which are about to be freed: their
  * in-flight reconciles still finish, unmetered. */
-static void detach_metrics(struct runtime *rt, struct luna_reload *old, const char *name)
+static void detach_metrics(struct runtime *rt, struct luna_generation *old, const char *name)
 {
     struct luna_controller *c;
-    if (old && (c = luna_reload_find(old, name)))
+    if (old && (c = luna_generation_find(old, name)))
         luna_controller_set_metrics(c, NULL);
     for (struct retiring *r = rt->retiring; r; r = r->next)
-        if ((c = luna_reload_find(r->gen, name)))
+        if ((c = luna_generation_find(r->gen, name)))
             luna_controller_set_metrics(c, NULL);
 }
 
-static void wire_metrics(struct runtime *rt, struct luna_reload *gen,
-                         struct luna_reload *old)
+static void wire_metrics(struct runtime *rt, struct luna_generation *gen,
+                         struct luna_generation *old)
 {
-    for (size_t i = 0; i < luna_reload_count(gen); i++) {
-        struct luna_controller *c = luna_reload_controller(gen, i);
+    for (size_t i = 0; i < luna_generation_count(gen); i++) {
+        struct luna_controller *c = luna_generation_controller(gen, i);
         const char *name = luna_controller_name(c);
         luna_error e = { 0 };
         struct ctl_metrics *m;
@@ -746,8 +746,8 @@ static void wire_metrics(struct runtime *rt, struct luna_reload *gen,
             luna_runtime_metrics_set_workers(m->cm, luna_controller_workers(c));
         }
         luna_controller_set_metrics(c, m->cm);
-        luna_runtime_metrics_script(m->cm, luna_reload_sha256(gen, i), NULL);
-        if (!old || !luna_reload_find(old, name)) {
+        luna_runtime_metrics_script(m->cm, luna_generation_sha256(gen, i), NULL);
+        if (!old || !luna_generation_find(old, name)) {
             struct luna_workqueue_export *x;
             if (luna_workqueue_export_attach(rt->registry, luna_controller_queue(c), &x, &e) < 0)
                 luna_warn("workqueue metrics unavailable", "controller", name, "error", e.msg);
@@ -757,7 +757,7 @@ static void wire_metrics(struct runtime *rt, struct luna_reload *gen,
      * of theirs still in flight must not report to the freed series). */
     struct ctl_metrics *m, *tmp;
     HASH_ITER(hh, rt->cms, m, tmp) {
-        if (!luna_reload_find(gen, m->name)) {
+        if (!luna_generation_find(gen, m->name)) {
             HASH_DEL(rt->cms, m);
             detach_metrics(rt, old, m->name);
             luna_runtime_metrics_controller_free(m->cm);
@@ -781,7 +781,7 @@ static int setup_metrics(struct runtime *rt, luna_error *err)
     int rc = luna_runtime_metrics_new(rt->registry, &rt->rm, err);
     if (rc < 0)
         return rc;
-    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_reload_state(rt->gen),
+    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_generation_state(rt->gen),
                                        NULL);
     luna_url_host(rt->kcfg->server, rt->api_host, sizeof rt->api_host);
     luna_kube_client_set_observer(rt->kc, on_api_request, rt);
@@ -983,7 +983,7 @@ static void teardown(struct runtime *rt)
     ev_signal_stop(loop, &rt->sighup);
     ev_signal_stop(loop, &rt->sigusr1);
     luna_dir_watch_free(rt->watch);
-    rt->api.observer = (struct luna_lua_client_observer){ 0 };
+    rt->api.observer = (struct luna_api_client_observer){ 0 };
     luna_test_control_stop();
     /* the servers first: closing their connections cancels pending checks */
     luna_httpd_free(rt->metrics_srv);
@@ -991,10 +991,10 @@ static void teardown(struct runtime *rt)
     luna_metrics_auth_free(rt->metrics_auth);
     luna_serving_cert_free(rt->metrics_cert);
     free_retiring(rt);
-    luna_reload_free(rt->pending);
+    luna_generation_free(rt->pending);
     rt->pending = NULL;
     candidate_free(rt);
-    luna_reload_free(rt->gen);
+    luna_generation_free(rt->gen);
     rt->gen = NULL;
     rt->api.events = NULL;
     luna_event_memories_free(rt->events);
@@ -1078,16 +1078,16 @@ static void install_api(lua_State *L, void *ud)
     struct runtime *rt = ud;
     rt->api.kc = rt->kc;
     rt->api.disc = rt->disc;
-    luna_lua_runtime_install(L, &rt->api);
+    luna_api_install(L, &rt->api);
 }
 
-static struct luna_reload *load_and_build(struct runtime *rt)
+static struct luna_generation *load_and_build(struct runtime *rt)
 {
     luna_error err = { 0 };
-    struct luna_reload *next = NULL;
-    if (luna_reload_load(rt->lib, rt->cfg->dir, rt->cfg->limits, &rt->gen_host, &next, &err) < 0 ||
-        luna_reload_build(next, rt->factory, &err) < 0) {
-        luna_reload_free(next);
+    struct luna_generation *next = NULL;
+    if (luna_generation_load(rt->lib, rt->cfg->dir, rt->cfg->limits, &rt->gen_host, &next, &err) < 0 ||
+        luna_generation_build(next, rt->factory, &err) < 0) {
+        luna_generation_free(next);
         luna_error("reload failed", "dir", rt->cfg->dir, "error", err.msg);
         luna_runtime_metrics_reload(rt->rm, LUNA_RELOAD_FAILURE, ev_time());
         return NULL;
@@ -1113,10 +1113,10 @@ static void reload_now(struct runtime *rt, const char *trigger)
     if (rt->pending) {
         /* The newer files win; the older reload never ran. */
         luna_info("reload superseded");
-        luna_reload_free(rt->pending);
+        luna_generation_free(rt->pending);
         rt->pending = NULL;
     }
-    struct luna_reload *next = load_and_build(rt);
+    struct luna_generation *next = load_and_build(rt);
     if (!next)
         return;
     rt->pending = next;
@@ -1154,7 +1154,7 @@ static void candidate_free(struct runtime *rt)
 {
     ev_timer_stop(luna_loop(), &rt->candidate_poll);
     ev_timer_stop(luna_loop(), &rt->candidate_end);
-    luna_reload_free(rt->candidate); /* abandons its reconciles: all dry runs */
+    luna_generation_free(rt->candidate); /* abandons its reconciles: all dry runs */
     rt->candidate = NULL;
 }
 
@@ -1165,8 +1165,8 @@ static void candidate_poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
     struct runtime *rt = w->data;
     if (!rt->candidate || (rt->leader && !rt->leading))
         return;
-    for (size_t i = 0; i < luna_reload_count(rt->candidate); i++) {
-        struct luna_controller *c = luna_reload_controller(rt->candidate, i);
+    for (size_t i = 0; i < luna_generation_count(rt->candidate); i++) {
+        struct luna_controller *c = luna_generation_controller(rt->candidate, i);
         if (!luna_controller_started(c) && luna_controller_synced(c)) {
             luna_controller_start(c);
             luna_controller_enqueue_all(c);
@@ -1196,10 +1196,10 @@ static void report_key(void *ud, const char *key, const char *what)
 static void candidate_end_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct runtime *rt = w->data;
-    struct luna_reload *g = rt->candidate;
+    struct luna_generation *g = rt->candidate;
     size_t total = 0;
-    for (size_t i = 0; g && i < luna_reload_count(g); i++) {
-        struct luna_controller *c = luna_reload_controller(g, i);
+    for (size_t i = 0; g && i < luna_generation_count(g); i++) {
+        struct luna_controller *c = luna_generation_controller(g, i);
         struct report r = { .controller = luna_controller_name(c) };
         size_t dropped = 0;
         size_t n = luna_controller_shadow_keys(c, report_key, &r, &dropped);
@@ -1230,12 +1230,12 @@ static void try_in_shadow(struct runtime *rt, const char *trigger)
         luna_info("reload shadow superseded");
         candidate_free(rt);
     }
-    struct luna_reload *next = load_and_build(rt);
+    struct luna_generation *next = load_and_build(rt);
     if (!next)
         return;
-    set_state_shadow(luna_reload_state(next));
-    for (size_t i = 0; i < luna_reload_count(next); i++)
-        luna_controller_set_shadow(luna_reload_controller(next, i), true);
+    set_state_shadow(luna_generation_state(next));
+    for (size_t i = 0; i < luna_generation_count(next); i++)
+        luna_controller_set_shadow(luna_generation_controller(next, i), true);
     rt->candidate = next;
     char secs[32];
     snprintf(secs, sizeof secs, "%g", rt->cfg->shadow_reload);
@@ -1248,7 +1248,7 @@ static void try_in_shadow(struct runtime *rt, const char *trigger)
 
 static bool keep_events_of(void *ud, const char *controller)
 {
-    return luna_reload_find(ud, controller) != NULL;
+    return luna_generation_find(ud, controller) != NULL;
 }
 
 /* The pending reload takes over: queues move to it, the old controllers
@@ -1259,19 +1259,19 @@ static bool keep_events_of(void *ud, const char *controller)
 static void finish_reload(struct runtime *rt)
 {
     struct ev_loop *loop = luna_loop();
-    struct luna_reload *next = rt->pending;
+    struct luna_generation *next = rt->pending;
     rt->pending = NULL;
-    struct luna_reload *old = rt->gen;
-    size_t changed = luna_reload_adopt(next, old);
+    struct luna_generation *old = rt->gen;
+    size_t changed = luna_generation_adopt(next, old);
     wire_metrics(rt, next, old);
     luna_runtime_metrics_lua_state_remove(rt->rm, "controllers");
-    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_reload_state(next), NULL);
+    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_generation_state(next), NULL);
     rt->gen = next;
     rt->generation++;
 
     struct retiring *r = calloc(1, sizeof *r);
     if (!r) {
-        luna_reload_free(old); /* abandons its reconciles: their keys are requeued */
+        luna_generation_free(old); /* abandons its reconciles: their keys are requeued */
     } else {
         r->rt = rt;
         r->gen = old;
@@ -1280,16 +1280,16 @@ static void finish_reload(struct runtime *rt)
         double grace = rt->cfg->grace_period > 0 ? rt->cfg->grace_period : DEFAULT_GRACE_S;
         ev_timer_init(&r->grace, retire_grace_cb, grace, 0.);
         ev_timer_start(loop, &r->grace);
-        luna_reload_retire(old, false, retired_cb, r);
+        luna_generation_retire(old, false, retired_cb, r);
     }
     char n[24], ch[24], gen[24], unresolved[512];
-    snprintf(n, sizeof n, "%zu", luna_reload_count(next));
+    snprintf(n, sizeof n, "%zu", luna_generation_count(next));
     snprintf(ch, sizeof ch, "%zu", changed);
     snprintf(gen, sizeof gen, "%lu", rt->generation);
     size_t len = 0;
     unresolved[0] = '\0';
-    for (size_t i = 0; i < luna_reload_count(next); i++) {
-        struct luna_controller *c = luna_reload_controller(next, i);
+    for (size_t i = 0; i < luna_generation_count(next); i++) {
+        struct luna_controller *c = luna_generation_controller(next, i);
         struct luna_controller_status st;
         luna_controller_status(c, &st);
         if (!st.not_served && !st.unresolved)
@@ -1322,7 +1322,7 @@ static void on_dir_changed(void *ud) { reload(ud, "watch"); }
 
 /* ---- test control (`luna test`) ------------------------------------------ */
 
-static struct luna_reload *tc_current(void *ud) { return ((struct runtime *)ud)->gen; }
+static struct luna_generation *tc_current(void *ud) { return ((struct runtime *)ud)->gen; }
 static struct luna_informer_factory *tc_factory(void *ud) { return ((struct runtime *)ud)->factory; }
 static bool tc_reload_pending(void *ud) { return ((struct runtime *)ud)->pending != NULL; }
 static struct luna_kube_client *tc_client(void *ud) { return ((struct runtime *)ud)->kc; }
@@ -1418,7 +1418,7 @@ static int run(const struct luna_run_config *cfg)
     catch_stop_signal(SIGTERM);
     catch_stop_signal(SIGINT);
     warn_unbounded_scripts(cfg);
-    if (luna_lua_host_find_lib(cfg->argv0, &rt.lib, &err) < 0 ||
+    if (luna_loader_find_lib(cfg->argv0, &rt.lib, &err) < 0 ||
         luna_event_memories_new(&rt.events, &err) < 0) {
         luna_error("startup failed", "error", err.msg);
         return 1;
@@ -1435,7 +1435,7 @@ static int run(const struct luna_run_config *cfg)
     rt.gen_host = (struct luna_generation_host){
         .install_api = install_api, .ud = &rt, .clock = luna_test_control_clock(),
     };
-    if (luna_reload_load(rt.lib, cfg->dir, cfg->limits, &rt.gen_host, &rt.gen, &err) < 0) {
+    if (luna_generation_load(rt.lib, cfg->dir, cfg->limits, &rt.gen_host, &rt.gen, &err) < 0) {
         luna_error("controllers failed to load", "dir", cfg->dir, "error", err.msg);
         teardown(&rt);
         return 1;
@@ -1447,7 +1447,7 @@ static int run(const struct luna_run_config *cfg)
         return 1;
     }
     char count[16];
-    snprintf(count, sizeof count, "%d", luna_lua_host_count(luna_reload_state(rt.gen)));
+    snprintf(count, sizeof count, "%d", luna_loader_count(luna_generation_state(rt.gen)));
     luna_info("controllers loaded", "dir", cfg->dir, "count", count);
 
     if (connect_api(&rt, &err) < 0) {
@@ -1455,13 +1455,13 @@ static int run(const struct luna_run_config *cfg)
         teardown(&rt);
         return 1;
     }
-    luna_reload_connect(rt.gen);
+    luna_generation_connect(rt.gen);
     if (cfg->shards && setup_shards(&rt, &err) < 0) {
         luna_error("startup failed", "error", err.msg);
         teardown(&rt);
         return 1;
     }
-    if (luna_reload_build(rt.gen, rt.factory, &err) < 0) {
+    if (luna_generation_build(rt.gen, rt.factory, &err) < 0) {
         luna_error("controller setup failed", "error", err.msg);
         teardown(&rt);
         return 1;

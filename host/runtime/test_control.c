@@ -143,9 +143,9 @@ static void call_done(void *ud, uint64_t seq, int status)
     tc.calls[(tc.first + (size_t)(seq - oldest)) % MAX_CALLS].status = status;
 }
 
-const struct luna_lua_client_observer *luna_test_control_call_observer(void)
+const struct luna_api_client_observer *luna_test_control_call_observer(void)
 {
-    static const struct luna_lua_client_observer obs = { call_start, call_done, NULL };
+    static const struct luna_api_client_observer obs = { call_start, call_done, NULL };
     return &obs;
 }
 
@@ -211,15 +211,15 @@ static void check_informer(void *ud, struct luna_shared_informer *si)
 static json_t *status(void)
 {
     json_t *busy = json_array(), *ctls = json_array();
-    struct luna_reload *g = tc.src.current ? tc.src.current(tc.src.ud) : NULL;
+    struct luna_generation *g = tc.src.current ? tc.src.current(tc.src.ud) : NULL;
     if (!g)
         json_array_append_new(busy, json_string("controllers not built yet"));
     if (tc.src.server_busy && tc.src.server_busy(tc.src.ud))
         json_array_append_new(busy, json_string("the dev server's garbage collector has work pending"));
     if (tc.src.reload_pending && tc.src.reload_pending(tc.src.ud))
         json_array_append_new(busy, json_string("a reload is pending"));
-    for (size_t i = 0; g && i < luna_reload_count(g); i++) {
-        struct luna_controller *c = luna_reload_controller(g, i);
+    for (size_t i = 0; g && i < luna_generation_count(g); i++) {
+        struct luna_controller *c = luna_generation_controller(g, i);
         struct luna_workqueue *q = luna_controller_queue(c);
         struct luna_workqueue_metrics m = { 0 };
         if (q)
@@ -264,9 +264,9 @@ static json_t *advance(const char *arg)
     luna_error err = { 0 };
     if (luna_fake_clock_advance(&tc.clock, s, &err) < 0)
         return json_pack("{s:s}", "error", err.msg);
-    struct luna_reload *g = tc.src.current ? tc.src.current(tc.src.ud) : NULL;
-    for (size_t i = 0; g && i < luna_reload_count(g); i++) {
-        struct luna_workqueue *q = luna_controller_queue(luna_reload_controller(g, i));
+    struct luna_generation *g = tc.src.current ? tc.src.current(tc.src.ud) : NULL;
+    for (size_t i = 0; g && i < luna_generation_count(g); i++) {
+        struct luna_workqueue *q = luna_controller_queue(luna_generation_controller(g, i));
         if (q)
             luna_workqueue_tick(q);
     }
@@ -347,12 +347,12 @@ static void add_fields(json_t *fields, const char *group, const char *const *nam
 /* Every name scripts can reach, with its type, from the running state. */
 static json_t *api(void)
 {
-    struct luna_reload *g = tc.src.current ? tc.src.current(tc.src.ud) : NULL;
+    struct luna_generation *g = tc.src.current ? tc.src.current(tc.src.ud) : NULL;
     if (!g)
         return json_pack("{s:s}", "error", "controllers not loaded yet");
     json_t *names = json_object();
     luna_error err = { 0 };
-    if (luna_lua_sandbox_list_api(luna_reload_state(g), add_api, names, &err) < 0) {
+    if (luna_sandbox_list_api(luna_generation_state(g), add_api, names, &err) < 0) {
         json_decref(names);
         return json_pack("{s:s}", "error", err.msg);
     }

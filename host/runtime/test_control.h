@@ -42,7 +42,7 @@
  *                   the dev server, as --seed does: {"ok":true} or {"error"}
  *   api             {"api":{"luna.get":"function",…},"fields":{…}}: every
  *                   name a script can reach through require (script/sandbox.h:
- *                   luna_lua_sandbox_list_api), and the fields of the
+ *                   luna_sandbox_list_api), and the fields of the
  *                   tables scripts write or read: "spec", "spec.source",
  *                   "spec.limits", "spec.rate_limit" (controller/spec.h),
  *                   "request", "result" (reconcile.h), "error"
@@ -76,14 +76,14 @@
 #include "base/clock.h"
 #include "base/error.h"
 
-struct luna_reload;
+struct luna_generation;
 struct luna_informer_factory;
 struct luna_kube_client;
 
 /* What the channel reads of the runtime; every callback may return NULL/0
  * before the runtime has that part. */
 struct luna_test_control_source {
-    struct luna_reload *(*current)(void *ud);          /* controllers running now */
+    struct luna_generation *(*current)(void *ud);          /* controllers running now */
     struct luna_informer_factory *(*factory)(void *ud);
     uint64_t (*server_rv)(void *ud);                    /* dev server's latest RV */
     bool (*server_busy)(void *ud);    /* the dev server has work of its own pending */
@@ -112,6 +112,6 @@ void luna_test_control_stop(void);
 /* The observer of script API calls (api/host.h) that records them for
  * `luna test`: every call a reconcile starts (strings copied) and the
  * status of its answer; records nothing unless enabled.  Static. */
-const struct luna_lua_client_observer *luna_test_control_call_observer(void);
+const struct luna_api_client_observer *luna_test_control_call_observer(void);
 
 #endif

@@ -433,8 +433,8 @@ static int find_or_match(lua_State *L, bool find)
     return 1;
 }
 
-static int luna_lua_pattern_find(lua_State *L) { return find_or_match(L, true); }
-static int luna_lua_pattern_match(lua_State *L) { return find_or_match(L, false); }
+static int luna_pattern_find(lua_State *L) { return find_or_match(L, true); }
+static int luna_pattern_match(lua_State *L) { return find_or_match(L, false); }
 
 /* gmatch's iterator: upvalues subject, pattern, next position. */
 static int gmatch_next(lua_State *L)
@@ -463,7 +463,7 @@ static int gmatch_next(lua_State *L)
     return 0;
 }
 
-static int luna_lua_pattern_gmatch(lua_State *L)
+static int luna_pattern_gmatch(lua_State *L)
 {
     luaL_checkstring(L, 1);
     luaL_checkstring(L, 2);
@@ -519,7 +519,7 @@ static void add_replacement(struct matcher *m, luaL_Buffer *b, const char *s, co
     }
 }
 
-static int luna_lua_pattern_gsub(lua_State *L)
+static int luna_pattern_gsub(lua_State *L)
 {
     size_t ls, lp;
     const char *s = luaL_checklstring(L, 1, &ls);
@@ -566,14 +566,14 @@ static int luna_lua_pattern_gsub(lua_State *L)
     return 2;
 }
 
-void luna_lua_pattern_register(lua_State *L)
+void luna_pattern_register(lua_State *L)
 {
-    lua_pushcfunction(L, luna_lua_pattern_find);
+    lua_pushcfunction(L, luna_pattern_find);
     lua_setfield(L, -2, "find");
-    lua_pushcfunction(L, luna_lua_pattern_match);
+    lua_pushcfunction(L, luna_pattern_match);
     lua_setfield(L, -2, "match");
-    lua_pushcfunction(L, luna_lua_pattern_gmatch);
+    lua_pushcfunction(L, luna_pattern_gmatch);
     lua_setfield(L, -2, "gmatch");
-    lua_pushcfunction(L, luna_lua_pattern_gsub);
+    lua_pushcfunction(L, luna_pattern_gsub);
     lua_setfield(L, -2, "gsub");
 }

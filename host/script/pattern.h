@@ -30,8 +30,8 @@
  * Nothing is allocated outside Lua; errors raise (longjmp) with nothing to
  * free.
  */
-#ifndef LUNA_LUA_PATTERN_H
-#define LUNA_LUA_PATTERN_H
+#ifndef LUNA_PATTERN_H
+#define LUNA_PATTERN_H
 
 #include <lua.h>
 
@@ -40,6 +40,6 @@
 #define LUNA_PATTERN_MAX_CAPTURES 32
 
 /* Sets find, match, gmatch and gsub in the table on top of L's stack. */
-void luna_lua_pattern_register(lua_State *L);
+void luna_pattern_register(lua_State *L);
 
 #endif

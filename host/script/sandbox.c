@@ -354,7 +354,7 @@ static int wrap_handler(lua_State *L)
     return 1;
 }
 
-void luna_lua_sandbox_protect_top(lua_State *L)
+void luna_sandbox_protect_top(lua_State *L)
 {
     registry_get(L, &k_host_threads);
     if (lua_istable(L, -1)) {
@@ -613,13 +613,13 @@ static void record_dep(lua_State *L, const char *path)
     lua_pop(L, 1);
 }
 
-void luna_lua_sandbox_deps_begin(lua_State *L)
+void luna_sandbox_deps_begin(lua_State *L)
 {
     lua_newtable(L);
     registry_set(L, &k_deps);
 }
 
-void luna_lua_sandbox_deps_end(lua_State *L)
+void luna_sandbox_deps_end(lua_State *L)
 {
     registry_get(L, &k_deps);
     if (!lua_istable(L, -1)) {
@@ -816,7 +816,7 @@ static int load_in_realm(lua_State *L, const char *path, const char *dir, int re
     return 0;
 }
 
-int luna_lua_sandbox_loadfile(lua_State *L, const char *path, const char *dir, luna_error *err)
+int luna_sandbox_loadfile(lua_State *L, const char *path, const char *dir, luna_error *err)
 {
     push_realm(L);
     int rc = load_in_realm(L, path, dir, -1, err);
@@ -844,7 +844,7 @@ static void push_lib_copy(lua_State *L, const struct lib_allow *lib)
     lua_remove(L, real);
 }
 
-/* [-0, +0] luna_lua_sandbox_preload's protected body. */
+/* [-0, +0] luna_sandbox_preload's protected body. */
 static int preload_modules(lua_State *L)
 {
     for (const char *const *m = luna_modules; *m; m++) {
@@ -857,7 +857,7 @@ static int preload_modules(lua_State *L)
     return 0;
 }
 
-int luna_lua_sandbox_preload(lua_State *L, luna_error *err)
+int luna_sandbox_preload(lua_State *L, luna_error *err)
 {
     lua_pushcfunction(L, preload_modules);
     if (lua_pcall(L, 0, 0, 0) != 0) {
@@ -869,7 +869,7 @@ int luna_lua_sandbox_preload(lua_State *L, luna_error *err)
     return 0;
 }
 
-int luna_lua_sandbox_install(lua_State *L, luna_error *err)
+int luna_sandbox_install(lua_State *L, luna_error *err)
 {
     lua_getglobal(L, "string");
     if (!lua_istable(L, -1)) {
@@ -928,13 +928,13 @@ int luna_lua_sandbox_install(lua_State *L, luna_error *err)
         int rc = 0;
         if (strcmp(lib->name, "string") == 0) {
             /* our own pattern functions: they count their steps (class 4) */
-            luna_lua_pattern_register(L);
+            luna_pattern_register(L);
             rc = guard_field(L, guarded_src, sizeof guarded_src - 1, "format", err);
             lua_pushvalue(L, -1);
             registry_set(L, &k_string_methods);
         } else if (strcmp(lib->name, "table") == 0) {
             /* our own sort: counts its comparisons (class 4), C-stack guard */
-            luna_lua_sort_register(L);
+            luna_sort_register(L);
         } else if (strcmp(lib->name, "coroutine") == 0) {
             rc = guard_field(L, wrap_src, sizeof wrap_src - 1, "wrap", err);
             if (rc == 0 && luaL_loadbuffer(L, resume_src, sizeof resume_src - 1,
@@ -1037,7 +1037,7 @@ static int list_api(lua_State *L)
     return 0;
 }
 
-int luna_lua_sandbox_list_api(lua_State *L, void (*fn)(void *ud, const char *path, const char *type),
+int luna_sandbox_list_api(lua_State *L, void (*fn)(void *ud, const char *path, const char *type),
                               void *ud, luna_error *err)
 {
     struct api_walk w = { .fn = fn, .ud = ud };

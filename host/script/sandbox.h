@@ -35,7 +35,7 @@
  *     any other `a.b.c` name loads DIR/a/b/c.lua (DIR: the directory given when the
  *     controller file was loaded, for the modules it requires too), once
  *     per realm, in its own environment;
- *   - realms: each file luna_lua_sandbox_loadfile loads (a controller file)
+ *   - realms: each file luna_sandbox_loadfile loads (a controller file)
  *     starts a realm, which the modules it requires join: the module
  *     instances (a module required twice in a realm is one instance, in
  *     two realms two) and the realm's own math, whose random and
@@ -61,8 +61,8 @@
  * Ownership: everything lives in the Lua state (registry), freed by
  * lua_close.
  */
-#ifndef LUNA_LUA_SANDBOX_H
-#define LUNA_LUA_SANDBOX_H
+#ifndef LUNA_SANDBOX_H
+#define LUNA_SANDBOX_H
 
 #include <lua.h>
 
@@ -70,7 +70,7 @@
 
 /* Builds the shared parts (read-only libraries, the string metatable
  * without dump) once per state.  Needs the standard libraries opened. */
-int luna_lua_sandbox_install(lua_State *L, luna_error *err);
+int luna_sandbox_install(lua_State *L, luna_error *err);
 
 /* Loads luna's own Lua library (the modules scripts may require, and the
  * view of luna.core) with the real require, in a protected call outside
@@ -79,32 +79,32 @@ int luna_lua_sandbox_install(lua_State *L, luna_error *err);
  * stopped by its watchdog can never leave a half-loaded luna module
  * ("loop or previous error loading module") for the files after it.
  * Idempotent.  Returns 0, or LUNA_ELUA with the message. */
-int luna_lua_sandbox_preload(lua_State *L, luna_error *err);
+int luna_sandbox_preload(lua_State *L, luna_error *err);
 
 /* Loads the file at path as a text chunk (a binary chunk is refused) and
  * gives it a fresh environment in a new realm, whose require finds modules
  * under dir.
  * Pushes the function and returns 0, or returns LUNA_ELUA with the
  * message ("path:line: ...") and pushes nothing. */
-int luna_lua_sandbox_loadfile(lua_State *L, const char *path, const char *dir, luna_error *err);
+int luna_sandbox_loadfile(lua_State *L, const char *path, const char *dir, luna_error *err);
 
 /* Calls fn(ud, path, type) for every module a script may require (the
  * luna modules and luna.core) and, recursively, every string-keyed field
  * of what require gives the script ("luna.get", "function"; type is Lua's
  * type name), each table once.  The spec of `luna stubs` checks the
  * editor definitions against this.  0, or LUNA_ELUA (err set). */
-int luna_lua_sandbox_list_api(lua_State *L, void (*fn)(void *ud, const char *path, const char *type),
+int luna_sandbox_list_api(lua_State *L, void (*fn)(void *ud, const char *path, const char *type),
                               void *ud, luna_error *err);
 
 /* Marks the coroutine at the top of L's stack (not popped) as the host's:
  * the sandbox's coroutine.resume refuses it.  A no-op without a sandbox. */
-void luna_lua_sandbox_protect_top(lua_State *L);
+void luna_sandbox_protect_top(lua_State *L);
 
 /* Dependency tracking (one at a time): between begin and end, the path of
  * every module from the controllers directory that require is asked for
  * (loaded then or before) is recorded once.  end pushes the list (a table
  * of paths in first-require order) and stops tracking.  Never raise. */
-void luna_lua_sandbox_deps_begin(lua_State *L);
-void luna_lua_sandbox_deps_end(lua_State *L);
+void luna_sandbox_deps_begin(lua_State *L);
+void luna_sandbox_deps_end(lua_State *L);
 
 #endif

@@ -120,7 +120,7 @@ static void sort_numbers(struct sorter *s, double *a, size_t n)
     }
 }
 
-static int luna_lua_sort_sort(lua_State *L)
+static int luna_sort_sort(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
     struct sorter s = { .L = L, .has_less = !lua_isnoneornil(L, 2) };
@@ -178,7 +178,7 @@ static int luna_lua_sort_sort(lua_State *L)
     return 0;
 }
 
-void luna_lua_sort_register(lua_State *L)
+void luna_sort_register(lua_State *L)
 {
     lua_getglobal(L, "table");
     if (lua_istable(L, -1))
@@ -186,6 +186,6 @@ void luna_lua_sort_register(lua_State *L)
     else
         lua_pushnil(L);
     lua_remove(L, -2);
-    lua_pushcclosure(L, luna_lua_sort_sort, 1);
+    lua_pushcclosure(L, luna_sort_sort, 1);
     lua_setfield(L, -2, "sort");
 }

@@ -20,14 +20,14 @@
  *
  * Uses: watchdog.  Runs on the loop thread (or in a spec's state).
  */
-#ifndef LUNA_LUA_SORT_H
-#define LUNA_LUA_SORT_H
+#ifndef LUNA_SORT_H
+#define LUNA_SORT_H
 
 #include <lua.h>
 
 #define LUNA_SORT_CHARGE 4096
 
 /* Sets sort in the table on top of L's stack. */
-void luna_lua_sort_register(lua_State *L);
+void luna_sort_register(lua_State *L);
 
 #endif

@@ -85,8 +85,8 @@ int luaopen_luna_core(lua_State *L)
     lua_pushcfunction(L, luna_lua_cache_decode);
     lua_setfield(L, -2, "cache_decode");
     lua_newtable(L); /* core.pattern: the sandbox's matcher, for specs */
-    luna_lua_pattern_register(L);
-    luna_lua_sort_register(L);
+    luna_pattern_register(L);
+    luna_sort_register(L);
     lua_setfield(L, -2, "pattern");
     return 1;
 }

@@ -20,7 +20,7 @@
  * state, and an error in one is reported like any index function failure.
  * A DeltaFIFO keeps its indexer alive through a uservalue-style registry
  * reference.  Index functions go through lua_cache's glue
- * (luna_lua_cache_add_index), here receiving Objects.
+ * (luna_api_cache_add_index), here receiving Objects.
  */
 #ifndef LUNA_LUA_STORE_H
 #define LUNA_LUA_STORE_H
@@ -34,7 +34,7 @@ void luna_lua_store_register(lua_State *L);
 /* Pushes a Lua Object for obj, taking a new reference. */
 void luna_lua_store_push_object(lua_State *L, struct luna_object *obj);
 
-/* luna_lua_cache_add_index with the object passed as an Object. */
+/* luna_api_cache_add_index with the object passed as an Object. */
 struct luna_indexer;
 int luna_lua_store_add_index(lua_State *L, struct luna_indexer *idx, const char *name,
                              int fn_idx, lua_State **Lp);

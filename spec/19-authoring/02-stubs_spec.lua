@@ -2,7 +2,7 @@
 -- `luna stubs DIR` writes out) describe exactly what a controller script
 -- can reach: every name the real runtime exposes through require (asked of
 -- a running `luna run` over its test control channel: script/sandbox.h
--- luna_lua_sandbox_list_api) is declared, and every declared name exists.
+-- luna_sandbox_list_api) is declared, and every declared name exists.
 -- The same holds for the fields of the tables a script writes or reads
 -- (the controller spec and its sources, limits and rate_limit; reconcile's
 -- request and result; errors), asked of the runtime the same way: the
