@@ -149,6 +149,17 @@ static int bucket_add(struct index *ix, const char *value, struct luna_object *o
     return 0;
 }
 
+/* Forgets r (its buckets are the caller's): gives its charge back. */
+static void remembered_drop(struct index *ix, struct remembered *r)
+{
+    HASH_DEL(ix->remembered, r);
+    if (r->charged)
+        ix->charge(ix->ud, -(long long)r->charged);
+    values_clear(&r->vals);
+    free(r->key);
+    free(r);
+}
+
 /* Removes obj (the stored object for its key) from index ix. */
 static void index_remove(struct index *ix, struct luna_object *obj)
 {
@@ -170,12 +181,7 @@ static void index_remove(struct index *ix, struct luna_object *obj)
         return;
     for (size_t i = 0; i < r->vals.n; i++)
         bucket_remove(ix, r->vals.v[i], obj);
-    HASH_DEL(ix->remembered, r);
-    if (r->charged)
-        ix->charge(ix->ud, -(long long)r->charged);
-    values_clear(&r->vals);
-    free(r->key);
-    free(r);
+    remembered_drop(ix, r);
 }
 
 /* What an object's values hold in a remembered index: their copy, their
@@ -289,14 +295,8 @@ static void index_free(struct index *ix)
         free(b);
     }
     struct remembered *r, *rtmp;
-    HASH_ITER(hh, ix->remembered, r, rtmp) {
-        HASH_DEL(ix->remembered, r);
-        if (r->charged)
-            ix->charge(ix->ud, -(long long)r->charged);
-        values_clear(&r->vals);
-        free(r->key);
-        free(r);
-    }
+    HASH_ITER(hh, ix->remembered, r, rtmp)
+        remembered_drop(ix, r);
     if (ix->ud_free)
         ix->ud_free(ix->ud);
     free(ix->name);
