@@ -239,3 +239,49 @@ describe("SIGTERM while script code holds the loop #integration", function()
     assert.equal(1, #support.lines(p, { "second signal: exiting now" }))
   end)
 end)
+
+-- The hook reads the clock every 1,000 instructions; an instruction can be
+-- one long C call (a plain find in an 8 MB string: tens of ms each).  A
+-- loop of them outran the 2 s budget 5-9 times (an outside review: 9-17 s
+-- stretches, /healthz dead meanwhile).  The deadline alarm (watchdog.c)
+-- ends the stretch once the call running at the deadline returns.
+describe("a stretch of long C calls", function()
+  local srv, p
+  setup(function() srv = support.server() end)
+  teardown(function() support.stop(srv) end)
+  after_each(function()
+    if p then p:stop() end
+    p = nil
+  end)
+
+  local FINDS = [[
+local luna = require "luna"
+local hay = ("a"):rep(8e6)
+local needle = ("a"):rep(3000) .. "b"
+return luna.controller {
+  name = "finds", watch = { "v1/ConfigMap", namespace = "@NS@" },
+  reconcile = function(req)
+    if req.name ~= "finds-target" then return end
+    print("finds started")
+    pcall(function() for _ = 1, 1e9 do hay:find(needle, 1, true) end end)
+  end,
+}
+]]
+
+  it("is stopped at its time budget, not a thousand calls later, with the default flags", function()
+    local ns = support.fresh_namespace(srv)
+    p = support.run(srv, { ["finds.lua"] = FINDS:gsub("@NS@", ns), ["canary.lua"] = CANARY:gsub("@NS@", ns) },
+      { "--health-probe-bind-address", "127.0.0.1:0" })
+    support.wait_line(p, { "caches synced" }, 30)
+    local code = srv:request("POST", srv:ns_path("configmaps"), { apiVersion = "v1", kind = "ConfigMap",
+      metadata = { name = "finds-target" } })
+    assert.equal(201, code)
+    local line = support.wait_line(p, { "reconcile failed", "controller=finds", "exceeded its time budget" }, 60)
+    local ms = tonumber(line:match("duration_ms=([%d.]+)"))
+    -- the 2 s budget, the one call running then (tens of ms), a busy machine
+    assert.is_true(ms and ms < 3500, "the stretch ran " .. tostring(ms) .. " ms: " .. line)
+    canary_round(srv, p, 1)
+    local rc = signal_and_wait(p, 20)
+    assert.equal(0, rc, table.concat(p.out, "\n", math.max(1, #p.out - 30)))
+  end)
+end)
