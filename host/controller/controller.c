@@ -22,10 +22,6 @@ struct shadow_key {
     UT_hash_handle hh;
 };
 
-/* The shard set controllers built now follow (controller.h), or NULL. */
-static struct luna_shard_set *sharding;
-
-void luna_controller_set_sharding(struct luna_shard_set *set) { sharding = set; }
 
 struct luna_controller *luna_controller_current(lua_State *L, struct luna_reconcile **reconcile)
 {
@@ -141,7 +137,7 @@ int luna_controller_new(const struct luna_controller_env *env, int ctl_idx,
     c->env = *env;
     c->name = spec->name;
     c->workers = spec->workers;
-    c->sharding = sharding;
+    c->sharding = env->sharding;
     c->limits = luna_controller_spec_limits(L, spec);
     /* Its code's memory, what its file kept at load included, is its
      * own account, capped by limits.memory or the operator's default. */

@@ -88,6 +88,8 @@ struct luna_controller_env {
     lua_State *T;        /* an idle thread of L for handler callbacks */
     unsigned account;    /* L's watchdog memory account its Lua code is
                           * charged to (its file's, loader.h); 0: the host's */
+    struct luna_shard_set *sharding; /* the set it follows (luna run --shards),
+                                      * or NULL (borrowed) */
 };
 
 struct luna_controller_stats {
@@ -227,8 +229,8 @@ size_t luna_controller_shadow_keys(const struct luna_controller *c,
 /* Reconciles of the controller that failed so far. */
 unsigned long luna_controller_errors(const struct luna_controller *c);
 
-/* Sharding (`luna run --shards`, shard_set.h), process-wide: controllers
- * built while a shard set is installed list and watch their primary kind
+/* Sharding (`luna run --shards`, shard_set.h): a controller built with a
+ * shard set in its env (env->sharding) lists and watches its primary kind
  * (and, with namespace sharding, their `owns` kinds, whose children live
  * in their owner's namespace) through the set's claim; other sources are
  * cached whole.  Such a controller reconciles a key only when the set
@@ -237,10 +239,8 @@ unsigned long luna_controller_errors(const struct luna_controller *c);
  * queued); the periodic key by its own text's hash.  Keys not owned are
  * forgotten at dispatch.  An object that leaves the shard (a relist after
  * the claim shrank) is handed over, not deleted: it enqueues nothing.
- * The set is borrowed until replaced; NULL turns sharding off for
- * controllers built afterwards. */
-struct luna_shard_set;
-void luna_controller_set_sharding(struct luna_shard_set *set);
+ * The set is borrowed for the controller's life. */
+
 /* Moves c's sharded sources to the set's current claim (a relist each);
  * 0, or the factory's error (logged). */
 int luna_controller_reshard(struct luna_controller *c);

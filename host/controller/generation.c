@@ -17,7 +17,7 @@ struct luna_generation {
     int thread_ref;
     struct luna_controller **controllers;
     char **sha;                      /* per controller: file digest */
-    struct luna_generation_host host;
+    const struct luna_generation_host *host; /* borrowed: the runtime's */
     size_t n;
     size_t draining;
     void (*drained)(void *ud);
@@ -41,8 +41,8 @@ int luna_generation_load(const char *lib_dir, const char *dir,
     }
     if (limits)
         luna_watchdog_configure(g->L, limits);
-    g->host = *host;
-    g->host.install_api(g->L, g->host.ud);
+    g->host = host;
+    g->host->install_api(g->L, g->host->ud);
     int n = luna_loader_load_dir(g->L, dir, err);
     if (n < 0) {
         luna_generation_free(g);
@@ -78,7 +78,7 @@ int luna_generation_load(const char *lib_dir, const char *dir,
 
 void luna_generation_connect(struct luna_generation *g)
 {
-    g->host.install_api(g->L, g->host.ud);
+    g->host->install_api(g->L, g->host->ud);
 }
 
 int luna_generation_build(struct luna_generation *g, struct luna_informer_factory *factory,
@@ -94,7 +94,8 @@ int luna_generation_build(struct luna_generation *g, struct luna_informer_factor
     luna_sandbox_protect_top(L);
     g->thread_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     struct luna_controller_env env = {
-        .factory = factory, .clock = g->host.clock, .L = L, .T = T,
+        .factory = factory, .clock = g->host->clock, .sharding = g->host->sharding, .L = L,
+        .T = T,
     };
     lua_getfield(L, LUA_REGISTRYINDEX, "luna.controllers");
     for (int i = 1; i <= n; i++) {

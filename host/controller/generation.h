@@ -42,6 +42,7 @@
 
 struct luna_generation;
 struct luna_clock;
+struct luna_shard_set;
 
 /* What a generation is given by the runtime that makes it. */
 struct luna_generation_host {
@@ -50,10 +51,13 @@ struct luna_generation_host {
     void (*install_api)(lua_State *L, void *ud);
     void *ud;                        /* borrowed; outlives the generation */
     const struct luna_clock *clock;  /* the controllers' clock (borrowed) */
+    struct luna_shard_set *sharding; /* the set controllers built follow
+                                      * (luna run --shards), or NULL */
 };
 
 /* Loads every *.lua file of dir into a new state (controllers are not built yet).
- * host is copied. */
+ * host is borrowed: it outlives the generation, and is read again when
+ * the controllers are built (the shard set may come after the load). */
 struct luna_watchdog_config;
 /* limits: the scripts' budgets (watchdog.h); NULL keeps the defaults. */
 int luna_generation_load(const char *lib_dir, const char *dir,

@@ -549,7 +549,7 @@ static int setup_shards(struct runtime *rt, luna_error *err)
     int rc = luna_shard_set_new(rt->kc, &so, &rt->shards, err);
     if (rc < 0)
         return rc;
-    luna_controller_set_sharding(rt->shards);
+    rt->gen_host.sharding = rt->shards;
     rt->api.write_allow = shard_may_write;
     rt->api.write_timeout = luna_shard_set_write_timeout(rt->shards);
     rt->api.write_ud = rt->shards;
@@ -1007,7 +1007,7 @@ static void teardown(struct runtime *rt)
         free(m);
     }
     luna_leader_free(rt->leader);
-    luna_controller_set_sharding(NULL);
+    rt->gen_host.sharding = NULL;
     rt->api.write_allow = NULL;
     luna_shard_set_free(rt->shards);
     rt->shards = NULL;
