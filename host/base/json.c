@@ -1,4 +1,9 @@
-/* json.c — see json.h (the writer is json_writer.c). */
+/* json.c — see json.h (the writer is json_writer.c).
+ *
+ * One concept over ~900 lines: the push parser with the checks yajl
+ * lacks (UTF-8, surrogates, numbers, depth, size), and the path lookup that
+ * is a client of it.
+ */
 #include "base/json.h"
 
 #include <errno.h>

@@ -1,4 +1,9 @@
-/* object_stream.c — see object_stream.h. */
+/* object_stream.c — see object_stream.h.
+ *
+ * One concept over ~900 lines: the one decoder of LIST and WATCH streams
+ * (items, events, the watch list's bookmarks), each check beside the state
+ * it guards; splitting it would split that state machine.
+ */
 #include "cache/object_stream.h"
 
 #include <stdio.h>

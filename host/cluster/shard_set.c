@@ -1,4 +1,8 @@
-/* shard_set.c — see shard_set.h. */
+/* shard_set.c — see shard_set.h.
+ *
+ * One concept over ~900 lines: membership, claims and the hand-off are
+ * one protocol over the same Leases and the same state.
+ */
 #include "cluster/shard_set.h"
 
 #include <math.h>

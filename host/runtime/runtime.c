@@ -1,4 +1,8 @@
-/* runtime.c — see runtime.h. */
+/* runtime.c — see runtime.h.
+ *
+ * One concept over ~900 lines: the assembly of `luna run`, its startup,
+ * reload and shutdown order kept in one place.
+ */
 #include "runtime/runtime.h"
 
 #include <errno.h>

@@ -1,4 +1,9 @@
-/* script/sandbox.c — see script/sandbox.h. */
+/* script/sandbox.c — see script/sandbox.h.
+ *
+ * One concept over ~900 lines: the one environment every script runs
+ * in (its globals, views, `require` and realms); its parts guard the same
+ * tables.
+ */
 #include "script/sandbox.h"
 
 #include <lauxlib.h>

@@ -1,4 +1,8 @@
-/* metrics.c — see metrics.h. */
+/* metrics.c — see metrics.h.
+ *
+ * One concept over ~900 lines: one registry, its families and series,
+ * and their exposition; the parts share every invariant.
+ */
 #include "serve/metrics.h"
 
 #include <math.h>
