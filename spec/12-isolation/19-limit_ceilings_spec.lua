@@ -241,7 +241,7 @@ describe("SIGTERM while script code holds the loop #integration", function()
 end)
 
 -- The hook reads the clock every 1,000 instructions; an instruction can be
--- one long C call (a plain find in an 8 MB string: tens of ms each).  A
+-- one long C call (a plain find in a 16 MB string: milliseconds to tens of ms each).  A
 -- loop of them outran the 2 s budget 5-9 times (an outside review: 9-17 s
 -- stretches, /healthz dead meanwhile).  The deadline alarm (watchdog.c)
 -- ends the stretch once the call running at the deadline returns.
@@ -256,7 +256,7 @@ describe("a stretch of long C calls", function()
 
   local FINDS = [[
 local luna = require "luna"
-local hay = ("a"):rep(8e6)
+local hay = ("a"):rep(16e6)
 local needle = ("a"):rep(3000) .. "b"
 return luna.controller {
   name = "finds", watch = { "v1/ConfigMap", namespace = "@NS@" },
