@@ -105,7 +105,8 @@ static double now(void) { return luna_clock_now(luna_clock_monotonic()); }
 struct luna_watchdog_config luna_watchdog_config_default(void)
 {
     return (struct luna_watchdog_config){
-        .limits = { LUNA_WATCHDOG_DEFAULT_INSTRUCTIONS, LUNA_WATCHDOG_DEFAULT_SECONDS },
+        .limits = { .instructions = LUNA_WATCHDOG_DEFAULT_INSTRUCTIONS,
+                    .seconds = LUNA_WATCHDOG_DEFAULT_SECONDS },
         .memory = LUNA_WATCHDOG_DEFAULT_MEMORY,
         .account_memory = LUNA_WATCHDOG_DEFAULT_ACCOUNT_MEMORY(LUNA_WATCHDOG_DEFAULT_MEMORY),
     };
