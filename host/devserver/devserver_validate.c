@@ -342,7 +342,7 @@ static void qualified_name(json_t *causes, const char *field, const char *check,
     const char *slash = strchr(check, '/');
     const char *name = check;
     if (slash && strchr(slash + 1, '/')) {
-        add_invalid(causes, field, shown, "a qualified name must consist of alphanumeric "
+        add_invalid(causes, field, shown, "a valid label key must consist of alphanumeric "
                     "characters, '-', '_' or '.', and must start and end with an alphanumeric "
                     "character " QNAME_EXAMPLES " with an optional DNS subdomain prefix and '/' "
                     "(e.g. 'example.com/MyName')");
@@ -355,7 +355,7 @@ static void qualified_name(json_t *causes, const char *field, const char *check,
             add_invalid(causes, field, shown, "prefix part must be non-empty");
         } else {
             if (plen > 253)
-                add_invalid(causes, field, shown, "prefix part must be no more than 253 characters");
+                add_invalid(causes, field, shown, "prefix part must be no more than 253 bytes");
             if (!subdomain_match(check, plen))
                 add_invalid(causes, field, shown, "prefix part a lowercase RFC 1123 subdomain "
                     "must consist of lower case alphanumeric characters, '-' or '.', and must "
@@ -368,7 +368,7 @@ static void qualified_name(json_t *causes, const char *field, const char *check,
     if (n == 0)
         add_invalid(causes, field, shown, "name part must be non-empty");
     else if (n > 63)
-        add_invalid(causes, field, shown, "name part must be no more than 63 characters");
+        add_invalid(causes, field, shown, "name part must be no more than 63 bytes");
     if (!qname_match(name, n))
         add_invalid(causes, field, shown, "name part " QNAME_MSG " " QNAME_EXAMPLES);
 }
@@ -382,7 +382,7 @@ static void labels(json_t *causes, const json_t *m)
         const char *val = json_is_string(v) ? json_string_value(v) : "";
         size_t n = strlen(val);
         if (n > 63)
-            add_invalid(causes, "metadata.labels", val, "must be no more than 63 characters");
+            add_invalid(causes, "metadata.labels", val, "must be no more than 63 bytes");
         if (n > 0 && !qname_match(val, n))
             add_invalid(causes, "metadata.labels", val, "a valid label must be an empty string "
                         "or consist of alphanumeric characters, '-', '_' or '.', and must start "
@@ -419,7 +419,7 @@ static void configmap_key(json_t *causes, const char *bag, const char *key)
     snprintf(field, sizeof field, "%s[%s]", bag, key);
     size_t n = strlen(key);
     if (n > 253)
-        add_invalid(causes, field, key, "must be no more than 253 characters");
+        add_invalid(causes, field, key, "must be no more than 253 bytes");
     bool ok = n > 0;
     for (size_t i = 0; i < n && ok; i++)
         ok = isalnum((unsigned char)key[i]) || key[i] == '-' || key[i] == '.' || key[i] == '_';

@@ -224,7 +224,7 @@ describe("validation of labels, annotations and ConfigMap data", function()
   it("refuses a label key whose name part is over 63 characters or prefix is not a DNS subdomain", function()
     local long = string.rep("a", 64)
     refused(422, "x1", { labels = { [long] = "v" } }, 'ConfigMap "x1" is invalid: metadata.labels: ' ..
-      'Invalid value: "' .. long .. '": name part must be no more than 63 characters')
+      'Invalid value: "' .. long .. '": name part must be no more than 63 bytes')
     refused(422, "x2", { labels = { ["Example.com/app"] = "v" } }, 'ConfigMap "x2" is invalid: ' ..
       'metadata.labels: Invalid value: "Example.com/app": prefix part a lowercase RFC 1123 ' ..
       "subdomain must consist of lower case alphanumeric characters, '-' or '.', and must " ..
@@ -277,7 +277,7 @@ describe("validation of labels, annotations and ConfigMap data", function()
       { content_type = "application/merge-patch+json" })
     assert.equal(422, code)
     assert.matches('^ConfigMap "upd" is invalid: metadata.labels: Invalid value: "no/good/key": ' ..
-      "a qualified name must consist", st.message)
+      "a valid label key must consist", st.message)
     local _, cur = srv:request("GET", srv:ns_path("configmaps", "upd"))
     cur.metadata.labels = { ok = "bad value!" }
     code = srv:request("PUT", srv:ns_path("configmaps", "upd"), cur)
