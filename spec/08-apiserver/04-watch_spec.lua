@@ -1,5 +1,6 @@
 -- WATCH: initial state, from a resourceVersion, selectors, bookmarks, timeouts, 410.
 local client = require("support.apiserver_client")
+local helpers = require("helpers")
 
 describe("apiserver WATCH", function()
   local srv
@@ -178,17 +179,23 @@ describe("apiserver WATCH", function()
     -- The watch is open once a write made now shows up; nothing before it
     -- but periodic bookmarks (this server sends one every 0.3 s), none of
     -- them the initial-events-end one.
+    -- Each round has its own deadline: the bookmarks come every 0.3 s, so
+    -- waiting for a quiet 0.5 s never ended when the first write landed
+    -- before curl's watch was open (a busy machine), and no later write
+    -- was made.
     local fresh
     for i = 1, 20 do
       srv:create_cm("fresh-" .. i)
+      local deadline = helpers.now() + (i == 20 and 10 or 0.5)
       repeat
-        fresh = w:event(i == 20 and 10 or 0.5)
+        fresh = w:event(math.max(0.01, deadline - helpers.now()))
         if fresh and fresh.type == "BOOKMARK" then
           local ann = fresh.object.metadata.annotations
           assert.is_nil(ann and ann["k8s.io/initial-events-end"], "no initial-events-end bookmark")
         end
-      until not fresh or fresh.type ~= "BOOKMARK"
-      if fresh then break end
+      until not fresh or fresh.type ~= "BOOKMARK" or helpers.now() >= deadline
+      if fresh and fresh.type ~= "BOOKMARK" then break end
+      fresh = nil
     end
     assert.is_table(fresh)
     assert.equal("ADDED", fresh.type)
