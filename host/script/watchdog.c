@@ -527,6 +527,7 @@ static bool alarm_made;          /* the timer and its handler exist (loop thread
 static pid_t alarm_tid;          /* the thread the timer signals; 0: none */
 static _Thread_local bool on_alarm_thread; /* this is that thread */
 static atomic_bool alarm_armed;  /* a firing is pending */
+static atomic_llong alarm_at_ns;  /* when it is pending for */
 static atomic_llong alarm_deadline_ns; /* the active guard's deadline; 0: none */
 static lua_State *_Atomic alarm_L;     /* the state the active guard runs */
 
@@ -534,6 +535,7 @@ static long long to_ns(double t) { return t >= 9e9 ? (long long)9e18 : (long lon
 
 static void alarm_set(long long ns)
 {
+    atomic_store(&alarm_at_ns, ns);
     struct itimerspec its = { .it_value = { .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 } };
     if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
         its.it_value.tv_nsec = 1;
@@ -609,7 +611,10 @@ static void alarm_follow(struct luna_watchdog_guard *g)
     atomic_store(&alarm_deadline_ns, 0);
     atomic_store(&alarm_L, g ? g->L : NULL);
     atomic_store(&alarm_deadline_ns, dl);
-    if (dl && on_alarm_thread && !atomic_exchange(&alarm_armed, true))
+    /* a pending firing later than this deadline (a guard with a larger
+     * budget armed it) is brought forward: a system call only then */
+    if (dl && on_alarm_thread &&
+        (!atomic_exchange(&alarm_armed, true) || dl < atomic_load(&alarm_at_ns)))
         alarm_set(dl);
 }
 
