@@ -240,22 +240,12 @@ describe("SIGTERM while script code holds the loop #integration", function()
     assert.is_true(secs < 10, ("exit took %.1f s"):format(secs))
     assert.equal(1, #support.lines(p, { "second signal: exiting now" }))
   end)
-end)
 
--- The hook reads the clock every 1,000 instructions; an instruction can be
--- one long C call (a plain find in a 16 MB string: milliseconds to tens of ms each).  A
--- loop of them outran the 2 s budget 5-9 times (an outside review: 9-17 s
--- stretches, /healthz dead meanwhile).  The deadline alarm (watchdog.c)
--- ends the stretch once the call running at the deadline returns.
-describe("a stretch of long C calls", function()
-  local srv, p
-  setup(function() srv = support.server() end)
-  teardown(function() support.stop(srv) end)
-  after_each(function()
-    if p then p:stop() end
-    p = nil
-  end)
-
+  -- The hook reads the clock every 1,000 instructions; an instruction can be
+  -- one long C call (a plain find in a 16 MB string: milliseconds to tens of ms each).  A
+  -- loop of them outran the 2 s budget 5-9 times (an outside review: 9-17 s
+  -- stretches, /healthz dead meanwhile).  The deadline alarm (watchdog.c)
+  -- ends the stretch once the call running at the deadline returns.
   local FINDS = [[
 local luna = require "luna"
 local hay = ("a"):rep(16e6)
@@ -270,7 +260,7 @@ return luna.controller {
 }
 ]]
 
-  it("is stopped at its time budget, not a thousand calls later, with the default flags", function()
+  it("stops a stretch of long C calls at its time budget, not a thousand calls later (default flags)", function()
     local ns = support.fresh_namespace(srv)
     p = support.run(srv, { ["finds.lua"] = FINDS:gsub("@NS@", ns), ["canary.lua"] = CANARY:gsub("@NS@", ns) },
       { "--health-probe-bind-address", "127.0.0.1:0" })
