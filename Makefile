@@ -112,9 +112,14 @@ deps-build:
 	@$(call apt_install,$(DEB_BUILD_PKGS))
 
 # Regenerates controllers/kustomization.yaml (the ConfigMap deploy/ mounts)
-# from controllers/*.lua.
-deploy-sync:
+# from controllers/*.lua, and deploy/rbac-controllers.yaml (the ClusterRole
+# they need, aggregated into luna's) with `luna rbac`, which runs their
+# specs; spec/19-authoring/04-rbac_spec.lua checks the file is current.
+RBAC_FLAGS := --label rbac.luna.dev/aggregate-to-luna=true
+deploy-sync: build/luna
 	deploy/sync-controllers.sh controllers
+	build/luna rbac $(RBAC_FLAGS) controllers >deploy/rbac-controllers.yaml.tmp
+	mv deploy/rbac-controllers.yaml.tmp deploy/rbac-controllers.yaml
 
 TEST_BIN := build/test/luna build/test/lua/luna/core.so \
             $(addprefix build/test/fixtures/,$(FIXTURES))

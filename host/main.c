@@ -6,6 +6,7 @@
  *   luna dev-server [options]
  *   luna test [options] [DIR|FILE]...   (lua/luna/testing_cli.lua)
  *   luna stubs DIR                      (the same Lua program)
+ *   luna rbac [options] DIR             (the same Lua program)
  *   luna trigger [options] COMMAND   (runtime/admin_cli.h)
  *
  * Flag names follow controller-runtime's (--leader-elect,
@@ -37,6 +38,7 @@
 #include "cluster/shard_set.h"
 #include "script/watchdog.h"
 #include "lua/lua_core.h"
+#include "runtime/rbac_sources.h"
 
 static void usage(FILE *out)
 {
@@ -48,6 +50,8 @@ static void usage(FILE *out)
           "  test [DIR|FILE]...    run controller specs (*_test.lua) against the real runtime\n"
           "                        and an embedded dev server (--help for options)\n"
           "  stubs DIR             write LuaLS definitions of the script API into DIR\n"
+          "  rbac [options] DIR    print the ClusterRole DIR's controllers need, from their\n"
+          "                        sources and the calls their specs make (--help for options)\n"
           "  trigger [options] ... reconcile keys now, pause or resume a controller of a\n"
           "                        running luna (--help for options)\n"
           "\n"
@@ -531,7 +535,7 @@ static int cmd_run(int argc, char **argv)
     return luna_runtime_run(&cfg);
 }
 
-/* `luna test` and `luna stubs`: lua/luna/testing_cli.lua in a plain LuaJIT
+/* `luna test`, `luna stubs` and `luna rbac`: lua/luna/testing_cli.lua in a plain LuaJIT
  * state (not the controllers' sandbox: specs drive the runtime from
  * outside) with the script-facing luna.core (json, crypto).  The runtime
  * under test is this executable, run as a child process; the runner talks
@@ -566,6 +570,9 @@ static int cmd_lua_tool(int argc, char **argv)
     lua_setfield(L, -2, "path");
     lua_getfield(L, -1, "loaded");
     luna_lua_core_push(L);
+    /* `luna rbac` reads the controllers' specs in a state of their own
+     * (runtime/rbac_sources.h). */
+    luna_lua_rbac_sources_register(L);
     lua_setfield(L, -2, "luna.core");
     lua_pop(L, 2);
     lua_getglobal(L, "debug");
@@ -616,7 +623,7 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "dev-server") == 0)
         return luna_devserver_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "test") == 0 || strcmp(cmd, "stubs") == 0)
+    if (strcmp(cmd, "test") == 0 || strcmp(cmd, "stubs") == 0 || strcmp(cmd, "rbac") == 0)
         return cmd_lua_tool(argc, argv);
     if (strcmp(cmd, "trigger") == 0)
         return luna_admin_cli_main(argc - 1, argv + 1);

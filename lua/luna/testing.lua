@@ -614,6 +614,8 @@ end
 function testing._stop_all()
   local bad
   for _, env in ipairs(testing._running) do
+    -- `luna rbac` reads what the runtime did before it goes
+    if testing._on_stop and not env.stopped and not env.died then pcall(testing._on_stop, env) end
     local rc = env:stop()
     if rc ~= 0 and not env.died and not bad then -- a death already reported is not reported twice
       bad = ("luna exited %s\n--- luna log (last lines) ---\n%s"):format(tostring(rc), env:log(40))

@@ -11,6 +11,9 @@
 --   with luna's log, and "N passed, N failed, N pending"; exits 0 when
 --   nothing failed, 1 otherwise, 2 on bad usage.
 --
+-- luna rbac [options] DIR
+--   prints the ClusterRole DIR's controllers need (lua/luna/rbac_cli.lua).
+--
 -- luna stubs DIR
 --   writes the LuaLS definitions of the script API and the testing kit
 --   (lua/luna/stubs/*.lua, one ---@meta file per module) into DIR.
@@ -18,9 +21,12 @@ local testing = require "luna.testing"
 
 local cli = {}
 
+-- Where the runner's report goes: stdout for `luna test`, stderr for
+-- `luna rbac` (whose stdout is the role it prints).
+cli.report = io.stdout
 local function out(...)
-  io.stdout:write(...)
-  io.stdout:flush()
+  cli.report:write(...)
+  cli.report:flush()
 end
 
 -- ---- collecting tests ----------------------------------------------------
@@ -216,6 +222,12 @@ local function cmd_test(args)
     i = i + 1
   end
   if #paths == 0 then paths = { "." } end
+  return cli.run_paths(paths, filter, verbose)
+end
+
+-- Runs the specs of paths (directories and files) as `luna test` does;
+-- returns its exit status.
+function cli.run_paths(paths, filter, verbose)
   local files = {}
   for _, p in ipairs(paths) do
     if is_dir(p) then
@@ -319,11 +331,12 @@ local function cmd_stubs(args, lib)
 end
 
 -- exe: the luna executable; lib: the Lua library directory; args[1] is
--- "test" or "stubs".  Returns the exit status.
+-- "test", "stubs" or "rbac".  Returns the exit status.
 function cli.main(exe, lib, args)
   testing._exe = exe
   local cmd = table.remove(args, 1)
   if cmd == "stubs" then return cmd_stubs(args, lib) end
+  if cmd == "rbac" then return require("luna.rbac_cli").main(cli, lib, args) end
   return cmd_test(args)
 end
 
