@@ -16,9 +16,12 @@
 --             list, ?watch: watch, POST: create, PUT: update, PATCH
 --             (server-side apply too): patch, DELETE: delete or
 --             deletecollection), subresources (status, scale) included.
---             Two additions follow from what a call implies rather than
---             from the call itself: an Event created also gets patch (the
---             recorder PATCHes the series of a repeated Event), and a
+--             Three additions follow from what a call implies rather than
+--             from the call itself: a server-side apply also gets create
+--             (applying an object that does not exist creates it, and the
+--             API server then checks create too, whether or not the
+--             object existed in the spec); an Event created also gets patch (the
+--             recorder PATCHes the series of a repeated Event); and a
 --             write whose ownerReferences set blockOwnerDeletion gets
 --             update on the owner's finalizers subresource (the API
 --             server's OwnerReferencesPermissionEnforcement asks for it).
@@ -383,6 +386,11 @@ function M.main(cli, lib, args)
       local who = (c.controller and c.controller ~= "") and c.controller or "luna"
       local origin = who .. ": calls"
       role:grant(group, resource, verb, origin)
+      -- an apply to an object that is not there creates it, and the API
+      -- server asks for create as well as patch then
+      if verb == "patch" and type(c.content_type) == "string" and c.content_type:find("apply%-patch") then
+        role:grant(group, resource, "create", who .. ": server-side apply (creates the object when absent)")
+      end
       if resource == "events" and (group == "" or group == "events.k8s.io") and verb == "create" then
         role:grant(group, resource, "patch", who .. ": Event series (a repeated Event is patched)")
       end

@@ -219,7 +219,7 @@ describe("RBAC", function()
       ["example.com/widgets"] = { "list", "watch" },
       ["example.com/widgets/status"] = { "patch" },
       ["example.com/widgets/finalizers"] = { "update" },
-      ["apps/deployments"] = { "list", "patch", "watch" },
+      ["apps/deployments"] = { "create", "list", "patch", "watch" },
       ["core/secrets"] = { "list", "watch" },
       ["events.k8s.io/events"] = { "create", "patch" },
       ["authentication.k8s.io/tokenreviews"] = { "create" },

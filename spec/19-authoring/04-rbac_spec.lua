@@ -102,6 +102,37 @@ describe("luna rbac", function()
     assert.not_matches("passed", out)
   end)
 
+  it("gives create with patch for a server-side apply (an absent object is created)", function()
+    local dir = tree{ ["applier.lua"] = [[
+local luna = require "luna"
+return luna.controller {
+  name = "applier",
+  watch = "v1/ConfigMap",
+  reconcile = function(req)
+    if req.name:find("^copy") then return end
+    local _, err = luna.apply({ apiVersion = "v1", kind = "ConfigMap",
+      metadata = { name = "copy-" .. req.name, namespace = req.namespace }, data = { a = "b" } },
+      { field_manager = "applier", force = true })
+    if err then return nil, err end
+  end,
+}
+]], ["applier_test.lua"] = [[
+local testing = require "luna.testing"
+describe("applier", function()
+  it("applies", function()
+    local env = testing.start{}
+    env:create{ apiVersion = "v1", kind = "ConfigMap", metadata = { name = "a", namespace = "default" } }
+    env:wait_idle()
+    assert.is_not_nil(env:get("v1/ConfigMap", "default", "copy-a"))
+  end)
+end)
+]] }
+    local out, err, rc = rbac(dir)
+    assert.equal(0, rc, err)
+    assert.same({ [" configmaps"] = "list,watch,create,patch" }, rules(out))
+    assert.matches("\n# applier: server%-side apply %(creates the object when absent%) %-> create\n", out)
+  end)
+
   it("prints the same bytes every time, with --name and --label", function()
     local dir = tree{ ["marker.lua"] = MARKER, ["marker_test.lua"] = MARKER_TEST, ["sources.lua"] = SOURCES }
     local args = "--name my-role --label b=2 --label a=1 " .. dir
