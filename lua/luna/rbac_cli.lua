@@ -303,12 +303,13 @@ function M.main(cli, lib, args)
   end
 
   -- recorded: the calls the specs make the controllers do
-  local calls = {}
+  local calls, dropped = {}, 0
   local function resolve_all(env)
     for _, k in ipairs(sorted_keys(kinds)) do resolve_with(env, k, resolved) end
   end
   local function take(env)
     env:calls() -- the calls the spec did not read are kept in env.all_calls too
+    dropped = dropped + (env.dropped or 0)
     for _, c in ipairs(env.all_calls or {}) do
       calls[#calls + 1] = c
       -- an owner the write blocks deletion of: its kind needs resolving
@@ -340,6 +341,11 @@ function M.main(cli, lib, args)
     testing._on_stop = nil
     if not verbose then cli.report:close() end
     cli.report = io.stdout
+    if rc == 0 and dropped > 0 then
+      io.stderr:write(("luna rbac: %d calls were dropped before they were recorded (a runtime keeps "):format(dropped),
+        "10,000 between two env:calls()): call env:calls() in the specs that make that many\n")
+      return 1
+    end
     if rc ~= 0 then
       io.stderr:write("luna rbac: the specs in ", dir, " did not all pass, so the calls recorded may be ",
         "incomplete: run `luna test ", dir, "`\n")

@@ -401,6 +401,7 @@ end
 -- controller = } keeps the matching ones.
 function Env:calls(filter)
   local got = self:command("calls")
+  self.dropped = tonumber(got.dropped) or 0 -- calls the runtime could not keep (test_control.h)
   self.all_calls = self.all_calls or {}
   for _, c in ipairs(got.calls) do
     if type(c.body) == "string" then

@@ -212,6 +212,34 @@ return luna.controller { name = "w", watch = "example.com/v1/Widget", reconcile 
       assert.matches("no %*_test%.lua in .*: the calls the controllers make are recorded from their specs %(or pass %-%-static%)", err)
     end)
 
+    it("calls the runtime dropped unread: the recording would be incomplete (exit 1)", function()
+      -- 10,050 reads pass the 10,000 calls a runtime keeps between two
+      -- env:calls() (test_control.h), and this spec never reads them
+      local dir = tree{ ["big.lua"] = [[
+local luna = require "luna"
+return luna.controller {
+  name = "big",
+  watch = "v1/ConfigMap",
+  reconcile = function(req)
+    for i = 1, 10050 do luna.get("v1/ConfigMap", req.namespace, "missing") end
+  end,
+}
+]], ["big_test.lua"] = [[
+local testing = require "luna.testing"
+describe("big", function()
+  it("writes", function()
+    local env = testing.start{}
+    env:create{ apiVersion = "v1", kind = "ConfigMap", metadata = { name = "a", namespace = "default" } }
+    env:wait_idle(120)
+  end)
+end)
+]] }
+      local out, err, rc = rbac(dir)
+      assert.equal(1, rc, err)
+      assert.equal("", out)
+      assert.matches("luna rbac: %d+ calls were dropped before they were recorded", err)
+    end)
+
     it("a failing spec: the recording would be incomplete (exit 1)", function()
       local dir = tree{ ["marker.lua"] = MARKER, ["marker_test.lua"] = MARKER_TEST:gsub('"yes"', '"no"') }
       local out, err, rc = rbac(dir)
