@@ -118,7 +118,8 @@ deps-build:
 RBAC_FLAGS := --label rbac.luna.dev/aggregate-to-luna=true
 deploy-sync: build/luna
 	deploy/sync-controllers.sh controllers
-	build/luna rbac $(RBAC_FLAGS) controllers >deploy/rbac-controllers.yaml.tmp
+	build/luna rbac $(RBAC_FLAGS) controllers >deploy/rbac-controllers.yaml.tmp || \
+	  { rm -f deploy/rbac-controllers.yaml.tmp; exit 1; }
 	mv deploy/rbac-controllers.yaml.tmp deploy/rbac-controllers.yaml
 
 TEST_BIN := build/test/luna build/test/lua/luna/core.so \
