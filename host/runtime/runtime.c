@@ -891,44 +891,46 @@ static int start_server(struct runtime *rt, const char *address, bool metrics, b
     if (rc < 0)
         return luna_error_wrap(err, "%s server", metrics ? "metrics" : "health probe");
     /* One line per server, with its URL and, where no secret of a cluster
-     * is involved, a command that calls it: with --dev-server the dev
-     * server's own token (rt->dev_token) is the one to show. */
+     * is involved, a command that calls it ("try"): with --dev-server the
+     * dev server's own token (rt->dev_token) is the one to show; a secure
+     * server's callers in a cluster bring their own.  A NULL key ends a
+     * log call's fields, so "try" is left out where there is none. */
     const char *addr = luna_httpd_address(*out);
     const char *scheme = secure ? "https" : "http";
     bool dev = rt->dev_token[0] != '\0';
-    char url[320], base[320], try[768];
+    const char *try_key = !secure || dev ? "try" : NULL;
+    char url[320], base[320], cmd[768];
     server_url(base, sizeof base, scheme, addr, "");
     if (metrics) {
         server_url(url, sizeof url, scheme, addr, "/metrics");
-        if (secure && dev)
-            snprintf(try, sizeof try, "curl -k -H 'Authorization: Bearer %s' %s", rt->dev_token, url);
+        if (secure)
+            snprintf(cmd, sizeof cmd, "curl -k -H 'Authorization: Bearer %s' %s", rt->dev_token,
+                     url);
         else
-            snprintf(try, sizeof try, "curl %s", url);
-        bool show = !secure || dev;
+            snprintf(cmd, sizeof cmd, "curl %s", url);
         if (secure)
             luna_info("metrics server listening", "address", addr, "secure", "true", "cert",
                       luna_serving_cert_self_signed(rt->metrics_cert) ? "self-signed" : "files",
-                      "url", url, show ? "try" : NULL, try, NULL);
+                      "url", url, try_key, cmd);
         else
             luna_info("metrics server listening", "address", addr, "secure", "false", "url", url,
-                      "try", try);
+                      try_key, cmd);
     }
     if (metrics && admin_on(rt->cfg)) {
-        bool show = !secure || dev;
         /* this executable, so the command runs from any directory */
         char self[256] = "luna";
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
         self[n > 0 ? (size_t)n : 4] = '\0';
         if (secure)
-            snprintf(try, sizeof try, "LUNA_TOKEN=%s %s trigger --server %s "
+            snprintf(cmd, sizeof cmd, "LUNA_TOKEN=%s %s trigger --server %s "
                      "--insecure-skip-tls-verify list", rt->dev_token, self, base);
         else
-            snprintf(try, sizeof try, "%s trigger --server %s list", self, base);
+            snprintf(cmd, sizeof cmd, "%s trigger --server %s list", self, base);
         luna_log(secure ? LUNA_LOG_INFO : LUNA_LOG_WARN, "admin endpoints enabled",
                  "address", addr, "path", LUNA_ADMIN_PREFIX,
                  "authorization", secure ? "SubjectAccessReview" : "none (open: anyone who "
                                                                    "reaches the port may use them)",
-                 "url", base, show ? "try" : NULL, try, NULL);
+                 "url", base, try_key, cmd, NULL);
     }
     if (health) {
         server_url(url, sizeof url, "http", addr, "/readyz");

@@ -29,18 +29,22 @@ local function start(extra)
   return helpers.spawn(argv, { env = { KUBECONFIG = false, POD_NAME = false } })
 end
 
--- Waits for the line (already read or to come) matching pattern.
+-- Waits for the line (already read or to come) matching pattern (or one
+-- of a list of patterns); returns it and the captures.
 local function await(p, pattern, secs)
   local deadline = helpers.now() + (secs or 20)
   local seen = 0
+  local patterns = type(pattern) == "table" and pattern or { pattern }
   while true do
     for i = seen + 1, #p.out do
-      local caps = { p.out[i]:match(pattern) }
-      if caps[1] then return p.out[i], table.unpack(caps) end
+      for _, pat in ipairs(patterns) do
+        local caps = { p.out[i]:match(pat) }
+        if caps[1] then return p.out[i], table.unpack(caps) end
+      end
     end
     seen = #p.out
     if helpers.now() > deadline then
-      error(("no line matching %q; output:\n%s"):format(pattern, table.concat(p.out, "\n")), 2)
+      error(("no line matching %s; output:\n%s"):format(table.concat(patterns, " or "), table.concat(p.out, "\n")), 2)
     end
     p:read_line(0.05)
   end
@@ -130,6 +134,31 @@ describe("luna run --dev-server's local defaults #integration", function()
     assert.matches("^127%.0%.0%.1:%d+$", haddr)
     await(p, "caches synced")
     for _, l in ipairs(p.out) do assert.is_nil(l:find("metrics server listening", 1, true), l) end
+  end)
+end)
+
+describe("luna run against a cluster", function()
+  it("keeps the cluster defaults :8443 and :8081, and logs no token", function()
+    local srv = helpers.spawn({ helpers.luna, "dev-server", "--listen", "127.0.0.1:0" })
+    local _, url = srv:expect("listening on (http://%S+)", 20)
+    local kc = helpers.tmpdir() .. "/kubeconfig"
+    helpers.write_file(kc, ("apiVersion: v1\nkind: Config\n" ..
+      "clusters: [{name: c, cluster: {server: %q}}]\nusers: [{name: u, user: {}}]\n" ..
+      "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"):format(url))
+    local p = helpers.spawn({ helpers.luna, "run", "--kubeconfig", kc, controllers() },
+                            { env = { KUBECONFIG = false, POD_NAME = false } })
+    -- another process may hold a port: then the start fails naming it
+    local line = await(p, { "metrics server listening address=", "cannot listen on :8443" })
+    if line:find("metrics server listening", 1, true) then
+      assert.matches("address=%S+:8443 ", line)
+      assert.is_nil(line:find(" try=", 1, true), line)
+      local admin = await(p, "admin endpoints enabled")
+      assert.is_nil(admin:find("LUNA_TOKEN", 1, true), admin)
+      line = await(p, { "health probe server listening address=", "cannot listen on :8081" })
+      assert.matches(":8081", line)
+    end
+    p:stop()
+    srv:stop()
   end)
 end)
 
