@@ -193,12 +193,14 @@ test-container: all build/fixtures/tcp_relay
 
 # The example controllers against the cluster in KUBECONFIG, or else against
 # an embedded dev server seeded with demo objects (kubectl can talk to it
-# through the kubeconfig luna logs; its /metrics is plain HTTP on :8080).
+# through the kubeconfig luna logs; /metrics, the probes and the admin
+# endpoints on free loopback ports, each logged with how to call it, with
+# the dev server's own token).  At info: the reconciles, not the debug noise.
 run: all
 	@if [ -n "$$KUBECONFIG" ]; then \
-	  exec build/luna run controllers; \
+	  exec build/luna run --log-level info controllers; \
 	else \
-	  exec build/luna run --log-level debug --dev-server --metrics-secure=false \
+	  exec build/luna run --log-level info --dev-server \
 	    --seed deploy/crd-widgets.yaml --seed deploy/demo-objects.yaml controllers; \
 	fi
 

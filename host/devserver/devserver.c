@@ -374,8 +374,9 @@ bool luna_devserver_embed_settled(struct luna_devserver *e)
     return !e || !(e->ds->gc.timer_ready && ev_is_active(&e->ds->gc.timer));
 }
 
-int luna_devserver_embed_start(const char *const *seeds, int nseeds, char *url, size_t url_size,
-                               struct luna_devserver **out, luna_error *err)
+int luna_devserver_embed_start(const char *const *seeds, int nseeds, const char *token,
+                               char *url, size_t url_size, struct luna_devserver **out,
+                               luna_error *err)
 {
     *out = NULL;
     struct luna_devserver *e = calloc(1, sizeof *e);
@@ -384,6 +385,8 @@ int luna_devserver_embed_start(const char *const *seeds, int nseeds, char *url, 
     luna_ds_api_config cfg = { .server_address = "127.0.0.1:0",
                               .bookmark_interval = embed_bookmark_interval };
     int rc = luna_ds_api_new(&cfg, &e->ds, err);
+    if (rc == 0 && token && luna_ds_auth_set_admin_token(e->ds, token) < 0)
+        rc = luna_error_set(err, LUNA_ENOMEM, "dev server: out of memory");
     for (int i = 0; rc == 0 && i < nseeds; i++)
         rc = load_seed(e->ds, seeds[i], err);
     if (rc == 0) {

@@ -34,11 +34,16 @@ struct luna_devserver;
 
 /* The same server inside another command's loop (`luna run --dev-server`):
  * loads the seed files (borrowed), listens on 127.0.0.1 at a free port and
- * writes its URL into url.  Returns 0 and *out (stop it with
+ * writes its URL into url.  token (copied; NULL: none) is the server's own
+ * token, as `luna dev-server --token` sets it, except that requests without
+ * it are still served: its TokenReview authenticates it (user "admin" in
+ * system:masters), which is what lets the runtime's secure /metrics and
+ * admin endpoints accept it.  Returns 0 and *out (stop it with
  * luna_devserver_embed_stop before the loop ends), or a negative LUNA_E*
  * code with err set. */
-int luna_devserver_embed_start(const char *const *seeds, int nseeds, char *url, size_t url_size,
-                               struct luna_devserver **out, luna_error *err);
+int luna_devserver_embed_start(const char *const *seeds, int nseeds, const char *token,
+                               char *url, size_t url_size, struct luna_devserver **out,
+                               luna_error *err);
 /* Stops and frees an embedded server (NULL: nothing). */
 void luna_devserver_embed_stop(struct luna_devserver *srv);
 /* Seconds between watch BOOKMARKs of servers embedded from now on (0: the

@@ -55,6 +55,9 @@
 #define DEFAULT_METRICS_ADDRESS ":8443"          /* secure: TLS, authorized scrapes */
 #define DEFAULT_INSECURE_METRICS_ADDRESS ":8080" /* --metrics-secure=false */
 #define DEFAULT_HEALTH_ADDRESS ":8081"
+/* With --dev-server (a laptop): loopback only, a free port each, so a
+ * second local run starts beside the first; the addresses are logged. */
+#define DEV_ADDRESS "127.0.0.1:0"
 #define DEFAULT_LEASE_NAME "luna"
 #define CHECK_SYNCED "informers-synced"
 #define CHECK_LEADER "leader-or-standby"
@@ -127,6 +130,10 @@ struct runtime {
     char dev_kubeconfig[64];       /* temp kubeconfig of the embedded dev server */
     struct luna_devserver *dev_server; /* the embedded dev server, or NULL */
     char dev_url[128];                 /* its URL */
+    /* Its own bearer token, random per run: its TokenReview authenticates
+     * it, so /metrics and the admin endpoints accept it.  Logged (it opens
+     * nothing but this process and its throwaway server). */
+    char dev_token[65];
     ev_timer sync_check;                  /* check_cb: sources, starts, pending reload */
     ev_timer grace;
     ev_signal sigterm, sigint, sighup;
@@ -805,8 +812,29 @@ static void metrics_cert_changed(void *ud, const char *cert_pem, const char *key
 static const char *metrics_address(const struct luna_run_config *cfg)
 {
     return cfg->metrics_bind_address ? cfg->metrics_bind_address
+           : cfg->dev_server         ? DEV_ADDRESS
            : cfg->metrics_insecure   ? DEFAULT_INSECURE_METRICS_ADDRESS
                                      : DEFAULT_METRICS_ADDRESS;
+}
+
+static const char *health_address(const struct luna_run_config *cfg)
+{
+    return cfg->health_probe_bind_address ? cfg->health_probe_bind_address
+           : cfg->dev_server              ? DEV_ADDRESS
+                                          : DEFAULT_HEALTH_ADDRESS;
+}
+
+/* scheme://address path, for a log line: a wildcard host ("[::]",
+ * "0.0.0.0") is reached as localhost. */
+static void server_url(char *buf, size_t size, const char *scheme, const char *address,
+                       const char *path)
+{
+    const char *port = strrchr(address, ':');
+    bool any = strncmp(address, "[::]:", 5) == 0 || strncmp(address, "0.0.0.0:", 8) == 0;
+    if (any && port)
+        snprintf(buf, size, "%s://localhost%s%s", scheme, port, path);
+    else
+        snprintf(buf, size, "%s://%s%s", scheme, address, path);
 }
 
 /* Secure metrics, first part: the certificate (from --metrics-cert-path,
@@ -862,21 +890,52 @@ static int start_server(struct runtime *rt, const char *address, bool metrics, b
     int rc = luna_httpd_start(&ho, out, err);
     if (rc < 0)
         return luna_error_wrap(err, "%s server", metrics ? "metrics" : "health probe");
-    if (metrics && secure)
-        luna_info("metrics server listening", "address", luna_httpd_address(*out), "secure",
-                  "true", "cert",
-                  luna_serving_cert_self_signed(rt->metrics_cert) ? "self-signed" : "files");
-    else if (metrics)
-        luna_info("metrics server listening", "address", luna_httpd_address(*out), "secure",
-                  "false");
-    if (metrics && admin_on(rt->cfg))
+    /* One line per server, with its URL and, where no secret of a cluster
+     * is involved, a command that calls it ("try"): with --dev-server the
+     * dev server's own token (rt->dev_token) is the one to show; a secure
+     * server's callers in a cluster bring their own.  A NULL key ends a
+     * log call's fields, so "try" is left out where there is none. */
+    const char *addr = luna_httpd_address(*out);
+    const char *scheme = secure ? "https" : "http";
+    bool dev = rt->dev_token[0] != '\0';
+    const char *try_key = !secure || dev ? "try" : NULL;
+    char url[320], base[320], cmd[768];
+    server_url(base, sizeof base, scheme, addr, "");
+    if (metrics) {
+        server_url(url, sizeof url, scheme, addr, "/metrics");
+        if (secure)
+            snprintf(cmd, sizeof cmd, "curl -k -H 'Authorization: Bearer %s' %s", rt->dev_token,
+                     url);
+        else
+            snprintf(cmd, sizeof cmd, "curl %s", url);
+        if (secure)
+            luna_info("metrics server listening", "address", addr, "secure", "true", "cert",
+                      luna_serving_cert_self_signed(rt->metrics_cert) ? "self-signed" : "files",
+                      "url", url, try_key, cmd);
+        else
+            luna_info("metrics server listening", "address", addr, "secure", "false", "url", url,
+                      try_key, cmd);
+    }
+    if (metrics && admin_on(rt->cfg)) {
+        /* this executable, so the command runs from any directory */
+        char self[256] = "luna";
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[n > 0 ? (size_t)n : 4] = '\0';
+        if (secure)
+            snprintf(cmd, sizeof cmd, "LUNA_TOKEN=%s %s trigger --server %s "
+                     "--insecure-skip-tls-verify list", rt->dev_token, self, base);
+        else
+            snprintf(cmd, sizeof cmd, "%s trigger --server %s list", self, base);
         luna_log(secure ? LUNA_LOG_INFO : LUNA_LOG_WARN, "admin endpoints enabled",
-                 "address", luna_httpd_address(*out), "path", LUNA_ADMIN_PREFIX,
+                 "address", addr, "path", LUNA_ADMIN_PREFIX,
                  "authorization", secure ? "SubjectAccessReview" : "none (open: anyone who "
                                                                    "reaches the port may use them)",
-                 NULL);
-    if (health)
-        luna_info("health probe server listening", "address", luna_httpd_address(*out));
+                 "url", base, try_key, cmd, NULL);
+    }
+    if (health) {
+        server_url(url, sizeof url, "http", addr, "/readyz");
+        luna_info("health probe server listening", "address", addr, "url", url);
+    }
     return 0;
 }
 
@@ -894,8 +953,7 @@ static int setup_servers(struct runtime *rt, luna_error *err)
     else
         luna_health_set(rt->health, CHECK_LEADER, true, NULL, NULL);
     const char *maddr = metrics_address(rt->cfg);
-    const char *haddr = rt->cfg->health_probe_bind_address
-                            ? rt->cfg->health_probe_bind_address : DEFAULT_HEALTH_ADDRESS;
+    const char *haddr = health_address(rt->cfg);
     bool mon = strcmp(maddr, "0") != 0, hon = strcmp(haddr, "0") != 0;
     if (rt->metrics_cert) {
         /* secure metrics, second part: who may scrape, asked of the API server */
@@ -919,8 +977,13 @@ static int setup_servers(struct runtime *rt, luna_error *err)
 static int start_dev_server(struct runtime *rt, luna_error *err)
 {
     char url[128];
-    int rc = rt->cfg->dev_server_start(rt->cfg->seeds, rt->cfg->nseeds, url, sizeof url,
-                                       &rt->dev_server, err);
+    unsigned char raw[32];
+    if (RAND_bytes(raw, sizeof raw) != 1)
+        return luna_error_set(err, LUNA_EIO, "dev server: no random bytes for its token");
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(rt->dev_token + 2 * i, 3, "%02x", raw[i]);
+    int rc = rt->cfg->dev_server_start(rt->cfg->seeds, rt->cfg->nseeds, rt->dev_token, url,
+                                       sizeof url, &rt->dev_server, err);
     if (rc < 0)
         return rc;
     snprintf(rt->dev_kubeconfig, sizeof rt->dev_kubeconfig, "/tmp/luna-dev-XXXXXX");

@@ -97,8 +97,9 @@ struct luna_run_config {
     /* The dev server's entry points, supplied by the caller (main.c links
      * the dev server archive; the core library does not).  Required when
      * dev_server is set. */
-    int (*dev_server_start)(const char *const *seeds, int nseeds, char *url,
-                            size_t url_size, struct luna_devserver **out, luna_error *err);
+    int (*dev_server_start)(const char *const *seeds, int nseeds, const char *token,
+                            char *url, size_t url_size, struct luna_devserver **out,
+                            luna_error *err);
     void (*dev_server_stop)(struct luna_devserver *srv);
     /* The embedded server's latest resourceVersion (test control's idle). */
     uint64_t (*dev_server_revision)(struct luna_devserver *srv);
@@ -113,7 +114,8 @@ struct luna_run_config {
     bool test_control;
     bool fake_clock;
     bool watch;                /* --watch: reload on changes of dir (stored for the reloader) */
-    const char *metrics_bind_address;       /* NULL: ":8443" (":8080" insecure); "0": off */
+    /* NULL: ":8443" (":8080" insecure), with dev_server "127.0.0.1:0"; "0": off */
+    const char *metrics_bind_address;
     /* /metrics is served over TLS to scrapers the API server authenticates
      * (TokenReview) and authorizes (SubjectAccessReview: get on the path)
      * unless metrics_insecure (--metrics-secure=false: plain HTTP, open). */
@@ -121,7 +123,8 @@ struct luna_run_config {
     const char *metrics_cert_path;          /* NULL: a self-signed certificate */
     const char *metrics_cert_name;          /* NULL: "tls.crt" */
     const char *metrics_cert_key;           /* NULL: "tls.key" */
-    const char *health_probe_bind_address;  /* NULL: ":8081"; "0": off */
+    /* NULL: ":8081", with dev_server "127.0.0.1:0"; "0": off */
+    const char *health_probe_bind_address;
     enum luna_admin_mode admin;             /* --admin-endpoints */
     /* --shadow: every write the controllers make is a server-side dry run
      * (dryRun=All) and is logged with what it would have changed

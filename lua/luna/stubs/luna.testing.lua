@@ -103,7 +103,7 @@ function Env:log(lines) end
 ---@return integer exit status
 function Env:stop() end
 
----@param opts? {controllers?: string[], dir?: string, seed?: string[], objects?: luna.Object[], fake_clock?: boolean, args?: string[], timeout?: number, log_level?: string}
+---@param opts? {controllers?: string[], dir?: string, seed?: string[], objects?: luna.Object[], fake_clock?: boolean, args?: string[], timeout?: number, start_timeout?: number, log_level?: string}
 ---@return luna.TestEnv
 function testing.start(opts) end
 
