@@ -18,6 +18,11 @@
 #define DEFAULT_SERVER "https://127.0.0.1:8443"
 #define INCLUSTER_TOKEN "/var/run/secrets/kubernetes.io/serviceaccount/token"
 #define TIMEOUT_S 30L
+/* What a trigger answer may hold: the list of 1,000s of controllers is tens
+ * of KB.  Past this the server is not luna's admin endpoint, or a hostile
+ * one: reading on would hold its whole answer in memory (issue 24 saw a
+ * 200 MB one buffered whole). */
+#define MAX_ANSWER_BYTES (4u << 20)
 
 static void usage(FILE *out)
 {
@@ -41,7 +46,9 @@ static void usage(FILE *out)
           "  --certificate-authority FILE\n"
           "                         verify the server's certificate against FILE\n"
           "  --insecure-skip-tls-verify\n"
-          "                         do not verify it (luna's self-signed certificate)\n",
+          "                         do not verify it (luna's self-signed certificate)\n"
+          "  --insecure             send the token even to a plain http:// URL, where anyone on\n"
+          "                         the path can read it (refused otherwise)\n",
           out);
 }
 
@@ -52,9 +59,20 @@ static int usage_error(const char *why)
     return 2;
 }
 
+/* The answer, bounded: past MAX_ANSWER_BYTES curl is told to stop. */
+struct answer {
+    struct luna_textbuf body;
+    bool too_big;
+};
+
 static size_t collect(char *data, size_t size, size_t n, void *ud)
 {
-    luna_textbuf_append(ud, data, size * n);
+    struct answer *a = ud;
+    if (n > MAX_ANSWER_BYTES - a->body.len) { /* size is 1 (curl's contract) */
+        a->too_big = true;
+        return 0; /* CURLE_WRITE_ERROR */
+    }
+    luna_textbuf_append(&a->body, data, size * n);
     return size * n;
 }
 
@@ -69,8 +87,8 @@ static bool add_arg(CURL *h, struct luna_textbuf *b, const char *name, const cha
     return !b->failed;
 }
 
-enum { OPT_SERVER = 256, OPT_TOKEN, OPT_TOKEN_FILE, OPT_CA, OPT_INSECURE, OPT_ALL, OPT_SELECTOR,
-       OPT_HELP };
+enum { OPT_SERVER = 256, OPT_TOKEN, OPT_TOKEN_FILE, OPT_CA, OPT_INSECURE, OPT_PLAIN_HTTP, OPT_ALL,
+       OPT_SELECTOR, OPT_HELP };
 
 int luna_admin_cli_main(int argc, char **argv)
 {
@@ -80,6 +98,7 @@ int luna_admin_cli_main(int argc, char **argv)
         { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
         { "certificate-authority", required_argument, NULL, OPT_CA },
         { "insecure-skip-tls-verify", no_argument, NULL, OPT_INSECURE },
+        { "insecure", no_argument, NULL, OPT_PLAIN_HTTP },
         { "all", no_argument, NULL, OPT_ALL },
         { "selector", required_argument, NULL, OPT_SELECTOR },
         { "help", no_argument, NULL, OPT_HELP },
@@ -87,7 +106,7 @@ int luna_admin_cli_main(int argc, char **argv)
     };
     const char *server = getenv("LUNA_ADMIN_SERVER");
     const char *token = NULL, *token_file = NULL, *ca = NULL, *selector = NULL;
-    bool insecure = false, all = false;
+    bool insecure = false, plain_http_token = false, all = false;
     int ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -97,6 +116,7 @@ int luna_admin_cli_main(int argc, char **argv)
         case OPT_TOKEN_FILE: token_file = optarg; break;
         case OPT_CA: ca = optarg; break;
         case OPT_INSECURE: insecure = true; break;
+        case OPT_PLAIN_HTTP: plain_http_token = true; break;
         case OPT_ALL: all = true; break;
         case OPT_SELECTOR: selector = optarg; break;
         case 'h':
@@ -154,12 +174,24 @@ int luna_admin_cli_main(int argc, char **argv)
         }
     }
 
+    /* A bearer token over plain http is readable by anything on the path
+     * (kubectl's own rule for basic auth): only when the user says so. */
+    if (token && *token && strncmp(server, "http://", 7) == 0 && !plain_http_token) {
+        luna_token_file_free(tf);
+        fputs("luna trigger: refusing to send the bearer token over plain http://, where anyone "
+              "on the path can read it: use the https:// URL, or --insecure to send it anyway\n",
+              stderr);
+        return 2;
+    }
+
     int status = 1;
     bool oom = true; /* until the request is sent: every failure before is one */
     curl_global_init(CURL_GLOBAL_DEFAULT);
     CURL *h = curl_easy_init();
     struct curl_slist *headers = NULL;
-    struct luna_textbuf url = LUNA_TEXTBUF_INIT, body = LUNA_TEXTBUF_INIT;
+    struct luna_textbuf url = LUNA_TEXTBUF_INIT;
+    struct answer answer = { .body = LUNA_TEXTBUF_INIT, .too_big = false };
+    struct luna_textbuf *body = &answer.body;
     struct luna_textbuf auth = LUNA_TEXTBUF_INIT;
     if (!h)
         goto out;
@@ -196,7 +228,7 @@ int luna_admin_cli_main(int argc, char **argv)
     }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &answer);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, TIMEOUT_S);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     if (ca)
@@ -207,6 +239,17 @@ int luna_admin_cli_main(int argc, char **argv)
     }
     oom = false;
     CURLcode rc = curl_easy_perform(h);
+    if (answer.too_big) {
+        char shown[512];
+        fprintf(stderr, "luna trigger: the answer is larger than %u MiB: is %s luna's metrics "
+                "server? (nothing of it is printed)\n", MAX_ANSWER_BYTES >> 20,
+                luna_url_redact_buf(server, shown, sizeof shown));
+        goto out;
+    }
+    if (body->failed) {
+        oom = true;
+        goto out;
+    }
     if (rc != CURLE_OK) {
         char shown[512];
         fprintf(stderr, "luna trigger: %s: %s%s\n", luna_url_redact_buf(server, shown, sizeof shown),
@@ -219,8 +262,8 @@ int luna_admin_cli_main(int argc, char **argv)
     }
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    if (body.len)
-        fwrite(body.data, 1, body.len, code >= 200 && code < 300 ? stdout : stderr);
+    if (body->len)
+        fwrite(body->data, 1, body->len, code >= 200 && code < 300 ? stdout : stderr);
     if (code >= 200 && code < 300) {
         status = 0;
     } else {
@@ -228,7 +271,7 @@ int luna_admin_cli_main(int argc, char **argv)
                 code == 401   ? " (no token, or one the API server does not authenticate)"
                 : code == 403 ? " (RBAC: the user needs the verb on the path, see "
                                 "deploy/rbac.yaml's luna-admin)"
-                : code == 404 && !body.len ? " (no admin endpoints there: --admin-endpoints)"
+                : code == 404 && !body->len ? " (no admin endpoints there: --admin-endpoints)"
                               : "");
     }
 out:
@@ -238,7 +281,7 @@ out:
         memset(auth.data, 0, auth.len); /* the token */
     luna_textbuf_free(&auth);
     luna_textbuf_free(&url);
-    luna_textbuf_free(&body);
+    luna_textbuf_free(body);
     curl_slist_free_all(headers);
     if (h)
         curl_easy_cleanup(h);

@@ -274,7 +274,7 @@ describe("luna run admin endpoints", function()
     local tmp = helpers.tmpdir()
     helpers.write_file(tmp .. "/keys", table.concat(keys, "\n") .. "\n")
     local out, rc = helpers.run(("xargs -x -n 2000 -s 1000000 -a %s/keys %s trigger --server %s --token t "
-      .. "reconcile web"):format(tmp, helpers.luna, luna.metrics))
+      .. "--insecure reconcile web"):format(tmp, helpers.luna, luna.metrics))
     assert.equal(0, rc, out:sub(1, 400))
     assert.equal(1000, cjson.decode(out).enqueued)
     -- the audit line names the keys that fit in 4000 bytes (12 of these),
@@ -312,8 +312,57 @@ describe("luna trigger", function()
   end)
 
   it("says why when nothing answers, with status 1", function()
-    local out, rc = helpers.run(helpers.luna .. " trigger --server http://127.0.0.1:1 --token t list")
+    local out, rc = helpers.run(helpers.luna .. " trigger --insecure --server http://127.0.0.1:1 --token t list")
     assert.equal(1, rc, out)
     assert.matches("luna trigger: http://127.0.0.1:1: ", out, 1, true)
   end)
+
+  -- Issue 24: `luna trigger` trusted whatever answered at --server.
+  describe("against a server it has no reason to trust", function()
+    local server, base
+    setup(function()
+      server = helpers.spawn({ helpers.fixtures .. "/httpd" })
+      base = select(2, server:expect("listening on (http://127%.0%.0%.1:%d+)"))
+    end)
+    teardown(function() server:stop() end)
+
+    -- The fixture's /echo answers with the request's headers; the query
+    -- swallows the admin path luna appends.
+    it("sends no bearer token over plain http unless told --insecure", function()
+      -- the fixture's count of connections it accepted (read with no token)
+      local function connections()
+        local out = helpers.run(("%s trigger --server '%s/connections?x=' list"):format(helpers.luna, base))
+        return assert(tonumber(out:match("^%d+")), out)
+      end
+      local before = connections()
+      local out, rc = helpers.run(("%s trigger --server '%s/echo?x=' --token sekrit list")
+        :format(helpers.luna, base))
+      assert.equal(before + 1, connections(), "luna trigger did not even connect")
+      assert.equal(2, rc, out)
+      assert.matches("luna trigger: refusing to send the bearer token over plain http://", out, 1, true)
+      assert.matches("--insecure", out, 1, true)
+      assert.is_nil(out:find("sekrit", 1, true), out)
+      out, rc = helpers.run(("%s trigger --insecure --server '%s/echo?x=' --token sekrit list")
+        :format(helpers.luna, base))
+      assert.equal(0, rc, out)
+      assert.equal("Bearer sekrit", cjson.decode(out).headers.authorization)
+      -- without a token there is nothing to protect: no flag needed (the
+      -- count above is read that way)
+    end)
+
+    it("reads at most 4 MiB of an answer, and says so", function()
+      for _, chunked in ipairs({ "0", "1" }) do
+        local out, rc = helpers.run(("{ %s trigger --server '%s/bytes?chunked=%s&n=209715200&x=' list >/dev/null; }")
+          :format(helpers.luna, base, chunked))
+        assert.equal(1, rc, out:sub(1, 300))
+        assert.matches("luna trigger: the answer is larger than 4 MiB", out, 1, true)
+        assert.is_true(#out < 4096, "nothing of the answer is printed")
+      end
+      -- an answer under the bound is printed whole
+      local out, rc = helpers.run(("%s trigger --server '%s/bytes?n=3000000&x=' list"):format(helpers.luna, base))
+      assert.equal(0, rc, out:sub(1, 300))
+      assert.equal(3000000, #out)
+    end)
+  end)
 end)
+
