@@ -69,7 +69,8 @@ function luna.is_controller(v)
 end
 
 -- The API a reconcile uses: luna.cache, luna.get/list/create/update/
--- update_status/patch/apply/delete, luna.log (see lua/luna/api.lua).
+-- update_status/patch/apply/delete, luna.log, luna.schedule (see
+-- lua/luna/api.lua).
 do
   local api = require("luna.api")
   for _, name in ipairs({ "cache", "get", "list", "create", "update", "update_status", "patch",
