@@ -219,7 +219,6 @@ describe("luna.schedule", function()
   end)
 ]], [[args = { "--reconcile-time-limit", "100" }, timeout = 120]])
   end)
-
 end)
 
 describe("the fake clock under luna test", function()
