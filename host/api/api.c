@@ -9,6 +9,7 @@
 #include "api/client.h"
 #include "api/events.h"
 #include "api/log.h"
+#include "api/schedule.h"
 
 static int luna_api_current(lua_State *L)
 {
@@ -47,6 +48,7 @@ void luna_api_install(lua_State *L, struct luna_api_host *host)
     luna_api_client_register(L, host);
     luna_api_log_register(L);
     luna_api_events_register(L);
+    luna_api_schedule_register(L);
     lua_setfield(L, -2, "runtime");
     lua_pop(L, 1);
 }

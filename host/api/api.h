@@ -10,6 +10,7 @@
  *   resolve, request (yield)                         api/client.h
  *   log                                              api/log.h
  *   event_store                                      api/events.h
+ *   schedule                                         api/schedule.h
  *
  * What the bindings need of the runtime (its API client, discovery, shadow
  * mode, the write gate of sharding, the observer `luna test` records calls

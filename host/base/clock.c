@@ -15,6 +15,38 @@ static const struct luna_clock monotonic = { monotonic_now, NULL };
 
 const struct luna_clock *luna_clock_monotonic(void) { return &monotonic; }
 
+static double realtime_now(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+        return (double)time(NULL);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The clock the wall clock follows, the wall time when it began to and
+ * that clock's reading then. */
+static struct {
+    const struct luna_clock *clock;
+    double wall0, clock0;
+} wall;
+
+double luna_wall_clock_now(void)
+{
+    if (!wall.clock)
+        return realtime_now();
+    return wall.wall0 + (luna_clock_now(wall.clock) - wall.clock0);
+}
+
+void luna_wall_clock_follow(const struct luna_clock *c)
+{
+    wall.clock = NULL;
+    if (c) {
+        wall.wall0 = realtime_now();
+        wall.clock0 = luna_clock_now(c);
+        wall.clock = c;
+    }
+}
+
 static double fake_now(void *ud)
 {
     return ((const struct luna_fake_clock *)ud)->now;

@@ -42,6 +42,15 @@ struct luna_fake_clock {
     double now;
 };
 
+/* The wall clock scripts read (luna.time.now, os.time, os.date): seconds
+ * since the epoch, CLOCK_REALTIME; or, once luna_wall_clock_follow(c) was
+ * called, the real time at that call plus how far c moved since (so under
+ * `luna test` the wall clock steps with the fake clock and stands still
+ * otherwise).  Process-wide, loop thread only. */
+double luna_wall_clock_now(void);
+/* c (borrowed for the rest of the process; NULL: back to CLOCK_REALTIME). */
+void luna_wall_clock_follow(const struct luna_clock *c);
+
 /* Starts the clock at `start` seconds (finite). */
 void luna_fake_clock_init(struct luna_fake_clock *fc, double start);
 

@@ -166,7 +166,7 @@ int luna_cron_parse(const char *text, struct luna_cron *out, luna_error *err)
     return 0;
 }
 
-#define CRON_LAST_TIME 253402300799.0 /* 9999-12-31T23:59:59Z */
+#define CRON_LAST_TIME LUNA_CRON_MAX_TIME
 
 static bool day_matches(const struct luna_cron *c, const struct tm *t)
 {

@@ -20,6 +20,8 @@
 #include "base/error.h"
 
 #define LUNA_CRON_MAX_TEXT 128
+/* The last second luna_cron_next takes: 9999-12-31T23:59:59Z. */
+#define LUNA_CRON_MAX_TIME 253402300799.0
 
 struct luna_cron {
     uint64_t minute;   /* bit m: minute m */

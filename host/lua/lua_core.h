@@ -4,10 +4,13 @@
  *
  *   core.version   the luna version string
  *   core.error     luna's error constructor (lua_util.h; luna.errors.new)
- *   core.now()     seconds since the epoch, wall clock, with a fraction:
+ *   core.now()     seconds since the epoch, wall clock (base/clock.h: the
+ *                  fake clock's under `luna test`), with a fraction:
  *                  luna.time.now (a C function: an FFI call costs ten
  *                  times more where the JIT is off); scripts' view of
  *                  luna.core leaves it out, they call luna.time.now
+ *   core.cron_next(text, after)  the host's cron schedules (base/cron.h)
+ *                  for luna.cron.next: a time, nil, or false, why
  *   core.json      JSON <-> Lua (lua_json.h)
  *   core.crypto    hashes and HMACs (lua_crypto.h)
  *

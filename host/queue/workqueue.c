@@ -788,6 +788,14 @@ luna_workqueue_get_observer(const struct luna_workqueue *q)
     return &q->observer;
 }
 
+size_t luna_workqueue_waiting(const struct luna_workqueue *q) { return q->heap_len; }
+
+bool luna_workqueue_is_waiting(struct luna_workqueue *q, const char *key)
+{
+    struct item *it = item_find(q, key);
+    return it && it->waiting;
+}
+
 void luna_workqueue_metrics(const struct luna_workqueue *q,
                             struct luna_workqueue_metrics *out)
 {

@@ -189,6 +189,10 @@ bool luna_workqueue_fifo(const struct luna_workqueue *q);
  * key to priority 0, the queued ones in the order get would have handed
  * them out.  0, or LUNA_ENOMEM (nothing changed). */
 int luna_workqueue_set_fifo(struct luna_workqueue *q, bool fifo);
+/* Keys waiting for a delay (add_after, add_rate_limited), and whether
+ * key is one of them. */
+size_t luna_workqueue_waiting(const struct luna_workqueue *q);
+bool luna_workqueue_is_waiting(struct luna_workqueue *q, const char *key);
 /* Seconds on the queue's clock until the first waiting key is due (0 if
  * it is due already), or -1 when no key is waiting. */
 double luna_workqueue_next_ready(const struct luna_workqueue *q);

@@ -65,6 +65,10 @@ void luna_test_control_enable(bool fake_clock)
     tc.enabled = true;
     tc.fake = fake_clock;
     luna_fake_clock_init(&tc.clock, luna_clock_now(luna_clock_monotonic()));
+    /* scripts' wall clock (luna.time.now, os.time, os.date) steps with it:
+     * time-based logic is testable with advance */
+    if (fake_clock)
+        luna_wall_clock_follow(&tc.clock.clock);
 }
 
 bool luna_test_control_enabled(void) { return tc.enabled; }

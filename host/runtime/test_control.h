@@ -57,7 +57,11 @@
  * With a fake clock (luna_test_control_enable(true)), the controllers'
  * workqueues and rate limiters read time from a clock that only `advance`
  * moves: requeue_after and retry delays happen when the test steps the
- * clock, never by themselves.  The watchdog's budgets stay on real time.
+ * clock, never by themselves.  Scripts' wall clock follows it too
+ * (base/clock.h: luna.time.now, os.time, os.date without a time,
+ * luna.cron.next's default, luna.schedule's `at`): it starts at the real
+ * time and moves only by `advance`.  The watchdog's budgets and the
+ * host's own timestamps (log lines) stay on real time.
  *
  * Runs on the loop thread.  Ownership: the unit's state is static (one
  * runtime per process); luna_test_control_start borrows the source

@@ -8,11 +8,13 @@
 
 #include <lauxlib.h>
 #include <limits.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "script/pattern.h"
 #include "script/random.h"
@@ -834,6 +836,36 @@ int luna_sandbox_loadfile(lua_State *L, const char *path, const char *dir, luna_
 
 /* ---- installation -------------------------------------------------------- */
 
+/* os.time() and os.date(fmt) without a time read base/clock.h's wall
+ * clock (the fake clock's under `luna test`, so time-based logic can be
+ * stepped with env:advance); given one, the real function (upvalue 1)
+ * does the rest, as it does every other form. */
+static int call_real(lua_State *L)
+{
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static int sandbox_os_time(lua_State *L)
+{
+    if (lua_isnoneornil(L, 1)) {
+        lua_pushnumber(L, floor(luna_wall_clock_now()));
+        return 1;
+    }
+    return call_real(L);
+}
+
+static int sandbox_os_date(lua_State *L)
+{
+    if (lua_isnoneornil(L, 2)) {
+        lua_settop(L, 1);
+        lua_pushnumber(L, floor(luna_wall_clock_now()));
+    }
+    return call_real(L);
+}
+
 /* [-0, +1] A copy of the real library `name` with only the fields listed. */
 static void push_lib_copy(lua_State *L, const struct lib_allow *lib)
 {
@@ -955,6 +987,13 @@ int luna_sandbox_install(lua_State *L, luna_error *err)
                 lua_call(L, 4, 1);
                 lua_setfield(L, -2, "resume");
             }
+        } else if (strcmp(lib->name, "os") == 0) {
+            lua_getfield(L, -1, "time");
+            lua_pushcclosure(L, sandbox_os_time, 1);
+            lua_setfield(L, -2, "time");
+            lua_getfield(L, -1, "date");
+            lua_pushcclosure(L, sandbox_os_date, 1);
+            lua_setfield(L, -2, "date");
         }
         if (rc < 0) {
             lua_settop(L, base - 1);

@@ -362,6 +362,16 @@ local function logger(level)
 end
 api.log = { debug = logger("debug"), info = logger("info"), warn = logger("warn"), error = logger("error") }
 
+-- luna.schedule(key, at): queues key, a key of the reconciling controller,
+-- at `at` (seconds since the epoch) or { after = seconds }; a key already
+-- waiting keeps the earlier time.  Inside a reconcile only; bad input
+-- raises (api/schedule.h has the rules).
+function api.schedule(key, at)
+  local ok, why = runtime("luna.schedule").schedule(key, at)
+  if not ok then util.raise("luna.schedule: %s", why) end
+  return true
+end
+
 -- luna.event(obj, type, reason, note [, action]): records a Kubernetes
 -- Event about obj (events.k8s.io/v1), deduplicated per controller: a
 -- repeat within 10 minutes patches the existing Event's series count.

@@ -7,6 +7,7 @@
 local luna = {}
 
 local core = require("luna.core")
+local util = require("luna.util")
 
 local KIND_PATTERN = "^[%w%.%-]*/?v[%w]+/[%u][%w]*$"
 
@@ -68,11 +69,12 @@ function luna.is_controller(v)
 end
 
 -- The API a reconcile uses: luna.cache, luna.get/list/create/update/
--- update_status/patch/apply/delete, luna.log (see lua/luna/api.lua).
+-- update_status/patch/apply/delete, luna.log, luna.schedule (see
+-- lua/luna/api.lua).
 do
   local api = require("luna.api")
   for _, name in ipairs({ "cache", "get", "list", "create", "update", "update_status", "patch",
-                          "apply", "delete", "log", "error", "event", "equal" }) do
+                          "apply", "delete", "log", "error", "event", "equal", "schedule" }) do
     luna[name] = api[name]
   end
 end
@@ -85,6 +87,20 @@ luna.events = require("luna.events")
 luna.time = require("luna.time")
 luna.errors = require("luna.errors")
 luna.predicates = require("luna.predicates")
+
+-- luna.cron.next(expr [, after]): the first minute of the cron schedule
+-- expr strictly after `after` (seconds since the epoch; default now, the
+-- fake clock's under `luna test`), UTC; nil when there is none before the
+-- end of year 9999.  The host's parser, the one `every` uses: the same
+-- syntax and the same messages, raised at the caller's line.
+luna.cron = {}
+function luna.cron.next(expr, after)
+  if after == nil then after = luna.time.now() end
+  local t, why = core.cron_next(expr, after)
+  if t == false then util.raise("luna.cron.next: %s", why) end
+  return t
+end
+
 for name, fn in pairs(luna.errors) do
   if name:match("^is_") then luna[name] = fn end -- luna.is_not_found(err), ...
 end

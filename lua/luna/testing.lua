@@ -12,7 +12,7 @@
 --     dir = "path",                             -- or: run this directory as `luna run` would
 --     seed = { "../deploy/crd-widgets.yaml" },  -- manifests the server starts with (CRDs)
 --     objects = { {...}, ... },                 -- objects the server starts with
---     fake_clock = true,                        -- default true: delays wait for env:advance
+--     fake_clock = true,                        -- default true: delays and the scripts' time wait for env:advance
 --     args = { "--reconcile-time-limit=1" },    -- extra `luna run` flags
 --   }
 --   env:create(obj) env:update(obj) env:apply(obj) env:delete(kind, ns, name)

@@ -18,7 +18,8 @@ local core = require("luna.core")
 local time = {}
 
 -- Seconds since the epoch, with a fraction when the platform gives one
--- (clock_gettime(CLOCK_REALTIME), in C: an FFI call and its cdata cost
+-- (clock_gettime(CLOCK_REALTIME), or the fake clock under `luna test`:
+-- base/clock.h's wall clock; in C: an FFI call and its cdata cost
 -- ten times as much in the controller state, where the JIT is off).
 time.now = core.now
 

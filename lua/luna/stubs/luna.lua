@@ -225,6 +225,24 @@ function luna.event(obj, type, reason, note, action) end
 ---@return boolean
 function luna.equal(a, b) end
 
+---Queues key (of this controller) at `at`, seconds since the epoch, or
+---after { after = seconds }; a key already waiting keeps the earlier time.
+---Inside a reconcile only; at most a year ahead; raises on bad input.
+---@param key string "namespace/name" or "name"
+---@param at number|{after: number}
+---@return true
+function luna.schedule(key, at) end
+
+---The host's cron schedules (as `every`): times are UTC.
+luna.cron = {}
+
+---The first minute of the schedule strictly after `after` (default now),
+---or nil when none within five years; raises on a bad schedule.
+---@param expr string "*/5 * * * *", "0 3 * * 1-5", "@daily"
+---@param after? number seconds since the epoch
+---@return number|nil
+function luna.cron.next(expr, after) end
+
 ---Structured logging (luna.log.info("msg", { k = v })).
 luna.log = Log
 
