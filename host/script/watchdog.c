@@ -298,7 +298,11 @@ static void *tagged_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         return NULL;
     }
     struct luna_watchdog_guard *g = wd->current;
-    unsigned a = g ? g->lim.account : owner;
+    /* A block that does not grow stays its owner's: LuaJIT's collector
+     * runs its steps inside whichever guard allocates, and its shrinks
+     * (tables, the string table, the temporary buffer) would otherwise
+     * move a neighbour's blocks onto that guard's account. */
+    unsigned a = g && !(old && nsize <= osize) ? g->lim.account : owner;
     if (a >= wd->naccounts)
         a = 0;
     size_t nreal = add_sat(nsize, TAG);
