@@ -91,6 +91,13 @@ describe("probe and metrics servers under hostile clients", function()
       end
     end
     assert.same({ healthz = 8, readyz = 8 }, answered)
+    -- the attack was real: the slow clients still hold most places
+    local held = 0
+    for _, a in ipairs(conns) do
+      a.c:read_some(0)
+      if not a.c.eof then held = held + 1 end
+    end
+    assert.is_true(held >= 48, "only " .. held .. " slow clients held a place")
     -- and the metrics server is not disturbed either
     assert.equal(200, (S.get(luna.metrics .. "/metrics", nil, { max_time = 3 })))
   end)
@@ -170,5 +177,66 @@ describe("probe and metrics servers under hostile clients", function()
       assert.not_equal(0, rc)
       assert.matches(flag:match("^(%-%-[%w-]+)"), out, 1, true)
     end
+  end)
+end)
+
+describe("secure metrics server under hostile clients", function()
+  local scrapers = require("support.scrapers")
+  local srv, ids, luna, conns
+
+  setup(function()
+    srv = client.start({ args = { "--admin" } })
+    ids = scrapers.make(srv)
+  end)
+  teardown(function()
+    close_all(conns)
+    if luna then luna:stop() end
+    if ids then ids:remove() end
+    srv:stop()
+  end)
+
+  -- A TLS slowloris: a handshake record announced, its bytes trickled.
+  local function slow_tls(port, from)
+    local c = raw.connect(port, { from = from })
+    c:send("\22\3\1\1\0")
+    return c
+  end
+
+  it("answers scrapes (200 with a token, 401 without) while slow handshakes come from 5 addresses", function()
+    luna = S.start(srv, S.controllers({ ["c.lua"] = CONFIGMAPS:format(srv.ns) }), { secure = true })
+    luna:await("caches synced", 15)
+    local port = port_of(luna.metrics)
+    conns = {}
+    for a = 2, 6 do
+      for _ = 1, 16 do
+        local from = "127.0.1." .. a
+        conns[#conns + 1] = { from = from, c = slow_tls(port, from) }
+      end
+    end
+    local answers = { token = 0, none = 0 }
+    for _ = 1, 8 do
+      for _, k in ipairs(conns) do
+        k.c:read_some(0)
+        if k.c.eof or not k.c:send("\1") then
+          k.c:close()
+          k.c = slow_tls(port, k.from)
+        end
+      end
+      if S.get(luna.metrics .. "/metrics", nil, { token = ids.allowed, max_time = 3 }) == 200 then
+        answers.token = answers.token + 1
+      end
+      if S.get(luna.metrics .. "/metrics", nil, { max_time = 3 }) == 401 then
+        answers.none = answers.none + 1
+      end
+    end
+    assert.same({ token = 8, none = 8 }, answers)
+    -- the attack was real: the slow handshakes still hold most places
+    local held = 0
+    for _, k in ipairs(conns) do
+      k.c:read_some(0)
+      if not k.c.eof then held = held + 1 end
+    end
+    assert.is_true(held >= 48, "only " .. held .. " slow handshakes held a place")
+    assert.equal(200, (S.get(luna.health .. "/healthz", nil, { max_time = 3 })))
   end)
 end)
