@@ -72,7 +72,9 @@
  * Ownership: luna_httpd_start returns a server freed with luna_httpd_free
  * (which closes its connections and cancels their pending checks).  The
  * registry, the health state, the auth and the prepare userdata are
- * borrowed until then; the address and the certificate are copied.
+ * borrowed until then; the address and the certificate are copied.  Each
+ * connection's tracking state (deadlines, room-making) is the server's,
+ * freed when libmicrohttpd reports the connection closed.
  */
 #ifndef LUNA_HTTPD_H
 #define LUNA_HTTPD_H
