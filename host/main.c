@@ -89,6 +89,11 @@ static void usage(FILE *out)
           "  --health-probe-bind-address ADDR\n"
           "                        serve /healthz and /readyz on HOST:PORT (default :8081;\n"
           "                        with --dev-server 127.0.0.1:0; 0: off)\n"
+          "  --http-read-header-timeout D\n"
+          "                        the metrics and probe servers close a connection whose\n"
+          "                        request head is not in D after reading it began, however\n"
+          "                        often bytes come (default 10s)\n"
+          "  --http-read-timeout D the same for the whole request, body included (default 30s)\n"
           "  --leader-elect        reconcile only while holding the leader Lease\n"
           "  --leader-election-id NAME\n"
           "                        the Lease's name (default: luna)\n"
@@ -230,6 +235,7 @@ enum run_flag {
     OPT_TEST_CONTROL, OPT_FAKE_CLOCK,
     OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD, OPT_WATCH_LIST, OPT_MIN_WATCH_TIMEOUT, OPT_SHARDS,
     OPT_SHARD_BY, OPT_SHARD_SET, OPT_SHARD_MARGIN, OPT_WATCH_IDLE, OPT_CTL_MEM_LIMIT,
+    OPT_HTTP_HEADER_TIMEOUT, OPT_HTTP_READ_TIMEOUT,
 };
 
 /* A number >= 0 for a limit flag, or -1. */
@@ -285,6 +291,8 @@ static int cmd_run(int argc, char **argv)
         { "shadow-reload", required_argument, NULL, OPT_SHADOW_RELOAD },
         { "watch-list", required_argument, NULL, OPT_WATCH_LIST },
         { "watch-idle-timeout", required_argument, NULL, OPT_WATCH_IDLE },
+        { "http-read-header-timeout", required_argument, NULL, OPT_HTTP_HEADER_TIMEOUT },
+        { "http-read-timeout", required_argument, NULL, OPT_HTTP_READ_TIMEOUT },
         { "min-watch-timeout", required_argument, NULL, OPT_MIN_WATCH_TIMEOUT },
         { "shards", optional_argument, NULL, OPT_SHARDS },
         { "shard-by", required_argument, NULL, OPT_SHARD_BY },
@@ -394,6 +402,14 @@ static int cmd_run(int argc, char **argv)
             if (secs < 1 || secs > 3600)
                 return bad_flag(name, optarg, "want a duration from 1s to 1h (90, 90s, 3m)");
             cfg.watch_idle_timeout = secs;
+            break;
+        case OPT_HTTP_HEADER_TIMEOUT:
+        case OPT_HTTP_READ_TIMEOUT:
+            secs = parse_duration(optarg);
+            if (secs < 0.1 || secs > 3600)
+                return bad_flag(name, optarg, "want a duration from 100ms to 1h (10, 10s, 1m)");
+            if (ch == OPT_HTTP_HEADER_TIMEOUT) cfg.http_read_header_timeout = secs;
+            else cfg.http_read_timeout = secs;
             break;
         case OPT_MIN_WATCH_TIMEOUT:
             secs = parse_duration(optarg);

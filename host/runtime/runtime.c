@@ -886,6 +886,8 @@ static int start_server(struct runtime *rt, const char *address, bool metrics, b
         .admin_ud = rt,
         .prepare = prepare_endpoint,
         .ud = rt,
+        .read_header_timeout = rt->cfg->http_read_header_timeout,
+        .read_timeout = rt->cfg->http_read_timeout,
     };
     int rc = luna_httpd_start(&ho, out, err);
     if (rc < 0)
@@ -897,6 +899,15 @@ static int start_server(struct runtime *rt, const char *address, bool metrics, b
      * log call's fields, so "try" is left out where there is none. */
     const char *addr = luna_httpd_address(*out);
     const char *scheme = secure ? "https" : "http";
+    /* the limits against hostile clients (httpd.h), so an operator sees
+     * what holds */
+    char header_to[32], read_to[32], maxc[16], maxa[16];
+    snprintf(header_to, sizeof header_to, "%gs",
+             ho.read_header_timeout > 0 ? ho.read_header_timeout : LUNA_HTTPD_READ_HEADER_TIMEOUT);
+    snprintf(read_to, sizeof read_to, "%gs",
+             ho.read_timeout > 0 ? ho.read_timeout : LUNA_HTTPD_READ_TIMEOUT);
+    snprintf(maxc, sizeof maxc, "%u", LUNA_HTTPD_MAX_CONNECTIONS);
+    snprintf(maxa, sizeof maxa, "%u", LUNA_HTTPD_MAX_CONNECTIONS_PER_ADDRESS);
     bool dev = rt->dev_token[0] != '\0';
     const char *try_key = !secure || dev ? "try" : NULL;
     char url[320], base[320], cmd[768];
@@ -911,10 +922,14 @@ static int start_server(struct runtime *rt, const char *address, bool metrics, b
         if (secure)
             luna_info("metrics server listening", "address", addr, "secure", "true", "cert",
                       luna_serving_cert_self_signed(rt->metrics_cert) ? "self-signed" : "files",
+                      "read_header_timeout", header_to, "read_timeout", read_to,
+                      "max_connections", maxc, "max_connections_per_address", maxa,
                       "url", url, try_key, cmd);
         else
-            luna_info("metrics server listening", "address", addr, "secure", "false", "url", url,
-                      try_key, cmd);
+            luna_info("metrics server listening", "address", addr, "secure", "false",
+                      "read_header_timeout", header_to, "read_timeout", read_to,
+                      "max_connections", maxc, "max_connections_per_address", maxa,
+                      "url", url, try_key, cmd);
     }
     if (metrics && admin_on(rt->cfg)) {
         /* this executable, so the command runs from any directory */
@@ -934,7 +949,9 @@ static int start_server(struct runtime *rt, const char *address, bool metrics, b
     }
     if (health) {
         server_url(url, sizeof url, "http", addr, "/readyz");
-        luna_info("health probe server listening", "address", addr, "url", url);
+        luna_info("health probe server listening", "address", addr,
+                  "read_header_timeout", header_to, "read_timeout", read_to,
+                  "max_connections", maxc, "max_connections_per_address", maxa, "url", url);
     }
     return 0;
 }

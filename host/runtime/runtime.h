@@ -145,6 +145,10 @@ struct luna_run_config {
     /* --min-watch-timeout (0: the reflector's 300 s): watches ask for
      * timeoutSeconds in [this, 2 x this) and are given up a grace after. */
     double min_watch_timeout;
+    /* --http-read-header-timeout, --http-read-timeout (0: httpd.h's 10 s,
+     * 30 s): the metrics and probe servers' deadlines for reading a
+     * request's head and the whole request. */
+    double http_read_header_timeout, http_read_timeout;
     bool leader_elect;
     const char *leader_election_id;         /* NULL: "luna" */
     const char *leader_election_namespace;  /* NULL: $POD_NAMESPACE, else the kubeconfig's */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,18 +13,27 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/liblog.h"
 #include "base/log.h"
+#include "base/loop.h"
 #include "base/mhd_loop.h"
 #include "base/textbuf.h"
 #include "serve/metrics_auth.h"
 
-#define MAX_CONNECTIONS 64u
-/* A client that never ends its request holds a connection until the idle
- * timeout, and one that sends a byte now and then, for ever: one address
- * gets a quarter of the connections, so a scraper or a pod cannot take the
- * kubelet's probes' (or Prometheus's) place. */
-#define MAX_CONNECTIONS_PER_ADDRESS 16u
+#define MAX_CONNECTIONS LUNA_HTTPD_MAX_CONNECTIONS
+/* libmicrohttpd's own limit is higher: a connection we close to make room
+ * still counts for it until its next run, and it accepts up to 10 queued
+ * connections in one run, refusing those past its limit.  Without the
+ * margin, the probe queued behind a burst of slow clients would be
+ * refused while the places they took were being freed. */
+#define MHD_CONNECTION_LIMIT (MAX_CONNECTIONS + 16u)
+/* One address gets a quarter of the connections, so a scraper or a pod
+ * cannot take the kubelet's probes' (or Prometheus's) place on its own. */
+#define MAX_CONNECTIONS_PER_ADDRESS LUNA_HTTPD_MAX_CONNECTIONS_PER_ADDRESS
+/* libmicrohttpd's idle timeout, reset by every byte: it ends connections
+ * that send nothing (and answers nobody reads); the read deadlines below
+ * end those that send a byte now and then. */
 #define IDLE_TIMEOUT_S 30u
 #define MAX_EXCLUDE 32
 /* A connection's memory (request line, headers, query) on a server with
@@ -35,8 +45,28 @@
 #define CONNECTION_MEMORY ((size_t)32 * 1024)
 #define TEXT_PLAIN "text/plain; charset=utf-8"
 
+/* Where a connection is: reading a request's head (since it was accepted
+ * or the previous answer ended), reading its body, answering (being
+ * authorized, or writing), or being closed by us. */
+enum conn_phase { READ_HEAD, READ_BODY, ANSWER, CLOSING };
+
+/* A connection's socket_context, from MHD's "started" notice to its
+ * "closed" one: owned by the server's list. */
+struct conn {
+    struct luna_httpd *s;
+    struct MHD_Connection *c;
+    struct conn *prev, *next;
+    enum conn_phase phase;
+    double since; /* monotonic: when reading the current request began */
+};
+
 struct luna_httpd {
     struct luna_mhd_loop ml;
+    struct conn *conns;           /* every open connection (owned) */
+    unsigned nconns;              /* of them not CLOSING */
+    double read_header_timeout;   /* seconds */
+    double read_timeout;
+    ev_timer sweep;               /* closes connections past their deadline */
     struct luna_metrics *metrics;
     struct luna_health *health;
     struct luna_metrics_auth *auth;     /* borrowed; NULL: /metrics is open */
@@ -371,9 +401,137 @@ static bool admin_path(const char *url)
            strcmp(url, "/admin") == 0;
 }
 
+/* ---- connections ----------------------------------------------------------- */
+
+/* Ends a connection from outside MHD: once its socket is shut down MHD
+ * reads end of file on its next run (the epoll fd wakes the loop) and
+ * closes it, telling on_connection. */
+static void conn_close(struct conn *k, const char *why)
+{
+    if (k->phase == CLOSING)
+        return;
+    k->phase = CLOSING;
+    k->s->nconns--;
+    const union MHD_ConnectionInfo *fd =
+        MHD_get_connection_info(k->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *addr =
+        MHD_get_connection_info(k->c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char ip[INET6_ADDRSTRLEN] = "?";
+    if (addr && addr->client_addr) {
+        const struct sockaddr *sa = addr->client_addr;
+        if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof ip);
+        else if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof ip);
+    }
+    luna_debug("HTTP connection closed", "address", k->s->address, "client", ip, "reason", why);
+    if (fd)
+        shutdown(fd->connect_fd, SHUT_RDWR);
+}
+
+/* Every connection still reading a request past its deadline: the head
+ * within read_header_timeout, the whole request within read_timeout, each
+ * counted from when reading it began (however often bytes come). */
+static void sweep(struct luna_httpd *s)
+{
+    double now = luna_clock_now(luna_clock_monotonic());
+    double head = s->read_header_timeout < s->read_timeout ? s->read_header_timeout
+                                                           : s->read_timeout;
+    for (struct conn *k = s->conns; k; k = k->next) {
+        if (k->phase == READ_HEAD && now - k->since > head)
+            conn_close(k, "request head not complete in time");
+        else if (k->phase == READ_BODY && now - k->since > s->read_timeout)
+            conn_close(k, "request body not complete in time");
+    }
+}
+
+static void on_sweep(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    sweep((struct luna_httpd *)((char *)w - offsetof(struct luna_httpd, sweep)));
+}
+
+/* The server is full (the newcomer took the last place): the connection
+ * that has waited longest for a request it has not finished sending makes
+ * room, so one place is always free for a client that sends its request
+ * at once, such as the kubelet's probe.  A slow client can only ever push
+ * out slow clients; connections being answered are never touched.  When
+ * all are being answered, the newcomer past the limit is refused. */
+static void make_room(struct luna_httpd *s, struct conn *newcomer)
+{
+    struct conn *oldest = NULL;
+    for (struct conn *k = s->conns; k; k = k->next)
+        if (k != newcomer && (k->phase == READ_HEAD || k->phase == READ_BODY) &&
+            (!oldest || k->since < oldest->since))
+            oldest = k;
+    if (oldest)
+        conn_close(oldest, "server full: oldest unfinished request");
+    else if (s->nconns > MAX_CONNECTIONS)
+        conn_close(newcomer, "server full: every connection is being answered");
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct luna_httpd *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        struct conn *k = calloc(1, sizeof *k);
+        *socket_context = k;
+        if (!k) {
+            /* untracked, it would escape the deadlines: refuse it */
+            const union MHD_ConnectionInfo *fd =
+                MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+            if (fd)
+                shutdown(fd->connect_fd, SHUT_RDWR);
+            return;
+        }
+        k->s = s;
+        k->c = c;
+        k->phase = READ_HEAD;
+        k->since = luna_clock_now(luna_clock_monotonic());
+        k->next = s->conns;
+        if (s->conns)
+            s->conns->prev = k;
+        s->conns = k;
+        if (++s->nconns >= MAX_CONNECTIONS)
+            make_room(s, k);
+        return;
+    }
+    struct conn *k = *socket_context;
+    if (!k)
+        return;
+    if (k->phase != CLOSING)
+        s->nconns--;
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        s->conns = k->next;
+    if (k->next)
+        k->next->prev = k->prev;
+    free(k);
+    *socket_context = NULL;
+}
+
+static struct conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i ? i->socket_context : NULL;
+}
+
+static void conn_phase(struct MHD_Connection *c, enum conn_phase phase)
+{
+    struct conn *k = conn_of(c);
+    if (!k || k->phase == CLOSING)
+        return;
+    if (phase == READ_HEAD)
+        k->since = luna_clock_now(luna_clock_monotonic());
+    k->phase = phase;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    conn_phase(c, READ_HEAD); /* a kept-alive connection waits for its next request */
     if (!*con_cls || *con_cls == &seen_head)
         return;
     struct scrape *sc = *con_cls;
@@ -389,12 +547,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct luna_httpd *s = cls;
     if (!*con_cls) {
         *con_cls = &seen_head;
+        conn_phase(c, READ_BODY);
         return MHD_YES;
     }
     if (*upload_size) {
         *upload_size = 0; /* bodies mean nothing here */
         return MHD_YES;
     }
+    conn_phase(c, ANSWER); /* the whole request is in */
     if (s->metrics && s->auth && strcmp(url, "/metrics") == 0)
         return authorized(s, c, url, method, false, con_cls);
     if (s->admin && admin_path(url))
@@ -487,12 +647,13 @@ static struct MHD_Daemon *start_daemon(struct luna_httpd *s, const struct sockad
     return MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
                             MHD_OPTION_EXTERNAL_LOGGER, luna_liblog_mhd, &mhd_log,
                             MHD_OPTION_ARRAY, opts,
-                            MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
+                            MHD_OPTION_CONNECTION_LIMIT, MHD_CONNECTION_LIMIT,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, MAX_CONNECTIONS_PER_ADDRESS,
                             MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                             s->admin ? ADMIN_CONNECTION_MEMORY : CONNECTION_MEMORY,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                             MHD_OPTION_END);
 }
 
@@ -548,6 +709,9 @@ int luna_httpd_start(const struct luna_httpd_options *o, struct luna_httpd **out
     s->tls = o->tls_cert_pem != NULL;
     s->prepare = o->prepare;
     s->ud = o->ud;
+    s->read_header_timeout =
+        o->read_header_timeout > 0 ? o->read_header_timeout : LUNA_HTTPD_READ_HEADER_TIMEOUT;
+    s->read_timeout = o->read_timeout > 0 ? o->read_timeout : LUNA_HTTPD_READ_TIMEOUT;
     tls_cert = o->tls_cert_pem;
     tls_key = o->tls_key_pem;
 
@@ -604,6 +768,13 @@ int luna_httpd_start(const struct luna_httpd_options *o, struct luna_httpd **out
     }
     s->port = luna_mhd_loop_port(&s->ml);
     snprintf(s->address, sizeof s->address, "%s:%d", bound_host, s->port);
+    /* a quarter of the shorter deadline: a slow client is closed at most
+     * that late (1 s at the defaults) */
+    double every = (s->read_header_timeout < s->read_timeout ? s->read_header_timeout
+                                                             : s->read_timeout) / 4;
+    every = every < 0.05 ? 0.05 : every > 1 ? 1 : every;
+    ev_timer_init(&s->sweep, on_sweep, every, every);
+    ev_timer_start(luna_loop(), &s->sweep);
     *out = s;
     return 0;
 }
@@ -612,7 +783,8 @@ void luna_httpd_free(struct luna_httpd *s)
 {
     if (!s)
         return;
-    luna_mhd_loop_stop(&s->ml);
+    ev_timer_stop(luna_loop(), &s->sweep);
+    luna_mhd_loop_stop(&s->ml); /* tells on_connection of every close */
     free(s);
 }
 

@@ -41,8 +41,30 @@
  *
  * libmicrohttpd runs on the loop through mhd_loop.h, without threads: a
  * scrape renders on the loop thread between other events, so nothing is
- * shared and nothing locks.  Connections are capped (64, idle 30 s) so a
- * misbehaving scraper cannot starve the loop of file descriptors.
+ * shared and nothing locks.
+ *
+ * Hostile clients (Go's http.Server timeouts, kube-rbac-proxy's limits):
+ *   - a request's head must be in within read_header_timeout (10 s) and
+ *     the whole request within read_timeout (30 s), counted from when
+ *     reading it began (the accept, or the end of the previous answer on a
+ *     kept-alive connection), however often bytes come: a slowloris that
+ *     sends a byte every few seconds is closed.  Idle connections (no byte
+ *     at all) are closed after 30 s.
+ *   - 64 connections in all, 16 from one client address (the 17th is
+ *     closed at once).
+ *   - capacity for probes: when a new connection takes the last of the 64
+ *     places, the connection that has waited longest for a request it has
+ *     not finished sending is closed.  So a place is always free for a
+ *     client that sends its request at once (the kubelet's probe does, in
+ *     one packet), and a slow client only ever pushes out slow clients,
+ *     never a request being answered.  An attacker with any number of
+ *     addresses thus delays a probe by one accept, not by the deadlines;
+ *     the deadlines bound how long it holds memory and descriptors.
+ *     Connections that are answering (an authorization pending, an answer
+ *     being written) are not closed for room: a pending authorization is
+ *     bounded by metrics_auth.h (503 past its limit), a write by the idle
+ *     timeout.
+ * The 401 of a scrape with no token is decided without the API server.
  *
  * Uses libmicrohttpd (TLS through its GnuTLS), mhd_loop, metrics, health,
  * metrics_auth, textbuf.  Runs on the loop thread.
@@ -50,7 +72,9 @@
  * Ownership: luna_httpd_start returns a server freed with luna_httpd_free
  * (which closes its connections and cancels their pending checks).  The
  * registry, the health state, the auth and the prepare userdata are
- * borrowed until then; the address and the certificate are copied.
+ * borrowed until then; the address and the certificate are copied.  Each
+ * connection's tracking state (deadlines, room-making) is the server's,
+ * freed when libmicrohttpd reports the connection closed.
  */
 #ifndef LUNA_HTTPD_H
 #define LUNA_HTTPD_H
@@ -88,6 +112,13 @@ typedef int (*luna_httpd_admin_fn)(void *ud, const struct luna_admin_request *re
 
 enum luna_httpd_endpoint { LUNA_HTTPD_METRICS, LUNA_HTTPD_HEALTHZ, LUNA_HTTPD_READYZ };
 
+/* The defaults of the limits above (--http-read-header-timeout,
+ * --http-read-timeout; the connection limits are fixed). */
+#define LUNA_HTTPD_READ_HEADER_TIMEOUT 10.0
+#define LUNA_HTTPD_READ_TIMEOUT 30.0
+#define LUNA_HTTPD_MAX_CONNECTIONS 64u
+#define LUNA_HTTPD_MAX_CONNECTIONS_PER_ADDRESS 16u
+
 struct luna_httpd_options {
     const char *address;            /* "HOST:PORT", required */
     struct luna_metrics *metrics;   /* NULL: no /metrics */
@@ -107,6 +138,9 @@ struct luna_httpd_options {
      * up to date; may be NULL. */
     void (*prepare)(void *ud, enum luna_httpd_endpoint endpoint);
     void *ud;
+    /* Seconds to read a request's head, and the whole request (0: the
+     * defaults above). */
+    double read_header_timeout, read_timeout;
 };
 
 /* Splits "HOST:PORT" into host (may be "", brackets removed from an IPv6

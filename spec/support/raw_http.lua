@@ -4,6 +4,10 @@
 --
 --   local raw = require("support.raw_http")
 --   local c = raw.connect(port)          -- 127.0.0.1
+--   local c = raw.connect(port, { from = "127.0.0.7" })
+--                                        -- from that source address (any of
+--                                        -- loopback's 127.0.0.0/8: "many
+--                                        -- clients" from one host)
 --   c:send(bytes) -> true, or false once the peer has closed or reset
 --   c:response(secs) -> the status code and the bytes read, or nil if no
 --                       status line came within secs
@@ -17,6 +21,7 @@ struct luna_raw_sockaddr_in { unsigned short family; unsigned short port; unsign
                               char zero[8]; };
 int socket(int domain, int type, int protocol);
 int connect(int fd, const void *addr, unsigned int len);
+int bind(int fd, const void *addr, unsigned int len);
 long send(int fd, const void *buf, size_t n, int flags);
 long recv(int fd, void *buf, size_t n, int flags);
 ]])
@@ -35,9 +40,23 @@ Conn.__index = Conn
 
 local function htons(n) return bit.bor(bit.lshift(bit.band(n, 0xff), 8), bit.rshift(n, 8)) end
 
-function raw.connect(port)
+-- "127.0.0.7" in network order, as an unsigned int's bytes
+local function inet_addr(text)
+  local a, b, c, d = text:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
+  assert(a, "want a dotted IPv4 address: " .. tostring(text))
+  return bit.bor(tonumber(a), bit.lshift(tonumber(b), 8), bit.lshift(tonumber(c), 16),
+                 bit.lshift(tonumber(d), 24))
+end
+
+function raw.connect(port, opts)
   local fd = C.socket(AF_INET, SOCK_STREAM, 0)
   assert(fd >= 0, "socket failed")
+  if opts and opts.from then
+    local src = ffi.new("struct luna_raw_sockaddr_in")
+    src.family = AF_INET
+    src.addr = inet_addr(opts.from)
+    assert(C.bind(fd, src, ffi.sizeof(src)) == 0, "bind to " .. opts.from .. " failed")
+  end
   local sa = ffi.new("struct luna_raw_sockaddr_in")
   sa.family = AF_INET
   sa.port = htons(port)
