@@ -234,6 +234,49 @@ static void fail(struct result *res, const char *error)
     res->error = error;
 }
 
+/* Checks the keys of the result table at idx of co (raw: lua_next runs
+ * no metamethod): an unknown one (a misspelling such as requeue_afer
+ * would otherwise pass as a plain success) fails the reconcile with the
+ * key, the nearest known key and where the reconcile function is (its
+ * return statement is gone with its frame).  Returns false if it failed. */
+static bool result_keys_known(struct luna_reconcile *r, int idx, struct result *res)
+{
+    lua_State *co = r->co;
+    for (lua_pushnil(co); lua_next(co, idx); lua_pop(co, 1)) {
+        char name[128], hint[160] = "";
+        int t = lua_type(co, -2);
+        if (t == LUA_TSTRING) {
+            const char *k = lua_tostring(co, -2);
+            const char *const *f = luna_reconcile_result_fields;
+            while (*f && strcmp(*f, k) != 0)
+                f++;
+            if (*f)
+                continue;
+            snprintf(name, sizeof name, "'%.100s'", k);
+            luna_controller_spec_suggest(luna_reconcile_result_fields, k, hint, sizeof hint);
+        } else if (t == LUA_TNUMBER) {
+            snprintf(name, sizeof name, "%.14g", lua_tonumber(co, -2));
+        } else {
+            snprintf(name, sizeof name, "(a %s)", luaL_typename(co, -2));
+        }
+        lua_pop(co, 2);
+        lua_Debug ar;
+        lua_rawgeti(co, LUA_REGISTRYINDEX, r->c->spec->reconcile_ref);
+        const char *at = "?";
+        int line = 0;
+        if (lua_getinfo(co, ">S", &ar)) {
+            at = ar.short_src;
+            line = ar.linedefined;
+        }
+        snprintf(res->text, sizeof res->text,
+                 "reconcile returned unknown result key %s%s in the reconcile function at %s:%d",
+                 name, hint, at, line);
+        fail(res, res->text);
+        return false;
+    }
+    return true;
+}
+
 /* The result of a reconcile that returned (status 0): nothing or true is
  * success; nil, err and false are errors; a table asks for a requeue
  * (its priority, if any, replaces the key's).  Leaves co's stack as it
@@ -257,7 +300,7 @@ static void classify_returned(struct luna_reconcile *r, struct result *res)
             }
             lua_pop(co, 1);
         }
-    } else if (n >= 1 && lua_istable(co, 1)) {
+    } else if (n >= 1 && lua_istable(co, 1) && result_keys_known(r, 1, res)) {
         lua_pushstring(co, luna_reconcile_result_fields[RESULT_REQUEUE_AFTER]);
         lua_rawget(co, 1);
         lua_pushstring(co, luna_reconcile_result_fields[RESULT_REQUEUE]);

@@ -57,6 +57,12 @@ return luna.controller {
     if mode == "badpriority" and req.attempt < 3 then
       return { requeue = true, priority = req.attempt == 1 and 1.5 or "high" }
     end
+    if mode == "typokey" and req.attempt < 3 then
+      return { requeue_afer = 30 }
+    end
+    if mode == "oddkey" and req.attempt < 2 then
+      return { requeue = true, 30 }
+    end
     if mode == "metatable" then
       -- a result whose metamethods raise: read raw, so just done
       return setmetatable({}, { __index = function() error("no fields here") end })
@@ -82,7 +88,7 @@ describe("reconcile results #integration", function()
   local env, token, ns
   local modes = { "none", "true", "requeue", "after", "raise", "nilerr", "false", "tblret",
                   "tblraise", "badtostring", "plainraise", "apierr", "yield", "badafter", "badpriority", "lowpriority",
-                  "metatable" }
+                  "metatable", "typokey", "oddkey" }
 
   setup(function()
     token = rt.token()
@@ -242,6 +248,20 @@ describe("reconcile results #integration", function()
     for _, f in ipairs(fails) do
       assert.matches("invalid result: requeue_after must be a number of seconds", f.error)
     end
+  end)
+
+  it("fails a result with a misspelled key, naming the key, the known one and the reconcile's line", function()
+    rt.wait(env, done("typokey", "success"), 20, "typokey done")
+    local fails = rt.all(env, failed("typokey"))
+    assert.same({ 1, 2 }, attempts(fails))
+    local line = rt.line_of(RESULTS, "reconcile = function(req)")
+    for _, f in ipairs(fails) do
+      assert.matches("^reconcile returned unknown result key 'requeue_afer' %(did you mean "
+        .. "'requeue_after'%?%) in the reconcile function at [^ ]*results%.lua:" .. line .. "$", f.error)
+    end
+    rt.wait(env, done("oddkey", "success"), 20, "oddkey done")
+    assert.matches("^reconcile returned unknown result key 1 in the reconcile function at [^ ]*results%.lua:%d+$",
+      rt.find(env, failed("oddkey")).error)
   end)
 
   it("requeues at the priority a result names, and retries keep it", function()
