@@ -439,8 +439,11 @@ static void resume(struct luna_reconcile *r, int nargs)
     current = outer;
     luna_controller_charge(ev_time() - t0);
     if (g.stop != LUNA_WATCHDOG_RUNNING) {
-        char reason[256];
-        luna_watchdog_describe(&g, reason, sizeof reason);
+        /* with the script's file:line, as a raised error has it */
+        char reason[448];
+        size_t at = strlen(g.where);
+        memcpy(reason, g.where, at + 1);
+        luna_watchdog_describe(&g, reason + at, sizeof reason - at);
         if (rc == LUA_YIELD && r->cancel) {
             /* stopped, yet it got to yield in an API call: abandon the call */
             r->cancel(r->cancel_ud);
