@@ -1,0 +1,82 @@
+-- Field validation of writes (?fieldValidation=): an unknown field in a
+-- create, update or patch body is dropped and, by default (Warn, the
+-- server's default since Kubernetes 1.27), named in a `Warning: 299 - "..."`
+-- response header; Strict refuses the write, Ignore drops it silently.
+-- The same as kube-apiserver answers, so every test runs against both.
+local client = require("support.apiserver_client")
+
+-- The texts of the 299 warnings in raw response headers, in order.
+local function warnings(headers)
+  local out = {}
+  for value in (headers or ""):gmatch("\n[Ww]arning: ([^\r\n]*)") do
+    local text = value:match('^299 %- "(.*)"$')
+    assert(text, "a Warning header not of the form 299 - \"text\": " .. value)
+    out[#out + 1] = text:gsub('\\(.)', "%1")
+  end
+  return out
+end
+
+describe("apiserver field validation", function()
+  local srv
+  setup(function() srv = client.start() end)
+  teardown(function() srv:stop() end)
+
+  local MERGE = { content_type = "application/merge-patch+json" }
+
+  it("warns of an unknown field in a merge patch, drops it and applies the rest", function()
+    srv:create_cm("typo", { a = "1" })
+    local code, cm, _, headers = srv:request("PATCH", srv:ns_path("configmaps", "typo"),
+      '{"dta":{"b":"2"},"data":{"c":"3"}}', MERGE)
+    assert.equal(200, code)
+    assert.same({ 'unknown field "dta"' }, warnings(headers))
+    assert.is_nil(cm.dta)
+    assert.same({ a = "1", c = "3" }, cm.data)
+    local _, again = srv:request("GET", srv:ns_path("configmaps", "typo"))
+    assert.is_nil(again.dta)
+  end)
+
+  it("sends no warning for a write whose fields are all known", function()
+    srv:create_cm("clean", { a = "1" })
+    local code, _, _, headers = srv:request("PATCH", srv:ns_path("configmaps", "clean"),
+      { data = { a = "2" }, metadata = { labels = { x = "y" } } }, MERGE)
+    assert.equal(200, code)
+    assert.same({}, warnings(headers))
+  end)
+
+  it("names nested unknown fields by their path, on create and update", function()
+    local code, cm, _, headers = srv:request("POST", srv:ns_path("configmaps"),
+      { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "nested", lables = { a = "b" } },
+        data = { k = "v" } })
+    assert.equal(201, code)
+    assert.same({ 'unknown field "metadata.lables"' }, warnings(headers))
+    assert.is_nil(cm.metadata.lables)
+    cm.extra = 1
+    local ucode, _, _, uheaders = srv:request("PUT", srv:ns_path("configmaps", "nested"), cm)
+    assert.equal(200, ucode)
+    assert.same({ 'unknown field "extra"' }, warnings(uheaders))
+  end)
+
+  it("names a field inside a list element with its index", function()
+    local path = srv:ns_path("deployments", nil, "apps/v1")
+    local code, _, _, headers = srv:request("POST", path, { apiVersion = "apps/v1", kind = "Deployment",
+      metadata = { name = "fv" }, spec = { selector = { matchLabels = { app = "fv" } },
+      template = { metadata = { labels = { app = "fv" } }, spec = { containers = {
+        { name = "a", image = "a:1" }, { name = "b", image = "b:1", imagee = "b:2" } } } } } })
+    assert.equal(201, code)
+    assert.same({ 'unknown field "spec.template.spec.containers[1].imagee"' }, warnings(headers))
+  end)
+
+  it("refuses the write with fieldValidation=Strict and stays silent with Ignore", function()
+    srv:create_cm("strict", { a = "1" })
+    local code, st = srv:request("PATCH", srv:ns_path("configmaps", "strict") .. "?fieldValidation=Strict",
+      '{"dta":{"b":"2"}}', MERGE)
+    assert.equal(400, code)
+    assert.equal("BadRequest", st.reason)
+    assert.matches('unknown field "dta"', st.message, 1, true)
+    local icode, cm, _, headers = srv:request("PATCH",
+      srv:ns_path("configmaps", "strict") .. "?fieldValidation=Ignore", '{"dta":{"b":"2"}}', MERGE)
+    assert.equal(200, icode)
+    assert.same({}, warnings(headers))
+    assert.is_nil(cm.dta)
+  end)
+end)
