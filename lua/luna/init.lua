@@ -72,7 +72,7 @@ end
 do
   local api = require("luna.api")
   for _, name in ipairs({ "cache", "get", "list", "create", "update", "update_status", "patch",
-                          "apply", "delete", "log", "error", "event", "equal" }) do
+                          "apply", "delete", "log", "error", "event", "equal", "last_warnings" }) do
     luna[name] = api[name]
   end
 end
