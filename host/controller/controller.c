@@ -281,7 +281,7 @@ void luna_controller_start(struct luna_controller *c)
     c->started = true;
     char workers[16];
     snprintf(workers, sizeof workers, "%d", c->workers);
-    luna_info("controller started", "controller", c->name, "workers", workers);
+    luna_info("controller started", "controller", c->name, LUNA_LOG_NUM("workers"), workers);
     luna_controller_periodic_start(c);
     luna_controller_kick(c);
 }

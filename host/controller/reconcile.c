@@ -161,10 +161,9 @@ static void log_result(struct luna_reconcile *r, const char *msg, const char *re
     char ns[256];
     const char *name = split_key(r->key, ns, sizeof ns);
     luna_log(level, msg, "controller", r->c->name, "key", r->key, "reconcile_id",
-             luna_reconcile_id(r),
-             "attempt", attempt, "result", result, "duration_ms", ms, "error", error,
-             "where", where, "stopped", stopped, "namespace", ns[0] ? ns : NULL, "name", name,
-             NULL);
+             luna_reconcile_id(r), LUNA_LOG_NUM("attempt"), attempt, "result", result,
+             LUNA_LOG_NUM("duration_ms"), ms, "error", error, "where", where, "stopped", stopped,
+             "namespace", ns[0] ? ns : NULL, "name", name, NULL);
 }
 
 /* Runs in a protected call: the text of an error value (a string, a
@@ -554,7 +553,7 @@ void luna_reconcile_start(struct luna_controller *c, const char *key, int priori
         snprintf(prio, sizeof prio, "%d", priority);
         luna_debug("reconcile start", "controller", c->name, "key", key, "reconcile_id",
                    luna_reconcile_id(r),
-                   "namespace", ns[0] ? ns : NULL, "name", name, "priority", prio);
+                   "namespace", ns[0] ? ns : NULL, "name", name, LUNA_LOG_NUM("priority"), prio);
     }
     lua_State *co = r->co;
     lua_rawgeti(co, LUA_REGISTRYINDEX, c->spec->reconcile_ref);

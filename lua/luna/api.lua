@@ -148,7 +148,7 @@ local function shadow_send(rt, fn, method, kind, namespace, name, subresource, q
   -- the host's own fields (the object written), not a script's
   rt.log("info", "shadow write", nil, { verb = verb, kind = kind, namespace = namespace,
     name = name or (type(after) == "table" and type(after.metadata) == "table" and after.metadata.name) or nil,
-    subresource = subresource, changed = changed and "true" or "false", diff = encoded })
+    subresource = subresource, changed = changed and true or false, diff = encoded })
   return after
 end
 

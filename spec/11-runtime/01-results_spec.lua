@@ -122,7 +122,7 @@ describe("reconcile results #integration", function()
     assert.equal(ns, r.req_namespace)
     assert.equal("none", r.req_name)
     assert.equal(ns .. "/none", r.req_key)
-    assert.equal("1", r.req_attempt)
+    assert.equal(1, r.req_attempt)
     assert.equal("number", r.attempt_type)
     -- the log line of a reconcile carries the controller, key and reconcile id
     assert.equal("results", r.controller)
@@ -140,7 +140,7 @@ describe("reconcile results #integration", function()
     assert.is_nil(r.req_namespace)
     assert.equal("nil", r.ns_type)
     assert.equal(ns, r.req_name)
-    assert.equal("1", r.req_attempt)
+    assert.equal(1, r.req_attempt)
   end)
 
   it("treats nothing and true as done: one reconcile, forgotten", function()
@@ -165,10 +165,10 @@ describe("reconcile results #integration", function()
   end)
 
   it("comes back after {requeue_after = s}, with the key's failures forgotten", function()
-    local again = rt.wait(env, function(r) return saw("after")(r) and r.n == "3" end, 20, "third")
+    local again = rt.wait(env, function(r) return saw("after")(r) and r.n == 3 end, 20, "third")
     local after = rt.wait(env, rt.msg("requeue after", { key = key("after") }), 1, "requeue after")
     assert.equal("0.5", after.result)
-    assert.equal("2", after.attempt)
+    assert.equal(2, after.attempt)
     assert.is_true(rt.seconds(again) - rt.seconds(after) >= 0.45)
     -- attempt 1 failed, attempt 2 asked for the delay, which forgot the failure
     assert.same({ 1, 2, 1 }, attempts(rt.all(env, saw("after"))))
@@ -271,7 +271,7 @@ describe("reconcile results #integration", function()
       prios[i] = r.priority
     end
     -- created live (0), then the result's -100, kept by the next requeue
-    assert.same({ "0", "-100", "-100" }, prios)
+    assert.same({ 0, -100, -100 }, prios)
   end)
 
   it("fails a result whose priority is not an integer", function()

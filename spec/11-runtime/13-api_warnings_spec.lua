@@ -37,7 +37,7 @@ describe("API warnings", function()
     rt.cm(env, "greet", { a = "1" }, { [rt.LABEL] = token })
     local key = env.srv.ns .. "/greet"
     local done = rt.wait(env, rt.msg("patched", { key = key }), 20, "the reconcile")
-    assert.equal("true", tostring(done.ok))
+    assert.equal(true, done.ok)
     assert.equal(0, tonumber(done.before))
     assert.equal('unknown field "dta"', done.warnings)
     assert.equal(0, tonumber(done.after_get), "the get's answer had no warning")
