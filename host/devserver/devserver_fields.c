@@ -2,6 +2,7 @@
 #include "devserver/devserver_fields.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -21,7 +22,7 @@ int luna_ds_fields_directive(const luna_ds_request *req, const char *options,
         return luna_ds_status_invalid(st, "meta.k8s.io", options, "", "FieldValueNotSupported",
                                       "fieldValidation",
                                       "Unsupported value: \"%.100s\": supported values: "
-                                      "\"Ignore\", \"Strict\", \"Warn\"", v);
+                                      "\"\", \"Ignore\", \"Strict\", \"Warn\"", v);
     return 0;
 }
 
@@ -117,7 +118,7 @@ static void walk_object(struct walk *w, int msg, json_t *obj, bool top)
 }
 
 int luna_ds_fields_check(const luna_ds_type *t, json_t *doc, enum luna_ds_field_validation dv,
-                         json_t **warnings, luna_ds_status *st)
+                         bool patch, json_t **warnings, luna_ds_status *st)
 {
     int msg = -1;
     for (size_t i = 0; i < luna_ds_pb_n_kinds; i++)
@@ -142,7 +143,16 @@ int luna_ds_fields_check(const luna_ds_type *t, json_t *doc, enum luna_ds_field_
                              json_string_value(json_array_get(w.found, i)));
             o += k > 0 ? (size_t)k : 0;
         }
-        rc = luna_ds_status_bad_request(st, "strict decoding error: %s", text);
+        if (!patch) {
+            rc = luna_ds_status_bad_request(st, "strict decoding error: %s", text);
+        } else {
+            /* kube's patcher: the patched object as the invalid value */
+            char *js = json_dumps(doc, JSON_COMPACT);
+            rc = luna_ds_status_invalid(st, "", "", "", "FieldValueInvalid", "patch",
+                                        "Invalid value: \"%.300s\": strict decoding error: %s",
+                                        js ? js : "", text);
+            free(js);
+        }
     } else if (n && dv == LUNA_DS_FIELDS_WARN) {
         if (!*warnings && !(*warnings = json_array()))
             rc = luna_ds_status_oom(st);

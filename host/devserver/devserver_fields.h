@@ -5,8 +5,10 @@
  *   - Warn (the default: absent or "") names each one in a warning,
  *     `unknown field "spec.template.spec.containers[1].imagee"`, that the
  *     transport sends as `Warning: 299 - "..."` (devserver_http.c);
- *   - Strict refuses the write: 400 BadRequest "strict decoding error:
- *     unknown field \"a\", unknown field \"b\"", nothing changed;
+ *   - Strict refuses the write: a create or update with 400 BadRequest
+ *     "strict decoding error: unknown field \"a\", unknown field \"b\"",
+ *     a patch with 422 Invalid (field "patch", the patched object as the
+ *     value, as kube's patcher answers); nothing changed;
  *   - Ignore drops them silently;
  *   - anything else is 422 Invalid (kube's "Unsupported value" of
  *     CreateOptions / UpdateOptions / PatchOptions).
@@ -26,6 +28,7 @@
 #define LUNA_DEVSERVER_FIELDS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "devserver/devserver_request.h"
 #include "devserver/devserver_status.h"
@@ -39,13 +42,13 @@ enum luna_ds_field_validation { LUNA_DS_FIELDS_WARN, LUNA_DS_FIELDS_IGNORE, LUNA
 int luna_ds_fields_directive(const luna_ds_request *req, const char *options,
                              enum luna_ds_field_validation *out, luna_ds_status *st);
 
-/* Checks doc (an object of type t) under directive dv: unknown fields are
- * removed (Warn, Ignore) and, under Warn, their warnings appended to
- * *warnings (a JSON array of strings, created on the first; the caller
- * owns it).  Returns 0, or the negative code with st set (Strict: 400;
- * out of memory: 500). */
+/* Checks doc (an object of type t; patch: the patched object of a patch)
+ * under directive dv: unknown fields are removed (Warn, Ignore) and, under
+ * Warn, their warnings appended to *warnings (a JSON array of strings,
+ * created on the first; the caller owns it).  Returns 0, or the negative
+ * code with st set (Strict: 400, or 422 for a patch; out of memory: 500). */
 int luna_ds_fields_check(const luna_ds_type *t, json_t *doc, enum luna_ds_field_validation dv,
-                         json_t **warnings, luna_ds_status *st);
+                         bool patch, json_t **warnings, luna_ds_status *st);
 
 /* The Warning header value for text, `299 - "text"` with '"' and '\\'
  * escaped, into buf, as apimachinery's NewWarningHeader writes it; false

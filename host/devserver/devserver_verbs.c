@@ -30,7 +30,7 @@ void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
     }
     json_t *doc = luna_ds_validate_body(req, &st);
     if (!doc || luna_ds_validate_object(t, doc, ns, NULL, &st) < 0 ||
-        luna_ds_fields_check(t, doc, dv, &resp->warnings, &st) < 0) {
+        luna_ds_fields_check(t, doc, dv, false, &resp->warnings, &st) < 0) {
         json_decref(doc);
         luna_ds_reply_status(resp, &st);
         return;
@@ -127,7 +127,7 @@ static int update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, cons
         return LUNA_EINVAL;
     json_t *doc = luna_ds_validate_body(req, st);
     if (!doc || luna_ds_validate_object(t, doc, ns, name, st) < 0 ||
-        luna_ds_fields_check(t, doc, dv, warnings, st) < 0) {
+        luna_ds_fields_check(t, doc, dv, false, warnings, st) < 0) {
         json_decref(doc);
         return LUNA_EINVAL;
     }
@@ -424,7 +424,7 @@ static int patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const
     /* the patched object, as kube decodes it (its stored fields are all
      * known: only the patch can bring an unknown one) */
     if (rc == 0)
-        rc = luna_ds_fields_check(t, doc, dv, warnings, st);
+        rc = luna_ds_fields_check(t, doc, dv, true, warnings, st);
     const char *pname = rc == 0 ? luna_ds_doc_str(luna_ds_doc_meta(doc), "name") : NULL;
     if (rc == 0 && (!pname || strcmp(pname, name) != 0))
         rc = luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid",

@@ -68,15 +68,32 @@ describe("apiserver field validation", function()
 
   it("refuses the write with fieldValidation=Strict and stays silent with Ignore", function()
     srv:create_cm("strict", { a = "1" })
+    -- a patch: kube's patcher answers 422 Invalid, field "patch"
     local code, st = srv:request("PATCH", srv:ns_path("configmaps", "strict") .. "?fieldValidation=Strict",
       '{"dta":{"b":"2"}}', MERGE)
-    assert.equal(400, code)
-    assert.equal("BadRequest", st.reason)
-    assert.matches('unknown field "dta"', st.message, 1, true)
+    assert.equal(422, code)
+    assert.equal("Invalid", st.reason)
+    assert.matches('strict decoding error: unknown field "dta"', st.message, 1, true)
+    -- a create: the decoder's 400 BadRequest
+    local ccode, cst = srv:request("POST", srv:ns_path("configmaps") .. "?fieldValidation=Strict",
+      { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "strict2" }, dta = { b = "2" } })
+    assert.equal(400, ccode)
+    assert.equal("BadRequest", cst.reason)
+    assert.matches('strict decoding error: unknown field "dta"', cst.message, 1, true)
+    assert.equal(404, (srv:request("GET", srv:ns_path("configmaps", "strict2"))))
     local icode, cm, _, headers = srv:request("PATCH",
       srv:ns_path("configmaps", "strict") .. "?fieldValidation=Ignore", '{"dta":{"b":"2"}}', MERGE)
     assert.equal(200, icode)
     assert.same({}, warnings(headers))
     assert.is_nil(cm.dta)
+  end)
+
+  it("refuses a fieldValidation value it does not know with 422, naming the supported ones", function()
+    local code, st = srv:request("POST", srv:ns_path("configmaps") .. "?fieldValidation=Loose",
+      { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "loose" } })
+    assert.equal(422, code)
+    assert.equal("Invalid", st.reason)
+    assert.matches('fieldValidation: Unsupported value: "Loose"', st.message, 1, true)
+    assert.equal(404, (srv:request("GET", srv:ns_path("configmaps", "loose"))))
   end)
 end)
