@@ -61,6 +61,7 @@ static bool path_push(struct walk *w, size_t len, const char *fmt, const char *a
 }
 
 static void walk_object(struct walk *w, int msg, json_t *obj, bool top);
+static void unknown(struct walk *w, json_t *obj, const char *key);
 
 /* A value of field f at w->path: a nested message (alone, in a list or in
  * a map) is walked; other values are leaves. */
@@ -106,12 +107,83 @@ static void walk_object(struct walk *w, int msg, json_t *obj, bool top)
             continue;
         }
         if (!f) {
-            if (json_array_append_new(w->found, json_string(w->path)) < 0)
-                w->oom = true;
-            if (w->dv != LUNA_DS_FIELDS_STRICT)
-                json_object_del(obj, key);
+            unknown(w, obj, key);
         } else {
             walk_value(w, f, v);
+        }
+        w->path[len] = '\0';
+    }
+}
+
+/* The index of the message named name (its Go package path and type). */
+static int message_named(const char *name)
+{
+    for (size_t i = 0; i < luna_ds_pb_n_messages; i++)
+        if (strcmp(luna_ds_pb_messages[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* An unknown field at w->path (the key just pushed) of obj. */
+static void unknown(struct walk *w, json_t *obj, const char *key)
+{
+    if (json_array_append_new(w->found, json_string(w->path)) < 0)
+        w->oom = true;
+    if (w->dv != LUNA_DS_FIELDS_STRICT)
+        json_object_del(obj, key);
+}
+
+/* A custom resource's value v at w->path against its structural schema
+ * sch, as apiextensions prunes: an object's fields are its properties',
+ * or any under additionalProperties (a schema or true) or
+ * x-kubernetes-preserve-unknown-fields; an embedded resource (and the
+ * root) also has apiVersion, kind and an ObjectMeta metadata; a list's
+ * elements are its items'.  depth bounds the walk (the schema is a
+ * client's). */
+static void walk_schema(struct walk *w, const json_t *sch, json_t *v, bool root, int depth)
+{
+    if (!json_is_object(sch) || depth > 64)
+        return;
+    size_t len = strlen(w->path);
+    if (json_is_array(v)) {
+        const json_t *items = json_object_get(sch, "items");
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e) {
+            char idx[24];
+            snprintf(idx, sizeof idx, "%zu", i);
+            if (path_push(w, len, "[%s]", idx))
+                walk_schema(w, items, e, false, depth + 1);
+            w->path[len] = '\0';
+        }
+        return;
+    }
+    if (!json_is_object(v))
+        return;
+    const json_t *props = json_object_get(sch, "properties");
+    const json_t *more = json_object_get(sch, "additionalProperties");
+    bool preserve = json_is_true(json_object_get(sch, "x-kubernetes-preserve-unknown-fields"));
+    bool embedded = root || json_is_true(json_object_get(sch, "x-kubernetes-embedded-resource"));
+    const char *key;
+    json_t *e, *tmp;
+    json_object_foreach_safe(v, tmp, key, e) {
+        if (!path_push(w, len, len ? ".%s" : "%s", key)) {
+            w->path[len] = '\0';
+            continue;
+        }
+        const json_t *p = json_object_get(props, key);
+        if (embedded && (strcmp(key, "apiVersion") == 0 || strcmp(key, "kind") == 0)) {
+            /* always known */
+        } else if (embedded && strcmp(key, "metadata") == 0) {
+            int meta = message_named("k8s.io/apimachinery/pkg/apis/meta/v1.ObjectMeta");
+            if (meta >= 0 && json_is_object(e))
+                walk_object(w, meta, e, false);
+        } else if (p) {
+            walk_schema(w, p, e, false, depth + 1);
+        } else if (json_is_object(more)) {
+            walk_schema(w, more, e, false, depth + 1);
+        } else if (!json_is_true(more) && !preserve) {
+            unknown(w, v, key);
         }
         w->path[len] = '\0';
     }
@@ -125,12 +197,15 @@ int luna_ds_fields_check(const luna_ds_type *t, json_t *doc, enum luna_ds_field_
         if (strcmp(luna_ds_pb_kinds[i].api_version, t->api_version) == 0 &&
             strcmp(luna_ds_pb_kinds[i].kind, t->kind) == 0)
             msg = luna_ds_pb_kinds[i].msg;
-    if (msg < 0 || !json_is_object(doc))
+    if ((msg < 0 && !(t->custom && t->schema)) || !json_is_object(doc))
         return 0;
     struct walk w = { .dv = dv, .found = json_array() };
     if (!w.found)
         return luna_ds_status_oom(st);
-    walk_object(&w, msg, doc, true);
+    if (msg >= 0)
+        walk_object(&w, msg, doc, true);
+    else
+        walk_schema(&w, t->schema, doc, true, 0);
     size_t n = json_array_size(w.found);
     int rc = 0;
     if (w.oom) {

@@ -18,8 +18,13 @@
  * [index], a map entry as [key]; apiVersion and kind are always known.
  *
  * Schemas: the built-in kinds of the generated protobuf tables
- * (devserver_pbschema.c, every field of their Go types by JSON name);
- * other kinds (Lease, Event, custom resources) are not checked.
+ * (devserver_pbschema.c, every field of their Go types by JSON name), and
+ * custom resources by their version's openAPIV3Schema as apiextensions
+ * prunes (properties, additionalProperties, items,
+ * x-kubernetes-preserve-unknown-fields, x-kubernetes-embedded-resource;
+ * metadata as ObjectMeta); other built-in kinds (Lease, Event, Pod,
+ * ReplicaSet, StatefulSet) and a CRD version without a schema are not
+ * checked.
  *
  * Uses devserver_protobuf (the tables), devserver_status.  Runs on the
  * loop thread.  Documents are borrowed and changed in place.

@@ -132,8 +132,8 @@ local function shadow_send(rt, fn, method, kind, namespace, name, subresource, q
     copy.dryRun = { "All" }
     body = copy
   end
-  local after, err = send_now(rt, method, kind, namespace, name, subresource, dry, body, content_type)
-  if after == nil then return nil, err end
+  local after, err, warns = send_now(rt, method, kind, namespace, name, subresource, dry, body, content_type)
+  if after == nil then return nil, err, warns end
   local diff, changed
   if method == "DELETE" then
     changed = before ~= nil
@@ -149,7 +149,7 @@ local function shadow_send(rt, fn, method, kind, namespace, name, subresource, q
   rt.log("info", "shadow write", nil, { verb = verb, kind = kind, namespace = namespace,
     name = name or (type(after) == "table" and type(after.metadata) == "table" and after.metadata.name) or nil,
     subresource = subresource, changed = changed and true or false, diff = encoded })
-  return after
+  return after, nil, warns
 end
 
 -- Sends one request and turns the answer into (object) or (nil, err).

@@ -4,6 +4,7 @@
 -- response header; Strict refuses the write, Ignore drops it silently.
 -- The same as kube-apiserver answers, so every test runs against both.
 local client = require("support.apiserver_client")
+local helpers = require("helpers")
 
 -- The texts of the 299 warnings in raw response headers, in order.
 local function warnings(headers)
@@ -17,9 +18,15 @@ local function warnings(headers)
 end
 
 describe("apiserver field validation", function()
-  local srv
-  setup(function() srv = client.start() end)
-  teardown(function() srv:stop() end)
+  local srv, group
+  setup(function()
+    srv = client.start()
+    group = srv.ns .. ".example.com"
+  end)
+  teardown(function()
+    srv:request("DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets." .. group)
+    srv:stop()
+  end)
 
   local MERGE = { content_type = "application/merge-patch+json" }
 
@@ -95,5 +102,45 @@ describe("apiserver field validation", function()
     assert.equal("Invalid", st.reason)
     assert.matches('fieldValidation: Unsupported value: "Loose"', st.message, 1, true)
     assert.equal(404, (srv:request("GET", srv:ns_path("configmaps", "loose"))))
+  end)
+
+  -- A custom resource by its CRD's structural schema, as apiextensions
+  -- prunes: properties, items, additionalProperties, preserved subtrees,
+  -- metadata as ObjectMeta.  (kube does not promise an order: compared
+  -- sorted.)
+  it("warns of unknown fields of a custom resource by its schema", function()
+    local str = { type = "string" }
+    local schema = { type = "object", properties = {
+      spec = { type = "object", properties = {
+        replicas = { type = "integer" },
+        items = { type = "array", items = { type = "object", properties = { name = str } } },
+        labels = { type = "object", additionalProperties = str },
+        free = { type = "object", ["x-kubernetes-preserve-unknown-fields"] = true } } },
+      status = { type = "object", ["x-kubernetes-preserve-unknown-fields"] = true } } }
+    local crd = { apiVersion = "apiextensions.k8s.io/v1", kind = "CustomResourceDefinition",
+      metadata = { name = "widgets." .. group },
+      spec = { group = group, scope = "Namespaced",
+        versions = { { name = "v1", served = true, storage = true, schema = { openAPIV3Schema = schema } } },
+        names = { plural = "widgets", singular = "widget", kind = "Widget", listKind = "WidgetList" } } }
+    assert.equal(201, (srv:request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)))
+    local path = "/apis/" .. group .. "/v1/namespaces/" .. srv.ns .. "/widgets"
+    local code, w, headers
+    local deadline = helpers.now() + 30
+    repeat -- until the new resource is served
+      code, w, _, headers = srv:request("POST", path, { apiVersion = group .. "/v1", kind = "Widget",
+        metadata = { name = "w1", lables = { a = "b" } },
+        spec = { replicass = 2, replicas = 1, items = { { name = "a", nmae = "b" } },
+                 labels = { any = "x" }, free = { anything = { goes = true } } } })
+      if code ~= 201 then os.execute("sleep 0.2") end
+    until code == 201 or helpers.now() > deadline
+    assert.equal(201, code)
+    local got = warnings(headers)
+    table.sort(got)
+    assert.same({ 'unknown field "metadata.lables"', 'unknown field "spec.items[0].nmae"',
+                  'unknown field "spec.replicass"' }, got)
+    assert.is_nil(w.spec.replicass)
+    assert.is_nil(w.spec.items[1].nmae)
+    assert.same({ any = "x" }, w.spec.labels)
+    assert.same({ anything = { goes = true } }, w.spec.free)
   end)
 end)
