@@ -245,9 +245,10 @@ static bool result_keys_known(struct luna_reconcile *r, int idx, struct result *
         char name[128], hint[160] = "";
         int t = lua_type(co, -2);
         if (t == LUA_TSTRING) {
-            const char *k = lua_tostring(co, -2);
+            size_t klen;
+            const char *k = lua_tolstring(co, -2, &klen);
             const char *const *f = luna_reconcile_result_fields;
-            while (*f && strcmp(*f, k) != 0)
+            while (*f && !(strlen(*f) == klen && memcmp(*f, k, klen) == 0))
                 f++;
             if (*f)
                 continue;
