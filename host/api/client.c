@@ -11,6 +11,7 @@
 
 #include "base/log.h"
 #include "client/resource.h"
+#include "client/warning.h"
 #include "lua/lua_util.h"
 #include "controller/controller.h"
 #include "controller/reconcile.h"
@@ -190,6 +191,40 @@ copy:
     return 0;
 }
 
+#define LUNA_API_WARNINGS_MAX 64
+
+static void add_warning(void *ud, const char *text, size_t len)
+{
+    lua_State *co = ud;
+    if (lua_objlen(co, -1) >= LUNA_API_WARNINGS_MAX)
+        return;
+    lua_pushlstring(co, text, len);
+    lua_rawseti(co, -2, (int)lua_objlen(co, -2) + 1);
+}
+
+/* Pushes the list of the response's 299 warnings (client/warning.h), in
+ * the order they came, if it has any; returns whether it pushed.  At most
+ * LUNA_API_WARNINGS_MAX are kept: a server cannot grow a reconcile's heap
+ * with them. */
+static bool push_warnings(lua_State *co, const luna_http_response *resp)
+{
+    bool any = false;
+    for (size_t i = 0; i < resp->nheaders; i++) {
+        if (strcmp(resp->headers[i].name, "warning") != 0)
+            continue;
+        if (!any) {
+            lua_newtable(co);
+            any = true;
+        }
+        luna_warning_parse(resp->headers[i].value, add_warning, co);
+    }
+    if (any && lua_objlen(co, -1) == 0) {
+        lua_pop(co, 1);
+        any = false;
+    }
+    return any;
+}
+
 static void on_request_done(void *ud, const luna_http_response *resp,
                             const luna_http_failure *fail)
 {
@@ -204,14 +239,20 @@ static void on_request_done(void *ud, const luna_http_response *resp,
      * hold it for the cap. */
     luna_watchdog_release_memory(co, p->charged);
     p->charged = 0;
+    int nres = 2;
     if (fail) {
         luna_lua_push_error(co, luna_http_reason_name(fail->reason), fail->err.msg, 0);
     } else {
         lua_pushinteger(co, resp->status);
         lua_pushlstring(co, p->resp ? p->resp : "", p->resp_len);
+        if (push_warnings(co, resp)) {
+            luna_controller_count_api_warnings(luna_reconcile_controller(r),
+                                               (unsigned)lua_objlen(co, -1));
+            nres = 3;
+        }
     }
     pending_free(p);
-    luna_reconcile_resume(r, 2);
+    luna_reconcile_resume(r, nres);
 }
 
 /* Whether the path part (before '?') has a "." or ".." segment. */

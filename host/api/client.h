@@ -5,7 +5,12 @@
  *
  *   core.runtime.resolve(kind)               → resource table | nil, err   (yields)
  *   core.runtime.request(method, path [, body [, content_type]])
- *                                            → status, body | nil, err     (yields)
+ *                                            → status, body [, warnings] | nil, err   (yields)
+ *
+ * warnings: the texts of the answer's `Warning: 299` headers (client/
+ * warning.h), in order, at most 64, present only when there are any; they
+ * are counted in luna_api_warnings_total{controller} here, and logged with
+ * the call's line and kept for luna.last_warnings() by lua/luna/api.lua.
  *
  * Uses: kube_client (requests), discovery (kinds), controller (the
  * reconcile a call belongs to).  Runs on the loop thread.

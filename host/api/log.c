@@ -88,6 +88,16 @@ static int luna_api_log_log(lua_State *L)
                     break;
             if (j == attached)
                 j = n++;
+            /* a number or boolean is marked as one (base/log.h) */
+            int t = lua_type(L, -1);
+            if (t == LUA_TNUMBER || t == LUA_TBOOLEAN) {
+                lua_pushfstring(L, "%s%s", t == LUA_TNUMBER ? LUNA_LOG_NUM("") : LUNA_LOG_BOOL(""),
+                                k);
+                lua_rawseti(L, strs, (int)lua_objlen(L, strs) + 1);
+                lua_rawgeti(L, strs, (int)lua_objlen(L, strs));
+                k = lua_tostring(L, -1);
+                lua_pop(L, 1);
+            }
             pairs[2 * j] = k;
             pairs[2 * j + 1] = v;
         }
@@ -105,6 +115,10 @@ static int luna_api_log_log(lua_State *L)
             lua_pushvalue(L, -2);
             lua_rawseti(L, strs, (int)lua_objlen(L, strs) + 1);
             f->key = lua_tolstring(L, -2, &f->key_len);
+            int t = lua_type(L, -1);
+            f->type = t == LUA_TNUMBER    ? LUNA_LOG_TYPE_NUMBER
+                      : t == LUA_TBOOLEAN ? LUNA_LOG_TYPE_BOOL
+                                          : LUNA_LOG_TYPE_STRING;
             f->value = field_string(L, strs, lua_gettop(L), &f->value_len);
             lua_pop(L, 1);
         }

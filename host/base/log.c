@@ -216,6 +216,7 @@ struct item {
     size_t key_len;
     size_t key_raw;       /* input bytes of the key (what dropping it loses) */
     bool bare;
+    bool literal;         /* JSON: a number or boolean written bare (log.h) */
     size_t need;          /* bytes as written in full (capped) */
     size_t allow;         /* bytes it may take */
 };
@@ -263,6 +264,79 @@ static enum key_result add_key(struct keyset *ks, bool json, const char *prefix,
     return KEY_OK;
 }
 
+/* A host pair's key without its type mark (log.h), and its type. */
+static const char *pair_key(const char *key, enum luna_log_type *type)
+{
+    *type = key[0] == '#' ? LUNA_LOG_TYPE_NUMBER : key[0] == '?' ? LUNA_LOG_TYPE_BOOL
+                                                               : LUNA_LOG_TYPE_STRING;
+    return *type == LUNA_LOG_TYPE_STRING ? key : key + 1;
+}
+
+/* Whether s is a JSON number (RFC 8259's grammar), at most 64 bytes,
+ * below 1e308 in magnitude: a reader parsing it as a double (Go's
+ * encoding/json, jansson) must not overflow, so "1e999" stays a string. */
+static bool json_number(const char *s, size_t n)
+{
+    size_t i = 0;
+    long mag = 0; /* the decimal exponent of the first significant digit */
+    bool nonzero = false;
+    if (n == 0 || n > 64)
+        return false;
+    if (s[i] == '-')
+        i++;
+    if (i < n && s[i] == '0') {
+        i++;
+    } else if (i < n && s[i] >= '1' && s[i] <= '9') {
+        nonzero = true;
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            i++;
+            mag++;
+        }
+        mag--;
+    } else {
+        return false;
+    }
+    if (i < n && s[i] == '.') {
+        size_t d = ++i;
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            if (!nonzero && s[i] != '0') {
+                nonzero = true;
+                mag = -(long)(i - d) - 1;
+            }
+            i++;
+        }
+        if (i == d)
+            return false;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        bool neg = i < n && s[i] == '-';
+        if (i < n && (s[i] == '+' || s[i] == '-'))
+            i++;
+        size_t d = i;
+        long e = 0;
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            if (e < 100000)
+                e = e * 10 + (s[i] - '0');
+            i++;
+        }
+        if (i == d)
+            return false;
+        mag += neg ? -e : e;
+    }
+    return i == n && (!nonzero || mag <= 307);
+}
+
+/* Whether a value of this type is written as a bare JSON literal. */
+static bool json_literal(enum luna_log_type type, const char *s, size_t n)
+{
+    if (type == LUNA_LOG_TYPE_NUMBER)
+        return json_number(s, n);
+    if (type == LUNA_LOG_TYPE_BOOL)
+        return (n == 4 && memcmp(s, "true", 4) == 0) || (n == 5 && memcmp(s, "false", 5) == 0);
+    return false;
+}
+
 static bool reserved_key(const char *key, size_t len, const char *const *pairs, int npairs)
 {
     size_t plen = strlen(LUNA_LOG_SCRIPT_PREFIX);
@@ -271,9 +345,12 @@ static bool reserved_key(const char *key, size_t len, const char *const *pairs, 
     for (size_t i = 0; i < NHOST_KEYS; i++)
         if (strlen(host_keys[i]) == len && memcmp(host_keys[i], key, len) == 0)
             return true;
-    for (int i = 0; i < npairs; i++)
-        if (pairs[2 * i + 1] && strlen(pairs[2 * i]) == len && memcmp(pairs[2 * i], key, len) == 0)
+    for (int i = 0; i < npairs; i++) {
+        enum luna_log_type t;
+        const char *k = pair_key(pairs[2 * i], &t);
+        if (pairs[2 * i + 1] && strlen(k) == len && memcmp(k, key, len) == 0)
             return true;
+    }
     return false;
 }
 
@@ -281,7 +358,8 @@ static bool reserved_key(const char *key, size_t len, const char *const *pairs, 
 static bool repeats_host_pair(const struct luna_log_field *f, const char *const *pairs, int npairs)
 {
     for (int i = 0; i < npairs; i++) {
-        const char *k = pairs[2 * i], *v = pairs[2 * i + 1];
+        enum luna_log_type t;
+        const char *k = pair_key(pairs[2 * i], &t), *v = pairs[2 * i + 1];
         if (v && strlen(k) == f->key_len && memcmp(k, f->key, f->key_len) == 0 &&
             strlen(v) == f->value_len && memcmp(v, f->value, f->value_len) == 0)
             return true;
@@ -334,7 +412,8 @@ size_t luna_log_format_line(char out[LUNA_LOG_LINE_MAX], enum luna_log_format fo
         add_key(&ks, json, "", writer_keys[i], strlen(writer_keys[i]), &k, &klen);
     items[n++] = (struct item){ .s = msg ? msg : "", .n = msg ? msg_len : 0 };
     for (int i = 0; i < npairs; i++) {
-        const char *key = pairs[2 * i], *value = pairs[2 * i + 1];
+        enum luna_log_type type;
+        const char *key = pair_key(pairs[2 * i], &type), *value = pairs[2 * i + 1];
         if (!value)
             continue;
         size_t kraw = strlen(key), vlen = strlen(value);
@@ -344,13 +423,14 @@ size_t luna_log_format_line(char out[LUNA_LOG_LINE_MAX], enum luna_log_format fo
             continue;
         }
         items[n++] = (struct item){ .s = value, .n = vlen, .key = k, .key_len = klen,
-                                    .key_raw = kraw };
+                                    .key_raw = kraw,
+                                    .literal = json && json_literal(type, value, vlen) };
     }
     for (int i = 0; i < nfields; i++) {
         const struct luna_log_field *f = &fields[i];
         const char *key = f->key ? f->key : "", *value = f->value ? f->value : "";
         size_t kraw = f->key ? f->key_len : 0, vlen = f->value ? f->value_len : 0;
-        struct luna_log_field g = { key, kraw, value, vlen };
+        struct luna_log_field g = { key, kraw, value, vlen, f->type };
         if (repeats_host_pair(&g, pairs, npairs))
             continue;
         const char *prefix = reserved_key(key, kraw, pairs, npairs) ? LUNA_LOG_SCRIPT_PREFIX : "";
@@ -360,7 +440,8 @@ size_t luna_log_format_line(char out[LUNA_LOG_LINE_MAX], enum luna_log_format fo
             continue;
         }
         items[n++] = (struct item){ .s = value, .n = vlen, .key = k, .key_len = klen,
-                                    .key_raw = kraw };
+                                    .key_raw = kraw,
+                                    .literal = json && json_literal(f->type, value, vlen) };
     }
 
     /* What every line has, and what each item takes besides its value:
@@ -381,9 +462,15 @@ size_t luna_log_format_line(char out[LUNA_LOG_LINE_MAX], enum luna_log_format fo
     }
     size_t values = 0;
     for (int i = 0; i < n; i++) {
-        items[i].need = measure(items[i].s, items[i].n,
-                                json ? SHAPE_QUOTED : i == 0 ? SHAPE_MESSAGE : SHAPE_TOKEN,
-                                LUNA_LOG_LINE_MAX, &items[i].bare);
+        if (items[i].literal) {
+            /* digits, signs, '.', 'e', "true", "false": as they are */
+            items[i].need = items[i].n;
+            items[i].bare = true;
+        } else {
+            items[i].need = measure(items[i].s, items[i].n,
+                                    json ? SHAPE_QUOTED : i == 0 ? SHAPE_MESSAGE : SHAPE_TOKEN,
+                                    LUNA_LOG_LINE_MAX, &items[i].bare);
+        }
         items[i].allow = items[i].need;
         values += items[i].need;
     }
@@ -432,7 +519,11 @@ size_t luna_log_format_line(char out[LUNA_LOG_LINE_MAX], enum luna_log_format fo
             o += it->key_len;
             out[o++] = json ? ':' : '=';
         }
-        o += emit(out + o, it->allow, it->s, it->n, it->bare, &consumed);
+        /* A literal that cannot be written whole (never, in practice: a
+         * short value is owed its share) is written as a cut string: a
+         * cut number would be another number. */
+        bool bare = it->bare && !(it->literal && it->allow < it->n);
+        o += emit(out + o, it->allow, it->s, it->n, bare, &consumed);
         if (consumed < it->n) {
             cut += it->n - consumed;
             lost = true;

@@ -9,6 +9,16 @@
  * Messages of the host are stable strings (specs assert them); variable
  * parts go in key/value pairs.  Callers never pass credentials.
  *
+ * Typed values (JSON only; the text format writes every value the same way
+ * as ever).  Values are strings; a host pair whose key is written
+ * LUNA_LOG_NUM("attempt") ("#attempt") or LUNA_LOG_BOOL("secure")
+ * ("?secure") is a number or a boolean: in JSON its value is written as a
+ * JSON number (when it is one by JSON's grammar, "1", "-0.5", "1e+300")
+ * or as true/false (when it is "true" or "false"), else as the string it
+ * is ("inf", "nan").  The key is written without its mark.  A script's
+ * field says the same with its type (luna.log's numbers and booleans).
+ *   json: {"ts":"...","level":"error","msg":"reconcile failed","controller":"x","attempt":2,"duration_ms":1.25}
+ *
  * Whatever the bytes of a message, key or value (a script, a server or a
  * client may have chosen them), a line keeps these promises:
  *   - It is one line, one record.  Message, keys and values are escaped
@@ -96,12 +106,20 @@ void luna_log(enum luna_log_level level, const char *msg, ...)
 void luna_log_pairs(enum luna_log_level level, const char *msg,
                     const char *const *pairs, int npairs);
 
-/* A field a script gave: a key and a value of any bytes (borrowed). */
+/* How a value is written in JSON (see "Typed values" above). */
+enum luna_log_type { LUNA_LOG_TYPE_STRING, LUNA_LOG_TYPE_NUMBER, LUNA_LOG_TYPE_BOOL };
+/* A host pair's key marked as a number's or a boolean's (a literal). */
+#define LUNA_LOG_NUM(key) "#" key
+#define LUNA_LOG_BOOL(key) "?" key
+
+/* A field a script gave: a key and a value of any bytes (borrowed), and
+ * its type (zero: a string). */
 struct luna_log_field {
     const char *key;
     size_t key_len;
     const char *value;
     size_t value_len;
+    enum luna_log_type type;
 };
 
 /* One record: msg (msg_len bytes, any), the host's pairs (as

@@ -208,9 +208,11 @@ void luna_event_latency_report(void)
                            s.handoff.mean, s.received.p50, s.received.p99, s.received.max };
     for (int i = 0; i < 8; i++)
         snprintf(v[i], sizeof v[i], "%.3f", ms[i] * 1e3);
-    luna_info("event latency", "events", events, "p50_ms", v[0], "p90_ms", v[1], "p99_ms", v[2],
-              "max_ms", v[3], "mean_ms", v[4], "recv_p50_ms", v[5], "recv_p99_ms", v[6],
-              "recv_max_ms", v[7], "pending", pending, "unmatched", unmatched);
+    luna_info("event latency", LUNA_LOG_NUM("events"), events, LUNA_LOG_NUM("p50_ms"), v[0],
+              LUNA_LOG_NUM("p90_ms"), v[1], LUNA_LOG_NUM("p99_ms"), v[2], LUNA_LOG_NUM("max_ms"),
+              v[3], LUNA_LOG_NUM("mean_ms"), v[4], LUNA_LOG_NUM("recv_p50_ms"), v[5],
+              LUNA_LOG_NUM("recv_p99_ms"), v[6], LUNA_LOG_NUM("recv_max_ms"), v[7],
+              LUNA_LOG_NUM("pending"), pending, LUNA_LOG_NUM("unmatched"), unmatched);
 }
 
 void luna_event_latency_clear(void)

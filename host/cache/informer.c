@@ -180,7 +180,7 @@ size_t luna_informer_drain(struct luna_informer *inf, size_t max)
         inf->synced = true;
         char count[24];
         snprintf(count, sizeof count, "%zu", luna_indexer_len(inf->indexer));
-        luna_info("informer synced", "informer", inf->name, "objects", count);
+        luna_info("informer synced", "informer", inf->name, LUNA_LOG_NUM("objects"), count);
     }
     if (done > 0)
         notify_batch_end(inf);

@@ -146,10 +146,10 @@ static void resolve_later(struct luna_shared_informer *si, int code, const char 
     snprintf(secs, sizeof secs, "%.1f", delay);
     if (!si->not_served)
         luna_warn("informer kind not resolved", "informer", si->key, "error", why,
-                  "retry_in", secs);
+                  LUNA_LOG_NUM("retry_in"), secs);
     else
         luna_log(was_not_served ? LUNA_LOG_DEBUG : LUNA_LOG_WARN, "informer kind not served",
-                 "informer", si->key, "error", why, "retry_in", secs, NULL);
+                 "informer", si->key, "error", why, LUNA_LOG_NUM("retry_in"), secs, NULL);
     ev_timer_set(&si->retry, delay, 0.);
     ev_timer_start(luna_loop(), &si->retry);
 }

@@ -75,8 +75,8 @@ static void finish_list(struct luna_reflector *r)
     }
     char count[24];
     snprintf(count, sizeof count, "%zu", r->nlisted);
-    luna_debug("reflector listed", "informer", luna_informer_name(r->inf), "objects", count,
-               "resourceVersion", rv, "via", "list");
+    luna_debug("reflector listed", "informer", luna_informer_name(r->inf), LUNA_LOG_NUM("objects"),
+               count, "resourceVersion", rv, "via", "list");
     snprintf(r->rv, sizeof r->rv, "%s", rv);
     luna_reflector_drop_listed(r);
     r->rv_unavailable = false;

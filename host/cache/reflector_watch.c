@@ -99,8 +99,8 @@ static int finish_watch_list(struct luna_reflector *r, const char *rv)
     }
     char count[24];
     snprintf(count, sizeof count, "%zu", r->nlisted);
-    luna_debug("reflector listed", "informer", luna_informer_name(r->inf), "objects", count,
-               "resourceVersion", rv, "via", "watch list");
+    luna_debug("reflector listed", "informer", luna_informer_name(r->inf), LUNA_LOG_NUM("objects"),
+               count, "resourceVersion", rv, "via", "watch list");
     snprintf(r->rv, sizeof r->rv, "%s", rv);
     luna_reflector_drop_listed(r);
     r->phase = WATCHING;

@@ -564,9 +564,9 @@ void luna_leader_start(struct luna_leader *le)
     snprintf(secs[0], sizeof secs[0], "%g", le->lease_duration);
     snprintf(secs[1], sizeof secs[1], "%g", le->renew_deadline);
     snprintf(secs[2], sizeof secs[2], "%g", le->retry_period);
-    luna_info("attempting to acquire leader lease", "lease", le->lease_id, "identity",
-              le->identity, "lease_duration", secs[0], "renew_deadline", secs[1],
-              "retry_period", secs[2]);
+    luna_info("attempting to acquire leader lease", "lease", le->lease_id, "identity", le->identity,
+              LUNA_LOG_NUM("lease_duration"), secs[0], LUNA_LOG_NUM("renew_deadline"), secs[1],
+              LUNA_LOG_NUM("retry_period"), secs[2]);
     le->next_attempt = now_of(le);
     luna_leader_tick(le);
 }

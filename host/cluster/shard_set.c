@@ -633,7 +633,7 @@ static void decide(struct luna_shard_set *s)
     if (n != s->members) {
         char count[16];
         snprintf(count, sizeof count, "%zu", n);
-        luna_info("shard members", "set", s->set, "members", count);
+        luna_info("shard members", "set", s->set, LUNA_LOG_NUM("members"), count);
     }
     s->members = n;
     struct luna_shard_selector *mine = NULL;
@@ -1098,10 +1098,10 @@ void luna_shard_set_start(struct luna_shard_set *s)
     snprintf(secs[1], sizeof secs[1], "%g", s->renew_deadline);
     snprintf(secs[2], sizeof secs[2], "%g", s->retry_period);
     snprintf(secs[3], sizeof secs[3], "%g", s->margin);
-    luna_info("shard set joining", "set", s->set, "identity", s->identity, "lease",
-              s->lease_name, "field", s->field == LUNA_SHARD_UID ? "uid" : "namespace",
-              "lease_duration", secs[0], "renew_deadline", secs[1], "retry_period", secs[2],
-              "skew_margin", secs[3]);
+    luna_info("shard set joining", "set", s->set, "identity", s->identity, "lease", s->lease_name,
+              "field", s->field == LUNA_SHARD_UID ? "uid" : "namespace",
+              LUNA_LOG_NUM("lease_duration"), secs[0], LUNA_LOG_NUM("renew_deadline"), secs[1],
+              LUNA_LOG_NUM("retry_period"), secs[2], LUNA_LOG_NUM("skew_margin"), secs[3]);
     report(s);
     renew(s);
 }

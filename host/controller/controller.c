@@ -57,6 +57,12 @@ void luna_controller_set_metrics(struct luna_controller *c, struct luna_controll
         luna_runtime_metrics_periodic_next(cm, c->every_due);
 }
 
+void luna_controller_count_api_warnings(struct luna_controller *c, unsigned n)
+{
+    if (c->metrics && n)
+        luna_runtime_metrics_api_warnings(c->metrics, n);
+}
+
 void luna_controller_count_stop(struct luna_controller *c, enum luna_watchdog_stop stop)
 {
     if (!c->metrics)
@@ -275,7 +281,7 @@ void luna_controller_start(struct luna_controller *c)
     c->started = true;
     char workers[16];
     snprintf(workers, sizeof workers, "%d", c->workers);
-    luna_info("controller started", "controller", c->name, "workers", workers);
+    luna_info("controller started", "controller", c->name, LUNA_LOG_NUM("workers"), workers);
     luna_controller_periodic_start(c);
     luna_controller_kick(c);
 }

@@ -219,6 +219,9 @@ void luna_controller_note_shadow(struct luna_controller *c, const char *key, con
 #define LUNA_SHADOW_MAX_KEYS 1000
 #define LUNA_SHADOW_MAX_WHAT 512   /* bytes kept of each key's description */
 void luna_controller_set_shadow(struct luna_controller *c, bool shadow);
+/* n warnings the API server sent with a call of c's reconciles
+ * (luna_api_warnings_total{controller}). */
+void luna_controller_count_api_warnings(struct luna_controller *c, unsigned n);
 bool luna_controller_shadow(const struct luna_controller *c);
 /* Calls fn for each key the candidate recorded, in the order recorded;
  * returns how many were recorded and sets *dropped to those beyond the

@@ -175,7 +175,7 @@ size_t luna_generation_adopt(struct luna_generation *g, struct luna_generation *
             size_t keys = luna_controller_synced(c) ? luna_controller_enqueue_all(c) : 0;
             char count[24];
             snprintf(count, sizeof count, "%zu", keys);
-            luna_info("controller changed", "controller", name, "enqueued", count);
+            luna_info("controller changed", "controller", name, LUNA_LOG_NUM("enqueued"), count);
         }
     }
     for (size_t j = 0; old && j < old->n; j++)

@@ -161,10 +161,9 @@ static void log_result(struct luna_reconcile *r, const char *msg, const char *re
     char ns[256];
     const char *name = split_key(r->key, ns, sizeof ns);
     luna_log(level, msg, "controller", r->c->name, "key", r->key, "reconcile_id",
-             luna_reconcile_id(r),
-             "attempt", attempt, "result", result, "duration_ms", ms, "error", error,
-             "where", where, "stopped", stopped, "namespace", ns[0] ? ns : NULL, "name", name,
-             NULL);
+             luna_reconcile_id(r), LUNA_LOG_NUM("attempt"), attempt, "result", result,
+             LUNA_LOG_NUM("duration_ms"), ms, "error", error, "where", where, "stopped", stopped,
+             "namespace", ns[0] ? ns : NULL, "name", name, NULL);
 }
 
 /* Runs in a protected call: the text of an error value (a string, a
@@ -234,6 +233,50 @@ static void fail(struct result *res, const char *error)
     res->error = error;
 }
 
+/* Checks the keys of the result table at idx of co (raw: lua_next runs
+ * no metamethod): an unknown one (a misspelling such as requeue_afer
+ * would otherwise pass as a plain success) fails the reconcile with the
+ * key, the nearest known key and where the reconcile function is (its
+ * return statement is gone with its frame).  Returns false if it failed. */
+static bool result_keys_known(struct luna_reconcile *r, int idx, struct result *res)
+{
+    lua_State *co = r->co;
+    for (lua_pushnil(co); lua_next(co, idx); lua_pop(co, 1)) {
+        char name[128], hint[160] = "";
+        int t = lua_type(co, -2);
+        if (t == LUA_TSTRING) {
+            size_t klen;
+            const char *k = lua_tolstring(co, -2, &klen);
+            const char *const *f = luna_reconcile_result_fields;
+            while (*f && !(strlen(*f) == klen && memcmp(*f, k, klen) == 0))
+                f++;
+            if (*f)
+                continue;
+            snprintf(name, sizeof name, "'%.100s'", k);
+            luna_controller_spec_suggest(luna_reconcile_result_fields, k, hint, sizeof hint);
+        } else if (t == LUA_TNUMBER) {
+            snprintf(name, sizeof name, "%.14g", lua_tonumber(co, -2));
+        } else {
+            snprintf(name, sizeof name, "(a %s)", luaL_typename(co, -2));
+        }
+        lua_pop(co, 2);
+        lua_Debug ar;
+        lua_rawgeti(co, LUA_REGISTRYINDEX, r->c->spec->reconcile_ref);
+        const char *at = "?";
+        int line = 0;
+        if (lua_getinfo(co, ">S", &ar)) {
+            at = ar.short_src;
+            line = ar.linedefined;
+        }
+        snprintf(res->text, sizeof res->text,
+                 "reconcile returned unknown result key %s%s in the reconcile function at %s:%d",
+                 name, hint, at, line);
+        fail(res, res->text);
+        return false;
+    }
+    return true;
+}
+
 /* The result of a reconcile that returned (status 0): nothing or true is
  * success; nil, err and false are errors; a table asks for a requeue
  * (its priority, if any, replaces the key's).  Leaves co's stack as it
@@ -257,7 +300,7 @@ static void classify_returned(struct luna_reconcile *r, struct result *res)
             }
             lua_pop(co, 1);
         }
-    } else if (n >= 1 && lua_istable(co, 1)) {
+    } else if (n >= 1 && lua_istable(co, 1) && result_keys_known(r, 1, res)) {
         lua_pushstring(co, luna_reconcile_result_fields[RESULT_REQUEUE_AFTER]);
         lua_rawget(co, 1);
         lua_pushstring(co, luna_reconcile_result_fields[RESULT_REQUEUE]);
@@ -396,8 +439,11 @@ static void resume(struct luna_reconcile *r, int nargs)
     current = outer;
     luna_controller_charge(ev_time() - t0);
     if (g.stop != LUNA_WATCHDOG_RUNNING) {
-        char reason[256];
-        luna_watchdog_describe(&g, reason, sizeof reason);
+        /* with the script's file:line, as a raised error has it */
+        char reason[448];
+        size_t at = strlen(g.where);
+        memcpy(reason, g.where, at + 1);
+        luna_watchdog_describe(&g, reason + at, sizeof reason - at);
         if (rc == LUA_YIELD && r->cancel) {
             /* stopped, yet it got to yield in an API call: abandon the call */
             r->cancel(r->cancel_ud);
@@ -508,7 +554,7 @@ void luna_reconcile_start(struct luna_controller *c, const char *key, int priori
         snprintf(prio, sizeof prio, "%d", priority);
         luna_debug("reconcile start", "controller", c->name, "key", key, "reconcile_id",
                    luna_reconcile_id(r),
-                   "namespace", ns[0] ? ns : NULL, "name", name, "priority", prio);
+                   "namespace", ns[0] ? ns : NULL, "name", name, LUNA_LOG_NUM("priority"), prio);
     }
     lua_State *co = r->co;
     lua_rawgeti(co, LUA_REGISTRYINDEX, c->spec->reconcile_ref);

@@ -46,7 +46,7 @@ void luna_controller_enqueue(struct luna_controller *c, const char *key, int pri
     if (luna_log_enabled(LUNA_LOG_DEBUG)) {
         char prio[16];
         snprintf(prio, sizeof prio, "%d", priority);
-        luna_debug("enqueue", "controller", c->name, "key", key, "priority", prio);
+        luna_debug("enqueue", "controller", c->name, "key", key, LUNA_LOG_NUM("priority"), prio);
     }
     if (luna_workqueue_add_priority(c->queue, key, priority) == LUNA_ENOMEM)
         luna_error("enqueue failed", "controller", c->name, "key", key, "error", "out of memory");

@@ -72,6 +72,8 @@ void luna_controller_spec_list_fields(void (*fn)(void *ud, const char *group, co
             fn(ud, groups[g].group, *f);
 }
 
+static const char *suggest(const char *const *known, const char *s, char *buf, size_t size);
+
 static bool in_list(const char *const *list, const char *s)
 {
     for (; *list; list++)
@@ -107,6 +109,12 @@ static size_t distance(const char *a, const char *b)
         }
     }
     return d[n][m];
+}
+
+const char *luna_controller_spec_suggest(const char *const *known, const char *s, char *buf,
+                                        size_t size)
+{
+    return suggest(known, s, buf, size);
 }
 
 /* " (did you mean 'x'?)" for the known name nearest to s, or "". */

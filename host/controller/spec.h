@@ -131,6 +131,13 @@ bool luna_controller_spec_last_error(lua_State *L, char *msg, size_t msg_size, c
 void luna_controller_spec_list_fields(void (*fn)(void *ud, const char *group, const char *field),
                                       void *ud);
 
+/* " (did you mean 'x'?)" into buf for the name of the NULL-terminated
+ * list `known` nearest to s (within a bound that grows with its length),
+ * or "" when none is near: the hint of every misspelled-name message
+ * (spec fields, reconcile result keys).  Returns buf. */
+const char *luna_controller_spec_suggest(const char *const *known, const char *s, char *buf,
+                                        size_t size);
+
 /* The line of the file at path that sets the field of path `field`
  * ("watch.labels": the first line setting `watch`, then the next setting
  * `labels`), or 0 if no line does. */

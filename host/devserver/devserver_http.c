@@ -1,5 +1,6 @@
 /* devserver_http.c — see devserver_http.h. */
 #include "devserver/devserver_http.h"
+#include "devserver/devserver_fields.h"
 
 #include <arpa/inet.h>
 #include <ev.h>
@@ -393,6 +394,60 @@ static void release_delayed(luna_ds_http *srv)
     }
 }
 
+/* The MHD response for what the API answered (resp's body and watch
+ * move into it); *code becomes 500 if a stream cannot be set up. */
+static struct MHD_Response *reply(struct request *r, luna_ds_response *resp, const char *url,
+                                  unsigned *code)
+{
+    luna_ds_http *srv = r->srv;
+    struct MHD_Connection *c = r->conn;
+    luna_ds_status st = { 0 };
+    if (resp->watch) {
+        struct stream *s = calloc(1, sizeof *s);
+        if (!s) {
+            luna_ds_watch_free(resp->watch);
+            luna_ds_status_oom(&st);
+            *code = 500;
+            return status_response(&st);
+        }
+        s->srv = srv;
+        s->conn = c;
+        s->watch = resp->watch;
+        luna_ds_watch_set_wake(resp->watch, on_wake, s);
+        struct MHD_Response *mr = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+                                                                    stream_read, s, stream_free);
+        if (!mr) {
+            stream_free(s);
+            return NULL;
+        }
+        MHD_add_response_header(mr, "Content-Type", "application/json");
+        MHD_add_response_header(mr, "Cache-Control", "no-cache, private");
+        return mr;
+    }
+    struct MHD_Response *mr;
+    if (!resp->content_type && (strcmp(url, "/healthz") == 0 || strcmp(url, "/livez") == 0 ||
+                               strcmp(url, "/readyz") == 0))
+        resp->content_type = "text/plain; charset=utf-8";
+    if (resp->body && !resp->content_type) {
+        mr = json_response(resp->body, resp->len);
+    } else {
+        mr = MHD_create_response_from_buffer(resp->len, resp->body, MHD_RESPMEM_MUST_FREE);
+        if (!mr) {
+            free(resp->body);
+        } else if (resp->content_type && *resp->content_type) {
+            MHD_add_response_header(mr, "Content-Type", resp->content_type);
+            MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
+        }
+    }
+    if (mr && resp->retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", resp->retry_after);
+        MHD_add_response_header(mr, "Retry-After", ra);
+    }
+    return mr;
+}
+
+
 static struct MHD_Response *dispatch(struct request *r, const char *url, const char *method,
                                      unsigned *code)
 {
@@ -451,51 +506,20 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
     luna_ds_api_handle(srv->ds, &req, &resp);
     free(json_body);
     *code = (unsigned)resp.code;
-    if (resp.watch) {
-        struct stream *s = calloc(1, sizeof *s);
-        if (!s) {
-            luna_ds_watch_free(resp.watch);
-            luna_ds_status_oom(&st);
-            *code = 500;
-            return status_response(&st);
-        }
-        s->srv = srv;
-        s->conn = c;
-        s->watch = resp.watch;
-        luna_ds_watch_set_wake(resp.watch, on_wake, s);
-        struct MHD_Response *mr = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
-                                                                    stream_read, s, stream_free);
-        if (!mr) {
-            stream_free(s);
-            return NULL;
-        }
-        MHD_add_response_header(mr, "Content-Type", "application/json");
-        MHD_add_response_header(mr, "Cache-Control", "no-cache, private");
-        return mr;
-    }
-    struct MHD_Response *mr;
-    if (!resp.content_type && (strcmp(url, "/healthz") == 0 || strcmp(url, "/livez") == 0 ||
-                               strcmp(url, "/readyz") == 0))
-        resp.content_type = "text/plain; charset=utf-8";
-    if (resp.body && !resp.content_type) {
-        mr = json_response(resp.body, resp.len);
-    } else {
-        mr = MHD_create_response_from_buffer(resp.len, resp.body, MHD_RESPMEM_MUST_FREE);
-        if (!mr) {
-            free(resp.body);
-        } else if (resp.content_type && *resp.content_type) {
-            MHD_add_response_header(mr, "Content-Type", resp.content_type);
-            MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
+    struct MHD_Response *mr = reply(r, &resp, url, code);
+    if (mr && resp.warnings) {
+        /* one header per warning, as kube-apiserver sends them */
+        size_t i;
+        json_t *w;
+        json_array_foreach(resp.warnings, i, w) {
+            char value[2048];
+            if (luna_ds_fields_warning_header(json_string_value(w), value, sizeof value))
+                MHD_add_response_header(mr, "Warning", value);
         }
     }
-    if (mr && resp.retry_after > 0) {
-        char ra[16];
-        snprintf(ra, sizeof ra, "%d", resp.retry_after);
-        MHD_add_response_header(mr, "Retry-After", ra);
-    }
+    json_decref(resp.warnings);
     return mr;
 }
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls)

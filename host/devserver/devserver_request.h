@@ -5,8 +5,8 @@
  * and to answer with a document or a Status.
  *
  * The request is borrowed for the call.  The response owns its body
- * (free()) or its watch (luna_ds_watch_free()); the reply helpers fill it
- * in.  jansson returns NULL when out of memory, so a helper given NULL
+ * (free()) or its watch (luna_ds_watch_free()), and its warnings
+ * (json_decref()); the reply helpers fill it in.  jansson returns NULL when out of memory, so a helper given NULL
  * answers 500 out of memory.  Runs on the loop thread.
  */
 #ifndef LUNA_DEVSERVER_REQUEST_H
@@ -39,6 +39,7 @@ typedef struct luna_ds_response {
     int retry_after;              /* > 0: send Retry-After */
     const char *content_type;     /* static; NULL: application/json ("" sends none) */
     luna_ds_watch *watch;         /* non-NULL: stream this watch (owned) */
+    json_t *warnings;             /* owned: strings sent as Warning: 299 headers, or NULL */
 } luna_ds_response;
 
 /* A query parameter's value, or NULL when absent. */

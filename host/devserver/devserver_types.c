@@ -57,6 +57,7 @@ static void type_free(luna_ds_type *t)
     free(t->crd_name);
     json_decref(t->short_names);
     json_decref(t->categories);
+    json_decref(t->schema);
     free(t);
 }
 
@@ -635,6 +636,9 @@ int luna_ds_types_crd_sync(luna_ds_types *reg, const json_t *crd)
         t->return_deleted = true;
         json_t *sub = json_object_get(v, "subresources");
         t->has_status = json_object_get(sub, "status") != NULL;
+        json_decref(t->schema);
+        json_t *sch = json_object_get(json_object_get(v, "schema"), "openAPIV3Schema");
+        t->schema = json_is_object(sch) ? json_deep_copy(sch) : NULL;
     }
     return rc;
 }

@@ -52,6 +52,7 @@ typedef struct luna_ds_type {
     enum luna_ds_conv conv;
     const char *const *fields; /* extra field-selector paths (NULL-terminated) */
     char *crd_name;       /* for custom types: the CRD's metadata.name */
+    json_t *schema;       /* custom types: the version's openAPIV3Schema (owned), or NULL */
     struct luna_ds_coll *coll; /* shared by the versions of one group/resource */
     struct luna_ds_type *next;
 } luna_ds_type;

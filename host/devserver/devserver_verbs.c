@@ -7,6 +7,7 @@
 
 #include "devserver/devserver_apply.h"
 #include "devserver/devserver_doc.h"
+#include "devserver/devserver_fields.h"
 #include "devserver/devserver_state.h"
 #include "devserver/devserver_gc.h"
 #include "devserver/devserver_list.h"
@@ -22,8 +23,14 @@ void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
                           luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
+    enum luna_ds_field_validation dv;
+    if (luna_ds_fields_directive(req, "CreateOptions", &dv, &st) < 0) {
+        luna_ds_reply_status(resp, &st);
+        return;
+    }
     json_t *doc = luna_ds_validate_body(req, &st);
-    if (!doc || luna_ds_validate_object(t, doc, ns, NULL, &st) < 0) {
+    if (!doc || luna_ds_validate_object(t, doc, ns, NULL, &st) < 0 ||
+        luna_ds_fields_check(t, doc, dv, false, &resp->warnings, &st) < 0) {
         json_decref(doc);
         luna_ds_reply_status(resp, &st);
         return;
@@ -112,10 +119,15 @@ static void reply_write(luna_ds_response *resp, int rc, int code, json_t *out,
 }
 
 static int update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
-                  const char *name, const char *sub, json_t **out, luna_ds_status *st)
+                  const char *name, const char *sub, json_t **out, json_t **warnings,
+                  luna_ds_status *st)
 {
+    enum luna_ds_field_validation dv;
+    if (luna_ds_fields_directive(req, "UpdateOptions", &dv, st) < 0)
+        return LUNA_EINVAL;
     json_t *doc = luna_ds_validate_body(req, st);
-    if (!doc || luna_ds_validate_object(t, doc, ns, name, st) < 0) {
+    if (!doc || luna_ds_validate_object(t, doc, ns, name, st) < 0 ||
+        luna_ds_fields_check(t, doc, dv, false, warnings, st) < 0) {
         json_decref(doc);
         return LUNA_EINVAL;
     }
@@ -134,7 +146,7 @@ void luna_ds_verbs_update(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
 {
     luna_ds_status st = { 0 };
     json_t *out = NULL;
-    int rc = update(ds, req, t, ns, name, sub, &out, &st);
+    int rc = update(ds, req, t, ns, name, sub, &out, &resp->warnings, &st);
     reply_write(resp, rc, 200, out, t, name, &st);
 }
 
@@ -374,8 +386,11 @@ static int apply(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const
 /* Merge, JSON and strategic merge patches of an existing object. */
 static int patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                  const char *name, const char *sub, enum patch_kind kind, json_t **out,
-                 luna_ds_status *st)
+                 json_t **warnings, luna_ds_status *st)
 {
+    enum luna_ds_field_validation dv;
+    if (luna_ds_fields_directive(req, "PatchOptions", &dv, st) < 0)
+        return LUNA_EINVAL;
     json_error_t je;
     json_t *ops = json_loadb(req->body, req->body_len, JSON_DECODE_ANY, &je);
     if (!ops)
@@ -406,6 +421,10 @@ static int patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const
         rc = luna_ds_status_set(st, 422, "Invalid", "the patched object is not a JSON object");
     if (rc == 0)
         rc = luna_ds_validate_kind(t, doc, st);
+    /* the patched object, as kube decodes it (its stored fields are all
+     * known: only the patch can bring an unknown one) */
+    if (rc == 0)
+        rc = luna_ds_fields_check(t, doc, dv, true, warnings, st);
     const char *pname = rc == 0 ? luna_ds_doc_str(luna_ds_doc_meta(doc), "name") : NULL;
     if (rc == 0 && (!pname || strcmp(pname, name) != 0))
         rc = luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid",
@@ -437,6 +456,6 @@ void luna_ds_verbs_patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *
     else if (kind == APPLY)
         rc = apply(ds, req, t, ns, name, sub, &code, &out, &st);
     else
-        rc = patch(ds, req, t, ns, name, sub, kind, &out, &st);
+        rc = patch(ds, req, t, ns, name, sub, kind, &out, &resp->warnings, &st);
     reply_write(resp, rc, code, out, t, name, &st);
 }

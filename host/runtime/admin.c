@@ -72,7 +72,7 @@ static void log_request(const struct luna_admin_request *req, const char *action
     luna_log(status < 300 ? LUNA_LOG_INFO : LUNA_LOG_WARN, "admin request",
              "user", req->user && *req->user ? req->user : "anonymous",
              "remote", req->remote && *req->remote ? req->remote : NULL,
-             "action", action, "controller", controller, "what", what, "status", code,
+             "action", action, "controller", controller, "what", what, LUNA_LOG_NUM("status"), code,
              "error", error, NULL);
 }
 
@@ -81,11 +81,11 @@ static void log_reconcile(const struct luna_admin_request *req, const char *cont
 {
     char n[24];
     snprintf(n, sizeof n, "%zu", enqueued);
-    luna_log(LUNA_LOG_INFO, "admin request",
-             "user", req->user && *req->user ? req->user : "anonymous",
-             "remote", req->remote && *req->remote ? req->remote : NULL,
-             "action", "reconcile", "controller", controller, "what", what, "enqueued", n,
-             "status", "200", NULL);
+    luna_log(LUNA_LOG_INFO, "admin request", "user",
+             req->user && *req->user ? req->user : "anonymous", "remote",
+             req->remote && *req->remote ? req->remote : NULL, "action", "reconcile", "controller",
+             controller, "what", what, LUNA_LOG_NUM("enqueued"), n, LUNA_LOG_NUM("status"), "200",
+             NULL);
 }
 
 static int fail(const struct luna_admin_request *req, struct luna_textbuf *out, int status,

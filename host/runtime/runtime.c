@@ -338,7 +338,7 @@ static bool check_controllers(struct runtime *rt, bool *not_served_only)
     if (all_synced && !rt->caches_synced) {
         char count[16];
         snprintf(count, sizeof count, "%zu", luna_informer_factory_count(rt->factory));
-        luna_info("caches synced", "informers", count);
+        luna_info("caches synced", LUNA_LOG_NUM("informers"), count);
         rt->caches_synced = true;
     }
     if (rt->stopping || (rt->leader && !rt->leading))
@@ -920,15 +920,17 @@ static int start_server(struct runtime *rt, const char *address, bool metrics, b
         else
             snprintf(cmd, sizeof cmd, "curl %s", url);
         if (secure)
-            luna_info("metrics server listening", "address", addr, "secure", "true", "cert",
+            luna_info("metrics server listening", "address", addr, LUNA_LOG_BOOL("secure"), "true", "cert",
                       luna_serving_cert_self_signed(rt->metrics_cert) ? "self-signed" : "files",
                       "read_header_timeout", header_to, "read_timeout", read_to,
-                      "max_connections", maxc, "max_connections_per_address", maxa,
+                      LUNA_LOG_NUM("max_connections"), maxc,
+                      LUNA_LOG_NUM("max_connections_per_address"), maxa,
                       "url", url, try_key, cmd);
         else
-            luna_info("metrics server listening", "address", addr, "secure", "false",
+            luna_info("metrics server listening", "address", addr, LUNA_LOG_BOOL("secure"), "false",
                       "read_header_timeout", header_to, "read_timeout", read_to,
-                      "max_connections", maxc, "max_connections_per_address", maxa,
+                      LUNA_LOG_NUM("max_connections"), maxc,
+                      LUNA_LOG_NUM("max_connections_per_address"), maxa,
                       "url", url, try_key, cmd);
     }
     if (metrics && admin_on(rt->cfg)) {
@@ -951,7 +953,8 @@ static int start_server(struct runtime *rt, const char *address, bool metrics, b
         server_url(url, sizeof url, "http", addr, "/readyz");
         luna_info("health probe server listening", "address", addr,
                   "read_header_timeout", header_to, "read_timeout", read_to,
-                  "max_connections", maxc, "max_connections_per_address", maxa, "url", url);
+                  LUNA_LOG_NUM("max_connections"), maxc,
+                  LUNA_LOG_NUM("max_connections_per_address"), maxa, "url", url);
     }
     return 0;
 }
@@ -1293,14 +1296,14 @@ static void candidate_end_cb(struct ev_loop *loop, ev_timer *w, int revents)
         snprintf(more, sizeof more, "%zu", n + dropped > 10 ? n + dropped - 10 : 0);
         luna_log(n + dropped || luna_controller_errors(c) ? LUNA_LOG_WARN : LUNA_LOG_INFO,
                  "reload shadow report", "controller", luna_controller_name(c),
-                 "started", luna_controller_started(c) ? "true" : "false",
-                 "disagreeing", count, "errors", errors, "keys", r.len ? r.keys : NULL,
-                 "more", n + dropped > 10 ? more : NULL, NULL);
+                 LUNA_LOG_BOOL("started"), luna_controller_started(c) ? "true" : "false",
+                 LUNA_LOG_NUM("disagreeing"), count, LUNA_LOG_NUM("errors"), errors, "keys",
+                 r.len ? r.keys : NULL, LUNA_LOG_NUM("more"), n + dropped > 10 ? more : NULL, NULL);
         total += n + dropped;
     }
     char count[24];
     snprintf(count, sizeof count, "%zu", total);
-    luna_info("reload shadow done", "disagreeing", count);
+    luna_info("reload shadow done", LUNA_LOG_NUM("disagreeing"), count);
     candidate_free(rt);
     reload_now(rt, "shadow done");
 }
@@ -1309,7 +1312,7 @@ static void candidate_end_cb(struct ev_loop *loop, ev_timer *w, int revents)
  * run, beside the live code, for cfg->shadow_reload seconds. */
 static void try_in_shadow(struct runtime *rt, const char *trigger)
 {
-    luna_info("reload requested", "trigger", trigger, "shadow", "true");
+    luna_info("reload requested", "trigger", trigger, LUNA_LOG_BOOL("shadow"), "true");
     if (rt->candidate) {
         luna_info("reload shadow superseded");
         candidate_free(rt);
@@ -1323,7 +1326,7 @@ static void try_in_shadow(struct runtime *rt, const char *trigger)
     rt->candidate = next;
     char secs[32];
     snprintf(secs, sizeof secs, "%g", rt->cfg->shadow_reload);
-    luna_info("reload shadow started", "seconds", secs);
+    luna_info("reload shadow started", LUNA_LOG_NUM("seconds"), secs);
     ev_timer_set(&rt->candidate_end, rt->cfg->shadow_reload, 0.);
     ev_timer_start(luna_loop(), &rt->candidate_end);
     ev_timer_set(&rt->candidate_poll, 0., SYNC_CHECK_S);
@@ -1391,9 +1394,9 @@ static void finish_reload(struct runtime *rt)
     /* Controllers that are gone take their Event memory with them. */
     luna_event_memories_retain(rt->events, keep_events_of, next);
     enum luna_reload_result result = len ? LUNA_RELOAD_UNRESOLVED : LUNA_RELOAD_SUCCESS;
-    luna_log(len ? LUNA_LOG_ERROR : LUNA_LOG_INFO, "reload done", "controllers", n,
-             "changed", ch, "generation", gen, "result", luna_reload_result_name(result),
-             "unresolved", len ? unresolved : NULL, NULL);
+    luna_log(len ? LUNA_LOG_ERROR : LUNA_LOG_INFO, "reload done", LUNA_LOG_NUM("controllers"), n,
+             LUNA_LOG_NUM("changed"), ch, LUNA_LOG_NUM("generation"), gen, "result",
+             luna_reload_result_name(result), "unresolved", len ? unresolved : NULL, NULL);
     luna_runtime_metrics_reload(rt->rm, result, ev_time());
 }
 
@@ -1532,7 +1535,7 @@ static int run(const struct luna_run_config *cfg)
     }
     char count[16];
     snprintf(count, sizeof count, "%d", luna_loader_count(luna_generation_state(rt.gen)));
-    luna_info("controllers loaded", "dir", cfg->dir, "count", count);
+    luna_info("controllers loaded", "dir", cfg->dir, LUNA_LOG_NUM("count"), count);
 
     if (connect_api(&rt, &err) < 0) {
         luna_error("kubeconfig failed", "error", err.msg);

@@ -477,7 +477,8 @@ int luna_test_control_start(const struct luna_test_control_source *src, luna_err
     ev_io_init(&tc.in, on_input, STDIN_FILENO, EV_READ);
     ev_io_start(luna_loop(), &tc.in);
     tc.started = true;
-    luna_info("test control listening on stdin", "fake_clock", tc.fake ? "true" : "false");
+    luna_info("test control listening on stdin", LUNA_LOG_BOOL("fake_clock"),
+              tc.fake ? "true" : "false");
     return 0;
 }
 

@@ -678,11 +678,28 @@ enum luna_watchdog_stop luna_watchdog_leave(struct luna_watchdog_guard *g)
     return g->stop;
 }
 
+/* "file:line: " of the innermost frame of co that has a line, into buf
+ * ("" when none has).  lua_getinfo "Sl" allocates nothing. */
+static void script_where(lua_State *co, char *buf, size_t size)
+{
+    lua_Debug ar;
+    buf[0] = '\0';
+    for (int level = 0; level < 64 && lua_getstack(co, level, &ar); level++) {
+        if (lua_getinfo(co, "Sl", &ar) && ar.currentline > 0) {
+            snprintf(buf, size, "%s:%d: ", ar.short_src, ar.currentline);
+            return;
+        }
+    }
+}
+
 int luna_watchdog_resume(lua_State *co, int nargs, struct luna_watchdog_guard *g)
 {
+    g->where[0] = '\0';
     luna_watchdog_enter(co, g);
     int rc = lua_resume(co, nargs);
     luna_watchdog_leave(g);
+    if (g->stop != LUNA_WATCHDOG_RUNNING && rc != 0 && rc != LUA_YIELD)
+        script_where(co, g->where, sizeof g->where);
     return rc;
 }
 

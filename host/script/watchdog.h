@@ -184,6 +184,11 @@ struct luna_watchdog_guard {
     int step;
     enum luna_watchdog_stop stop;
     enum luna_watchdog_memory_rule memory_rule; /* when stop is MEMORY */
+    /* luna_watchdog_resume of a stopped guard whose coroutine ended with an
+     * error: "file:line: " of the script code that was running (the
+     * innermost frame with a line: a C function such as string.rep is
+     * reported at its caller's line), or "" */
+    char where[192];
 };
 
 /* The configuration `luna run` starts from: the defaults above. */
@@ -231,7 +236,12 @@ void luna_watchdog_enter(lua_State *L, struct luna_watchdog_guard *g);
  * LUNA_WATCHDOG_RUNNING if it was not.  Never raises. */
 enum luna_watchdog_stop luna_watchdog_leave(struct luna_watchdog_guard *g);
 
-/* lua_resume / lua_pcall inside a guard (enter, call, leave). */
+/* lua_resume / lua_pcall inside a guard (enter, call, leave).  When the
+ * guard was stopped and the coroutine died with an error, resume also
+ * records where the script was in g->where (read from the dead
+ * coroutine's frames after the allocator and the hook are done: a
+ * refused allocation raises LuaJIT's bare "not enough memory", which has
+ * no position, and the hook that would add one may never run). */
 int luna_watchdog_resume(lua_State *co, int nargs, struct luna_watchdog_guard *g);
 int luna_watchdog_pcall(lua_State *L, int nargs, int nresults, int errfunc,
                         struct luna_watchdog_guard *g);

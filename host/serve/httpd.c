@@ -289,9 +289,9 @@ static enum MHD_Result answer_decision(struct luna_httpd *s, struct MHD_Connecti
         snprintf(code, sizeof code, "%d", luna_metrics_auth_status(sc->decision));
         char remote[INET6_ADDRSTRLEN + 16];
         remote_of(c, remote, sizeof remote);
-        luna_warn("admin request refused", "user", sc->user[0] ? sc->user : "anonymous",
-                  "remote", remote[0] ? remote : NULL, "method", method, "path", url,
-                  "decision", luna_metrics_auth_decision_name(sc->decision), "status", code);
+        luna_warn("admin request refused", "user", sc->user[0] ? sc->user : "anonymous", "remote",
+                  remote[0] ? remote : NULL, "method", method, "path", url, "decision",
+                  luna_metrics_auth_decision_name(sc->decision), LUNA_LOG_NUM("status"), code);
     }
     switch (sc->decision) {
     case LUNA_METRICS_AUTH_ALLOW:

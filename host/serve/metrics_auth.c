@@ -254,7 +254,8 @@ static void failed(struct luna_metrics_auth_check *c, const char *why)
     struct luna_metrics_auth *a = c->a;
     const char *what = c->step == STEP_TOKEN ? "TokenReview" : "SubjectAccessReview";
     if (c->attempts >= MAX_ATTEMPTS) {
-        luna_warn("metrics authorization failed", "review", what, "attempts", "5", "error", why);
+        luna_warn("metrics authorization failed", "review", what, LUNA_LOG_NUM("attempts"), "5",
+                  "error", why);
         finish(c, LUNA_METRICS_AUTH_ERROR);
         return;
     }
@@ -398,10 +399,9 @@ static void on_done(void *ud, const luna_http_response *resp, const luna_http_fa
         /* 401/403: luna's own credentials or RBAC; retrying cannot help. */
         char code[24];
         snprintf(code, sizeof code, "%ld", resp->status);
-        luna_warn("metrics authorization failed", "review", what, "status", code, "hint",
-                  resp->status == 403 ? "luna's service account needs create on "
-                                        "tokenreviews and subjectaccessreviews"
-                                      : "");
+        luna_warn("metrics authorization failed", "review", what, LUNA_LOG_NUM("status"), code,
+                  "hint",
+                  resp->status == 403 ? "luna's service account needs create on " "tokenreviews and subjectaccessreviews" : "");
         finish(c, LUNA_METRICS_AUTH_ERROR);
         return;
     }

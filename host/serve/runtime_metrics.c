@@ -48,6 +48,7 @@ enum fam {
     F_HTTP_RECEIVED,
     F_CONTROLLER_LUA_MEMORY,
     F_WATCHDOG_STOPS,
+    F_API_WARNINGS,
     F_LOG_LINES,
     F_LOG_DROPPED,
     F_LOG_TRUNCATED,
@@ -160,6 +161,10 @@ static const struct luna_metric_desc descs[F_COUNT] = {
         "Total number of the controller's Lua code stretches (reconciles, predicates, "
         "maps) the watchdog stopped, per reason (instructions, time, memory)",
         LUNA_METRIC_COUNTER, LABELS("controller", "reason"), NULL, 0 },
+    [F_API_WARNINGS] = { "luna_api_warnings_total",
+        "Total number of warnings (Warning: 299 response headers: an unknown field "
+        "dropped from a write, a deprecated API) the API server sent to the controller's "
+        "reconciles", LUNA_METRIC_COUNTER, LABELS("controller"), NULL, 0 },
     [F_LOG_LINES] = { "luna_log_lines_total",
         "Total number of log lines written or buffered for the log reader",
         LUNA_METRIC_COUNTER, NULL, NULL, 0 },
@@ -189,6 +194,7 @@ struct luna_controller_metrics {
     struct luna_metric_child *script;         /* NULL until a script is set */
     struct luna_metric_child *lua_memory;     /* function child reading memory_fn */
     struct luna_metric_child *stops[LUNA_WATCHDOG_STOP_REASONS];
+    struct luna_metric_child *api_warnings;
     luna_metric_fn memory_fn;                 /* NULL: reads 0 */
     void *memory_ud;
     struct luna_metric_family *script_family; /* reference */
@@ -324,6 +330,7 @@ void luna_runtime_metrics_controller_free(struct luna_controller_metrics *cm)
     drop_child(cm->lua_memory);
     for (int i = 0; i < LUNA_WATCHDOG_STOP_REASONS; i++)
         drop_child(cm->stops[i]);
+    drop_child(cm->api_warnings);
     luna_metric_family_unref(cm->script_family);
     if (cm->shadow_family) {
         luna_metric_family_remove_matching(cm->shadow_family, "controller", cm->name);
@@ -359,6 +366,11 @@ void luna_runtime_metrics_lua_memory_unsource(struct luna_controller_metrics *cm
         cm->memory_fn = NULL;
         cm->memory_ud = NULL;
     }
+}
+
+void luna_runtime_metrics_api_warnings(struct luna_controller_metrics *cm, unsigned n)
+{
+    luna_metric_add(cm->api_warnings, (double)n);
 }
 
 void luna_runtime_metrics_watchdog_stop(struct luna_controller_metrics *cm,
@@ -417,6 +429,8 @@ int luna_runtime_metrics_controller_new(struct luna_runtime_metrics *rm, const c
     for (int r = 0; r < LUNA_WATCHDOG_STOP_REASONS && rc == 0; r++)
         rc = held_child(rm->fam[F_WATCHDOG_STOPS], LABELS(name, stop_reason_name(r)),
                         &cm->stops[r], err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_API_WARNINGS], ctl, &cm->api_warnings, err);
     if (rc == 0) {
         rc = luna_metric_func(rm->fam[F_CONTROLLER_LUA_MEMORY], ctl, controller_lua_memory, cm,
                               NULL, &cm->lua_memory, err);

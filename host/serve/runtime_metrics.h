@@ -42,6 +42,8 @@
  *       the Lua heap charged to the controller's memory account
  *   luna_controller_watchdog_stops_total{controller,reason}    counter
  *       reason: instructions, time, memory
+ *   luna_api_warnings_total{controller}                        counter
+ *       (Warning: 299 headers the API server sent to its reconciles' calls)
  *   luna_log_lines_total                                       counter (function)
  *   luna_log_lines_dropped_total                               counter (function)
  *       (the log reader did not keep up, or the output failed: base/log.h)
@@ -159,6 +161,8 @@ enum luna_watchdog_stop_reason {
     LUNA_WATCHDOG_STOP_MEMORY,
 };
 #define LUNA_WATCHDOG_STOP_REASONS 3
+/* luna_api_warnings_total{controller} + n. */
+void luna_runtime_metrics_api_warnings(struct luna_controller_metrics *cm, unsigned n);
 /* luna_controller_watchdog_stops_total{controller, reason} + 1. */
 void luna_runtime_metrics_watchdog_stop(struct luna_controller_metrics *cm,
                                         enum luna_watchdog_stop_reason reason);

@@ -7,7 +7,9 @@
 -- status, 0 when no response), err.reason (the Kubernetes Status reason:
 -- NotFound, Conflict, AlreadyExists, ... or Timeout, ConnectionFailed),
 -- err.message and err.where ("luna.get at file:line", the failed call);
--- tostring(err) is "Reason: message".
+-- tostring(err) is "Reason: message".  The server's warnings on a call
+-- are logged ("api warning") and luna.last_warnings() returns the last
+-- call's.
 
 local core = require("luna.core")
 local errors = require("luna.errors")
@@ -112,6 +114,7 @@ local function merge_diff(a, b)
 end
 
 local send_now
+local answer
 
 local function shadow_send(rt, fn, method, kind, namespace, name, subresource, query, body, content_type)
   local verb = fn:gsub("^luna%.", "")
@@ -129,8 +132,8 @@ local function shadow_send(rt, fn, method, kind, namespace, name, subresource, q
     copy.dryRun = { "All" }
     body = copy
   end
-  local after, err = send_now(rt, method, kind, namespace, name, subresource, dry, body, content_type)
-  if after == nil then return nil, err end
+  local after, err, warns = send_now(rt, method, kind, namespace, name, subresource, dry, body, content_type)
+  if after == nil then return nil, err, warns end
   local diff, changed
   if method == "DELETE" then
     changed = before ~= nil
@@ -145,8 +148,8 @@ local function shadow_send(rt, fn, method, kind, namespace, name, subresource, q
   -- the host's own fields (the object written), not a script's
   rt.log("info", "shadow write", nil, { verb = verb, kind = kind, namespace = namespace,
     name = name or (type(after) == "table" and type(after.metadata) == "table" and after.metadata.name) or nil,
-    subresource = subresource, changed = changed and "true" or "false", diff = encoded })
-  return after
+    subresource = subresource, changed = changed and true or false, diff = encoded })
+  return after, nil, warns
 end
 
 -- Sends one request and turns the answer into (object) or (nil, err).
@@ -196,9 +199,16 @@ send_now = function(rt, method, kind, namespace, name, subresource, query, body,
       if not encoded then return nil, errors.new("InvalidObject", e.message, 0) end
     end
   end
-  local status, text = rt.request(method, path(res, namespace, name, subresource, query),
+  local status, text, warns = rt.request(method, path(res, namespace, name, subresource, query),
     encoded, content_type)
   if not status then return nil, text end
+  local obj, err = answer(method, status, text)
+  return obj, err, warns
+end
+
+-- The answer to a request: (object), (true) for an empty 2xx body where
+-- that is allowed, or (nil, err).
+answer = function(method, status, text)
   if status >= 200 and status < 300 then
     if text == "" then
       -- a read or a write must answer with the object: an empty 2xx body
@@ -228,13 +238,47 @@ end
 -- send, with err.where = "luna.get at file:line" naming the script line
 -- that made the failed call (the log of a reconcile returning nil, err
 -- shows it).
+--
+-- The server's warnings (`Warning: 299` headers: an unknown field dropped
+-- from a write, a deprecated API) are logged ("api warning", with the call
+-- and its line) and kept for luna.last_warnings(): the last call's, per
+-- reconcile coroutine, stamped with the reconcile's id (a coroutine is
+-- reused by later reconciles).
+local last_warnings = setmetatable({}, { __mode = "k" })
+
 local function call(fn, ...)
-  local obj, err = send(fn, ...)
+  local obj, err, warns = send(fn, ...)
+  local at
   if obj == nil and type(err) == "table" then
-    local at = util.where()
+    at = util.where()
     err.where = at and (fn .. " at " .. at) or fn
   end
+  local co = coroutine.running()
+  if warns then
+    local rt = core.runtime
+    at = at or util.where()
+    local where = at and (fn .. " at " .. at) or fn
+    for _, text in ipairs(warns) do
+      rt.log("warn", "api warning", nil, { warning = text, where = where })
+    end
+    last_warnings[co] = { id = rt.current().reconcile_id, list = warns }
+  elseif last_warnings[co] then
+    last_warnings[co] = nil
+  end
   return obj, err
+end
+
+-- luna.last_warnings(): the warnings the server sent with this reconcile's
+-- last API call (a fresh list of strings, empty when it sent none).
+function api.last_warnings()
+  local rt = core.runtime
+  local e = rt and last_warnings[coroutine.running()]
+  local cur = e and rt.current()
+  local out = {}
+  if cur and cur.reconcile_id == e.id then
+    for i, text in ipairs(e.list) do out[i] = text end
+  end
+  return out
 end
 
 -- luna.get(kind, namespace, name) or luna.get(kind, name) when cluster-scoped.

@@ -69,12 +69,13 @@ function luna.is_controller(v)
 end
 
 -- The API a reconcile uses: luna.cache, luna.get/list/create/update/
--- update_status/patch/apply/delete, luna.log, luna.schedule (see
+-- update_status/patch/apply/delete, luna.log, luna.schedule, luna.last_warnings (see
 -- lua/luna/api.lua).
 do
   local api = require("luna.api")
   for _, name in ipairs({ "cache", "get", "list", "create", "update", "update_status", "patch",
-                          "apply", "delete", "log", "error", "event", "equal", "schedule" }) do
+                          "apply", "delete", "log", "error", "event", "equal", "schedule",
+                          "last_warnings" }) do
     luna[name] = api[name]
   end
 end

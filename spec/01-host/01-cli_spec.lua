@@ -118,7 +118,7 @@ return require("luna").controller { name = "Bad Name", watch = "v1/ConfigMap", r
     local cjson = require("cjson")
     local rec = cjson.decode(line)
     assert.equal("info", rec.level)
-    assert.equal("1", rec.count)
+    assert.equal(1, rec.count)
     assert.matches("^%d%d%d%d%-%d%d%-%d%dT", rec.ts)
   end)
 end)

@@ -74,6 +74,7 @@ local EXPECTED = {
   luna_periodic_next_run_timestamp_seconds = { "gauge", "controller" },
   luna_controller_lua_memory_bytes = { "gauge", "controller" },
   luna_controller_watchdog_stops_total = { "counter", "controller,reason" },
+  luna_api_warnings_total = { "counter", "controller" },
   luna_log_lines_total = { "counter", "" },
   luna_log_lines_dropped_total = { "counter", "",
     "Total number of log lines dropped because the log reader did not keep up (the " ..

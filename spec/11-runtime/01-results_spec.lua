@@ -57,6 +57,12 @@ return luna.controller {
     if mode == "badpriority" and req.attempt < 3 then
       return { requeue = true, priority = req.attempt == 1 and 1.5 or "high" }
     end
+    if mode == "typokey" and req.attempt < 3 then
+      return { requeue_afer = 30 }
+    end
+    if mode == "oddkey" and req.attempt < 2 then
+      return { requeue = true, 30 }
+    end
     if mode == "metatable" then
       -- a result whose metamethods raise: read raw, so just done
       return setmetatable({}, { __index = function() error("no fields here") end })
@@ -82,7 +88,7 @@ describe("reconcile results #integration", function()
   local env, token, ns
   local modes = { "none", "true", "requeue", "after", "raise", "nilerr", "false", "tblret",
                   "tblraise", "badtostring", "plainraise", "apierr", "yield", "badafter", "badpriority", "lowpriority",
-                  "metatable" }
+                  "metatable", "typokey", "oddkey" }
 
   setup(function()
     token = rt.token()
@@ -116,7 +122,7 @@ describe("reconcile results #integration", function()
     assert.equal(ns, r.req_namespace)
     assert.equal("none", r.req_name)
     assert.equal(ns .. "/none", r.req_key)
-    assert.equal("1", r.req_attempt)
+    assert.equal(1, r.req_attempt)
     assert.equal("number", r.attempt_type)
     -- the log line of a reconcile carries the controller, key and reconcile id
     assert.equal("results", r.controller)
@@ -134,7 +140,7 @@ describe("reconcile results #integration", function()
     assert.is_nil(r.req_namespace)
     assert.equal("nil", r.ns_type)
     assert.equal(ns, r.req_name)
-    assert.equal("1", r.req_attempt)
+    assert.equal(1, r.req_attempt)
   end)
 
   it("treats nothing and true as done: one reconcile, forgotten", function()
@@ -159,10 +165,10 @@ describe("reconcile results #integration", function()
   end)
 
   it("comes back after {requeue_after = s}, with the key's failures forgotten", function()
-    local again = rt.wait(env, function(r) return saw("after")(r) and r.n == "3" end, 20, "third")
+    local again = rt.wait(env, function(r) return saw("after")(r) and r.n == 3 end, 20, "third")
     local after = rt.wait(env, rt.msg("requeue after", { key = key("after") }), 1, "requeue after")
     assert.equal("0.5", after.result)
-    assert.equal("2", after.attempt)
+    assert.equal(2, after.attempt)
     assert.is_true(rt.seconds(again) - rt.seconds(after) >= 0.45)
     -- attempt 1 failed, attempt 2 asked for the delay, which forgot the failure
     assert.same({ 1, 2, 1 }, attempts(rt.all(env, saw("after"))))
@@ -244,6 +250,20 @@ describe("reconcile results #integration", function()
     end
   end)
 
+  it("fails a result with a misspelled key, naming the key, the known one and the reconcile's line", function()
+    rt.wait(env, done("typokey", "success"), 20, "typokey done")
+    local fails = rt.all(env, failed("typokey"))
+    assert.same({ 1, 2 }, attempts(fails))
+    local line = rt.line_of(RESULTS, "reconcile = function(req)")
+    for _, f in ipairs(fails) do
+      assert.matches("^reconcile returned unknown result key 'requeue_afer' %(did you mean "
+        .. "'requeue_after'%?%) in the reconcile function at [^ ]*results%.lua:" .. line .. "$", f.error)
+    end
+    rt.wait(env, done("oddkey", "success"), 20, "oddkey done")
+    assert.matches("^reconcile returned unknown result key 1 in the reconcile function at [^ ]*results%.lua:%d+$",
+      rt.find(env, failed("oddkey")).error)
+  end)
+
   it("requeues at the priority a result names, and retries keep it", function()
     rt.wait(env, done("lowpriority", "success"), 20, "lowpriority done")
     local prios = {}
@@ -251,7 +271,7 @@ describe("reconcile results #integration", function()
       prios[i] = r.priority
     end
     -- created live (0), then the result's -100, kept by the next requeue
-    assert.same({ "0", "-100", "-100" }, prios)
+    assert.same({ 0, -100, -100 }, prios)
   end)
 
   it("fails a result whose priority is not an integer", function()

@@ -111,7 +111,7 @@ describe("periodic work", function()
 
     helpers.write_file(env.dir .. "/poller.lua", poller(token, { every = "3600", jitter = "0.5", version = "v2" }))
     env.luna:kill(1)
-    rt.wait(env, rt.msg("reload done", { result = "success", changed = "1" }), 20, "the reload")
+    rt.wait(env, rt.msg("reload done", { result = "success", changed = 1 }), 20, "the reload")
     env:wait(function() return rt.find(env, rt.msg("controller started", { controller = "poller" })) end, 10)
     assert.equal(due, value(env, "luna_periodic_next_run_timestamp_seconds"))
     assert.equal(1, #rt.all(env, rt.msg("polled")), "a reload with the same schedule ticked")

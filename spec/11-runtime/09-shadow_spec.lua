@@ -70,21 +70,21 @@ describe("luna run --shadow", function()
       return list[1]
     end
     local upd = shadow("upd-1")
-    assert.same({ "update", "v1/ConfigMap", "true" }, { upd.verb, upd.kind, upd.changed })
+    assert.same({ "update", "v1/ConfigMap", true }, { upd.verb, upd.kind, upd.changed })
     assert.same({ data = { x = "new" } }, cjson.decode(upd.diff))
     local same = shadow("same-1")
-    assert.same({ "update", "false" }, { same.verb, same.changed })
+    assert.same({ "update", false }, { same.verb, same.changed })
     assert.is_nil(same.diff)
     assert.same({ data = { p = "1" } }, cjson.decode(shadow("patch-1").diff))
     assert.same({ data = { a = "1" } }, cjson.decode(shadow("apply-1").diff))
     local created = shadow("create-1")
-    assert.same({ "create", "true", "made-create-1" }, { created.verb, created.changed, created.name })
+    assert.same({ "create", true, "made-create-1" }, { created.verb, created.changed, created.name })
     local made = cjson.decode(created.diff)
     assert.same({ m = "1" }, made.data)
     assert.equal("made-create-1", made.metadata.name)
     local del = shadow("del-1")
-    assert.same({ "delete", "true", "null" }, { del.verb, del.changed, del.diff })
-    assert.same({ "event", "true" }, { shadow("event-1").verb, shadow("event-1").changed })
+    assert.same({ "delete", true, "null" }, { del.verb, del.changed, del.diff })
+    assert.same({ "event", true }, { shadow("event-1").verb, shadow("event-1").changed })
 
     -- nothing was written
     for _, name in ipairs(CASES) do

@@ -42,18 +42,18 @@ describe("luna run --shadow-reload", function()
 
     helpers.write_file(env.dir .. "/owner.lua", rt.source(OWNER, { TOKEN = token, VERSION = "v2" }))
     env.luna:kill(1)
-    rt.wait(env, rt.msg("reload shadow started", { seconds = "6" }), 15, "the shadow window")
+    rt.wait(env, rt.msg("reload shadow started", { seconds = 6 }), 15, "the shadow window")
     local key = env.srv.ns .. "/x-1"
     -- within the window: the new code's write was a dry run
     local w = rt.wait(env, rt.msg("shadow write", { controller = "owner", key = key }), 15, "the dry run")
-    assert.same({ "patch", "true", '{"data":{"owner":"v2"}}' }, { w.verb, w.changed, w.diff })
+    assert.same({ "patch", true, '{"data":{"owner":"v2"}}' }, { w.verb, w.changed, w.diff })
     assert.equal("v1", owner("x-1"), "the shadow wrote")
     assert.is_nil(rt.find(env, rt.msg("reload shadow report")), "the window ended before the check")
     local d = rt.wait(env, rt.msg("reload shadow disagreement", { controller = "owner", key = key }), 15,
       "the disagreement")
     assert.equal("patch v1/ConfigMap " .. key, d.write)
     local report = rt.wait(env, rt.msg("reload shadow report", { controller = "owner" }), 15, "the report")
-    assert.same({ "1", "0", key, "warn" }, { report.disagreeing, report.errors, report.keys, report.level })
+    assert.same({ 1, 0, key, "warn" }, { report.disagreeing, report.errors, report.keys, report.level })
     assert.is_nil(rt.find(env, rt.msg("reload shadow disagreement", { key = env.srv.ns .. "/keep-1" })))
     rt.wait(env, rt.msg("reload done", { result = "success" }), 15, "the swap")
     env:wait(function() return owner("x-1") == "v2" end, 15, "v2 live")

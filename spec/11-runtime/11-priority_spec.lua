@@ -117,23 +117,23 @@ describe("priority of live events #integration", function()
     assert.same({ held, key(live), key("new") }, { prio[1], prio[2], prio[3] })
     -- the first list went in at -100, the live keys at 0
     local start = rt.find(env, rt.msg("reconcile start", { controller = "prio", key = key(live) }))
-    assert.equal("0", start.priority)
-    local initial = rt.all(env, rt.msg("enqueue", { controller = "prio", priority = "-100" }))
+    assert.equal(0, start.priority)
+    local initial = rt.all(env, rt.msg("enqueue", { controller = "prio", priority = -100 }))
     assert.equal(N, #initial)
     for _, r in ipairs(rt.all(env, rt.msg("reconcile start", { controller = "prio" }))) do
       local live_key = r.key == key(live) or r.key == key("new")
-      assert.equal(live_key and "0" or "-100", r.priority, r.key)
+      assert.equal(live_key and 0 or -100, r.priority, r.key)
     end
 
     -- fifo: the changed key kept its place in the first list, the new one came last
     local listed = {}
-    for _, r in ipairs(rt.all(env, rt.msg("enqueue", { controller = "fifo", priority = "-100" }))) do
+    for _, r in ipairs(rt.all(env, rt.msg("enqueue", { controller = "fifo", priority = -100 }))) do
       listed[#listed + 1] = r.key
     end
     listed[#listed + 1] = key("new")
     assert.same(listed, order.fifo)
     for _, r in ipairs(rt.all(env, rt.msg("reconcile start", { controller = "fifo" }))) do
-      assert.equal("0", r.priority, r.key)
+      assert.equal(0, r.priority, r.key)
     end
   end)
 end)
@@ -151,11 +151,11 @@ describe("priority of resyncs #integration", function()
 
   it("enqueues the first list and every resync at the low priority", function()
     -- the first list, then two resyncs of every object (nothing changes)
-    rt.wait_count(env, rt.msg("enqueue", { controller = "resync", priority = "-100" }), 3 * M, 30,
+    rt.wait_count(env, rt.msg("enqueue", { controller = "resync", priority = -100 }), 3 * M, 30,
       "two resyncs of every object")
-    assert.same({}, rt.all(env, rt.msg("enqueue", { controller = "resync", priority = "0" })))
+    assert.same({}, rt.all(env, rt.msg("enqueue", { controller = "resync", priority = 0 })))
     for _, r in ipairs(rt.all(env, rt.msg("reconcile start", { controller = "resync" }))) do
-      assert.equal("-100", r.priority)
+      assert.equal(-100, r.priority)
     end
   end)
 end)
@@ -188,7 +188,7 @@ describe("priority_queue across a reload #integration", function()
   it("hands the changed code its keys without priorities once it sets priority_queue = false", function()
     rt.wait_count(env, rt.msg("saw", { version = "v1" }), M, 20, "v1 reconciles")
     for _, r in ipairs(rt.all(env, rt.msg("reconcile start", { controller = "switch" }))) do
-      assert.equal("-100", r.priority)
+      assert.equal(-100, r.priority)
     end
     helpers.write_file(env.dir .. "/switch.lua",
       rt.source(VERSIONED, { TOKEN = token, PRIORITY = "false", VERSION = "v2" }))
@@ -201,7 +201,7 @@ describe("priority_queue across a reload #integration", function()
     local n = 0
     for _, r in ipairs(rt.all(env, rt.msg("reconcile start", { controller = "switch" }))) do
       if ids[r.reconcile_id] then
-        assert.equal("0", r.priority, r.key)
+        assert.equal(0, r.priority, r.key)
         n = n + 1
       end
     end

@@ -58,17 +58,22 @@ describe("the Lua memory limit", function()
     return line
   end
 
-  it("fails a reconcile that grows a table without bound", function()
-    stopped([[
+  -- The message starts with the script line that was running (line 6 of
+  -- hog() is the body's first), as a raised error's does.
+  it("fails a reconcile that grows a table without bound, at its line", function()
+    local line = stopped([[
     local t = {}
     while true do t[#t + 1] = { #t, tostring(#t) } end]])
+    assert.matches('error="[^"]*hog%.lua:7: reconcile exceeded the Lua memory limit', line)
   end)
 
-  it("fails a reconcile that asks for a huge string in one C call", function()
-    stopped([[
+  it("fails a reconcile that asks for a huge string in one C call, at the calling line", function()
+    local line = stopped([[
     local s = string.rep("x", 1024 * 1024 * 1024)
     print("hog got", #s)]], "reconcile exceeded the Lua memory limit %(48 MiB%)")
     assert.same({}, support.lines(p, { "hog got" }))
+    -- string.rep (C) was running: the line is the script's that called it
+    assert.matches('error="[^"]*hog%.lua:6: reconcile exceeded the Lua memory limit %(48 MiB%)', line)
   end)
 
   it("fails it even when a pcall catches the memory error", function()

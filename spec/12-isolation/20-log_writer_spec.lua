@@ -38,6 +38,8 @@ return luna.controller {
     luna.log.info("L4-MARK json keys", { level = "error", msg = "m", ts = "t" })
     print("P3-MARK " .. string.rep("x", 100000))
     luna.log.info("L5-MARK big field", { big = string.rep("y", 50000), small = "s" })
+    luna.log.info("L6-MARK typed", { n = 1, f = 0.25, neg = -3, big = 1e300, yes = true, no = false,
+      s = "7", inf = math.huge, nan = 0 / 0, edge = 1.5e308 })
     luna.log.info("DONE-MARK")
   end,
 }
@@ -111,9 +113,12 @@ local function parse_json(line)
     i = i + 1
     if line:sub(i, i) == '"' then
       v, i = json_string(line, i)
+    elseif line:find("^true", i) or line:find("^false", i) then
+      v = line:find("^true", i) ~= nil
+      i = i + (v and 4 or 5)
     else
-      local num = assert(line:match("^%-?[%d.eE+]+", i), "no value for " .. k .. " in: " .. line)
-      v, i = tonumber(num), i + #num
+      local num = assert(line:match("^%-?[%d.eE+%-]+", i), "no value for " .. k .. " in: " .. line)
+      v, i = assert(tonumber(num), "not a number: " .. num), i + #num
     end
     assert(fields[k] == nil, "key " .. k .. " twice in: " .. line)
     fields[k], keys[#keys + 1] = v, k
@@ -265,6 +270,30 @@ for _, format in ipairs { "text", "json" } do
         assert.matches('^{"ts":"[^"]+","level":"info","msg":"L4%-MARK json keys",', line)
       end
       assert_from_web(rec)
+    end)
+
+    -- JSON numbers and booleans for a script's numbers and booleans, and
+    -- for the host's own (counts, attempts, durations); strings stay
+    -- strings; a number JSON cannot write (inf, nan) or a reader could not
+    -- hold in a double is a string.  The
+    -- text format is the same as ever.
+    it("writes numbers and booleans typed in JSON, as before in text", function()
+      local rec = record("L6-MARK")
+      assert_from_web(rec)
+      local f = rec.fields
+      if format == "json" then
+        assert.same({ 1, 0.25, -3, 1e300, true, false, "7", "inf" },
+          { f.n, f.f, f.neg, f.big, f.yes, f.no, f.s, f.inf })
+        assert.matches("^%-?nan$", f.nan)
+        -- past 1e308 a reader's double could overflow: a string
+        assert.equal("1.5e+308", f.edge)
+      else
+        assert.same({ "1", "0.25", "-3", "1e+300", "true", "false", "7", "inf" },
+          { f.n, f.f, f.neg, f.big, f.yes, f.no, f.s, f.inf })
+      end
+      local loaded = record("controllers loaded")
+      assert.equal(format == "json" and 1 or "1", loaded.fields.count)
+      assert.is_string(loaded.fields.dir)
     end)
 
     it("cuts a line at 16 KiB and says how much was left out", function()

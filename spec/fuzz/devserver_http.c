@@ -175,6 +175,7 @@ static void handle(luna_ds *ds, struct request *r)
         FUZZ_CHECK(resp.body != NULL || resp.len == 0, "no body for %s %s", r->method, r->path);
     }
     free(resp.body);
+    json_decref(resp.warnings);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

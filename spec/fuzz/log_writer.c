@@ -3,7 +3,9 @@
  * (base/log: luna_log_format_line), in both formats.
  *
  * Input: byte 0 options (bit 0 JSON, bits 1-2 the level, bit 3 the message
- * repeated past the line bound, bit 4 the last script value likewise),
+ * repeated past the line bound, bit 4 the last script value likewise,
+ * bit 5 script fields typed: the i-th a string, a number, a boolean for
+ * i mod 3 = 0, 1, 2),
  * byte 1 which host pairs the record has (one bit per key of HOST below),
  * then parts separated by the two bytes NUL '|': the message, one value
  * per host pair (up to its first NUL: host values are C strings), then the
@@ -23,6 +25,11 @@
  * value or a prefix; nothing else is in it.  Without truncated=N nothing
  * was left out: message, host values and script fields are all there,
  * whole (a value that is not UTF-8 decodes with U+FFFD for each bad byte).
+ * Typed values (JSON): a JSON number or boolean is only ever the value of
+ * a typed field, a number equal to what strtod reads from the field's
+ * value (which is a JSON number by the grammar), a boolean its value
+ * "true" or "false"; a typed field written as a string carries its value
+ * as a string field does; a host value is always a string.
  */
 #include "fuzz_input.h"
 
@@ -121,6 +128,10 @@ struct record {
     struct bytes ts, level, msg;
     int n;
     struct bytes key[2 * MAX_FIELDS], value[2 * MAX_FIELDS];
+    /* JSON: the value was a number (num[i]) or a boolean (value[i] is
+     * "true" or "false"), not a string */
+    bool literal[2 * MAX_FIELDS];
+    double num[2 * MAX_FIELDS];
     bool truncated;
     unsigned long long cut;
 };
@@ -254,7 +265,8 @@ static void parse_text(const char *s, size_t len, struct record *r, const char *
 static void parse_json(const char *s, size_t len, struct record *r, const char *line)
 {
     json_error_t je;
-    json_t *o = json_loadb(s, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    json_t *o = json_loadb(s, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL,
+                           &je);
     FUZZ_CHECK(o, "not a JSON object without duplicate keys (%s) in: %s", je.text, line);
     FUZZ_CHECK(json_is_object(o), "not an object: %s", line);
     const char *k;
@@ -263,10 +275,21 @@ static void parse_json(const char *s, size_t len, struct record *r, const char *
     json_object_foreach(o, k, v) {
         size_t kn = strlen(k);
         if (strcmp(k, "truncated") == 0) {
-            FUZZ_CHECK(json_is_integer(v) && json_integer_value(v) > 0,
+            double t = json_is_real(v) ? json_real_value(v) : 0;
+            FUZZ_CHECK(t >= 1 && t < 1e15 && t == (double)(unsigned long long)t,
                        "truncated is not a positive integer in: %s", line);
             r->truncated = true;
-            r->cut = (unsigned long long)json_integer_value(v);
+            r->cut = (unsigned long long)t;
+            continue;
+        }
+        if (json_is_real(v) || json_is_boolean(v)) {
+            FUZZ_CHECK(strcmp(k, "ts") && strcmp(k, "level") && strcmp(k, "msg"),
+                       "key '%s' is not a string in: %s", k, line);
+            const char *text = json_is_true(v) ? "true" : "false";
+            struct bytes b = copy(json_is_real(v) ? "" : text, json_is_real(v) ? 0 : strlen(text));
+            add_pair(r, copy(k, kn), b, line);
+            r->literal[r->n - 1] = true;
+            r->num[r->n - 1] = json_is_real(v) ? json_real_value(v) : 0;
             continue;
         }
         FUZZ_CHECK(json_is_string(v), "key '%s' has no string value in: %s", k, line);
@@ -343,6 +366,57 @@ static int find_key(const struct record *r, const struct bytes *k)
     return -1;
 }
 
+/* JSON's number grammar (RFC 8259), written again. */
+static bool is_json_number(const char *s, size_t n)
+{
+    size_t i = 0;
+    if (i < n && s[i] == '-')
+        i++;
+    size_t d = i;
+    while (i < n && s[i] >= '0' && s[i] <= '9')
+        i++;
+    if (i == d || (s[d] == '0' && i - d > 1))
+        return false;
+    if (i < n && s[i] == '.') {
+        d = ++i;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+        if (i == d)
+            return false;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        if (++i < n && (s[i] == '+' || s[i] == '-'))
+            i++;
+        d = i;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+        if (i == d)
+            return false;
+    }
+    return i == n;
+}
+
+/* A script field written as a JSON number or boolean: typed so, and its
+ * value that literal. */
+static void check_literal(const struct luna_log_field *f, const struct record *r, int at,
+                          const char *key, const char *line)
+{
+    FUZZ_CHECK(f->type != LUNA_LOG_TYPE_STRING, "string field '%s' written as a literal in: %s",
+               key, line);
+    if (r->value[at].n) {
+        FUZZ_CHECK(f->type == LUNA_LOG_TYPE_BOOL && same(&r->value[at], f->value, f->value_len),
+                   "field '%s' written as a boolean other than its value in: %s", key, line);
+        return;
+    }
+    FUZZ_CHECK(f->type == LUNA_LOG_TYPE_NUMBER && is_json_number(f->value, f->value_len) &&
+               f->value_len < 128, "field '%s' written as a number it is not in: %s", key, line);
+    char text[128];
+    memcpy(text, f->value, f->value_len);
+    text[f->value_len] = '\0';
+    FUZZ_CHECK(strtod(text, NULL) == r->num[at], "field '%s' written as another number in: %s",
+               key, line);
+}
+
 static void check_record(const struct input *in, const struct record *r, const char *line)
 {
     static const char *const upper[] = { "DEBUG", "INFO", "WARN", "ERROR" };
@@ -380,6 +454,7 @@ static void check_record(const struct input *in, const struct record *r, const c
             FUZZ_CHECK(r->truncated && !owed, "host key '%s' missing in: %s", k, line);
         } else {
             used[at] = true;
+            FUZZ_CHECK(!r->literal[at], "host key '%s' is not a string in: %s", k, line);
             if (r->truncated && !owed)
                 FUZZ_CHECK(prefix_of(&r->value[at], want.p, want.n),
                            "host key '%s' does not carry the host's value in: %s", k, line);
@@ -418,6 +493,9 @@ static void check_record(const struct input *in, const struct record *r, const c
              * the same decoded key as an earlier field) */
             FUZZ_CHECK(r->truncated, "script field '%s' missing without truncated=: %s", key.p,
                        line);
+        } else if (r->literal[at]) {
+            used[at] = true;
+            check_literal(f, r, at, key.p, line);
         } else {
             used[at] = true;
             if (r->truncated)
@@ -502,6 +580,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         part = next_part(&fi, &len);
         f->value = part ? part : "";
         f->value_len = part ? len : 0;
+        if (opt & 32)
+            f->type = (enum luna_log_type)((in.nfields - 1) % 3);
     }
     if ((opt & 16) && in.nfields > 0) {
         struct luna_log_field *f = &in.fields[in.nfields - 1];

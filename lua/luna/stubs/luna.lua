@@ -219,6 +219,11 @@ function luna.delete(kind, namespace, name, opts) end
 ---@return luna.Error|nil
 function luna.event(obj, type, reason, note, action) end
 
+---The warnings (Warning: 299 texts, e.g. 'unknown field "dta"') the server sent with this
+---reconcile's last API call; a fresh list, empty when it sent none.
+---@return string[]
+function luna.last_warnings() end
+
 ---Deep equality of JSON-like values.
 ---@param a any
 ---@param b any
