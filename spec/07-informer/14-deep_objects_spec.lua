@@ -64,7 +64,7 @@ describe("informer with deeply nested objects", function()
     for _, n in ipairs({ "good-1", "deep-1100", "deep-2000", "good-2" }) do
       local code, _, raw = srv:request("GET", path .. "/" .. n) -- cjson stops at 1000 levels
       assert.equal(200, code, n)
-      want[srv.ns .. "/" .. n] = assert(raw:match('"resourceVersion":"(%d+)"'), n)
+      want[srv.ns .. "/" .. n] = assert(raw:match('"resourceVersion":%s*"(%d+)"'), n)
     end
     S.converge(inf, want, 20)
     assert.equal(0, inf:stats().bad_objects)
