@@ -3,7 +3,9 @@
 -- where an operator looks: a warning naming kind, namespace and name,
 -- luna_informer_undecodable_objects_total, and /readyz?verbose's
 -- objects-decoded note, while the replica stays ready and the page's other
--- objects are reconciled.  The page is a hostile proxy's (no server stores
+-- objects are reconciled.  An object nested 1,100 deep (kube accepts
+-- 10,000) is cached and its key reconciled; the cache read fails clearly.
+-- The page is a hostile proxy's (no server stores
 -- such an object), so this runs against the dev server.
 local helpers = require("helpers")
 local client = require("support.apiserver_client")
@@ -95,5 +97,18 @@ return luna.controller {
       total = total + s.value
     end
     assert.equal(1, total)
+
+    -- An object kube-apiserver accepts nested deeper than the script
+    -- decoder's 1,000 levels (the dev server keeps an unknown field) is
+    -- cached and its key reaches the controller; reading it from the cache
+    -- fails the reconcile with a clear error.
+    local deep = ('{"a":'):rep(1100) .. "1" .. ("}"):rep(1100)
+    local code2 = env.srv:request("POST", env.srv:ns_path("configmaps"),
+      '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"deep-1100"},"deep":' .. deep .. "}")
+    assert.equal(201, code2)
+    local failed = rt.wait(env, rt.msg("reconcile failed", { name = "deep-1100" }), 20,
+      "the reconcile of the deep object to fail")
+    assert.matches("cached object " .. ns:gsub("%p", "%%%0") .. "/deep%-1100: nesting deeper than 1000",
+      failed.error)
   end)
 end)
