@@ -702,15 +702,19 @@ static void note_bad(void *ud, struct luna_shared_informer *si)
     n->len = w < 0 || (size_t)w >= sizeof n->text - n->len ? sizeof n->text - 1 : n->len + (size_t)w;
 }
 
-/* objects-decoded: always passes (one object a user could create must not
- * take the replica out of service), and says, in /readyz?verbose, which
- * informers left objects out of their cache as past the decoder's bounds. */
+/* objects-decoded: listed once an informer left an object out of its
+ * cache as past the decoder's bounds, and says in /readyz?verbose which
+ * and the last one; it always passes (one object a user could create
+ * must not take the replica out of service). */
 static void refresh_decoded(struct runtime *rt)
 {
     struct bad_note n = { .len = 0 };
     n.text[0] = '\0';
     luna_informer_factory_foreach(rt->factory, note_bad, &n);
-    luna_health_set(rt->health, CHECK_DECODED, true, n.text, NULL);
+    if (n.len)
+        luna_health_set(rt->health, CHECK_DECODED, true, n.text, NULL);
+    else
+        luna_health_remove(rt->health, CHECK_DECODED); /* absent: nothing to do */
 }
 
 static void refresh_checks(struct runtime *rt)
