@@ -164,6 +164,8 @@ struct luna_json_parser {
     void *ud;
     luna_json_options opts;
     int depth;
+    int hidden;            /* containers open past max_depth (SOFT_LIMITS):
+                              their events are not delivered */
     uint64_t base;         /* offset of chunk[0]; after a feed, bytes fed */
     uint64_t value_from;   /* offset where the current top-level value's
                               byte count starts (LUNA_JSON_MULTIPLE) */
@@ -239,20 +241,34 @@ static int emit(luna_json_parser *p, enum luna_json_event_type type)
     return 1;
 }
 
+/* A bound passed under LUNA_JSON_SOFT_LIMITS: one LIMIT event. */
+static int emit_limit(luna_json_parser *p, const char *why)
+{
+    p->ev.str = why;
+    p->ev.len = strlen(why);
+    return emit(p, LUNA_JSON_LIMIT);
+}
+
 static int cb_null(void *ctx)
 {
-    return emit(ctx, LUNA_JSON_NULL);
+    luna_json_parser *p = ctx;
+    return p->hidden ? 1 : emit(p, LUNA_JSON_NULL);
 }
 
 static int cb_boolean(void *ctx, int v)
 {
-    return emit(ctx, v ? LUNA_JSON_TRUE : LUNA_JSON_FALSE);
+    luna_json_parser *p = ctx;
+    return p->hidden ? 1 : emit(p, v ? LUNA_JSON_TRUE : LUNA_JSON_FALSE);
 }
 
 static int cb_number(void *ctx, const char *s, size_t len)
 {
     luna_json_parser *p = ctx;
+    if (p->hidden)
+        return 1;
     int rc = convert_number(s, len, &p->ev);
+    if (rc == -1 && (p->opts.flags & LUNA_JSON_SOFT_LIMITS))
+        return emit_limit(p, "number out of double range");
     if (rc == -1) {
         fail(p, LUNA_EPROTO, "number out of range at byte %" PRIu64, here(p));
         return 0;
@@ -269,6 +285,8 @@ static int cb_number(void *ctx, const char *s, size_t len)
 static int cb_string(void *ctx, const unsigned char *s, size_t len)
 {
     luna_json_parser *p = ctx;
+    if (p->hidden)
+        return 1;
     p->ev.str = (const char *)s;
     p->ev.len = len;
     return emit(p, LUNA_JSON_STRING);
@@ -277,6 +295,8 @@ static int cb_string(void *ctx, const unsigned char *s, size_t len)
 static int cb_key(void *ctx, const unsigned char *s, size_t len)
 {
     luna_json_parser *p = ctx;
+    if (p->hidden)
+        return 1;
     p->ev.str = (const char *)s;
     p->ev.len = len;
     return emit(p, LUNA_JSON_KEY);
@@ -284,6 +304,14 @@ static int cb_key(void *ctx, const unsigned char *s, size_t len)
 
 static int open_container(luna_json_parser *p, enum luna_json_event_type type)
 {
+    if (p->depth >= p->opts.max_depth && (p->opts.flags & LUNA_JSON_SOFT_LIMITS)) {
+        /* yajl's own stack grows by a byte a level, bounded by the input. */
+        if (!p->hidden && !emit_limit(p, "nesting deeper than the limit"))
+            return 0;
+        p->hidden++;
+        p->depth++;
+        return 1;
+    }
     if (p->depth >= p->opts.max_depth) {
         fail(p, LUNA_ETOOBIG, "nesting deeper than %d at byte %" PRIu64,
              p->opts.max_depth, here(p));
@@ -298,6 +326,10 @@ static int open_container(luna_json_parser *p, enum luna_json_event_type type)
 static int close_container(luna_json_parser *p, enum luna_json_event_type type)
 {
     p->depth--;
+    if (p->hidden) {
+        p->hidden--;
+        return 1;
+    }
     return emit(p, type);
 }
 
@@ -336,6 +368,7 @@ static int open_yajl(luna_json_parser *p)
 static void clear_state(luna_json_parser *p)
 {
     p->depth = 0;
+    p->hidden = 0;
     p->base = 0;
     p->value_from = 0;
     p->tail_pending = false;

@@ -55,6 +55,10 @@ enum luna_json_event_type {
     LUNA_JSON_OBJECT_END,
     LUNA_JSON_ARRAY_START,
     LUNA_JSON_ARRAY_END,
+    /* Only with LUNA_JSON_SOFT_LIMITS: a value past a bound (a container
+     * deeper than max_depth, a number out of double range).  str/len: the
+     * reason.  The value's own events are not delivered. */
+    LUNA_JSON_LIMIT,
 };
 
 /* What a NUMBER event's text is, exactly. */
@@ -99,6 +103,12 @@ enum luna_json_flags {
      * per event, separated by optional whitespace).  Without it, a second
      * value is an error ("trailing garbage"). */
     LUNA_JSON_MULTIPLE = 1 << 0,
+    /* A value past max_depth or out of number range is a LUNA_JSON_LIMIT
+     * event, not an error, so that a stream of many objects (a LIST page,
+     * a watch) can refuse the one object and keep the others.  The bytes
+     * are still checked to be JSON; nothing inside the too-deep container
+     * is delivered. */
+    LUNA_JSON_SOFT_LIMITS = 1 << 1,
 };
 
 typedef struct luna_json_options {

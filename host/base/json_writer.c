@@ -342,6 +342,7 @@ int luna_json_write_event(luna_json_writer *w, const luna_json_event *ev)
     case LUNA_JSON_OBJECT_END:   return luna_json_write_object_end(w);
     case LUNA_JSON_ARRAY_START:  return luna_json_write_array_start(w);
     case LUNA_JSON_ARRAY_END:    return luna_json_write_array_end(w);
+    case LUNA_JSON_LIMIT:        return LUNA_EINVAL; /* no value to write */
     case LUNA_JSON_STRING:
         /* Parser strings are valid UTF-8 already. */
         if (before_value(w) || put_string(w, ev->str, ev->len, false))

@@ -88,8 +88,9 @@ struct luna_object_stream {
     size_t pending_label_key;    /* offset + 1 of a label key awaiting its value */
     size_t labels_at;            /* offset + 1 of metadata.labels' '{' in out */
     long long status_code;
+    char bad[96];         /* why the item is refused (past a bound), or "" */
 
-    size_t items, filtered;
+    size_t items, filtered, bad_items;
     luna_error *feed_err;
 };
 
@@ -154,6 +155,7 @@ static void item_reset(struct luna_object_stream *s)
     s->labels_abs = 0;
     s->md_from = s->md_to = 0;
     s->status_code = 0;
+    s->bad[0] = '\0';
     s->drop_from = s->drop_to = 0;
     s->drop_first = false;
     s->after_md_start = false;
@@ -253,6 +255,14 @@ static int check_kind(const struct luna_object_stream *s, luna_error *err)
 /* Builds the cached object from the item just copied and hands it over. */
 static int deliver(struct luna_object_stream *s, enum luna_stream_event type, luna_error *err)
 {
+    if (s->bad[0]) {
+        /* One object past the bounds must not stop the stream: the
+         * rest of the page, the next events are applied. */
+        s->bad_items++;
+        int brc = s->h.on_bad ? s->h.on_bad(s->h.ud, type, field(s, F_NAMESPACE),
+                                            field(s, F_NAME), s->bad) : 0;
+        return brc < 0 ? luna_error_set(err, brc, "bad item handler stopped the stream") : 0;
+    }
     int krc = check_kind(s, err);
     if (krc < 0)
         return krc;
@@ -518,6 +528,17 @@ static int item_event(struct luna_object_stream *s, const luna_json_event *ev, l
     if (ev->offset - s->item_start > s->opts.max_item_bytes)
         return luna_error_set(err, LUNA_ETOOBIG, "object exceeds %llu bytes",
                               (unsigned long long)s->opts.max_item_bytes);
+    if (ev->type == LUNA_JSON_LIMIT) {
+        if (!s->bad[0])
+            snprintf(s->bad, sizeof s->bad, "%.*s", (int)ev->len, ev->str);
+        /* The refused value (its events are not delivered) stands for
+         * one value: what waited for it gets none.  The item is not
+         * delivered, so its bytes need no cut. */
+        s->skip_next = false;
+        s->pending = F_NONE;
+        s->pending_label_key = 0;
+        return 0;
+    }
     if (s->skip_depth >= 0) {
         if (end && ev->depth == s->skip_depth) {
             s->skip_depth = -1;
@@ -649,6 +670,8 @@ static int on_event(void *ud, const luna_json_event *ev, luna_error *err)
     struct luna_object_stream *s = ud;
     if (s->in_item)
         return item_event(s, ev, err);
+    if (ev->type == LUNA_JSON_LIMIT)
+        return luna_error_set(err, LUNA_ETOOBIG, "%.*s outside an item", (int)ev->len, ev->str);
 
     bool list = s->opts.mode == LUNA_STREAM_LIST;
     if (ev->depth == 0) {
@@ -802,7 +825,11 @@ struct luna_object_stream *luna_object_stream_new(const struct luna_object_strea
     }
     if (!s->opts.max_item_bytes)
         s->opts.max_item_bytes = DEFAULT_MAX_ITEM;
-    s->json_opts.flags = o->mode == LUNA_STREAM_WATCH ? LUNA_JSON_MULTIPLE : 0;
+    s->json_opts.flags = (o->mode == LUNA_STREAM_WATCH ? LUNA_JSON_MULTIPLE : 0) |
+                         LUNA_JSON_SOFT_LIMITS;
+    /* Items are at depth 2 of a LIST ({"items":[...]}), 1 of a watch
+     * event ({"object":...}). */
+    s->json_opts.max_depth = LUNA_OBJECT_MAX_DEPTH + (o->mode == LUNA_STREAM_WATCH ? 1 : 2);
     if (o->mode == LUNA_STREAM_WATCH)
         s->json_opts.max_size = s->opts.max_item_bytes + 4096;
     s->h = *h;
@@ -851,7 +878,7 @@ int luna_object_stream_reset(struct luna_object_stream *s)
     s->remaining = -1;
     s->watch_type[0] = '\0';
     s->have_item = false;
-    s->items = s->filtered = 0;
+    s->items = s->filtered = s->bad_items = 0;
     s->fed = s->chunk_base = s->raw_base = 0;
     s->raw.len = 0;
     return luna_json_parser_reset(s->parser, &s->json_opts);
@@ -922,6 +949,7 @@ const char *luna_object_stream_continue(const struct luna_object_stream *s)
 long long luna_object_stream_remaining(const struct luna_object_stream *s) { return s->remaining; }
 size_t luna_object_stream_items(const struct luna_object_stream *s) { return s->items; }
 size_t luna_object_stream_filtered(const struct luna_object_stream *s) { return s->filtered; }
+size_t luna_object_stream_bad(const struct luna_object_stream *s) { return s->bad_items; }
 const char *luna_object_stream_shard_info(const struct luna_object_stream *s)
 {
     return s->shard_info;

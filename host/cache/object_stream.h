@@ -74,6 +74,11 @@ enum luna_stream_event {
     LUNA_STREAM_DELETED,
 };
 
+/* Nesting an object may have, the object itself counting 1: what
+ * kube-apiserver v1.37 accepts (Go's encoding/json bound of 10000, measured
+ * in docs/informers.md).  Deeper items are refused one by one (on_bad). */
+#define LUNA_OBJECT_MAX_DEPTH 10000
+
 struct luna_object_stream_handler {
     /* Return 0 to go on, negative to abort the stream with that code. */
     int (*on_item)(void *ud, enum luna_stream_event ev, struct luna_object *obj);
@@ -86,6 +91,11 @@ struct luna_object_stream_handler {
      * strings are NULL when absent, borrowed for the call. */
     bool (*on_filter)(void *ud, enum luna_stream_event ev, const char *namespace_,
                       const char *uid, const char *resource_version);
+    /* Optional: an item past the decoder's bounds (nesting deeper than
+     * LUNA_OBJECT_MAX_DEPTH, a number out of double range) was left out;
+     * the stream goes on.  Strings: NULL when absent, borrowed. */
+    int (*on_bad)(void *ud, enum luna_stream_event ev, const char *namespace_,
+                  const char *name, const char *reason);
     void *ud;
 };
 
@@ -129,6 +139,9 @@ long long luna_object_stream_remaining(const struct luna_object_stream *s); /* -
 const char *luna_object_stream_shard_info(const struct luna_object_stream *s);
 /* Items delivered since the last reset. */
 size_t luna_object_stream_items(const struct luna_object_stream *s);
+/* Items refused (on_bad) since the last reset. */
+size_t luna_object_stream_bad(const struct luna_object_stream *s);
+
 /* Items on_filter dropped since the last reset. */
 size_t luna_object_stream_filtered(const struct luna_object_stream *s);
 

@@ -534,7 +534,8 @@ int luna_reflector_new(struct luna_kube_client *kc, struct luna_informer *inf,
 
     struct luna_object_stream_handler h = {
         .on_item = luna_reflector_on_list_item, .on_bookmark = luna_reflector_on_bookmark,
-        .on_error = luna_reflector_on_watch_error, .on_filter = on_filter, .ud = r,
+        .on_error = luna_reflector_on_watch_error, .on_filter = on_filter,
+        .on_bad = luna_reflector_on_bad, .ud = r,
     };
     char api_version[512];
     if (o->resource->group && *o->resource->group)
@@ -622,6 +623,26 @@ const char *luna_reflector_resource_version(const struct luna_reflector *r) { re
 
 struct luna_reflector_stats luna_reflector_stats(const struct luna_reflector *r) { return r->stats; }
 const char *luna_reflector_last_error(const struct luna_reflector *r) { return r->last_error; }
+const char *luna_reflector_last_bad(const struct luna_reflector *r) { return r->last_bad; }
+
+/* An object past the decoder's bounds: one log line and a count; the
+ * stream goes on without it.  A LIST that leaves it out drops an older
+ * copy from the cache (it is not on the server in a form luna can read);
+ * a watch event is skipped, as client-go skips an event it cannot
+ * decode. */
+int luna_reflector_on_bad(void *ud, enum luna_stream_event ev, const char *namespace_,
+                          const char *name, const char *reason)
+{
+    struct luna_reflector *r = ud;
+    static const char *const events[] = { "LIST", "ADDED", "MODIFIED", "DELETED" };
+    r->stats.bad_objects++;
+    snprintf(r->last_bad, sizeof r->last_bad, "%.100s%s%.200s: %s", namespace_ ? namespace_ : "",
+             namespace_ && *namespace_ ? "/" : "", name ? name : "?", reason);
+    luna_warn("object not decodable, left out of the cache", "kind", r->resource.kind,
+              "namespace", namespace_ ? namespace_ : "", "name", name ? name : "", "event",
+              events[ev], "error", reason);
+    return 0;
+}
 
 enum luna_reflector_shard_mode luna_reflector_shard_mode(const struct luna_reflector *r)
 {

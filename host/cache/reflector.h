@@ -177,6 +177,10 @@ struct luna_reflector_stats {
      * found the server behind it (followed by a consistent relist).  The
      * rest failed (network, other statuses) and were retried. */
     unsigned long rv_checks, rv_current, rv_stale;
+    /* Objects the stream decoder refused (nested deeper than kube-apiserver
+     * accepts, a number out of double range): each left out alone, the
+     * rest of its LIST page or watch stream applied. */
+    unsigned long bad_objects;
 };
 
 /* Who applies the shard selector. */
@@ -201,6 +205,9 @@ void luna_reflector_stop(struct luna_reflector *r);
 /* The last resourceVersion applied ("" before the first list). */
 const char *luna_reflector_resource_version(const struct luna_reflector *r);
 struct luna_reflector_stats luna_reflector_stats(const struct luna_reflector *r);
+/* The last object the decoder refused, "namespace/name: reason", "" if
+ * none (borrowed). */
+const char *luna_reflector_last_bad(const struct luna_reflector *r);
 /* The last failure's message, "" if none (borrowed). */
 const char *luna_reflector_last_error(const struct luna_reflector *r);
 

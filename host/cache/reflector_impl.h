@@ -105,6 +105,9 @@ struct luna_reflector {
     double watch_started;           /* ev_now when the watch in flight began */
     unsigned long watch_seen;       /* events + bookmarks when it began */
     char last_error[512];
+    /* The last object refused by the stream decoder (past its bounds):
+     * "namespace/name: reason", "" if none. */
+    char last_bad[384];
     struct luna_reflector_stats stats;
     ev_timer wait;
 };
@@ -140,6 +143,8 @@ void luna_reflector_advance_rv(struct luna_reflector *r, const char *rv);
 int luna_reflector_on_watch_item(void *ud, enum luna_stream_event ev, struct luna_object *obj);
 int luna_reflector_on_bookmark(void *ud, const char *rv, bool initial_events_end);
 int luna_reflector_on_watch_error(void *ud, int code, const char *reason, const char *message);
+int luna_reflector_on_bad(void *ud, enum luna_stream_event ev, const char *namespace_,
+                          const char *name, const char *reason);
 void luna_reflector_start_watch(struct luna_reflector *r);
 void luna_reflector_start_watch_list(struct luna_reflector *r);
 

@@ -215,6 +215,8 @@ static int build_event(void *ud, const luna_json_event *ev, luna_error *err)
     case LUNA_JSON_ARRAY_END:
         close_frame(b);
         break;
+    case LUNA_JSON_LIMIT:
+        return LUNA_EINVAL; /* only with LUNA_JSON_SOFT_LIMITS, never set here */
     }
     add_value(b);
     return 0;

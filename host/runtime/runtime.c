@@ -60,6 +60,7 @@
 #define DEV_ADDRESS "127.0.0.1:0"
 #define DEFAULT_LEASE_NAME "luna"
 #define CHECK_SYNCED "informers-synced"
+#define CHECK_DECODED "objects-decoded"
 #define CHECK_LEADER "leader-or-standby"
 
 /* Why a watch ended, as luna_watch_restarts_total{reason} names it, in the
@@ -76,6 +77,7 @@ struct informer_metrics {
     double objects;
     unsigned long relists, ends[NREASONS]; /* already exported */
     unsigned long rv_current, rv_stale;    /* already exported */
+    unsigned long bad;                     /* already exported */
     bool seen;
     UT_hash_handle hh;
 };
@@ -644,6 +646,7 @@ static void collect_informer(void *ud, struct luna_shared_informer *si)
         im->relists = 0;
         memset(im->ends, 0, sizeof im->ends);
         im->rv_current = im->rv_stale = 0;
+        im->bad = 0;
     }
     im->objects = (double)luna_indexer_len(luna_informer_indexer(luna_shared_informer_informer(si)));
     struct luna_reflector_stats st = luna_reflector_stats(refl);
@@ -659,6 +662,8 @@ static void collect_informer(void *ud, struct luna_shared_informer *si)
         luna_runtime_metrics_version_check(rt->rm, im->resource, false);
     for (; im->rv_stale < st.rv_stale; im->rv_stale++)
         luna_runtime_metrics_version_check(rt->rm, im->resource, true);
+    for (; im->bad < st.bad_objects; im->bad++)
+        luna_runtime_metrics_informer_bad(rt->rm, im->resource);
 }
 
 static void collect_informers(struct runtime *rt)
@@ -677,8 +682,44 @@ static void collect_informers(struct runtime *rt)
  * all its sources synced; else the reason names each controller that has
  * not and what its sources wait for ("controller gadgets:
  * example.com/v1/Gadget not served (no matches for kind ...)"). */
+struct bad_note {
+    char text[512];
+    size_t len;
+};
+
+static void note_bad(void *ud, struct luna_shared_informer *si)
+{
+    struct bad_note *n = ud;
+    struct luna_reflector *refl = luna_shared_informer_reflector(si);
+    if (!refl || n->len + 1 >= sizeof n->text)
+        return;
+    struct luna_reflector_stats st = luna_reflector_stats(refl);
+    if (!st.bad_objects)
+        return;
+    int w = snprintf(n->text + n->len, sizeof n->text - n->len, "%s%s: %lu left out, last %s",
+                     n->len ? "; " : "", luna_shared_informer_key(si), st.bad_objects,
+                     luna_reflector_last_bad(refl));
+    n->len = w < 0 || (size_t)w >= sizeof n->text - n->len ? sizeof n->text - 1 : n->len + (size_t)w;
+}
+
+/* objects-decoded: listed once an informer left an object out of its
+ * cache as past the decoder's bounds, and says in /readyz?verbose which
+ * and the last one; it always passes (one object a user could create
+ * must not take the replica out of service). */
+static void refresh_decoded(struct runtime *rt)
+{
+    struct bad_note n = { .len = 0 };
+    n.text[0] = '\0';
+    luna_informer_factory_foreach(rt->factory, note_bad, &n);
+    if (n.len)
+        luna_health_set(rt->health, CHECK_DECODED, true, n.text, NULL);
+    else
+        luna_health_remove(rt->health, CHECK_DECODED); /* absent: nothing to do */
+}
+
 static void refresh_checks(struct runtime *rt)
 {
+    refresh_decoded(rt);
     char reason[512];
     size_t len = 0;
     reason[0] = '\0';

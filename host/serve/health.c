@@ -213,7 +213,9 @@ static bool put_check(struct luna_textbuf *out, const char *name, bool ok,
         luna_textbuf_printf(out, "[+]%s excluded: ok\n", name);
         return true;
     }
-    if (ok)
+    if (ok && *reason) /* a passing check's note (objects-decoded) */
+        luna_textbuf_printf(out, "[+]%s ok: %s\n", name, reason);
+    else if (ok)
         luna_textbuf_printf(out, "[+]%s ok\n", name);
     else if (*reason)
         luna_textbuf_printf(out, "[-]%s failed: %s\n", name, reason);

@@ -74,7 +74,8 @@ double luna_health_heartbeat_age(const struct luna_health *h);
 bool luna_health_live(const struct luna_health *h); /* any thread */
 
 /* Sets (creating on first use) the readiness check `name`: [A-Za-z0-9._/-]+,
- * at most 128 bytes.  reason (may be NULL) is kept for the failed line;
+ * at most 128 bytes.  reason (may be NULL) is kept for the failed line (a
+ * passing check's non-empty reason is a note: "[+]name ok: note");
  * control characters become spaces and it is cut to 512 bytes.
  * LUNA_EINVAL on a bad name, LUNA_ENOMEM. */
 int luna_health_set(struct luna_health *h, const char *name, bool ok, const char *reason,

@@ -27,6 +27,7 @@ enum fam {
     F_LEADER,
     F_INFORMER_OBJECTS,
     F_INFORMER_RELISTS,
+    F_INFORMER_BAD,
     F_WATCH_RESTARTS,
     F_VERSION_CHECKS,
     F_RELOADS,
@@ -91,6 +92,11 @@ static const struct luna_metric_desc descs[F_COUNT] = {
     [F_INFORMER_RELISTS] = { "luna_informer_relists_total",
         "Total number of full LISTs after the first one per resource (410 Gone, "
         "errors)", LUNA_METRIC_COUNTER, LABELS("resource"), NULL, 0 },
+    [F_INFORMER_BAD] = { "luna_informer_undecodable_objects_total",
+        "Total number of objects per resource left out of the cache because they were "
+        "past the decoder's bounds (nesting deeper than kube-apiserver accepts, a number "
+        "out of double range); the rest of their LIST page or watch stream was applied",
+        LUNA_METRIC_COUNTER, LABELS("resource"), NULL, 0 },
     [F_WATCH_RESTARTS] = { "luna_watch_restarts_total",
         "Total number of restarted watches per resource and reason",
         LUNA_METRIC_COUNTER, LABELS("resource", "reason"), NULL, 0 },
@@ -566,6 +572,10 @@ int luna_runtime_metrics_informer_add(struct luna_runtime_metrics *rm, const cha
     int rc = luna_metric_child(rm->fam[F_INFORMER_RELISTS], res, &relists, err);
     if (rc)
         return rc;
+    struct luna_metric_child *bad;
+    rc = luna_metric_child(rm->fam[F_INFORMER_BAD], res, &bad, err);
+    if (rc)
+        return rc;
     return luna_metric_func(rm->fam[F_INFORMER_OBJECTS], res, objects, ud, release, NULL,
                             err);
 }
@@ -576,6 +586,7 @@ void luna_runtime_metrics_informer_remove(struct luna_runtime_metrics *rm,
     const char *const res[] = { resource, NULL };
     luna_metric_remove(rm->fam[F_INFORMER_OBJECTS], res);
     luna_metric_remove(rm->fam[F_INFORMER_RELISTS], res);
+    luna_metric_remove(rm->fam[F_INFORMER_BAD], res);
     luna_metric_family_remove_matching(rm->fam[F_WATCH_RESTARTS], "resource", resource);
     luna_metric_family_remove_matching(rm->fam[F_VERSION_CHECKS], "resource", resource);
 }
@@ -585,6 +596,13 @@ void luna_runtime_metrics_informer_relist(struct luna_runtime_metrics *rm,
 {
     struct luna_metric_child *c;
     if (luna_metric_child(rm->fam[F_INFORMER_RELISTS], LABELS(resource), &c, NULL) == 0)
+        luna_metric_inc(c);
+}
+
+void luna_runtime_metrics_informer_bad(struct luna_runtime_metrics *rm, const char *resource)
+{
+    struct luna_metric_child *c;
+    if (luna_metric_child(rm->fam[F_INFORMER_BAD], LABELS(resource), &c, NULL) == 0)
         luna_metric_inc(c);
 }
 

@@ -19,6 +19,7 @@
  *   leader_election_master_status{name}                        gauge
  *   luna_informer_objects{resource}                            gauge (function)
  *   luna_informer_relists_total{resource}                      counter
+ *   luna_informer_undecodable_objects_total{resource}          counter
  *   luna_watch_restarts_total{resource,reason}                 counter
  *   luna_watch_version_checks_total{resource,result}           counter
  *       result: current, stale (the server had not reached the version a
@@ -198,6 +199,9 @@ int luna_runtime_metrics_informer_add(struct luna_runtime_metrics *rm, const cha
  * restarts, version checks). */
 void luna_runtime_metrics_informer_remove(struct luna_runtime_metrics *rm,
                                           const char *resource);
+/* One object of the resource left out of the cache, past the decoder's
+ * bounds. */
+void luna_runtime_metrics_informer_bad(struct luna_runtime_metrics *rm, const char *resource);
 void luna_runtime_metrics_informer_relist(struct luna_runtime_metrics *rm,
                                           const char *resource);
 /* A watch ended and is restarted; reason is a short stable token:

@@ -455,7 +455,10 @@ static int handle_stats(lua_State *L)
     FIELD(rv_checks);
     FIELD(rv_current);
     FIELD(rv_stale);
+    FIELD(bad_objects);
 #undef FIELD
+    lua_pushstring(L, r ? luna_reflector_last_bad(r) : "");
+    lua_setfield(L, -2, "last_bad");
     lua_pushstring(L, luna_reflector_shard_mode_name(r ? luna_reflector_shard_mode(r)
                                                        : LUNA_SHARD_MODE_NONE));
     lua_setfield(L, -2, "shard_mode");

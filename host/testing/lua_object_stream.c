@@ -70,6 +70,31 @@ static int on_error(void *ud, int code, const char *reason, const char *message)
     return 0;
 }
 
+static int on_bad(void *ud, enum luna_stream_event ev, const char *ns, const char *name,
+                  const char *reason)
+{
+    struct lua_stream *ls = ud;
+    lua_State *L = ls->L;
+    static const char *const names[] = { "LISTED", "ADDED", "MODIFIED", "DELETED" };
+    lua_createtable(L, 0, 5);
+    lua_pushliteral(L, "BAD");
+    lua_setfield(L, -2, "type");
+    lua_pushstring(L, names[ev]);
+    lua_setfield(L, -2, "event");
+    if (ns) {
+        lua_pushstring(L, ns);
+        lua_setfield(L, -2, "namespace");
+    }
+    if (name) {
+        lua_pushstring(L, name);
+        lua_setfield(L, -2, "name");
+    }
+    lua_pushstring(L, reason);
+    lua_setfield(L, -2, "reason");
+    append_event(L);
+    return 0;
+}
+
 static bool on_filter(void *ud, enum luna_stream_event ev, const char *ns, const char *uid,
                       const char *rv)
 {
@@ -105,8 +130,10 @@ static int luna_lua_object_stream_new(lua_State *L)
     luna_error err;
     if (luna_shard_parse(shard_text, &ls->shard, &err) < 0)
         return luaL_error(L, "%s", err.msg);
-    struct luna_object_stream_handler h = { on_item, on_bookmark, on_error,
-                                            ls->shard ? on_filter : NULL, ls };
+    struct luna_object_stream_handler h = { .on_item = on_item, .on_bookmark = on_bookmark,
+                                            .on_error = on_error,
+                                            .on_filter = ls->shard ? on_filter : NULL,
+                                            .on_bad = on_bad, .ud = ls };
     ls->s = luna_object_stream_new(&o, &h, &err);
     if (!ls->s)
         return luaL_error(L, "%s", err.msg);
@@ -184,6 +211,12 @@ static int stream_filtered(lua_State *L)
     return 1;
 }
 
+static int stream_bad(lua_State *L)
+{
+    lua_pushnumber(L, (lua_Number)luna_object_stream_bad(check(L)->s));
+    return 1;
+}
+
 static int stream_shard_info(lua_State *L)
 {
     const char *s = luna_object_stream_shard_info(check(L)->s);
@@ -210,7 +243,7 @@ void luna_lua_object_stream_register(lua_State *L)
         { "feed", stream_feed }, { "finish", stream_finish }, { "reset", stream_reset },
         { "list_resource_version", stream_list_rv }, { "continue_token", stream_continue },
         { "remaining", stream_remaining }, { "items", stream_items },
-        { "filtered", stream_filtered }, { "shard_info", stream_shard_info }, { NULL, NULL },
+        { "filtered", stream_filtered }, { "bad", stream_bad }, { "shard_info", stream_shard_info }, { NULL, NULL },
     };
     luaL_newmetatable(L, STREAM_MT);
     lua_newtable(L);

@@ -188,6 +188,13 @@ static int luna_lua_runtime_metrics_relist(lua_State *L)
     return 0;
 }
 
+static int luna_lua_runtime_metrics_undecodable(lua_State *L)
+{
+    struct luna_runtime_metrics *rm = check_runtime(L);
+    luna_runtime_metrics_informer_bad(rm, luna_lua_metrics_check_string(L, 2, "resource"));
+    return 0;
+}
+
 static int luna_lua_runtime_metrics_watch_restart(lua_State *L)
 {
     struct luna_runtime_metrics *rm = check_runtime(L);
@@ -265,6 +272,7 @@ void luna_lua_runtime_metrics_register(lua_State *L)
         { "informer", luna_lua_runtime_metrics_informer },
         { "informer_remove", luna_lua_runtime_metrics_informer_remove },
         { "relist", luna_lua_runtime_metrics_relist },
+        { "undecodable", luna_lua_runtime_metrics_undecodable },
         { "watch_restart", luna_lua_runtime_metrics_watch_restart },
         { "version_check", luna_lua_runtime_metrics_version_check },
         { "reload", luna_lua_runtime_metrics_reload },

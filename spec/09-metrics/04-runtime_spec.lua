@@ -56,6 +56,7 @@ local EXPECTED = {
     "to group by name." },
   luna_informer_objects = { "gauge", "resource" },
   luna_informer_relists_total = { "counter", "resource" },
+  luna_informer_undecodable_objects_total = { "counter", "resource" },
   luna_watch_restarts_total = { "counter", "reason,resource" },
   luna_watch_version_checks_total = { "counter", "resource,result" },
   luna_reloads_total = { "counter", "result" },
@@ -300,6 +301,8 @@ describe("runtime metrics client, informers, reloads, Lua, leader", function()
     rt:informer("v1/Pod", function() return objects end)
     rt:informer("apps/v1/Deployment", function() return 2 end)
     rt:relist("v1/Pod")
+    rt:undecodable("v1/Pod")
+    rt:undecodable("v1/Pod")
     rt:watch_restart("v1/Pod", "gone")
     rt:watch_restart("v1/Pod", "gone")
     rt:watch_restart("v1/Pod", "timeout")
@@ -314,6 +317,9 @@ describe("runtime metrics client, informers, reloads, Lua, leader", function()
     assert.equal(11, expo.get(parsed, "luna_informer_objects", { resource = "v1/Pod" }))
     assert.equal(1, expo.get(parsed, "luna_informer_relists_total", { resource = "v1/Pod" }))
     assert.equal(0, expo.get(parsed, "luna_informer_relists_total", { resource = "apps/v1/Deployment" }))
+    assert.equal(2, expo.get(parsed, "luna_informer_undecodable_objects_total", { resource = "v1/Pod" }))
+    assert.equal(0, expo.get(parsed, "luna_informer_undecodable_objects_total",
+      { resource = "apps/v1/Deployment" }))
     assert.equal(2, expo.get(parsed, "luna_watch_restarts_total", { resource = "v1/Pod", reason = "gone" }))
     assert.equal(1, expo.get(parsed, "luna_watch_restarts_total", { resource = "v1/Pod", reason = "timeout" }))
     assert.equal(2, expo.get(parsed, "luna_watch_version_checks_total", { resource = "v1/Pod", result = "current" }))

@@ -70,13 +70,23 @@ describe("readyz", function()
       "[+]shutdown ok",
       "readyz check failed",
     }, "\n") .. "\n", 500 }, { h:render("readyz") })
-    h:set("informers-synced", true, "all synced") -- the reason of a passing check is not shown
+    h:set("informers-synced", true, "")
     assert.is_true(h:ready())
     assert.same({ "ok", 200 }, { h:render("readyz") })
     assert.same({ table.concat({
       "[+]loop ok", "[+]informers-synced ok", "[+]leader-or-standby ok", "[+]shutdown ok",
       "readyz check passed",
     }, "\n") .. "\n", 200 }, { h:render("readyz", { verbose = true }) })
+  end)
+
+  it("shows a passing check's note in the verbose body only (objects-decoded)", function()
+    local h = new()
+    h:set("objects-decoded", true, "v1/ConfigMap: 1 left out, last ns/deep: nesting deeper than the limit")
+    assert.is_true(h:ready())
+    assert.same({ "ok", 200 }, { h:render("readyz") })
+    assert.same({ "[+]loop ok\n[+]objects-decoded ok: v1/ConfigMap: 1 left out, last ns/deep: "
+      .. "nesting deeper than the limit\nreadyz check passed\n", 200 },
+      { h:render("readyz", { verbose = true }) })
   end)
 
   it("writes a failed check without a reason, and keeps reasons on one line", function()

@@ -11,6 +11,9 @@
 -- namespace is deleted by srv:stop().
 local helpers = require("helpers")
 local cjson = require("cjson")
+-- Objects may nest as deep as kube-apiserver accepts (10000 levels,
+-- docs/informers.md); lua-cjson's default bound is 1000.
+cjson.decode_max_depth(10010)
 
 local client = {}
 local Server = {}
