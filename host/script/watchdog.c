@@ -252,11 +252,18 @@ static void watchdog_free(struct luna_watchdog *wd)
 }
 
 /* Stops g for memory by rule; returns NULL for the allocator to return. */
+static void script_where(lua_State *co, char *buf, size_t size);
+
 static void *refuse(struct luna_watchdog_guard *g, enum luna_watchdog_memory_rule rule)
 {
     if (g->stop == LUNA_WATCHDOG_RUNNING) {
         g->stop = LUNA_WATCHDOG_MEMORY;
         g->memory_rule = rule;
+        /* The line that was running, now: once the coroutine has died of
+         * the memory error, LuaJIT no longer knows the innermost Lua
+         * frame's line when the VM itself was allocating (a table's
+         * growth), only when a C function was (string.rep). */
+        script_where(g->L, g->where, sizeof g->where);
         /* Only changes the hook count: safe at any point, as LuaJIT's own
          * profiler relies on. */
         arm(g);
@@ -698,7 +705,7 @@ int luna_watchdog_resume(lua_State *co, int nargs, struct luna_watchdog_guard *g
     luna_watchdog_enter(co, g);
     int rc = lua_resume(co, nargs);
     luna_watchdog_leave(g);
-    if (g->stop != LUNA_WATCHDOG_RUNNING && rc != 0 && rc != LUA_YIELD)
+    if (g->stop != LUNA_WATCHDOG_RUNNING && rc != 0 && rc != LUA_YIELD && !g->where[0])
         script_where(co, g->where, sizeof g->where);
     return rc;
 }
