@@ -361,13 +361,19 @@ static int compare_names(const struct dirent **a, const struct dirent **b)
     return strcmp((*a)->d_name, (*b)->d_name);
 }
 
+static bool has_suffix(const char *name, const char *suffix)
+{
+    size_t len = strlen(name), slen = strlen(suffix);
+    return len > slen && strcmp(name + len - slen, suffix) == 0;
+}
+
 /* A controller file: *.lua, except the specs `luna test` runs (*_test.lua),
- * which live next to the controllers they test. */
+ * which live next to the controllers they test, and the modules
+ * controllers require (*.mod.lua, docs/authoring.md "Modules"). */
 static int select_lua(const struct dirent *d)
 {
-    size_t len = strlen(d->d_name);
-    return has_lua_suffix(d->d_name) &&
-           !(len > 9 && strcmp(d->d_name + len - 9, "_test.lua") == 0);
+    return has_lua_suffix(d->d_name) && !has_suffix(d->d_name, "_test.lua") &&
+           !has_suffix(d->d_name, ".mod.lua");
 }
 
 int luna_loader_load_dir(lua_State *L, const char *dir, luna_error *err)

@@ -42,7 +42,7 @@ int luna_loader_find_lib(const char *argv0, const char **dir, luna_error *err);
 lua_State *luna_loader_new(const char *lib_dir, luna_error *err);
 
 /* Loads every *.lua file directly in dir but *_test.lua (specs for `luna
- * test`), in name order.  Every file is
+ * test`) and *.mod.lua (modules controllers require), in name order.  Every file is
  * tried; each failure is logged ("controller load failed", file, error).
  * Returns the number of files loaded, or the first failure's code (with the
  * count of failures in err's message) if any file failed.  A directory with
