@@ -113,6 +113,10 @@ struct luna_run_config {
     bool test_control;
     bool fake_clock;
     bool watch;                /* --watch: reload on changes of dir (stored for the reloader) */
+    /* --require-all: a file that fails to load at start ends the process
+     * (exit 1); without it the files that load run and the others are
+     * reported (log, the "controllers-current" check, metrics, an Event). */
+    bool require_all;
     const char *metrics_bind_address;       /* NULL: ":8443" (":8080" insecure); "0": off */
     /* /metrics is served over TLS to scrapers the API server authenticates
      * (TokenReview) and authorizes (SubjectAccessReview: get on the path)
