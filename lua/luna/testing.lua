@@ -308,7 +308,9 @@ function testing.start(opts)
     dir = testing._dir
   end
   local work = tmpdir()
-  local argv = { testing._exe, "run", "--dev-server", "--test-control",
+  -- --require-all: a controller file that fails to load fails the test,
+  -- rather than the test running without it
+  local argv = { testing._exe, "run", "--dev-server", "--test-control", "--require-all",
                  "--metrics-bind-address=0", "--health-probe-bind-address=0",
                  "--log-level", opts.log_level or "debug" }
   if opts.fake_clock ~= false then argv[#argv + 1] = "--fake-clock" end
