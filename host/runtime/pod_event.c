@@ -59,7 +59,7 @@ int luna_pod_event_post(struct luna_kube_client *kc, const char *reason, const c
     if (involved && uid)
         json_object_set_new(involved, "uid", json_string(uid));
     json_t *ev = involved ? json_pack("{s:s,s:s,s:{s:s,s:s},s:o,s:s,s:s%,s:s,s:{s:s},s:s,s:s,"
-                                      "s:s,s:i}",
+                                      "s:s,s:s,s:i}",
                                       "apiVersion", "v1", "kind", "Event", "metadata", "name", name,
                                       "namespace", ns, "involvedObject", involved, "reason", reason,
                                       "message", message, len, "type", "Warning", "source",

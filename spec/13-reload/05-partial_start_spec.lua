@@ -88,6 +88,10 @@ describe("a start with files that fail to load", function()
                   namespace = ev.involvedObject.namespace, apiVersion = ev.involvedObject.apiVersion })
     assert.equal("Warning", ev.type)
     assert.matches("bad%.lua", ev.message)
+    assert.equal(1, ev.count)
+    local TIME = "^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$"
+    assert.matches(TIME, ev.firstTimestamp)
+    assert.matches(TIME, ev.lastTimestamp)
 
     -- fixed: the reload takes every file, the check and metrics clear
     helpers.write_file(dir .. "/bad.lua", stamper("bad", "v1", srv.ns))

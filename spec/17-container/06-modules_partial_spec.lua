@@ -82,13 +82,14 @@ describe("modules and partial starts in the container #container", function()
     assert.equal(1, C.metric(m, "luna_controller_file_load_failed", { file = "broken.lua" }))
     assert.equal(1, C.metric(m, "luna_controllers_stale"))
     local ev
-    C.wait(function()
+    local ok, why = pcall(C.wait, function()
       local _, list = api:request("GET", api:ns_path("events"))
       for _, e in ipairs(list.items or {}) do
         if e.reason == "ControllerLoadFailed" and e.involvedObject.name == name then ev = e end
       end
       return ev ~= nil
     end, 30, "the Event on the pod")
+    assert(ok, tostring(why) .. "; the pod's log:\n" .. pod:dump())
     assert.equal("Pod", ev.involvedObject.kind)
     assert.matches("^%x+%-%x+%-%x+%-%x+%-%x+$", ev.involvedObject.uid)
     assert.equal("Warning", ev.type)
