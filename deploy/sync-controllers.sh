@@ -7,8 +7,11 @@
 # /etc/luna/controllers. With --check, writes nothing and exits 1 if the
 # file is missing or differs from what it would write.
 #
-# Fails (exit 2) if a file name is not a valid ConfigMap key or the scripts
-# together exceed the 1 MiB a ConfigMap can hold.
+# Modules controllers require (NAME.mod.lua) are keys like the controllers.
+# Fails (exit 2) if a file name is not a valid ConfigMap key, a
+# subdirectory holds *.lua files (a ConfigMap has no subdirectories: name
+# them DIR/a.b.mod.lua), or the scripts together exceed the 1 MiB a
+# ConfigMap can hold.
 set -eu
 
 check=0
@@ -33,6 +36,20 @@ trap 'rm -f "$out"' EXIT
   echo "configMapGenerator:"
   echo "- name: luna-controllers"
 } >"$out"
+
+# A ConfigMap is flat (its keys cannot hold '/'), so a module in a
+# subdirectory would be dropped and the pods would fail to load: refuse it
+# and name the flat file that works everywhere (docs/authoring.md "Modules").
+nested=$(find "$dir" -mindepth 2 -name '*.lua' ! -name '*_test.lua' ! -path '*/.*' | sort)
+if [ -n "$nested" ]; then
+  for f in $nested; do
+    rel=${f#"$dir"/}
+    flat=$(printf '%s' "${rel%.lua}" | tr / .).mod.lua
+    echo "$0: $f: a ConfigMap holds no subdirectories: name the module $flat" \
+         "(require \"$(printf '%s' "${rel%.lua}" | tr / .)\" finds it)" >&2
+  done
+  exit 2
+fi
 
 total=0
 names=

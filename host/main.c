@@ -116,6 +116,8 @@ static void usage(FILE *out)
           "  --shutdown-grace-period D\n"
           "                        how long SIGTERM waits for reconciles in flight (default 30s)\n"
           "  --watch               reload the controllers when files in DIR change\n"
+          "  --require-all         exit 1 when a controller file fails to load at start\n"
+          "                        (default: run the files that load, report the others)\n"
           "  --dev-server          run against an embedded dev server instead of a\n"
           "                        cluster (it logs a kubeconfig kubectl can use)\n"
           "  --seed FILE           with --dev-server: objects to start with (repeatable)\n"
@@ -229,7 +231,7 @@ static int parse_log_opts(const char *name, const char *value)
 enum run_flag {
     OPT_KUBECONFIG = 256, OPT_CONTEXT, OPT_LOG_LEVEL, OPT_LOG_FORMAT, OPT_HELP,
     OPT_METRICS_ADDR, OPT_HEALTH_ADDR, OPT_LEADER_ELECT, OPT_LEADER_ID, OPT_LEADER_NS,
-    OPT_LEASE_DURATION, OPT_RENEW_DEADLINE, OPT_RETRY_PERIOD, OPT_GRACE, OPT_WATCH,
+    OPT_LEASE_DURATION, OPT_RENEW_DEADLINE, OPT_RETRY_PERIOD, OPT_GRACE, OPT_WATCH, OPT_REQUIRE_ALL,
     OPT_DEV_SERVER, OPT_SEED, OPT_INSTR_LIMIT, OPT_TIME_LIMIT, OPT_MEM_LIMIT,
     OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
     OPT_TEST_CONTROL, OPT_FAKE_CLOCK,
@@ -278,6 +280,7 @@ static int cmd_run(int argc, char **argv)
         { "leader-elect-retry-period", required_argument, NULL, OPT_RETRY_PERIOD },
         { "shutdown-grace-period", required_argument, NULL, OPT_GRACE },
         { "watch", optional_argument, NULL, OPT_WATCH },
+        { "require-all", optional_argument, NULL, OPT_REQUIRE_ALL },
         { "dev-server", no_argument, NULL, OPT_DEV_SERVER },
         { "seed", required_argument, NULL, OPT_SEED },
         { "reconcile-instruction-limit", required_argument, NULL, OPT_INSTR_LIMIT },
@@ -341,7 +344,10 @@ static int cmd_run(int argc, char **argv)
             break;
         case OPT_LEADER_ELECT:
         case OPT_WATCH:
-            if (parse_bool(optarg, ch == OPT_WATCH ? &cfg.watch : &cfg.leader_elect) < 0)
+        case OPT_REQUIRE_ALL:
+            if (parse_bool(optarg, ch == OPT_WATCH          ? &cfg.watch
+                                   : ch == OPT_REQUIRE_ALL ? &cfg.require_all
+                                                           : &cfg.leader_elect) < 0)
                 return bad_flag(name, optarg, "want true or false");
             break;
         case OPT_METRICS_SECURE: {

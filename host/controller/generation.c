@@ -26,8 +26,8 @@ struct luna_generation {
 
 int luna_generation_load(const char *lib_dir, const char *dir,
                      const struct luna_watchdog_config *limits,
-                     const struct luna_generation_host *host, struct luna_generation **out,
-                     luna_error *err)
+                     const struct luna_generation_host *host, bool require_all,
+                     struct luna_generation **out, luna_error *err)
 {
     *out = NULL;
     struct luna_generation *g = calloc(1, sizeof *g);
@@ -43,7 +43,7 @@ int luna_generation_load(const char *lib_dir, const char *dir,
         luna_watchdog_configure(g->L, limits);
     g->host = host;
     g->host->install_api(g->L, g->host->ud);
-    int n = luna_loader_load_dir(g->L, dir, err);
+    int n = luna_loader_load_dir(g->L, dir, require_all, err);
     if (n < 0) {
         luna_generation_free(g);
         return n;

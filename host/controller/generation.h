@@ -55,15 +55,19 @@ struct luna_generation_host {
                                       * (luna run --shards), or NULL */
 };
 
-/* Loads every *.lua file of dir into a new state (controllers are not built yet).
- * host is borrowed: it outlives the generation, and is read again when
- * the controllers are built (the shard set may come after the load). */
+/* Loads every controller file of dir into a new state (controllers are
+ * not built yet; luna_loader_load_dir).  host is borrowed: it outlives the
+ * generation, and is read again when the controllers are built (the shard
+ * set may come after the load).  A file that fails to load fails the load
+ * when require_all is set (or no file loads); else the generation holds the
+ * files that loaded and the state lists the others
+ * (luna_loader_failure). */
 struct luna_watchdog_config;
 /* limits: the scripts' budgets (watchdog.h); NULL keeps the defaults. */
 int luna_generation_load(const char *lib_dir, const char *dir,
                      const struct luna_watchdog_config *limits,
-                     const struct luna_generation_host *host, struct luna_generation **out,
-                     luna_error *err);
+                     const struct luna_generation_host *host, bool require_all,
+                     struct luna_generation **out, luna_error *err);
 /* Installs the script API again in a reload loaded before the runtime
  * connected. */
 void luna_generation_connect(struct luna_generation *g);

@@ -21,6 +21,7 @@
 
 #define CONTROLLERS_KEY "luna.controllers"
 #define SOURCES_KEY "luna.controller_sources"
+#define FAILURES_KEY "luna.controller_failures"
 
 static int is_lib_dir(const char *dir)
 {
@@ -113,6 +114,8 @@ lua_State *luna_loader_new(const char *lib_dir, luna_error *err)
     lua_setfield(L, LUA_REGISTRYINDEX, CONTROLLERS_KEY);
     lua_newtable(L);
     lua_setfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, FAILURES_KEY);
     if (luna_watchdog_install(L, NULL, err) < 0 || luna_sandbox_install(L, err) < 0) {
         lua_close(L);
         return NULL;
@@ -361,16 +364,60 @@ static int compare_names(const struct dirent **a, const struct dirent **b)
     return strcmp((*a)->d_name, (*b)->d_name);
 }
 
-/* A controller file: *.lua, except the specs `luna test` runs (*_test.lua),
- * which live next to the controllers they test. */
-static int select_lua(const struct dirent *d)
+static bool has_suffix(const char *name, const char *suffix)
 {
-    size_t len = strlen(d->d_name);
-    return has_lua_suffix(d->d_name) &&
-           !(len > 9 && strcmp(d->d_name + len - 9, "_test.lua") == 0);
+    size_t len = strlen(name), slen = strlen(suffix);
+    return len > slen && strcmp(name + len - slen, suffix) == 0;
 }
 
-int luna_loader_load_dir(lua_State *L, const char *dir, luna_error *err)
+/* A controller file: *.lua, except the specs `luna test` runs (*_test.lua),
+ * which live next to the controllers they test, and the modules
+ * controllers require (*.mod.lua, docs/authoring.md "Modules"). */
+static int select_lua(const struct dirent *d)
+{
+    return has_lua_suffix(d->d_name) && !has_suffix(d->d_name, "_test.lua") &&
+           !has_suffix(d->d_name, ".mod.lua");
+}
+
+/* Appends { file = path, error = msg } to the state's load failures. */
+static void record_failure(lua_State *L, const char *path, const char *msg)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, FAILURES_KEY);
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, path);
+    lua_setfield(L, -2, "file");
+    lua_pushstring(L, msg);
+    lua_setfield(L, -2, "error");
+    lua_rawseti(L, -2, (int)lua_objlen(L, -2) + 1);
+    lua_pop(L, 1);
+}
+
+int luna_loader_failure_count(lua_State *L)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, FAILURES_KEY);
+    int n = lua_istable(L, -1) ? (int)lua_objlen(L, -1) : 0;
+    lua_pop(L, 1);
+    return n;
+}
+
+int luna_loader_failure(lua_State *L, int i, const char **file, const char **error)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, FAILURES_KEY);
+    lua_rawgeti(L, -1, i);
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 2);
+        return LUNA_ENOTFOUND;
+    }
+    lua_getfield(L, -1, "file");
+    lua_getfield(L, -2, "error");
+    /* the strings stay referenced by the registry table */
+    *file = lua_tostring(L, -2);
+    *error = lua_tostring(L, -1);
+    lua_pop(L, 4);
+    return 0;
+}
+
+int luna_loader_load_dir(lua_State *L, const char *dir, bool require_all, luna_error *err)
 {
     struct dirent **names;
     int n = scandir(dir, &names, select_lua, compare_names);
@@ -389,19 +436,21 @@ int luna_loader_load_dir(lua_State *L, const char *dir, luna_error *err)
         if (len < 0 || (size_t)len >= sizeof path) {
             luna_error_set(&one, LUNA_EINVAL, "%s/%s: path too long", dir, names[i]->d_name);
             luna_error("controller load failed", "file", names[i]->d_name, "error", one.msg);
+            record_failure(L, names[i]->d_name, one.msg);
             if (failed++ == 0)
                 first = one;
         } else if (luna_loader_load_file(L, path, &one) == 0) {
             loaded++;
         } else {
             luna_error("controller load failed", "file", path, "error", one.msg);
+            record_failure(L, path, one.msg);
             if (failed++ == 0)
                 first = one;
         }
         free(names[i]);
     }
     free(names);
-    if (failed) {
+    if (failed && (require_all || loaded == 0)) {
         luna_error_set(err, first.code, "%d of %d controller files failed to load; first: %s",
                        failed, n, first.msg);
         return first.code;

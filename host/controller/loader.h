@@ -28,6 +28,8 @@
 #ifndef LUNA_LOADER_H
 #define LUNA_LOADER_H
 
+#include <stdbool.h>
+
 #include <lua.h>
 
 #include "base/error.h"
@@ -42,12 +44,19 @@ int luna_loader_find_lib(const char *argv0, const char **dir, luna_error *err);
 lua_State *luna_loader_new(const char *lib_dir, luna_error *err);
 
 /* Loads every *.lua file directly in dir but *_test.lua (specs for `luna
- * test`), in name order.  Every file is
- * tried; each failure is logged ("controller load failed", file, error).
- * Returns the number of files loaded, or the first failure's code (with the
- * count of failures in err's message) if any file failed.  A directory with
- * no *.lua file is an error. */
-int luna_loader_load_dir(lua_State *L, const char *dir, luna_error *err);
+ * test`) and *.mod.lua (modules controllers require), in name order.
+ * Every file is tried; each failure is logged ("controller load failed",
+ * file, error) and recorded (luna_loader_failure).  Returns the number of
+ * files loaded; or, when a file failed and require_all is set or no file
+ * loaded, the first failure's code (with the count of failures in err's
+ * message).  A directory with no controller file is an error. */
+int luna_loader_load_dir(lua_State *L, const char *dir, bool require_all, luna_error *err);
+
+/* The files luna_loader_load_dir could not load, in name order: their
+ * count, and failure i's (1-based) path and error message (borrowed from
+ * the state; LUNA_ENOTFOUND if i is out of range). */
+int luna_loader_failure_count(lua_State *L);
+int luna_loader_failure(lua_State *L, int i, const char **file, const char **error);
 
 /* Number of controllers loaded so far. */
 int luna_loader_count(lua_State *L);

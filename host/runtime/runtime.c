@@ -30,6 +30,7 @@
 #include "api/client.h"
 #include "cache/informer_factory.h"
 #include "client/kube_client.h"
+#include "runtime/pod_event.h"
 #include "client/kubeconfig.h"
 #include "cluster/leader.h"
 #include "controller/reconcile.h"
@@ -62,6 +63,7 @@
 #define CHECK_SYNCED "informers-synced"
 #define CHECK_DECODED "objects-decoded"
 #define CHECK_LEADER "leader-or-standby"
+#define CHECK_CURRENT "controllers-current"
 
 /* Why a watch ended, as luna_watch_restarts_total{reason} names it, in the
  * order of struct informer_metrics.ends. */
@@ -148,6 +150,12 @@ struct runtime {
     struct informer_metrics *informers;
     char api_host[256];                   /* rest_client_requests_total{host} */
     struct luna_health *health;
+    /* The running code against the directory (the check
+     * "controllers-current", luna_controllers_stale): stale if and only if
+     * files failed to load in the running code or the last reload was
+     * refused; stale_why says which (the check's reason). */
+    bool stale;
+    char stale_why[1024];
     struct luna_httpd *metrics_srv, *health_srv;
     struct luna_serving_cert *metrics_cert;  /* secure metrics: the certificate */
     struct luna_metrics_auth *metrics_auth;  /* secure metrics: who may scrape */
@@ -354,6 +362,7 @@ static bool check_controllers(struct runtime *rt, bool *not_served_only)
 }
 
 static void finish_reload(struct runtime *rt);
+static void publish_code_state(struct runtime *rt);
 
 /* Every kind of the reload has an answer from discovery (resolved, not
  * served, or discovery failed once): it may take over. */
@@ -1013,6 +1022,7 @@ static int setup_servers(struct runtime *rt, luna_error *err)
         luna_health_set(rt->health, CHECK_LEADER, false, "lease not observed yet", NULL);
     else
         luna_health_set(rt->health, CHECK_LEADER, true, NULL, NULL);
+    publish_code_state(rt);
     const char *maddr = metrics_address(rt->cfg);
     const char *haddr = health_address(rt->cfg);
     bool mon = strcmp(maddr, "0") != 0, hon = strcmp(haddr, "0") != 0;
@@ -1209,15 +1219,136 @@ static void install_api(lua_State *L, void *ud)
     luna_api_install(L, &rt->api);
 }
 
+/* ---- the running code against the directory -------------------------------- */
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Appends msg's first line (a load error's traceback follows it). */
+static size_t append_line(char *out, size_t len, size_t size, const char *msg)
+{
+    size_t n = strcspn(msg, "\n");
+    int w = snprintf(out + len, size - len, "%.*s", (int)n, msg);
+    return w < 0 ? len : len + (size_t)w >= size ? size - 1 : len + (size_t)w;
+}
+
+/* A Warning Event on luna's pod (runtime/pod_event.h), once connected. */
+static void report_on_pod(struct runtime *rt, const char *reason, const char *message)
+{
+    if (!rt->kc)
+        return;
+    luna_error err = { 0 };
+    if (!luna_pod_event_known())
+        luna_info("no Event for the load failures: POD_NAME and POD_NAMESPACE are not both set",
+                  "reason", reason);
+    else if (luna_pod_event_post(rt->kc, reason, message, &err) < 0)
+        luna_warn("pod Event not recorded", "reason", reason, "error", err.msg);
+}
+
+/* The check and the metrics from rt->stale and the running code's load
+ * failures. */
+static void publish_code_state(struct runtime *rt)
+{
+    if (rt->health)
+        luna_health_set(rt->health, CHECK_CURRENT, !rt->stale, rt->stale ? rt->stale_why : NULL,
+                        NULL);
+    if (!rt->rm || !rt->gen)
+        return;
+    lua_State *L = luna_generation_state(rt->gen);
+    const char *files[64];
+    size_t n = 0;
+    for (int i = 1; i <= luna_loader_failure_count(L) && n < sizeof files / sizeof files[0]; i++) {
+        const char *file, *msg;
+        if (luna_loader_failure(L, i, &file, &msg) == 0)
+            files[n++] = base_name(file);
+    }
+    luna_runtime_metrics_code_state(rt->rm, rt->stale, files, n);
+}
+
+/* The running code changed (start, reload done): stale while some files
+ * of the directory failed to load into it. */
+static void code_loaded(struct runtime *rt)
+{
+    lua_State *L = luna_generation_state(rt->gen);
+    int failed = luna_loader_failure_count(L);
+    rt->stale = failed > 0;
+    rt->stale_why[0] = '\0';
+    if (failed) {
+        size_t size = sizeof rt->stale_why;
+        int w = snprintf(rt->stale_why, size, "%d of %d controller files failed to load: ",
+                         failed, failed + luna_loader_count(L));
+        size_t len = w < 0 ? 0 : (size_t)w;
+        for (int i = 1; i <= failed && len + 1 < size; i++) {
+            const char *file, *msg;
+            if (luna_loader_failure(L, i, &file, &msg) < 0)
+                continue;
+            /* the message names the file ("path:line: what"): the base name
+             * stands for it, the line number stays */
+            const char *rest = strncmp(msg, file, strlen(file)) == 0 ? msg + strlen(file) : msg;
+            bool line = rest > msg && rest[0] == ':' && rest[1] >= '0' && rest[1] <= '9';
+            if (!line)
+                rest += strspn(rest, ": ");
+            w = snprintf(rt->stale_why + len, size - len, "%s%s%s", i > 1 ? "; " : "",
+                         base_name(file), line ? "" : ": ");
+            len = w < 0 || len + (size_t)w >= size ? size - 1 : len + (size_t)w;
+            len = append_line(rt->stale_why, len, size, rest);
+        }
+    }
+    publish_code_state(rt);
+}
+
+/* A reload was refused: the old code runs on, and is not the directory's. */
+static void code_refused(struct runtime *rt, const char *why)
+{
+    rt->stale = true;
+    size_t len = (size_t)snprintf(rt->stale_why, sizeof rt->stale_why,
+                                  "reload refused, the old code runs on: ");
+    append_line(rt->stale_why, len, sizeof rt->stale_why, why);
+    publish_code_state(rt);
+    report_on_pod(rt, "ReloadRefused", rt->stale_why);
+}
+
+/* With the files that load running (no --require-all), a reload is still
+ * refused when a file fails that the running code has (it would stop) or
+ * never tried (it is new): it only takes over when every file it lacks
+ * failed in the running code too, so a pod started without a broken file
+ * still takes changes to the others.  Sets err and returns true when next
+ * is refused. */
+static bool new_failure(struct runtime *rt, struct luna_generation *next, luna_error *err)
+{
+    lua_State *L = luna_generation_state(next);
+    lua_State *R = rt->gen ? luna_generation_state(rt->gen) : NULL;
+    for (int i = 1; i <= luna_loader_failure_count(L); i++) {
+        const char *file, *msg;
+        if (luna_loader_failure(L, i, &file, &msg) < 0)
+            continue;
+        bool known = false;
+        for (int j = 1; R && !known && j <= luna_loader_failure_count(R); j++) {
+            const char *f, *m;
+            known = luna_loader_failure(R, j, &f, &m) == 0 && strcmp(f, file) == 0;
+        }
+        if (!known) {
+            luna_error_set(err, LUNA_ELUA, "%s", msg);
+            return true;
+        }
+    }
+    return false;
+}
+
 static struct luna_generation *load_and_build(struct runtime *rt)
 {
     luna_error err = { 0 };
     struct luna_generation *next = NULL;
-    if (luna_generation_load(rt->lib, rt->cfg->dir, rt->cfg->limits, &rt->gen_host, &next, &err) < 0 ||
-        luna_generation_build(next, rt->factory, &err) < 0) {
+    if (luna_generation_load(rt->lib, rt->cfg->dir, rt->cfg->limits, &rt->gen_host,
+                             rt->cfg->require_all, &next, &err) < 0 ||
+        new_failure(rt, next, &err) || luna_generation_build(next, rt->factory, &err) < 0) {
         luna_generation_free(next);
         luna_error("reload failed", "dir", rt->cfg->dir, "error", err.msg);
         luna_runtime_metrics_reload(rt->rm, LUNA_RELOAD_FAILURE, ev_time());
+        code_refused(rt, err.msg);
         return NULL;
     }
     return next;
@@ -1439,6 +1570,7 @@ static void finish_reload(struct runtime *rt)
              LUNA_LOG_NUM("changed"), ch, LUNA_LOG_NUM("generation"), gen, "result",
              luna_reload_result_name(result), "unresolved", len ? unresolved : NULL, NULL);
     luna_runtime_metrics_reload(rt->rm, result, ev_time());
+    code_loaded(rt);
 }
 
 static void sighup_cb(struct ev_loop *loop, ev_signal *w, int revents)
@@ -1563,7 +1695,8 @@ static int run(const struct luna_run_config *cfg)
     rt.gen_host = (struct luna_generation_host){
         .install_api = install_api, .ud = &rt, .clock = luna_test_control_clock(),
     };
-    if (luna_generation_load(rt.lib, cfg->dir, cfg->limits, &rt.gen_host, &rt.gen, &err) < 0) {
+    if (luna_generation_load(rt.lib, cfg->dir, cfg->limits, &rt.gen_host, cfg->require_all,
+                             &rt.gen, &err) < 0) {
         luna_error("controllers failed to load", "dir", cfg->dir, "error", err.msg);
         teardown(&rt);
         return 1;
@@ -1577,6 +1710,25 @@ static int run(const struct luna_run_config *cfg)
     char count[16];
     snprintf(count, sizeof count, "%d", luna_loader_count(luna_generation_state(rt.gen)));
     luna_info("controllers loaded", "dir", cfg->dir, LUNA_LOG_NUM("count"), count);
+    code_loaded(&rt);
+    if (rt.stale) {
+        /* Loud: the pod runs, but not all of its code (--require-all exits). */
+        lua_State *L = luna_generation_state(rt.gen);
+        char failed[16], files[512];
+        size_t len = 0;
+        files[0] = '\0';
+        for (int i = 1; i <= luna_loader_failure_count(L); i++) {
+            const char *file, *msg;
+            if (luna_loader_failure(L, i, &file, &msg) == 0) {
+                int w = snprintf(files + len, sizeof files - len, "%s%s", len ? "," : "",
+                                 base_name(file));
+                len = w < 0 || len + (size_t)w >= sizeof files ? sizeof files - 1 : len + (size_t)w;
+            }
+        }
+        snprintf(failed, sizeof failed, "%d", luna_loader_failure_count(L));
+        luna_error("controllers started without some files", LUNA_LOG_NUM("failed"), failed, "files", files,
+                   "why", rt.stale_why);
+    }
 
     if (connect_api(&rt, &err) < 0) {
         luna_error("kubeconfig failed", "error", err.msg);
@@ -1584,6 +1736,8 @@ static int run(const struct luna_run_config *cfg)
         return 1;
     }
     luna_generation_connect(rt.gen);
+    if (rt.stale)
+        report_on_pod(&rt, "ControllerLoadFailed", rt.stale_why);
     if (cfg->shards && setup_shards(&rt, &err) < 0) {
         luna_error("startup failed", "error", err.msg);
         teardown(&rt);

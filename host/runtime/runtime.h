@@ -114,6 +114,10 @@ struct luna_run_config {
     bool test_control;
     bool fake_clock;
     bool watch;                /* --watch: reload on changes of dir (stored for the reloader) */
+    /* --require-all: a file that fails to load at start ends the process
+     * (exit 1); without it the files that load run and the others are
+     * reported (log, the "controllers-current" check, metrics, an Event). */
+    bool require_all;
     /* NULL: ":8443" (":8080" insecure), with dev_server "127.0.0.1:0"; "0": off */
     const char *metrics_bind_address;
     /* /metrics is served over TLS to scrapers the API server authenticates

@@ -679,13 +679,25 @@ static int sb_require(lua_State *L)
     if (!valid_module_name(name))
         return luaL_error(L, "invalid module name '%s': use dotted names of letters, digits "
                              "and underscores", name);
-    char path[PATH_MAX];
+    /* Two homes: DIR/NAME.mod.lua, a flat file name that survives a
+     * ConfigMap (whose keys cannot hold '/') and that the loader skips as
+     * a controller, and DIR/a/b.lua for `a.b` (luna run only).  A name
+     * both answer is refused rather than guessed. */
+    char path[PATH_MAX], flat[PATH_MAX];
     int len = snprintf(path, sizeof path, "%s/%s.lua", dir, name);
-    if (len < 0 || (size_t)len >= sizeof path)
+    int flen = snprintf(flat, sizeof flat, "%s/%s.mod.lua", dir, name);
+    if (len < 0 || (size_t)len >= sizeof path || flen < 0 || (size_t)flen >= sizeof flat)
         return luaL_error(L, "module name '%s' is too long", name);
     for (char *p = path + strlen(dir) + 1; p < path + len - 4; p++)
         if (*p == '.')
             *p = '/';
+    if (access(flat, F_OK) == 0) {
+        if (access(path, F_OK) == 0)
+            return luaL_error(L, "module '%s' is ambiguous: both %s and %s exist (keep one)",
+                              name, flat, path);
+        memcpy(path, flat, (size_t)flen + 1);
+        len = flen;
+    }
     record_dep(L, path);
     int modules = realm;
     lua_getfield(L, modules, path);
@@ -695,9 +707,10 @@ static int sb_require(lua_State *L)
         return 1;
     lua_pop(L, 1);
     if (access(path, R_OK) != 0)
-        return luaL_error(L, "module '%s' not found: no file %s (luna scripts may require "
-                             "luna, its helpers and modules under the controllers directory)",
-                          name, path);
+        return luaL_error(L, "module '%s' not found: no file %s or %s (luna scripts may "
+                             "require luna, its helpers and modules of the controllers "
+                             "directory)",
+                          name, flat, path);
     luna_error err;
     if (load_in_realm(L, path, dir, realm, &err) < 0) {
         lua_pushstring(L, err.msg);

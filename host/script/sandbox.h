@@ -32,9 +32,10 @@
  *     luna.time, luna.predicates) as read-only views; "luna.core" as a
  *     view of { version, json = { encode, decode, array, object,
  *     is_array, is_object, null }, crypto }; the libraries above by name;
- *     any other `a.b.c` name loads DIR/a/b/c.lua (DIR: the directory given when the
- *     controller file was loaded, for the modules it requires too), once
- *     per realm, in its own environment;
+ *     any other `a.b.c` name loads DIR/a.b.c.mod.lua, else DIR/a/b/c.lua
+ *     (DIR: the directory given when the controller file was loaded, for
+ *     the modules it requires too; both existing is an error), once per
+ *     realm, in its own environment;
  *   - realms: each file luna_sandbox_loadfile loads (a controller file)
  *     starts a realm, which the modules it requires join: the module
  *     instances (a module required twice in a realm is one instance, in

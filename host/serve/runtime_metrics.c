@@ -34,6 +34,8 @@ enum fam {
     F_RELOAD_LAST,
     F_LUA_MEMORY,
     F_SCRIPT_INFO,
+    F_FILE_LOAD_FAILED,
+    F_STALE,
     F_KINDS_NOT_SERVED,
     F_TRIGGERS,
     F_TRIGGER_KEYS,
@@ -117,6 +119,13 @@ static const struct luna_metric_desc descs[F_COUNT] = {
     [F_SCRIPT_INFO] = { "luna_controller_script_info",
         "The script each controller runs, by SHA-256 of its source; always 1",
         LUNA_METRIC_GAUGE, LABELS("controller", "sha256"), NULL, 0 },
+    [F_FILE_LOAD_FAILED] = { "luna_controller_file_load_failed",
+        "Controller files of the directory the running code lacks because they failed "
+        "to load; always 1", LUNA_METRIC_GAUGE, LABELS("file"), NULL, 0 },
+    [F_STALE] = { "luna_controllers_stale",
+        "1 while the running code is not the code in the controllers directory (files "
+        "failed to load, or the last reload was refused), else 0", LUNA_METRIC_GAUGE,
+        NULL, NULL, 0 },
     [F_KINDS_NOT_SERVED] = { "luna_controller_kinds_not_served",
         "Number of the controller's sources whose kind the API server does not serve "
         "(the controller cannot start until it does)", LUNA_METRIC_GAUGE,
@@ -188,6 +197,7 @@ struct luna_runtime_metrics {
     struct luna_metric_family *fam[F_COUNT];  /* references */
     struct luna_metric_child *reloads[3];     /* references, by enum luna_reload_result */
     struct luna_metric_child *reload_last;
+    struct luna_metric_child *stale;
 };
 
 struct luna_controller_metrics {
@@ -273,6 +283,8 @@ int luna_runtime_metrics_new(struct luna_metrics *reg, struct luna_runtime_metri
                         &rm->reloads[r], err);
     if (rc == 0)
         rc = held_child(rm->fam[F_RELOAD_LAST], NULL, &rm->reload_last, err);
+    if (rc == 0)
+        rc = held_child(rm->fam[F_STALE], NULL, &rm->stale, err);
     /* the log writer's counters, read at every scrape */
     static const luna_metric_fn log_fns[] = { log_lines, log_dropped, log_truncated,
                                               log_buffered };
@@ -301,6 +313,7 @@ void luna_runtime_metrics_free(struct luna_runtime_metrics *rm)
     for (int r = 0; r < 3; r++)
         luna_metric_child_unref(rm->reloads[r]);
     luna_metric_child_unref(rm->reload_last);
+    luna_metric_child_unref(rm->stale);
     free(rm);
 }
 
@@ -632,6 +645,18 @@ void luna_runtime_metrics_reload(struct luna_runtime_metrics *rm,
     luna_metric_inc(rm->reloads[result]);
     if (result != LUNA_RELOAD_FAILURE)
         luna_metric_set(rm->reload_last, unix_seconds);
+}
+
+void luna_runtime_metrics_code_state(struct luna_runtime_metrics *rm, bool stale,
+                                     const char *const *files, size_t n)
+{
+    luna_metric_set(rm->stale, stale ? 1 : 0);
+    luna_metric_family_clear(rm->fam[F_FILE_LOAD_FAILED]);
+    for (size_t i = 0; i < n; i++) {
+        struct luna_metric_child *c;
+        if (luna_metric_child(rm->fam[F_FILE_LOAD_FAILED], LABELS(files[i]), &c, NULL) == 0)
+            luna_metric_set(c, 1);
+    }
 }
 
 static double lua_memory(void *ud)

@@ -30,6 +30,11 @@
  *   luna_reload_last_timestamp_seconds                         gauge (last applied)
  *   luna_lua_memory_bytes{state}                               gauge (function)
  *   luna_controller_script_info{controller,sha256}             gauge (1)
+ *   luna_controller_file_load_failed{file}                     gauge (1)
+ *       (files of the directory that failed to load: the running code lacks them)
+ *   luna_controllers_stale                                     gauge (0/1)
+ *       (the running code is not the directory's: files failed to load, or
+ *       the last reload was refused)
  *   luna_controller_kinds_not_served{controller}               gauge
  *       (sources whose kind the server does not serve)
  *   luna_triggers_total{controller,action}                     counter
@@ -214,6 +219,12 @@ void luna_runtime_metrics_version_check(struct luna_runtime_metrics *rm,
                                         const char *resource, bool stale);
 
 /* ---- reloads, Lua states, leader election ------------------------------------ */
+
+/* The running code against the controllers directory: stale (see
+ * luna_controllers_stale) and the n files (names, borrowed for the call)
+ * that failed to load; the series of other files are removed. */
+void luna_runtime_metrics_code_state(struct luna_runtime_metrics *rm, bool stale,
+                                     const char *const *files, size_t n);
 
 /* A reload finished at unix_seconds: reloads_total{result} + 1, and when
  * it was applied (success, unresolved) reload_last_timestamp_seconds =

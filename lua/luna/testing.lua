@@ -8,7 +8,8 @@
 --   local testing = require "luna.testing"
 --   local env = testing.start{
 --     controllers = { "configmap-mirror.lua" }, -- files (relative to the spec file's
---                                               --   directory); default: that whole directory
+--                                               --   directory) and the modules beside
+--                                               --   them (*.mod.lua); default: that whole directory
 --     dir = "path",                             -- or: run this directory as `luna run` would
 --     seed = { "../deploy/crd-widgets.yaml" },  -- manifests the server starts with (CRDs)
 --     objects = { {...}, ... },                 -- objects the server starts with
@@ -289,13 +290,27 @@ function testing.start(opts)
       local link = dir .. "/" .. src:match("[^/]+$")
       assert(C.symlink(src, link) == 0, "symlink " .. src)
       links[#links + 1] = link
+      -- the modules the listed files may require (NAME.mod.lua) come
+      -- along from their directories, as `luna run` would find them
+      local src_dir = src:match("^(.*)/[^/]+$")
+      local p = io.popen("ls -1 '" .. src_dir:gsub("'", "'\\''") .. "' 2>/dev/null")
+      for name in p:lines() do
+        local mod = dir .. "/" .. name
+        if name:match("^[^.].*%.mod%.lua$") and not read_file(mod) then
+          assert(C.symlink(src_dir .. "/" .. name, mod) == 0, "symlink " .. src_dir .. "/" .. name)
+          links[#links + 1] = mod
+        end
+      end
+      p:close()
     end
     links[#links + 1] = dir
   else
     dir = testing._dir
   end
   local work = tmpdir()
-  local argv = { testing._exe, "run", "--dev-server", "--test-control",
+  -- --require-all: a controller file that fails to load fails the test,
+  -- rather than the test running without it
+  local argv = { testing._exe, "run", "--dev-server", "--test-control", "--require-all",
                  "--metrics-bind-address=0", "--health-probe-bind-address=0",
                  "--log-level", opts.log_level or "debug" }
   if opts.fake_clock ~= false then argv[#argv + 1] = "--fake-clock" end

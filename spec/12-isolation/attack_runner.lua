@@ -522,7 +522,9 @@ end
 function R.run_refused(srv, attacks)
   local failures = {}
   local function startup(list)
-    local h = R.start(srv, list, { refused = true })
+    -- --require-all: a refused file ends the start (without it the host
+    -- would run the files that load, docs/operations.md)
+    local h = R.start(srv, list, { refused = true, args = { "--require-all" } })
     local ok, err = pcall(function()
       h:sane()
       local rc = h:status()

@@ -44,7 +44,7 @@ describe("luna run probes", function()
     local waiting = ('controller gadgets: %s/v1/Gadget not served (no matches for kind "Gadget" in ' ..
                      'version "%s/v1": the server does not serve that group-version)'):format(group, group)
     assert.equal("[+]loop ok\n[-]informers-synced failed: " .. waiting .. "\n" ..
-                 "[+]leader-or-standby ok\nreadyz check failed\n", body)
+                 "[+]leader-or-standby ok\n[+]controllers-current ok\nreadyz check failed\n", body)
     code, body = S.get(luna.health .. "/readyz/informers-synced")
     assert.same({ 500, "[-]informers-synced failed: " .. waiting .. "\n" }, { code, body })
     assert.same({ 200, "ok" }, { get(luna.health .. "/readyz/leader-or-standby") })
@@ -64,7 +64,8 @@ describe("luna run probes", function()
     helpers.eventually(function() return S.get(luna.health .. "/readyz") == 200 end, 20, "ready")
     assert.same({ 200, "ok" }, { get(luna.health .. "/readyz") })
     code, body = S.get(luna.health .. "/readyz?verbose")
-    assert.same({ 200, "[+]loop ok\n[+]informers-synced ok\n[+]leader-or-standby ok\nreadyz check passed\n" },
+    assert.same({ 200, "[+]loop ok\n[+]informers-synced ok\n[+]leader-or-standby ok\n" ..
+                       "[+]controllers-current ok\nreadyz check passed\n" },
                 { code, body })
     assert.same({ 200, "ok" }, { get(luna.health .. "/healthz/loop") })
     srv:request("DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets." .. group)

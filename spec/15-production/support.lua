@@ -3,7 +3,8 @@
 --
 --   S.kubeconfig_for(srv)            a kubeconfig file for the server
 --   S.controllers(files)             a directory of controller files
---   S.start(srv, dir, opts) -> luna  opts.name (POD_NAME), opts.leader (with
+--   S.start(srv, dir, opts) -> luna  opts.name (POD_NAME), opts.pod_namespace
+--       (POD_NAMESPACE), opts.leader (with
 --       opts.lease = { duration, renew, retry }), opts.args, opts.lease_name,
 --       opts.secure (metrics over HTTPS, authorized; default: plain HTTP)
 --   luna:expect(pattern, secs)       the next line matching (raises with output)
@@ -49,7 +50,8 @@ function S.start(srv, dir, opts)
   end
   for _, a in ipairs(opts.args or {}) do argv[#argv + 1] = a end
   argv[#argv + 1] = dir
-  local p = helpers.spawn(argv, { env = { POD_NAME = opts.name or false, POD_NAMESPACE = false,
+  local p = helpers.spawn(argv, { env = { POD_NAME = opts.name or false,
+                                          POD_NAMESPACE = opts.pod_namespace or false,
                                           KUBECONFIG = false } })
   local luna = setmetatable({ p = p, name = opts.name }, Luna)
   luna.metrics = (opts.secure and "https://" or "http://")

@@ -114,7 +114,8 @@ describe("the Deployment", function()
     assert.is_nil(container().command, "command would replace the image's ENTRYPOINT")
     local env = {}
     for _, e in ipairs(container().env) do env[e.name] = e.valueFrom.fieldRef.fieldPath end
-    assert.same({ POD_NAME = "metadata.name", POD_NAMESPACE = "metadata.namespace" }, env)
+    assert.same({ POD_NAME = "metadata.name", POD_NAMESPACE = "metadata.namespace",
+                  POD_UID = "metadata.uid" }, env)
   end)
 
   it("exposes secure metrics on 8443 and probes /healthz and /readyz on 8081", function()

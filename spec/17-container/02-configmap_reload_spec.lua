@@ -1,7 +1,9 @@
 -- Scripts from a ConfigMap volume, updated the kubelet's way while the
 -- container runs (--watch, as the Deployment runs it): the new code runs
 -- on every object without a relist, a broken script is refused while the
--- old code keeps running, keys come and go, and /readyz stays ready.
+-- old code keeps running (and /readyz says the running code is not the
+-- directory's until a reload succeeds), keys come and go, and /readyz stays
+-- ready through every good update.
 local C = require("17-container.support")
 
 local skip = C.skip_reason()
@@ -22,6 +24,7 @@ describe("scripts from a ConfigMap volume #container", function()
   end
 
   local api, cm, pod, ready
+  local samples = {} -- /readyz codes while the directory held good code
 
   -- "reflector listed" lines of the recorder's informer (debug level).
   local function lists()
@@ -77,6 +80,8 @@ describe("scripts from a ConfigMap volume #container", function()
   end)
 
   it("refuses a broken script and keeps running the old code", function()
+    for _, c in ipairs(ready.stop()) do samples[#samples + 1] = c end
+    ready = nil
     local failures = C.metric(pod:metrics(), "luna_reloads_total", { result = "failure" }) or 0
     local from = #pod.lines + 1
     cm:update({ ["recorder.lua"] = BROKEN })
@@ -86,6 +91,11 @@ describe("scripts from a ConfigMap volume #container", function()
     -- the v2 code still reconciles what changes
     touch_and_expect("ct-1", "v2")
     assert.is_true(pod:running())
+    -- not ready: the code running is not the ConfigMap's
+    local code, body = pod:http(C.port("health"), "/readyz/controllers-current")
+    assert.equal(500, code)
+    assert.matches("[-]controllers-current failed: reload refused, the old code runs on: ", body, 1, true)
+    assert.equal(1, C.metric(pod:metrics(), "luna_controllers_stale"))
   end)
 
   it("adds and removes controllers as keys come and go", function()
@@ -93,6 +103,8 @@ describe("scripts from a ConfigMap volume #container", function()
     cm:update({ ["recorder.lua"] = C.recorder(api.ns, "v3"), ["second.lua"] = second })
     pod:await("controller added controller=second", 30)
     pod:await("reload done .*controllers=2", 10)
+    C.wait(function() return pod:http(C.port("health"), "/readyz") == 200 end, 30, "ready again")
+    ready = pod:sampler(C.port("health"), "/readyz")
     C.wait(function() return api:all_stamped("v3", 3) end, 30, "v3 on every object")
     local from = #pod.lines + 1
     cm:update({ ["recorder.lua"] = C.recorder(api.ns, "v4") })
@@ -103,8 +115,9 @@ describe("scripts from a ConfigMap volume #container", function()
     assert.equal(1, lists())
   end)
 
-  it("stayed ready through every update", function()
-    local codes = ready.stop()
+  it("stayed ready through every good update", function()
+    local codes = samples
+    for _, c in ipairs(ready.stop()) do codes[#codes + 1] = c end
     ready = nil
     assert.is_true(#codes > 10, "too few /readyz samples: " .. #codes)
     for i, c in ipairs(codes) do

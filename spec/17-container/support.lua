@@ -374,6 +374,8 @@ function C.pod(api, cm, opts)
   local spec = C.pod_spec()
   local pod, ctr = spec.pod, spec.container
   local name = opts.name or ("luna-ct-" .. rand_hex(6))
+  local uid = ("%s-%s-4%s-8%s-%s"):format(rand_hex(8), rand_hex(4), rand_hex(3), rand_hex(3),
+                                         rand_hex(12))
   local env = { POD_NAME = name, POD_NAMESPACE = api.ns,
                 KUBERNETES_SERVICE_HOST = api.service_host, KUBERNETES_SERVICE_PORT = api.port }
   local envs = {}
@@ -381,8 +383,9 @@ function C.pod(api, cm, opts)
     local field = e.valueFrom and e.valueFrom.fieldRef and e.valueFrom.fieldRef.fieldPath
     if field == "metadata.name" then envs[#envs + 1] = { e.name, name }
     elseif field == "metadata.namespace" then envs[#envs + 1] = { e.name, api.ns }
+    elseif field == "metadata.uid" then envs[#envs + 1] = { e.name, uid }
     elseif e.value then envs[#envs + 1] = { e.name, e.value }
-    else error("pod env " .. e.name .. ": only fieldRef metadata.name/namespace and values are emulated") end
+    else error("pod env " .. e.name .. ": only fieldRef metadata.name/namespace/uid and values are emulated") end
     env[e.name] = envs[#envs][2]
   end
   -- args: $(VAR) expanded from the container's env, as the kubelet does

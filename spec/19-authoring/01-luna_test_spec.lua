@@ -240,6 +240,15 @@ it("starts", function() require("luna.testing").start{} end)
     assert.equal(1, rc, out)
     assert.matches("luna exited before answering status", out)
     assert.matches("controller load failed", out)
+    -- beside a file that loads too: a test env runs with --require-all, so
+    -- a broken file fails the test instead of running without it
+    dir = tree{ ["marker.lua"] = MARKER, ["bad.lua"] = "return 42\n", ["bad_test.lua"] = [[
+it("starts", function() require("luna.testing").start{} end)
+]] }
+    out, rc = luna_test(dir)
+    assert.equal(1, rc, out)
+    assert.matches("luna exited before answering status", out)
+    assert.matches("1 of 2 controller files failed to load", out)
   end)
 
   it("exits 2 on bad usage", function()
