@@ -73,7 +73,7 @@ static int luna_lua_rbac_controller_sources(lua_State *L)
      * before it has connected, and loading must not need either. */
     struct luna_api_host host = { 0 };
     luna_api_install(C, &host);
-    int n = luna_loader_load_dir(C, dir, &err);
+    int n = luna_loader_load_dir(C, dir, true, &err); /* a role for part of DIR would mislead */
     if (n < 0) {
         lua_close(C);
         lua_pushnil(L);
