@@ -82,6 +82,7 @@ local EXPECTED = {
     "buffer was full) or the output failed" },
   luna_log_lines_truncated_total = { "counter", "" },
   luna_log_buffered_bytes = { "gauge", "" },
+  luna_controllers_stale = { "gauge", "" },
   process_cpu_seconds_total = { "counter", "" },
   process_resident_memory_bytes = { "gauge", "" },
   process_virtual_memory_bytes = { "gauge", "" },
