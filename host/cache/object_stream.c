@@ -671,7 +671,13 @@ static int on_event(void *ud, const luna_json_event *ev, luna_error *err)
     if (s->in_item)
         return item_event(s, ev, err);
     if (ev->type == LUNA_JSON_LIMIT)
-        return luna_error_set(err, LUNA_ETOOBIG, "%.*s outside an item", (int)ev->len, ev->str);
+        /* Outside an item there is nothing to leave out: the stream fails,
+         * with the code the parser's hard limits give (an out-of-range
+         * number is a protocol error, as malformed bytes are; a number
+         * ends only at the byte after it, so which of the two a stream
+         * meets first depends on where its chunks were cut). */
+        return luna_error_set(err, strncmp(ev->str, "number", 6) == 0 ? LUNA_EPROTO : LUNA_ETOOBIG,
+                              "%.*s outside an item", (int)ev->len, ev->str);
 
     bool list = s->opts.mode == LUNA_STREAM_LIST;
     if (ev->depth == 0) {

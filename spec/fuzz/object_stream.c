@@ -200,6 +200,8 @@ static int feed(struct luna_object_stream *s, const uint8_t *body, size_t len,
         rc = luna_object_stream_finish(s, &err);
     if (rc < 0)
         FUZZ_CHECK(err.msg[0] != '\0', "error %d without a message", rc);
+    if (getenv("FUZZ_DEBUG") && rc < 0) /* triage: which error each feeding met */
+        fprintf(stderr, "feed: %d %s\n", rc, err.msg);
     return rc;
 }
 
