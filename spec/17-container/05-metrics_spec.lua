@@ -27,7 +27,7 @@ describe("metrics over the container network #container", function()
 
   it("listens securely on the Deployment's metrics port, with a self-signed certificate", function()
     local rec = pod:await("metrics server listening", 1)
-    assert.equal("true", rec.secure)
+    assert.is_true(rec.secure) -- a JSON boolean (typed JSON logs)
     assert.equal("self-signed", rec.cert)
     assert.matches(":" .. C.port("metrics") .. "$", rec.address)
     -- plain HTTP gets no answer from the TLS port

@@ -58,7 +58,7 @@ describe("modules and partial starts in the container #container", function()
                 (function() local k = {} for n in pairs(files) do k[#k + 1] = n end table.sort(k) return k end)())
     local pod = C.pod(api, C.configmap(files))
     pod:await("caches synced", 60)
-    assert.equal("1", pod:await("controllers loaded", 5).count)
+    assert.equal(1, pod:await("controllers loaded", 5).count) -- a JSON number
     C.wait(function() return api:all_stamped("v1", 3) end, 60, "v1 on every object")
     C.wait(function() return pod:http(C.port("health"), "/readyz") == 200 end, 30, "ready")
     assert.equal(0, pod:count("controller load failed"))
