@@ -37,11 +37,15 @@ local SKIPPED = {
     ["luna rbac controllers                      # print the role"] =
       "names DIR and crds.yaml as placeholders; spec/19-authoring/04-rbac_spec.lua runs each form",
   },
+  ["docs/team-controllers.md"] = {
+    ["cp onboarding/* backup/* controllers/    # specs too: `luna rbac` runs them; the ConfigMap takes the scripts"] =
+      "a cluster: spec/16-deploy/08-team_controllers_kube_spec.lua runs both controllers with that role",
+  },
   ["docs/sharding.md"] = {
     ["POD_NAME=web-0 luna run --shards --leader-election-namespace=luna controllers/"] = "a cluster",
   },
 }
-local NSKIPPED = 11 -- grows only with an entry above, and its reason
+local NSKIPPED = 12 -- grows only with an entry above, and its reason
 
 -- Tools a runnable block may need that a machine may lack: such a block is
 -- reported pending there, not failed.
@@ -113,6 +117,11 @@ local function workdir()
     for name, body in text:gmatch("<!%-%- walkthrough: ([%w_.%-]+) %-%->\n```%w*\n(.-)```\n") do
       helpers.write_file(dir .. "/" .. name, body)
     end
+  end
+  -- docs/team-controllers.md's controllers, in their directories
+  for path, body in pairs(require("support.doc_examples").files()) do
+    helpers.run("mkdir -p '" .. dir .. "/" .. path:match("^([^/]+)/") .. "'")
+    helpers.write_file(dir .. "/" .. path, body)
   end
   return dir, bin
 end
