@@ -184,7 +184,8 @@ local function run_test(t, verbose)
   end
   if verbose then
     for _, env in ipairs(testing._running) do out("--- luna log ---\n", env:log(), "\n") end
-  elseif not ok and not tostring(err):find("--- luna log", 1, true) then
+  elseif not ok and not (type(err) == "table" and err.luna_skip) and
+         not tostring(err):find("--- luna log", 1, true) then
     for _, env in ipairs(testing._running) do
       err = tostring(err) .. "\n--- luna log (last lines) ---\n" .. env:log(40)
     end
