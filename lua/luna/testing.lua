@@ -297,6 +297,10 @@ end
 function testing.start(opts)
   opts = opts or {}
   assert(testing._exe, "luna.testing runs under `luna test`")
+  if testing.kube and not testing._ns then
+    error("testing.start runs inside a test (it, before_each) under `luna test --kube`: " ..
+      "the test's namespace exists only then", 2)
+  end
   local dir, links = nil, {}
   if opts.dir then
     dir = resolve(opts.dir)
