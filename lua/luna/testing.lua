@@ -849,9 +849,10 @@ function testing._kube_established(env, name)
   local deadline = now() + 60
   while true do
     local crd = env:get("apiextensions.k8s.io/v1/CustomResourceDefinition", name)
-    for _, c in ipairs(crd and crd.status and crd.status.conditions or {}) do
+    local conds = type(crd) == "table" and type(crd.status) == "table" and crd.status.conditions
+    for _, c in ipairs(type(conds) == "table" and conds or {}) do
       if c.type == "Established" and c.status == "True" then
-        local v = crd.spec.versions and crd.spec.versions[1]
+        local v = type(crd.spec.versions) == "table" and crd.spec.versions[1]
         local st = v and env:request("GET", "/apis/" .. crd.spec.group .. "/" .. v.name)
         if not v or st == 200 then
           env.resources = {} -- the kind is served now
@@ -1011,14 +1012,23 @@ function testing._kube_delete()
   return nil
 end
 
--- After a test (its runtimes stopped): waits for what it created outside
--- its namespace to go, so the next test can make it again (its namespace
--- is waited for at the end of the run).  Returns nil, or what went wrong.
+-- After a test (its runtimes stopped): waits until its namespace and
+-- what it created outside it are gone, so nothing of it is left for the
+-- next test's controllers to see (they watch the whole cluster) and the
+-- next test can make the same names.  Returns nil, or what went wrong.
 function testing._kube_end()
   local bad = testing._kube_delete()
   local wait = testing._deleted or {}
+  if testing._ns then
+    local p = "/api/v1/namespaces/" .. testing._ns
+    wait[#wait + 1] = p
+    local gone = testing._kube.gone
+    if gone[#gone] == p then gone[#gone] = nil end
+  end
   testing._ns, testing._owned, testing._seen_ns, testing._deleted = nil, nil, nil, nil
-  local left = kube_wait_gone(testing._kube.admin, wait, 120, 5)
+  -- the test's controllers are stopped: finalizers still there after a
+  -- short while are nobody's
+  local left = kube_wait_gone(testing._kube.admin, wait, 120, 2)
   if #left > 0 then
     bad = (bad and bad .. "; " or "cleanup: ") .. table.concat(left, ", ") .. " still there 120 s after it was deleted"
   end

@@ -186,6 +186,24 @@ describe("luna test --kube", function()
       "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.sample.luna.dev")))
   end)
 
+  it("starts the control plane `make kube` built when KUBECONFIG is not set", function()
+    local bins = helpers.run("spec/kube/build.sh --print-dir 2>/dev/null"):match("[^\n]+")
+    if not (bins and helpers.read_file(bins .. "/complete")) then
+      return pending("no control plane built by `make kube` here (make test-kube builds it)")
+    end
+    local dir, notes = helpers.tmpdir(), helpers.tmpdir()
+    helpers.write_file(dir .. "/stamp.lua", STAMP)
+    helpers.write_file(dir .. "/crd.yaml", CRD)
+    helpers.write_file(dir .. "/sample_test.lua", TESTS)
+    local out, rc = helpers.run(("env -u KUBECONFIG SAMPLE_OUT=%s %s test --kube --filter first %s"):format(
+      notes, helpers.luna, dir))
+    assert.equal(0, rc, out)
+    assert.matches("no KUBECONFIG: starting the control plane `make kube` built", out)
+    assert.matches("cluster.sh: control plane up: KUBECONFIG=", out)
+    assert.matches("ok    sample first", out)
+    assert.matches("1 passed, 0 failed, 0 pending", out)
+  end)
+
   it("says how to get a cluster when there is none", function()
     -- no KUBECONFIG, and a `make kube` cache with nothing built in it
     local out, rc = helpers.run(("env -u KUBECONFIG LUNA_KUBE_CACHE=%s %s test --kube %s"):format(
