@@ -43,7 +43,8 @@
 --     (objects, paths, keys, the strings of answers), so one test file
 --     runs both ways;
 --   - Namespaces and other objects outside it that the kit creates are
---     deleted after the test, CRDs at the end of the run;
+--     deleted after the test (the next starts once they and its namespace
+--     are gone), CRDs at the end of the run;
 --   - env:list / env:events over all namespaces see only the test's own;
 --   - idle is "idle, and nothing happened for a quiet spell" (a real
 --     server cannot say its watchers are caught up): testing.quiet
