@@ -369,6 +369,18 @@ int luna_devserver_embed_seed(struct luna_devserver *e, const char *text, size_t
     return 0;
 }
 
+char *luna_devserver_embed_documents(const char *text, size_t len, luna_error *err)
+{
+    json_t *docs = luna_ds_yaml_load(text, len, err);
+    if (!docs)
+        return NULL;
+    char *out = json_dumps(docs, JSON_COMPACT);
+    json_decref(docs);
+    if (!out)
+        luna_error_set(err, LUNA_ENOMEM, "documents: out of memory");
+    return out;
+}
+
 bool luna_devserver_embed_settled(struct luna_devserver *e)
 {
     return !e || !(e->ds->gc.timer_ready && ev_is_active(&e->ds->gc.timer));

@@ -57,6 +57,12 @@ uint64_t luna_devserver_embed_revision(struct luna_devserver *srv);
  * code with err set; documents before the bad one stay. */
 int luna_devserver_embed_seed(struct luna_devserver *srv, const char *text, size_t len,
                               luna_error *err);
+/* The documents of a YAML or JSON text (several documents allowed; empty
+ * ones skipped) as one JSON array text, for `luna test --kube`, which
+ * creates them in a real cluster (runtime/test_control.h: `documents`).
+ * Returns a malloc'd string the caller frees, or NULL with err set (a
+ * syntax error names the line). */
+char *luna_devserver_embed_documents(const char *text, size_t len, luna_error *err);
 /* False while the server has work of its own scheduled (the garbage
  * collector's delayed orphan check); true for NULL. */
 bool luna_devserver_embed_settled(struct luna_devserver *srv);

@@ -1606,10 +1606,21 @@ static int tc_seed(void *ud, const char *text, size_t len, luna_error *err)
     return rt->cfg->dev_server_seed(rt->dev_server, text, len, err);
 }
 
+static char *tc_documents(void *ud, const char *text, size_t len, luna_error *err)
+{
+    struct runtime *rt = ud;
+    if (!rt->cfg->documents) {
+        luna_error_set(err, LUNA_EINVAL, "no manifest reader");
+        return NULL;
+    }
+    return rt->cfg->documents(text, len, err);
+}
+
 static int setup_test_control(struct runtime *rt, luna_error *err)
 {
     struct luna_test_control_source src = {
         .current = tc_current, .factory = tc_factory, .server_rv = tc_server_rv, .server_busy = tc_server_busy, .seed = tc_seed,
+        .documents = tc_documents,
         .reload_pending = tc_reload_pending, .client = tc_client, .url = rt->dev_url, .ud = rt,
     };
     return luna_test_control_start(&src, err);
