@@ -162,11 +162,7 @@ pbschema:
 KUBE_SPECS := spec/07-informer spec/08-apiserver spec/11-runtime spec/12-isolation \
               spec/13-reload spec/14-controllers spec/15-production \
               spec/16-deploy/06-apply_dry_run_spec.lua spec/16-deploy/07-rbac_kube_spec.lua \
-<<<<<<< HEAD
-              spec/16-deploy/08-team_controllers_kube_spec.lua
-=======
-              spec/19-authoring/10-luna_test_kube_spec.lua
->>>>>>> main
+              spec/16-deploy/08-team_controllers_kube_spec.lua spec/19-authoring/10-luna_test_kube_spec.lua
 # KEP-5866 (alpha, off by default) on, so the sharding specs run against the
 # real server's filtering; the dev server's ignore-shard-selector fault
 # covers a server without it (docs/sharding.md).  KUBE_FEATURE_GATES= turns
