@@ -1044,7 +1044,8 @@ static int setup_servers(struct runtime *rt, luna_error *err)
     return 0;
 }
 
-/* Starts the embedded dev server and writes a kubeconfig for it. */
+/* Starts the embedded dev server and writes a kubeconfig for it; logs
+ * why when it cannot (a seed file names the file). */
 static int start_dev_server(struct runtime *rt, luna_error *err)
 {
     char url[128];
@@ -1053,10 +1054,17 @@ static int start_dev_server(struct runtime *rt, luna_error *err)
         return luna_error_set(err, LUNA_EIO, "dev server: no random bytes for its token");
     for (size_t i = 0; i < sizeof raw; i++)
         snprintf(rt->dev_token + 2 * i, 3, "%02x", raw[i]);
+    int failed_seed = -1;
     int rc = rt->cfg->dev_server_start(rt->cfg->seeds, rt->cfg->nseeds, rt->dev_token, url,
-                                       sizeof url, &rt->dev_server, err);
-    if (rc < 0)
+                                       sizeof url, &rt->dev_server, &failed_seed, err);
+    if (rc < 0) {
+        /* named here: a seed is no part of the kubeconfig */
+        if (failed_seed >= 0)
+            luna_error("seed failed", "seed", rt->cfg->seeds[failed_seed], "error", err->msg);
+        else
+            luna_error("dev server failed", "error", err->msg);
         return rc;
+    }
     snprintf(rt->dev_kubeconfig, sizeof rt->dev_kubeconfig, "/tmp/luna-dev-XXXXXX");
     int fd = mkstemp(rt->dev_kubeconfig);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
@@ -1081,9 +1089,6 @@ static int connect_api(struct runtime *rt, luna_error *err)
     luna_kubeconfig_options_from_env(&kopts);
     kopts.path = rt->cfg->kubeconfig;
     if (rt->cfg->dev_server) {
-        int rc = start_dev_server(rt, err);
-        if (rc < 0)
-            return rc;
         kopts.path = rt->dev_kubeconfig;
         kopts.context = NULL;
     }
@@ -1730,6 +1735,10 @@ static int run(const struct luna_run_config *cfg)
                    "why", rt.stale_why);
     }
 
+    if (cfg->dev_server && start_dev_server(&rt, &err) < 0) {
+        teardown(&rt);
+        return 1;
+    }
     if (connect_api(&rt, &err) < 0) {
         luna_error("kubeconfig failed", "error", err.msg);
         teardown(&rt);
