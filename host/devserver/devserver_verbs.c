@@ -30,7 +30,8 @@ void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
     }
     json_t *doc = luna_ds_validate_body(req, &st);
     if (!doc || luna_ds_validate_object(t, doc, ns, NULL, &st) < 0 ||
-        luna_ds_fields_check(t, doc, dv, false, &resp->warnings, &st) < 0) {
+        luna_ds_fields_check(t, doc, dv, false, &resp->warnings, &st) < 0 ||
+        luna_ds_write_create_rv(ds, doc, &st) < 0) {
         json_decref(doc);
         luna_ds_reply_status(resp, &st);
         return;
@@ -118,8 +119,10 @@ static void reply_write(luna_ds_response *resp, int rc, int code, json_t *out,
         luna_ds_reply_json(resp, code, out ? out : final_state(t, name));
 }
 
+/* PUT: 200 with the update, or 201 when a kind that allows it
+ * (create_on_update) is created at a missing name. */
 static int update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
-                  const char *name, const char *sub, json_t **out, json_t **warnings,
+                  const char *name, const char *sub, int *code, json_t **out, json_t **warnings,
                   luna_ds_status *st)
 {
     enum luna_ds_field_validation dv;
@@ -131,13 +134,30 @@ static int update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, cons
         json_decref(doc);
         return LUNA_EINVAL;
     }
-    luna_ds_obj *cur = lookup(t, ns, name, st);
-    if (!cur) {
+    /* kube compares the body's name with the URL's, a missing one too */
+    if (!luna_ds_doc_str(luna_ds_doc_meta(doc), "name")) {
         json_decref(doc);
-        return LUNA_ENOTFOUND;
+        return luna_ds_status_bad_request(st, "the name of the object () does not match the "
+                                          "name on the URL (%s)", name);
     }
     char mb[128];
     const char *manager = luna_ds_request_manager(req, mb, sizeof mb);
+    char key[600];
+    luna_ds_doc_key(key, sizeof key, t, ns, name);
+    luna_ds_obj *cur = luna_ds_store_get(t->coll, key);
+    if (!cur) {
+        int rc = luna_ds_write_create_on_update(t, ns, name, sub, doc, st);
+        if (rc < 0) {
+            json_decref(doc);
+            return rc;
+        }
+        *code = 201;
+        return luna_ds_write_create(ds, t, doc, manager, out, st);
+    }
+    if (luna_ds_write_preconditions(t, cur, doc, true, st) < 0) {
+        json_decref(doc);
+        return -st->code;
+    }
     return luna_ds_write_update(ds, t, cur, doc, sub, manager, out, st);
 }
 
@@ -146,8 +166,9 @@ void luna_ds_verbs_update(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
 {
     luna_ds_status st = { 0 };
     json_t *out = NULL;
-    int rc = update(ds, req, t, ns, name, sub, &out, &resp->warnings, &st);
-    reply_write(resp, rc, 200, out, t, name, &st);
+    int code = 200;
+    int rc = update(ds, req, t, ns, name, sub, &code, &out, &resp->warnings, &st);
+    reply_write(resp, rc, code, out, t, name, &st);
 }
 
 static json_t *body_or_null(const luna_ds_request *req)
@@ -207,25 +228,24 @@ void luna_ds_verbs_delete(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
     json_t *pre = json_object_get(opts, "preconditions");
     const char *puid = luna_ds_doc_str(pre, "uid");
     const char *prv = luna_ds_doc_str(pre, "resourceVersion");
-    if (puid && strcmp(puid, cur->uid) != 0) {
-        luna_ds_status_conflict(&st, t->group, t->resource, name, "");
-        snprintf(st.message, sizeof st.message, "Precondition failed: UID in precondition: %s, "
-                 "UID in object meta: %s", puid, cur->uid);
+    /* kube-apiserver's rest.BeforeDelete words these, naming the kind
+     * where the resource belongs */
+    char cur_rv[32];
+    snprintf(cur_rv, sizeof cur_rv, "%llu", (unsigned long long)cur->rv);
+    if ((puid && strcmp(puid, cur->uid) != 0) || (prv && strcmp(prv, cur_rv) != 0)) {
+        char why[400];
+        if (puid && strcmp(puid, cur->uid) != 0)
+            snprintf(why, sizeof why, "the UID in the precondition (%.64s) does not match the UID "
+                     "in record (%s). The object might have been deleted and then recreated",
+                     puid, cur->uid);
+        else
+            snprintf(why, sizeof why, "the ResourceVersion in the precondition (%.64s) does not "
+                     "match the ResourceVersion in record (%s). The object might have been "
+                     "modified", prv, cur_rv);
+        luna_ds_status_conflict(&st, t->group, t->kind, name, why);
         json_decref(opts);
         luna_ds_reply_status(resp, &st);
         return;
-    }
-    if (prv) {
-        char cur_rv[32];
-        snprintf(cur_rv, sizeof cur_rv, "%llu", (unsigned long long)cur->rv);
-        if (strcmp(prv, cur_rv) != 0) {
-            luna_ds_status_conflict(&st, t->group, t->resource, name, "");
-            snprintf(st.message, sizeof st.message, "Precondition failed: ResourceVersion in "
-                     "precondition: %s, ResourceVersion in object meta: %s", prv, cur_rv);
-            json_decref(opts);
-            luna_ds_reply_status(resp, &st);
-            return;
-        }
     }
     json_decref(opts);
     json_t *out = NULL;
@@ -371,6 +391,10 @@ static int apply(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const
         return LUNA_EINVAL;
     if (cur) {
         *code = 200;
+        if (luna_ds_write_preconditions(t, cur, result, false, st) < 0) {
+            json_decref(result);
+            return -st->code;
+        }
         return luna_ds_write_update(ds, t, cur, result, sub, NULL, out, st);
     }
     if (sub) {
@@ -425,11 +449,16 @@ static int patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const
      * known: only the patch can bring an unknown one) */
     if (rc == 0)
         rc = luna_ds_fields_check(t, doc, dv, true, warnings, st);
+    /* the patched object's namespace and name, as kube's patcher checks
+     * them before the update's preconditions */
+    if (rc == 0)
+        rc = luna_ds_validate_namespace(t, doc, ns, st);
     const char *pname = rc == 0 ? luna_ds_doc_str(luna_ds_doc_meta(doc), "name") : NULL;
     if (rc == 0 && (!pname || strcmp(pname, name) != 0))
-        rc = luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid",
-                                    "metadata.name", "Invalid value: \"%s\": field is immutable",
-                                    pname ? pname : "");
+        rc = luna_ds_status_bad_request(st, "the name of the object (%s) does not match the "
+                                        "name on the URL (%s)", pname ? pname : "", name);
+    if (rc == 0)
+        rc = luna_ds_write_preconditions(t, cur, doc, false, st);
     if (rc < 0) {
         json_decref(doc);
         return rc;
