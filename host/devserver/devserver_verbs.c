@@ -178,71 +178,79 @@ static json_t *body_or_null(const luna_ds_request *req)
     return json_loadb(req->body, req->body_len, 0, NULL);
 }
 
-void luna_ds_verbs_delete(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
-                          const char *name, luna_ds_response *resp)
+/* A DELETE's options: from the body when there is one (the query is then
+ * ignored, as kube-apiserver's delete handler does), else the query.
+ * *opts: the decoded body (caller frees; puid and prv point into it).
+ * 0, or a negative code with st set. */
+static int delete_options(const luna_ds_request *req, json_t **opts, enum luna_ds_propagation *prop,
+                          const char **puid, const char **prv, luna_ds_status *st)
 {
-    luna_ds_status st = { 0 };
-    json_t *opts = body_or_null(req);
-    if (req->body_len && !opts) {
-        luna_ds_status_bad_request(&st, "json: invalid DeleteOptions body");
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    /* The options come from the body when there is one, and then the query
-     * is ignored, as kube-apiserver's delete handler does. */
+    *opts = body_or_null(req);
+    *puid = *prv = NULL;
+    *prop = LUNA_DS_PROP_BACKGROUND;
+    if (req->body_len && !*opts)
+        return luna_ds_status_bad_request(st, "json: invalid DeleteOptions body");
     const char *policy, *qorphan = NULL;
     json_t *orphan = NULL;
-    if (opts) {
-        policy = luna_ds_doc_str(opts, "propagationPolicy");
-        orphan = json_object_get(opts, "orphanDependents");
+    if (*opts) {
+        policy = luna_ds_doc_str(*opts, "propagationPolicy");
+        orphan = json_object_get(*opts, "orphanDependents");
     } else {
         policy = luna_ds_request_arg(req, "propagationPolicy");
         qorphan = luna_ds_request_arg(req, "orphanDependents");
     }
-    enum luna_ds_propagation prop = LUNA_DS_PROP_BACKGROUND;
     if (json_is_true(orphan) || (qorphan && strcmp(qorphan, "true") == 0))
-        prop = LUNA_DS_PROP_ORPHAN;
+        *prop = LUNA_DS_PROP_ORPHAN;
     if (policy && *policy) {
         if (strcmp(policy, "Foreground") == 0)
-            prop = LUNA_DS_PROP_FOREGROUND;
+            *prop = LUNA_DS_PROP_FOREGROUND;
         else if (strcmp(policy, "Orphan") == 0)
-            prop = LUNA_DS_PROP_ORPHAN;
+            *prop = LUNA_DS_PROP_ORPHAN;
         else if (strcmp(policy, "Background") == 0)
-            prop = LUNA_DS_PROP_BACKGROUND;
-        else {
-            /* policy may point into opts: the message is written first. */
-            luna_ds_status_set(&st, 422, "Invalid", "DeleteOptions.meta.k8s.io \"\" is invalid: "
-                               "propagationPolicy: Unsupported value: \"%s\": supported values: "
-                               "\"Foreground\", \"Background\", \"Orphan\", \"nil\"", policy);
-            json_decref(opts);
-            luna_ds_reply_status(resp, &st);
-            return;
-        }
+            *prop = LUNA_DS_PROP_BACKGROUND;
+        else
+            return luna_ds_status_set(st, 422, "Invalid", "DeleteOptions.meta.k8s.io \"\" is "
+                                      "invalid: propagationPolicy: Unsupported value: \"%s\": "
+                                      "supported values: \"Foreground\", \"Background\", "
+                                      "\"Orphan\", \"nil\"", policy);
     }
-    luna_ds_obj *cur = lookup(t, ns, name, &st);
-    if (!cur) {
-        json_decref(opts);
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    json_t *pre = json_object_get(opts, "preconditions");
-    const char *puid = luna_ds_doc_str(pre, "uid");
-    const char *prv = luna_ds_doc_str(pre, "resourceVersion");
-    /* kube-apiserver's rest.BeforeDelete words these, naming the kind
-     * where the resource belongs */
+    json_t *pre = json_object_get(*opts, "preconditions");
+    *puid = luna_ds_doc_str(pre, "uid");
+    *prv = luna_ds_doc_str(pre, "resourceVersion");
+    return 0;
+}
+
+/* A DELETE's preconditions on cur, in the words of kube-apiserver's
+ * rest.BeforeDelete (which names the kind where the resource belongs). */
+static int delete_preconditions(const luna_ds_type *t, const luna_ds_obj *cur, const char *puid,
+                                const char *prv, luna_ds_status *st)
+{
     char cur_rv[32];
     snprintf(cur_rv, sizeof cur_rv, "%llu", (unsigned long long)cur->rv);
-    if ((puid && strcmp(puid, cur->uid) != 0) || (prv && strcmp(prv, cur_rv) != 0)) {
-        char why[400];
-        if (puid && strcmp(puid, cur->uid) != 0)
-            snprintf(why, sizeof why, "the UID in the precondition (%.64s) does not match the UID "
-                     "in record (%s). The object might have been deleted and then recreated",
-                     puid, cur->uid);
-        else
-            snprintf(why, sizeof why, "the ResourceVersion in the precondition (%.64s) does not "
-                     "match the ResourceVersion in record (%s). The object might have been "
-                     "modified", prv, cur_rv);
-        luna_ds_status_conflict(&st, t->group, t->kind, name, why);
+    char why[400];
+    if (puid && strcmp(puid, cur->uid) != 0)
+        snprintf(why, sizeof why, "the UID in the precondition (%.64s) does not match the UID "
+                 "in record (%s). The object might have been deleted and then recreated",
+                 puid, cur->uid);
+    else if (prv && strcmp(prv, cur_rv) != 0)
+        snprintf(why, sizeof why, "the ResourceVersion in the precondition (%.64s) does not "
+                 "match the ResourceVersion in record (%s). The object might have been "
+                 "modified", prv, cur_rv);
+    else
+        return 0;
+    return luna_ds_status_conflict(st, t->group, t->kind, cur->name, why);
+}
+
+void luna_ds_verbs_delete(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                          const char *name, luna_ds_response *resp)
+{
+    luna_ds_status st = { 0 };
+    json_t *opts;
+    enum luna_ds_propagation prop;
+    const char *puid, *prv;
+    luna_ds_obj *cur = NULL;
+    if (delete_options(req, &opts, &prop, &puid, &prv, &st) < 0 ||
+        !(cur = lookup(t, ns, name, &st)) || delete_preconditions(t, cur, puid, prv, &st) < 0) {
         json_decref(opts);
         luna_ds_reply_status(resp, &st);
         return;
@@ -263,7 +271,12 @@ void luna_ds_verbs_delete_collection(luna_ds *ds, const luna_ds_request *req, lu
 {
     luna_ds_status st = { 0 };
     luna_ds_filter f;
-    if (luna_ds_list_filter(req, t, ns, !ds->faults.ignore_shard_selector, &f, &st) < 0) {
+    json_t *opts;
+    enum luna_ds_propagation prop;
+    const char *puid, *prv;
+    if (delete_options(req, &opts, &prop, &puid, &prv, &st) < 0 ||
+        luna_ds_list_filter(req, t, ns, !ds->faults.ignore_shard_selector, &f, &st) < 0) {
+        json_decref(opts);
         luna_ds_reply_status(resp, &st);
         return;
     }
@@ -286,6 +299,7 @@ void luna_ds_verbs_delete_collection(luna_ds *ds, const luna_ds_request *req, lu
         for (size_t i = 0; i < nk; i++)
             free(keys[i]);
         free(keys);
+        json_decref(opts);
         luna_ds_reply_oom(resp);
         return;
     }
@@ -298,10 +312,21 @@ void luna_ds_verbs_delete_collection(luna_ds *ds, const luna_ds_request *req, lu
         free(keys[i]);
         if (!o)
             continue;
+        /* kube deletes one by one with the options given: the first
+         * unmet precondition ends it, with what was deleted gone */
+        if (delete_preconditions(t, o, puid, prv, &st) < 0) {
+            for (size_t j = i + 1; j < nk; j++)
+                free(keys[j]);
+            free(keys);
+            json_decref(opts);
+            luna_textbuf_free(&b);
+            luna_ds_reply_status(resp, &st);
+            return;
+        }
         json_t *doc = luna_ds_doc_as(ds, t, o);
         json_t *out = NULL;
         bool removed;
-        int rc = luna_ds_gc_delete(ds, t, o, LUNA_DS_PROP_BACKGROUND, &out, &removed, &st);
+        int rc = luna_ds_gc_delete(ds, t, o, prop, &out, &removed, &st);
         luna_ds_status_clear(&st);
         json_decref(out);
         char *s = doc && rc == 0 ? json_dumps(doc, JSON_COMPACT) : NULL;
@@ -317,6 +342,7 @@ void luna_ds_verbs_delete_collection(luna_ds *ds, const luna_ds_request *req, lu
         free(s);
     }
     free(keys);
+    json_decref(opts);
     luna_textbuf_puts(&b, "]}\n");
     if (b.failed) {
         luna_textbuf_free(&b);

@@ -301,6 +301,28 @@ describe("apiserver preconditions", function()
           preconditions = { uid = cm.metadata.uid, resourceVersion = cm.metadata.resourceVersion } })))
     end)
 
+    it("checks the preconditions of each object a deletecollection deletes", function()
+      local cm = srv:create_cm("dc", nil, { dc = "y" })
+      srv:create_cm("dc-other")
+      local other = "00000000-0000-4000-8000-000000000000"
+      local path = srv:ns_path("configmaps") .. "?labelSelector=dc%3Dy"
+      local code, st = srv:request("DELETE", path,
+        { kind = "DeleteOptions", apiVersion = "v1", preconditions = { uid = other } })
+      assert.equal(409, code)
+      assert.equal('Operation cannot be fulfilled on ConfigMap "dc": the UID in the precondition (' .. other ..
+        ") does not match the UID in record (" .. cm.metadata.uid .. "). The object might have been deleted " ..
+        "and then recreated", st.message)
+      assert.equal(200, (srv:request("GET", srv:ns_path("configmaps", "dc"))))
+      local dcode, list = srv:request("DELETE", path,
+        { kind = "DeleteOptions", apiVersion = "v1", preconditions = { uid = cm.metadata.uid } })
+      assert.equal(200, dcode)
+      assert.equal("ConfigMapList", list.kind)
+      assert.equal(1, #list.items)
+      assert.equal("dc", list.items[1].metadata.name)
+      assert.equal(404, (srv:request("GET", srv:ns_path("configmaps", "dc"))))
+      assert.equal(200, (srv:request("GET", srv:ns_path("configmaps", "dc-other"))))
+    end)
+
     it("answers a missing object with 404", function()
       local code, st = srv:request("DELETE", srv:ns_path("configmaps", "never"))
       assert.equal(404, code)
