@@ -19,6 +19,48 @@
 #include "devserver/devserver_yaml.h"
 #include "base/textbuf.h"
 
+/* A custom resource's kind, checked as apiextensions checks it: a body
+ * without one cannot be decoded (400, quoting the body); another kind is
+ * a validation error (422 from custom_kind_invalid, after the
+ * preconditions), so t's kind is set for the checks before it and *wrong
+ * keeps the one given ("" when right). */
+static int custom_kind(const luna_ds_request *req, const luna_ds_type *t, json_t *doc,
+                       char *wrong, size_t n, luna_ds_status *st)
+{
+    wrong[0] = '\0';
+    json_t *k = json_object_get(doc, "kind");
+    if (!t->custom || (k && !json_is_string(k)))
+        return 0; /* the kind check answers a kind that is not a string */
+    if (!k || !*json_string_value(k)) {
+        /* the decoder's error, then kube's summary of the body: its first
+         * 30 bytes, as text when it starts with '{', else in hex */
+        char sum[100];
+        size_t n30 = req->body_len > 30 ? 30 : req->body_len, w = 0;
+        if (req->body[0] == '{')
+            w = (size_t)snprintf(sum, sizeof sum, "%.*s", (int)n30, req->body);
+        else
+            for (size_t i = 0; i < n30; i++)
+                w += (size_t)snprintf(sum + w, sizeof sum - w, "%02x", (unsigned char)req->body[i]);
+        snprintf(sum + w, sizeof sum - w, "%s", req->body_len > 30 ? " ..." : "");
+        return luna_ds_status_bad_request(st, "the object provided is unrecognized (must be of "
+                                          "type %s): Object 'Kind' is missing in '%.*s' (%s)",
+                                          t->kind, (int)(req->body_len > 800 ? 800 : req->body_len),
+                                          req->body, sum);
+    }
+    if (strcmp(json_string_value(k), t->kind) != 0) {
+        snprintf(wrong, n, "%s", json_string_value(k));
+        json_object_set_new(doc, "kind", json_string(t->kind));
+    }
+    return 0;
+}
+
+static int custom_kind_invalid(const luna_ds_type *t, const char *name, const char *wrong,
+                               luna_ds_status *st)
+{
+    return luna_ds_status_invalid(st, t->group, wrong, name, "FieldValueInvalid", "kind",
+                                  "Invalid value: \"%s\": must be %s", wrong, t->kind);
+}
+
 void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                           luna_ds_response *resp)
 {
@@ -29,9 +71,13 @@ void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
         return;
     }
     json_t *doc = luna_ds_validate_body(req, &st);
-    if (!doc || luna_ds_validate_object(t, doc, ns, NULL, &st) < 0 ||
+    char wrong[256];
+    if (!doc || custom_kind(req, t, doc, wrong, sizeof wrong, &st) < 0 ||
+        luna_ds_validate_object(t, doc, ns, NULL, &st) < 0 ||
         luna_ds_fields_check(t, doc, dv, false, &resp->warnings, &st) < 0 ||
-        luna_ds_write_create_rv(ds, doc, &st) < 0) {
+        luna_ds_write_create_rv(ds, doc, &st) < 0 ||
+        (*wrong && custom_kind_invalid(t, luna_ds_doc_str(luna_ds_doc_meta(doc), "name"),
+                                       wrong, &st) < 0)) {
         json_decref(doc);
         luna_ds_reply_status(resp, &st);
         return;
@@ -129,16 +175,19 @@ static int update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, cons
     if (luna_ds_fields_directive(req, "UpdateOptions", &dv, st) < 0)
         return LUNA_EINVAL;
     json_t *doc = luna_ds_validate_body(req, st);
-    if (!doc || luna_ds_validate_object(t, doc, ns, name, st) < 0 ||
+    char wrong[256];
+    if (!doc || custom_kind(req, t, doc, wrong, sizeof wrong, st) < 0 ||
+        luna_ds_validate_object(t, doc, ns, name, st) < 0 ||
         luna_ds_fields_check(t, doc, dv, false, warnings, st) < 0) {
         json_decref(doc);
         return LUNA_EINVAL;
     }
-    /* kube compares the body's name with the URL's, a missing one too */
-    if (!luna_ds_doc_str(luna_ds_doc_meta(doc), "name")) {
+    /* kube's checkName: a body without a name has none to compare */
+    const char *bname = luna_ds_doc_str(luna_ds_doc_meta(doc), "name");
+    if (!bname || !*bname) {
         json_decref(doc);
-        return luna_ds_status_bad_request(st, "the name of the object () does not match the "
-                                          "name on the URL (%s)", name);
+        return luna_ds_status_bad_request(st, "the name of the object (%s based on URL) was "
+                                          "undeterminable: name must be provided", name);
     }
     char mb[128];
     const char *manager = luna_ds_request_manager(req, mb, sizeof mb);
@@ -154,7 +203,8 @@ static int update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, cons
         *code = 201;
         return luna_ds_write_create(ds, t, doc, manager, out, st);
     }
-    if (luna_ds_write_preconditions(t, cur, doc, true, st) < 0) {
+    if (luna_ds_write_preconditions(t, cur, doc, true, st) < 0 ||
+        (*wrong && custom_kind_invalid(t, name, wrong, st) < 0)) {
         json_decref(doc);
         return -st->code;
     }
@@ -480,9 +530,12 @@ static int patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const
     if (rc == 0)
         rc = luna_ds_validate_namespace(t, doc, ns, st);
     const char *pname = rc == 0 ? luna_ds_doc_str(luna_ds_doc_meta(doc), "name") : NULL;
-    if (rc == 0 && (!pname || strcmp(pname, name) != 0))
+    if (rc == 0 && (!pname || !*pname))
+        rc = luna_ds_status_bad_request(st, "the name of the object (%s based on URL) was "
+                                        "undeterminable: name must be provided", name);
+    else if (rc == 0 && strcmp(pname, name) != 0)
         rc = luna_ds_status_bad_request(st, "the name of the object (%s) does not match the "
-                                        "name on the URL (%s)", pname ? pname : "", name);
+                                        "name on the URL (%s)", pname, name);
     if (rc == 0)
         rc = luna_ds_write_preconditions(t, cur, doc, false, st);
     if (rc < 0) {

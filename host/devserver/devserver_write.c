@@ -165,15 +165,15 @@ static bool parse_rv(const char *s, uint64_t *v)
     return true;
 }
 
-/* 500 for a resourceVersion kube's versioner cannot parse, worded as Go's
- * strconv.ParseUint error reaches the client. */
+/* 500 for a resourceVersion kube's versioner cannot parse: Go's
+ * strconv.ParseUint error reaches the client as it is (a Status without
+ * a reason). */
 static int rv_unparsable(luna_ds_status *st, const char *rv)
 {
     bool digits = *rv != '\0';
     for (const char *p = rv; *p; p++)
         digits = digits && *p >= '0' && *p <= '9';
-    return luna_ds_status_set(st, 500, "InternalError", "Internal error occurred: "
-                              "strconv.ParseUint: parsing \"%s\": %s", rv,
+    return luna_ds_status_set(st, 500, "", "strconv.ParseUint: parsing \"%.100s\": %s", rv,
                               digits ? "value out of range" : "invalid syntax");
 }
 
@@ -214,7 +214,7 @@ int luna_ds_write_create_rv(const luna_ds *ds, const json_t *doc, luna_ds_status
     /* kube's storage refuses a version it can read as non-zero, and
      * clears any other; a dry run never reaches that check */
     if (!ds->dry_run && rv && parse_rv(rv, &v) && v != 0)
-        return luna_ds_status_set(st, 500, "InternalError", "Internal error occurred: "
+        return luna_ds_status_set(st, 500, "", /* a plain error in kube: no reason */
                                   "resourceVersion should not be set on objects to be created");
     return 0;
 }

@@ -123,9 +123,15 @@ describe("apiserver preconditions", function()
     it("answers a malformed one as kube's versioner does", function()
       create_gizmo("badrv")
       local code, st = srv:request("PUT", gpath .. "/badrv", gizmo("badrv", "abc"))
+      -- a plain Go error in kube: a 500 Status without a reason
       assert.equal(500, code)
-      assert.equal("InternalError", st.reason)
-      assert.equal('Internal error occurred: strconv.ParseUint: parsing "abc": invalid syntax', st.message)
+      assert.is_nil(st.reason)
+      assert.equal('strconv.ParseUint: parsing "abc": invalid syntax', st.message)
+      local pcode, pst = srv:request("PATCH", gpath .. "/badrv",
+        { metadata = { resourceVersion = "99999999999999999999" } },
+        { content_type = "application/merge-patch+json" })
+      assert.equal(500, pcode)
+      assert.equal('strconv.ParseUint: parsing "99999999999999999999": value out of range', pst.message)
     end)
 
     it("answers a stale one in a patch with 409 Conflict", function()
@@ -171,8 +177,8 @@ describe("apiserver preconditions", function()
       local code, st = srv:request("POST", srv:ns_path("configmaps"),
         { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "withrv", resourceVersion = "12" } })
       assert.equal(500, code)
-      assert.equal("InternalError", st.reason)
-      assert.equal("Internal error occurred: resourceVersion should not be set on objects to be created", st.message)
+      assert.is_nil(st.reason)
+      assert.equal("resourceVersion should not be set on objects to be created", st.message)
       local zcode, z = srv:request("POST", srv:ns_path("configmaps"),
         { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "zerorv", resourceVersion = "0" } })
       assert.equal(201, zcode)
@@ -213,7 +219,8 @@ describe("apiserver preconditions", function()
       local code, st = srv:request("PUT", srv:ns_path("configmaps", "putname"),
         { apiVersion = "v1", kind = "ConfigMap", metadata = {} })
       assert.equal(400, code)
-      assert.equal("the name of the object () does not match the name on the URL (putname)", st.message)
+      assert.equal("the name of the object (putname based on URL) was undeterminable: name must be provided",
+                   st.message)
       local ncode, nst = srv:request("PUT", srv:ns_path("configmaps", "putname"),
         { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "putname", namespace = "elsewhere" } })
       assert.equal(400, ncode)
@@ -255,6 +262,33 @@ describe("apiserver preconditions", function()
     end)
   end)
 
+  describe("the kind of a custom resource", function()
+    it("is validated after the preconditions (422), and required (400)", function()
+      local g = create_gizmo("kinds")
+      local body = gizmo("kinds")
+      body.kind = "Other"
+      local code, st = srv:request("PUT", gpath .. "/kinds", body)
+      assert_rv_required(code, st, "gizmos", group, "kinds")
+      body.metadata.resourceVersion = g.metadata.resourceVersion
+      local kcode, kst = srv:request("PUT", gpath .. "/kinds", body)
+      assert.equal(422, kcode)
+      assert.equal("Other." .. group .. ' "kinds" is invalid: kind: Invalid value: "Other": must be Gizmo', kst.message)
+      assert.same({ name = "kinds", group = group, kind = "Other",
+                    causes = { { reason = "FieldValueInvalid", field = "kind",
+                                 message = 'Invalid value: "Other": must be Gizmo' } } }, kst.details)
+      local pcode, pst = srv:request("POST", gpath,
+        { apiVersion = group .. "/v1", kind = "Other", metadata = { name = "other" } })
+      assert.equal(422, pcode)
+      assert.equal("Other." .. group .. ' "other" is invalid: kind: Invalid value: "Other": must be Gizmo', pst.message)
+      local raw = '{"apiVersion":"' .. group .. '/v1","metadata":{"name":"kinds"}}'
+      local mcode, mst = srv:request("PUT", gpath .. "/kinds", raw)
+      assert.equal(400, mcode)
+      assert.equal("BadRequest", mst.reason)
+      assert.equal("the object provided is unrecognized (must be of type Gizmo): Object 'Kind' is missing in '" ..
+                   raw .. "' (" .. raw:sub(1, 30) .. " ...)", mst.message)
+    end)
+  end)
+
   describe("PATCH", function()
     it("answers a missing object with 404, even of a kind PUT creates", function()
       local code, st = srv:request("PATCH", srv:ns_path("services", "nope"), { metadata = { labels = { a = "b" } } },
@@ -269,6 +303,16 @@ describe("apiserver preconditions", function()
         { content_type = "application/merge-patch+json" })
       assert.equal(400, code)
       assert.equal("the name of the object (other) does not match the name on the URL (rename)", st.message)
+      local ecode, est = srv:request("PATCH", srv:ns_path("configmaps", "rename"), { metadata = { name = "" } },
+        { content_type = "application/merge-patch+json" })
+      assert.equal(400, ecode)
+      assert.equal("the name of the object (rename based on URL) was undeterminable: name must be provided",
+                   est.message)
+      local ncode, nst = srv:request("PATCH", srv:ns_path("configmaps", "rename"),
+        { metadata = { namespace = "elsewhere" } }, { content_type = "application/merge-patch+json" })
+      assert.equal(400, ncode)
+      assert.equal("the namespace of the provided object does not match the namespace sent on the request",
+                   nst.message)
     end)
   end)
 
