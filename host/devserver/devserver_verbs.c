@@ -195,7 +195,7 @@ static int update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, cons
     luna_ds_doc_key(key, sizeof key, t, ns, name);
     luna_ds_obj *cur = luna_ds_store_get(t->coll, key);
     if (!cur) {
-        int rc = luna_ds_write_create_on_update(t, ns, name, sub, doc, st);
+        int rc = luna_ds_write_create_on_update(t, ns, name, doc, st);
         if (rc < 0) {
             json_decref(doc);
             return rc;

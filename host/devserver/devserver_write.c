@@ -220,9 +220,8 @@ int luna_ds_write_create_rv(const luna_ds *ds, const json_t *doc, luna_ds_status
 }
 
 int luna_ds_write_create_on_update(const luna_ds_type *t, const char *ns, const char *name,
-                                   const char *sub, const json_t *newdoc, luna_ds_status *st)
+                                   const json_t *newdoc, luna_ds_status *st)
 {
-    (void)sub;
     if (!t->create_on_update)
         return luna_ds_status_not_found(st, t->group, t->resource, name);
     const char *uid = luna_ds_doc_str(json_object_get(newdoc, "metadata"), "uid");

@@ -84,9 +84,11 @@ int luna_ds_write_create_rv(const luna_ds *ds, const json_t *doc, luna_ds_status
 
 /* The preconditions of a PUT that finds no object at its name: 404
  * unless t->create_on_update; a uid in the body is then a 409 (no stored
- * object has it).  0 when the PUT creates. */
+ * object has it).  0 when the PUT creates, a PUT of /status too (kube's
+ * status strategies inherit AllowCreateOnUpdate: a PUT of a missing
+ * Service's /status creates the Service). */
 int luna_ds_write_create_on_update(const luna_ds_type *t, const char *ns, const char *name,
-                                   const char *sub, const json_t *newdoc, luna_ds_status *st);
+                                   const json_t *newdoc, luna_ds_status *st);
 
 /* Replaces cur with newdoc (t's version, consumed), whatever its
  * resourceVersion and uid say: a client's write checks them first with

@@ -1044,9 +1044,10 @@ static int setup_servers(struct runtime *rt, luna_error *err)
     return 0;
 }
 
-/* Starts the embedded dev server and writes a kubeconfig for it; logs
- * why when it cannot (a seed file names the file). */
-static int start_dev_server(struct runtime *rt, luna_error *err)
+/* Starts the embedded dev server and writes a kubeconfig for it.  When a
+ * seed file cannot be loaded, *failed_seed names it (err says what is
+ * wrong with it); otherwise it stays NULL. */
+static int start_dev_server(struct runtime *rt, const char **failed_seed, luna_error *err)
 {
     char url[128];
     unsigned char raw[32];
@@ -1054,15 +1055,12 @@ static int start_dev_server(struct runtime *rt, luna_error *err)
         return luna_error_set(err, LUNA_EIO, "dev server: no random bytes for its token");
     for (size_t i = 0; i < sizeof raw; i++)
         snprintf(rt->dev_token + 2 * i, 3, "%02x", raw[i]);
-    int failed_seed = -1;
+    int failed = -1;
     int rc = rt->cfg->dev_server_start(rt->cfg->seeds, rt->cfg->nseeds, rt->dev_token, url,
-                                       sizeof url, &rt->dev_server, &failed_seed, err);
+                                       sizeof url, &rt->dev_server, &failed, err);
     if (rc < 0) {
-        /* named here: a seed is no part of the kubeconfig */
-        if (failed_seed >= 0)
-            luna_error("seed failed", "seed", rt->cfg->seeds[failed_seed], "error", err->msg);
-        else
-            luna_error("dev server failed", "error", err->msg);
+        if (failed >= 0 && failed < rt->cfg->nseeds)
+            *failed_seed = rt->cfg->seeds[failed];
         return rc;
     }
     snprintf(rt->dev_kubeconfig, sizeof rt->dev_kubeconfig, "/tmp/luna-dev-XXXXXX");
@@ -1735,7 +1733,13 @@ static int run(const struct luna_run_config *cfg)
                    "why", rt.stale_why);
     }
 
-    if (cfg->dev_server && start_dev_server(&rt, &err) < 0) {
+    const char *failed_seed = NULL;
+    if (cfg->dev_server && start_dev_server(&rt, &failed_seed, &err) < 0) {
+        /* named here: a seed is no part of the kubeconfig */
+        if (failed_seed)
+            luna_error("seed failed", "seed", failed_seed, "error", err.msg);
+        else
+            luna_error("dev server failed", "error", err.msg);
         teardown(&rt);
         return 1;
     }

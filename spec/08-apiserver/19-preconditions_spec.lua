@@ -234,6 +234,12 @@ describe("apiserver preconditions", function()
           spec = { ports = { { port = 80 } } } })
       assert.equal(201, code)
       assert.equal("made", svc.metadata.name)
+      -- the status store inherits the strategy: its PUT creates too
+      local scode = srv:request("PUT", srv:ns_path("services", "made-status") .. "/status",
+        { apiVersion = "v1", kind = "Service", metadata = { name = "made-status" },
+          spec = { ports = { { port = 80 } } } })
+      assert.equal(201, scode)
+      assert.equal(200, (srv:request("GET", srv:ns_path("services", "made-status"))))
       local rcode = srv:request("PUT", srv:ns_path("roles", "made", "rbac.authorization.k8s.io/v1"),
         { apiVersion = "rbac.authorization.k8s.io/v1", kind = "Role", metadata = { name = "made" } })
       assert.equal(201, rcode)
