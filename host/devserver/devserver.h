@@ -40,10 +40,12 @@ struct luna_devserver;
  * system:masters), which is what lets the runtime's secure /metrics and
  * admin endpoints accept it.  Returns 0 and *out (stop it with
  * luna_devserver_embed_stop before the loop ends), or a negative LUNA_E*
- * code with err set. */
+ * code with err set; *failed_seed is then the index of the seed file that
+ * could not be loaded (err says what is wrong with it, not its name), or
+ * -1 when the failure is the server's own. */
 int luna_devserver_embed_start(const char *const *seeds, int nseeds, const char *token,
                                char *url, size_t url_size, struct luna_devserver **out,
-                               luna_error *err);
+                               int *failed_seed, luna_error *err);
 /* Stops and frees an embedded server (NULL: nothing). */
 void luna_devserver_embed_stop(struct luna_devserver *srv);
 /* Seconds between watch BOOKMARKs of servers embedded from now on (0: the

@@ -99,7 +99,7 @@ struct luna_run_config {
      * dev_server is set. */
     int (*dev_server_start)(const char *const *seeds, int nseeds, const char *token,
                             char *url, size_t url_size, struct luna_devserver **out,
-                            luna_error *err);
+                            int *failed_seed, luna_error *err);
     void (*dev_server_stop)(struct luna_devserver *srv);
     /* The embedded server's latest resourceVersion (test control's idle). */
     uint64_t (*dev_server_revision)(struct luna_devserver *srv);
