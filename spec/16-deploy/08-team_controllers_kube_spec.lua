@@ -6,7 +6,7 @@
 -- with no Forbidden: a team's namespace is onboarded and offboarded, a
 -- Backup runs the Job it missed and its finalizer removes the Jobs of an
 -- orphaning delete.  The dev server does not authorize by RBAC, so there
--- the run is pending; 19-authoring/11 runs the specs on it.
+-- the run is pending; 19-authoring/12 runs the specs on it.
 local helpers = require("helpers")
 local cjson = require("cjson")
 local client = require("support.apiserver_client")
@@ -80,7 +80,7 @@ describe("the team controllers on a real API server", function()
 
   for _, sub in ipairs { "onboarding", "backup" } do
     it("passes luna test --kube " .. sub, function()
-      if not client.real() then return pending("real API server only: 19-authoring/11 runs it on the dev server") end
+      if not client.real() then return pending("real API server only: 19-authoring/12 runs it on the dev server") end
       local out, rc = helpers.run("cd '" .. dir .. "' && env -u LD_PRELOAD " .. examples.luna()
         .. " test --kube " .. sub .. " 2>&1")
       assert.equal(0, rc, out)

@@ -1,6 +1,6 @@
 -- The complete controllers docs/team-controllers.md shows: every block it
 -- marks `<!-- example: DIR/FILE -->`, as files.  The specs that run them
--- (spec/19-authoring/11-team_controllers_spec.lua on the dev server,
+-- (spec/19-authoring/12-team_controllers_spec.lua on the dev server,
 -- spec/16-deploy/08-team_controllers_kube_spec.lua on a real control
 -- plane) read them from the page, so the page cannot drift from what runs.
 local helpers = require("helpers")
