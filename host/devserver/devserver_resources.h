@@ -44,7 +44,17 @@ typedef struct luna_ds_resource_def {
     const char *others;              /* kube's other subresources, not served */
     int storage;                     /* index of the row whose collection this
                                         one shares (its own: the storage version) */
+    int keys_first, keys_count;      /* its rows of luna_ds_list_keys */
 } luna_ds_resource_def;
+
+/* A list of a kind kube's OpenAPI marks x-kubernetes-list-type: map: its
+ * path below the object (field names joined by ".", e.g.
+ * "spec.template.spec.containers") and its (first) list-map key. */
+typedef struct luna_ds_list_key_def {
+    const char *path, *key;
+} luna_ds_list_key_def;
+
+extern const luna_ds_list_key_def luna_ds_list_keys[];
 
 extern const luna_ds_resource_def luna_ds_resources[];
 extern const size_t luna_ds_resources_len;

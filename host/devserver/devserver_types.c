@@ -244,6 +244,8 @@ static int register_builtins(luna_ds_types *reg)
             t->return_deleted = kf & RETURN_DELETED;
             t->fields = k ? k->fields : NULL;
             set_update_strategy(t);
+            t->list_keys = &luna_ds_list_keys[d->keys_first];
+            t->n_list_keys = d->keys_count;
             if (kf & EVENTS_V1) {
                 t->conv = LUNA_DS_CONV_EVENTS_V1;
                 t->coll = core_events ? core_events->coll : NULL;

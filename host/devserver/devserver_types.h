@@ -65,6 +65,8 @@ typedef struct luna_ds_type {
     bool storage;         /* this version is the collection's storage version */
     enum luna_ds_conv conv;
     const char *const *fields; /* extra field-selector paths (NULL-terminated) */
+    const luna_ds_list_key_def *list_keys; /* built-in: its map-typed lists (static) */
+    int n_list_keys;
     char *crd_name;       /* for custom types: the CRD's metadata.name */
     json_t *schema;       /* custom types: the version's openAPIV3Schema (owned), or NULL */
     struct luna_ds_coll *coll; /* shared by the versions of one group/resource */

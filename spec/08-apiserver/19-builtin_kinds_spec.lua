@@ -276,4 +276,27 @@ describe("built-in kinds", function()
     local _, g = srv:request("GET", "/apis/autoscaling")
     assert.equal("autoscaling/v2", g.preferredVersion.groupVersion)
   end)
+  it("merges a ValidatingWebhookConfiguration's webhooks by name under server-side apply", function()
+    local name = "luna-apply-" .. suffix
+    local path = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/" .. name
+    made[#made + 1] = path
+    local function apply(manager, hook)
+      return srv:request("PATCH", path .. "?fieldManager=" .. manager, {
+        apiVersion = "admissionregistration.k8s.io/v1", kind = "ValidatingWebhookConfiguration",
+        metadata = { name = name },
+        webhooks = { { name = hook, admissionReviewVersions = { "v1" }, sideEffects = "None",
+                       clientConfig = { url = "https://example.com/" .. hook } } } },
+        { content_type = "application/apply-patch+yaml" })
+    end
+    local code, _, raw = apply("team-a", "a.luna.example.com")
+    assert.equal(201, code, raw)
+    local obj
+    code, obj, raw = apply("team-b", "b.luna.example.com")
+    -- a list-map keyed by name: each manager owns its own entry, no conflict
+    assert.equal(200, code, raw)
+    local names = {}
+    for _, h in ipairs(obj.webhooks) do names[#names + 1] = h.name end
+    table.sort(names)
+    assert.same({ "a.luna.example.com", "b.luna.example.com" }, names)
+  end)
 end)

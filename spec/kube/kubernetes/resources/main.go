@@ -18,6 +18,12 @@
 // repeating its feature-gate and default-on logic; asking the binary is
 // shorter and right by construction.
 //
+// Server-side apply and strategic merge patches need each kind's list-map
+// keys: they come from the same server's OpenAPI v3 documents
+// (/openapi/v3/api/v1, /openapi/v3/apis/G/V): every array under the kind's
+// schema with x-kubernetes-list-type "map" gives its path (field names
+// joined by ".") and its first x-kubernetes-list-map-keys entry.
+//
 //	spec/kube/cluster.sh run -- sh -c 'cd spec/kube/kubernetes && go run ./resources' > host/devserver/devserver_resources.c
 //
 // (`make resources` does exactly that.)  Needs LUNA_KUBE_DIR (cluster.sh
@@ -141,6 +147,62 @@ func flags(names []string, table map[string]string, what string) string {
 
 func cstr(s string) string { return fmt.Sprintf("%q", s) }
 
+type schema struct {
+	Ref          string             `json:"$ref"`
+	AllOf        []*schema          `json:"allOf"`
+	Type         string             `json:"type"`
+	Properties   map[string]*schema `json:"properties"`
+	Items        *schema            `json:"items"`
+	ListType     string             `json:"x-kubernetes-list-type"`
+	ListMapKeys  []string           `json:"x-kubernetes-list-map-keys"`
+	GVK          []gvk              `json:"x-kubernetes-group-version-kind"`
+	Additional   json.RawMessage    `json:"additionalProperties"`
+}
+
+type openapiDoc struct {
+	Components struct{ Schemas map[string]*schema }
+}
+
+type listKey struct{ path, key string }
+
+// listKeys walks s (a kind's schema) and returns its map-typed lists.
+func listKeys(doc *openapiDoc, s *schema, path []string, stack map[string]bool, out *[]listKey) {
+	for s != nil && (s.Ref != "" || (len(s.AllOf) == 1 && s.Properties == nil)) {
+		if s.Ref == "" {
+			s = s.AllOf[0]
+			continue
+		}
+		name := strings.TrimPrefix(s.Ref, "#/components/schemas/")
+		if stack[name] { // a recursive type (JSONSchemaProps): its lists are atomic
+			return
+		}
+		stack[name] = true
+		defer delete(stack, name)
+		s = doc.Components.Schemas[name]
+	}
+	if s == nil {
+		return
+	}
+	if s.Items != nil {
+		if s.ListType == "map" && len(s.ListMapKeys) > 0 {
+			*out = append(*out, listKey{strings.Join(path, "."), s.ListMapKeys[0]})
+		}
+		listKeys(doc, s.Items, path, stack, out)
+		return
+	}
+	names := make([]string, 0, len(s.Properties))
+	for n := range s.Properties {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if len(path) == 0 && (n == "metadata" || n == "apiVersion" || n == "kind") {
+			continue
+		}
+		listKeys(doc, s.Properties[n], append(append([]string{}, path...), n), stack, out)
+	}
+}
+
 func main() {
 	dir := os.Getenv("LUNA_KUBE_DIR")
 	if dir == "" {
@@ -177,6 +239,7 @@ func main() {
 		g, v string
 		r    resource
 		hash string
+		keys []listKey
 	}
 	var rows []row
 	for _, g := range groups {
@@ -187,12 +250,26 @@ func main() {
 			}
 			var legacy legacyList
 			get(path, "application/json", &legacy)
+			var doc openapiDoc
+			get("/openapi/v3"+path, "application/json", &doc)
+			kinds := map[string]*schema{}
+			for _, sc := range doc.Components.Schemas {
+				for _, k := range sc.GVK {
+					if k.Group == g.Metadata.Name && k.Version == ver.Version {
+						kinds[k.Kind] = sc
+					}
+				}
+			}
 			hashes := map[string]string{}
 			for _, lr := range legacy.Resources {
 				hashes[lr.Name] = lr.StorageVersionHash
 			}
 			for _, r := range ver.Resources {
-				rows = append(rows, row{g.Metadata.Name, ver.Version, r, hashes[r.Resource]})
+				var keys []listKey
+				if r.ResponseKind != nil && kinds[r.ResponseKind.Kind] != nil {
+					listKeys(&doc, kinds[r.ResponseKind.Kind], nil, map[string]bool{}, &keys)
+				}
+				rows = append(rows, row{g.Metadata.Name, ver.Version, r, hashes[r.Resource], keys})
 			}
 		}
 	}
@@ -217,8 +294,18 @@ func main() {
  * does not implement are listed in `+"`others`"+` and not advertised. */
 #include "devserver/devserver_resources.h"
 
-const luna_ds_resource_def luna_ds_resources[] = {
+const luna_ds_list_key_def luna_ds_list_keys[] = {
 `, version)
+	first := make([]int, len(rows))
+	n := 0
+	for i, r := range rows {
+		first[i] = n
+		for _, k := range r.keys {
+			fmt.Fprintf(w, "    { %s, %s },\n", cstr(k.path), cstr(k.key))
+			n++
+		}
+	}
+	fmt.Fprintf(w, "};\n\nconst luna_ds_resource_def luna_ds_resources[] = {\n")
 	for i, r := range rows {
 		res := r.r
 		if res.ResponseKind == nil {
@@ -237,12 +324,13 @@ const luna_ds_resource_def luna_ds_resources[] = {
 		if r.hash != "" {
 			st = storage[r.hash]
 		}
-		fmt.Fprintf(w, "    { %s, %s, %s, %s, %s, %v,\n      %s, %s, %s,\n      %s, %s, %d },\n",
+		fmt.Fprintf(w, "    { %s, %s, %s, %s, %s, %v,\n      %s, %s, %s,\n      %s, %s, %d, %d, %d },\n",
 			cstr(r.g), cstr(r.v), cstr(res.Resource), cstr(res.SingularResource),
 			cstr(res.ResponseKind.Kind), res.Scope == "Namespaced",
 			cstr(strings.Join(res.ShortNames, ",")), cstr(strings.Join(res.Categories, ",")),
 			flags(res.Verbs, verbFlag, "verb"),
-			flags(subs, subFlag, "subresource"), cstr(strings.Join(others, ",")), st)
+			flags(subs, subFlag, "subresource"), cstr(strings.Join(others, ",")), st,
+			first[i], len(r.keys))
 	}
 	fmt.Fprintf(w, "};\n\nconst size_t luna_ds_resources_len = sizeof luna_ds_resources / sizeof *luna_ds_resources;\n")
 }
