@@ -281,11 +281,12 @@ describe("built-in kinds", function()
     local path = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/" .. name
     made[#made + 1] = path
     local function apply(manager, hook)
-      return srv:request("PATCH", path .. "?fieldManager=" .. manager, {
-        apiVersion = "admissionregistration.k8s.io/v1", kind = "ValidatingWebhookConfiguration",
-        metadata = { name = name },
-        webhooks = { { name = hook, admissionReviewVersions = { "v1" }, sideEffects = "None",
-                       clientConfig = { url = "https://example.com/" .. hook } } } },
+      -- (YAML by hand: lua-cjson writes "\/", which YAML does not read)
+      return srv:request("PATCH", path .. "?fieldManager=" .. manager, table.concat({
+        "apiVersion: admissionregistration.k8s.io/v1", "kind: ValidatingWebhookConfiguration",
+        "metadata:", "  name: " .. name, "webhooks:", "- name: " .. hook,
+        "  admissionReviewVersions: [v1]", "  sideEffects: None", "  clientConfig:",
+        "    url: https://example.com/" .. hook, "" }, "\n"),
         { content_type = "application/apply-patch+yaml" })
     end
     local code, _, raw = apply("team-a", "a.luna.example.com")
