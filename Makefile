@@ -54,7 +54,7 @@ DEVSERVER_SRC := $(wildcard host/devserver/*.c)
 FIXTURES  := $(patsubst spec/fixtures/%.c,%,$(wildcard spec/fixtures/*.c))
 BENCHES   := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
 
-.PHONY: all deps deps-build deploy-sync test kube test-kube pbschema run bench bench-peers clean install \
+.PHONY: all deps deps-build deploy-sync test kube test-kube pbschema resources run bench bench-peers clean install \
         install-runtime image test-container fuzz fuzz-smoke fuzz-build
 all: build/luna build/lua/luna/core.so
 
@@ -150,6 +150,18 @@ pbschema:
 	cd spec/kube/kubernetes && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
 	  $${GO:-$$(command -v go || echo /usr/local/go/bin/go)} run ./pbschema > ../../../host/devserver/devserver_pbschema.c.tmp
 	mv host/devserver/devserver_pbschema.c.tmp host/devserver/devserver_pbschema.c
+
+# Regenerates the dev server's table of built-in resources
+# (host/devserver/devserver_resources.c) from the aggregated discovery of the
+# pinned kube-apiserver, started with its defaults (no feature gates, no
+# runtime config) by spec/kube/cluster.sh; needs Go and `make kube`.
+resources: kube
+	@mkdir -p build/resources
+	spec/kube/cluster.sh run --dir build/resources/cluster --feature-gates '' --runtime-config '' -- \
+	  sh -c 'cd spec/kube/kubernetes && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+	  $${GO:-$$(command -v go || echo /usr/local/go/bin/go)} run ./resources \
+	  > ../../../host/devserver/devserver_resources.c.tmp'
+	mv host/devserver/devserver_resources.c.tmp host/devserver/devserver_resources.c
 
 # Every API-facing spec folder against that control plane (etcd, then
 # kube-apiserver with TLS, a token and RBAC, then kube-controller-manager,

@@ -10,6 +10,7 @@
 #include "devserver/devserver_faults.h"
 #include "devserver/devserver_gc.h"
 #include "devserver/devserver_list.h"
+#include "devserver/devserver_scale.h"
 #include "devserver/devserver_seed.h"
 #include "devserver/devserver_state.h"
 #include "devserver/devserver_types.h"
@@ -36,13 +37,54 @@ static bool utf8(const char *s)
     return luna_json_utf8_valid_prefix(s, len) == len;
 }
 
+/* The verb a request on a resource is (LUNA_DS_VERB_*), 0 for none. */
+static unsigned request_verb(const luna_ds_request *req, const char *name)
+{
+    const char *m = req->method;
+    if (strcmp(m, "GET") == 0) {
+        const char *w = luna_ds_request_arg(req, "watch");
+        if (w && (strcmp(w, "true") == 0 || strcmp(w, "1") == 0))
+            return LUNA_DS_VERB_WATCH;
+        return name ? LUNA_DS_VERB_GET : LUNA_DS_VERB_LIST;
+    }
+    if (strcmp(m, "POST") == 0)
+        return LUNA_DS_VERB_CREATE;
+    if (strcmp(m, "PUT") == 0)
+        return LUNA_DS_VERB_UPDATE;
+    if (strcmp(m, "PATCH") == 0)
+        return LUNA_DS_VERB_PATCH;
+    if (strcmp(m, "DELETE") == 0)
+        return name ? LUNA_DS_VERB_DELETE : LUNA_DS_VERB_DELETECOLLECTION;
+    return 0;
+}
+
 static void handle_resource(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                             const char *name, const char *sub, luna_ds_response *resp)
 {
     const char *m = req->method;
     luna_ds_status st = { 0 };
+    if (sub && strcmp(sub, "scale") == 0 && (t->subs & LUNA_DS_SUB_SCALE) && name) {
+        if (t->namespaced && (!ns || !*ns))
+            return luna_ds_reply_not_found(resp);
+        luna_ds_scale_serve(ds, req, t, ns ? ns : "", name, resp);
+        return;
+    }
     if (sub && (strcmp(sub, "status") != 0 || !t->has_status)) {
         luna_ds_reply_not_found(resp);
+        return;
+    }
+    /* Only the verbs kube serves for the resource; a kind kube serves
+     * without get (the create-only reviews and bindings, not stored) is
+     * listed in discovery but not implemented here beyond what
+     * devserver_auth answers before this. */
+    unsigned verb = request_verb(req, name);
+    if (!sub && (!(t->verbs & verb) || !(t->verbs & LUNA_DS_VERB_GET))) {
+        if (t->verbs & LUNA_DS_VERB_GET)
+            return luna_ds_reply_not_allowed(resp);
+        luna_ds_status_set(&st, 405, "MethodNotAllowed",
+                           "the dev server does not implement %s (kube-apiserver serves it "
+                           "without storing it; see docs/dev-server.md)", t->resource);
+        luna_ds_reply_status(resp, &st);
         return;
     }
     if (t->namespaced && ns && *ns && !name && strcmp(m, "POST") != 0 && strcmp(m, "GET") != 0 &&
@@ -230,6 +272,11 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
         if (n == 1) {
             if (!get)
                 return luna_ds_reply_not_allowed(resp);
+            if (luna_ds_types_wants_aggregated(req->accept)) {
+                luna_ds_reply_json(resp, 200, luna_ds_types_aggregated(ds->types, true));
+                resp->content_type = LUNA_DS_AGGREGATED_TYPE;
+                return;
+            }
             luna_ds_reply_json(resp, 200, luna_ds_types_api_versions(ds->server_address));
             return;
         }
@@ -240,6 +287,11 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
         if (n == 1) {
             if (!get)
                 return luna_ds_reply_not_allowed(resp);
+            if (luna_ds_types_wants_aggregated(req->accept)) {
+                luna_ds_reply_json(resp, 200, luna_ds_types_aggregated(ds->types, false));
+                resp->content_type = LUNA_DS_AGGREGATED_TYPE;
+                return;
+            }
             luna_ds_reply_json(resp, 200, luna_ds_types_group_list(ds->types));
             return;
         }

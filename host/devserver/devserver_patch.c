@@ -24,6 +24,24 @@ static bool is_container_list(const char *f)
            strcmp(f, "ephemeralContainers") == 0;
 }
 
+/* Whether dotted ("spec.template.spec.containers") names path[0..depth). */
+static bool path_is(const char *dotted, const char *const *path, int depth)
+{
+    const char *p = dotted;
+    for (int i = 0; i < depth; i++) {
+        size_t n = strlen(path[i]);
+        if (strncmp(p, path[i], n) != 0)
+            return false;
+        p += n;
+        if (i + 1 < depth) {
+            if (*p != '.')
+                return false;
+            p++;
+        }
+    }
+    return *p == '\0';
+}
+
 enum luna_ds_list_kind luna_ds_patch_list_key(const luna_ds_type *t, const char *const *path,
                                               int depth, const char **key)
 {
@@ -43,6 +61,15 @@ enum luna_ds_list_kind luna_ds_patch_list_key(const luna_ds_type *t, const char 
     }
     if (t && t->custom)
         return LUNA_DS_LIST_ATOMIC;
+    /* a built-in kind: the lists kube's OpenAPI marks as maps (generated,
+     * devserver_resources.c); the name rules below for the rest (lists
+     * kube's OpenAPI calls atomic but strategic merge patch merges by a
+     * key, such as a Job's conditions) */
+    for (int i = 0; t && i < t->n_list_keys; i++)
+        if (path_is(t->list_keys[i].path, path, depth)) {
+            *key = t->list_keys[i].key;
+            return LUNA_DS_LIST_MAP;
+        }
     if (is_container_list(f))
         *key = "name";
     else if (strcmp(f, "ports") == 0 && is_container_list(parent))

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devserver/devserver_resources.h"
 #include "devserver/devserver_store.h"
 
 struct luna_ds_types {
@@ -114,8 +115,8 @@ static void append(luna_ds_types *reg, luna_ds_type *t)
  * (AllowUnconditionalUpdate true, AllowCreateOnUpdate false), as
  * "GROUP/RESOURCE" ("/RESOURCE" for core), from k8s.io/kubernetes
  * pkg/registry/.../strategy.go (v1.37), kube-aggregator and
- * apiextensions-apiserver.  Hand-kept until the kind table is generated:
- * a kind missing here gets the common answer. */
+ * apiextensions-apiserver.  Hand-kept: discovery does not say it (a kind missing
+ * here gets the common answer). */
 static const char *const conditional_update_only[] = {
     "admissionregistration.k8s.io/mutatingadmissionpolicies",
     "admissionregistration.k8s.io/mutatingadmissionpolicybindings",
@@ -168,101 +169,109 @@ static void set_update_strategy(luna_ds_type *t)
     t->create_on_update = in_update_list(create_on_update, t->group, t->resource);
 }
 
-/* Registers a built-in type with its own collection; NULL when out of
- * memory (nothing registered). */
-static luna_ds_type *builtin(luna_ds_types *reg, const char *group, const char *version,
-                             const char *resource, const char *singular, const char *kind,
-                             bool namespaced, const char *shorts, const char *categories)
-{
-    luna_ds_type *t = new_type(group, version, resource, singular, kind, namespaced);
-    if (!t)
-        return NULL;
-    t->short_names = strings(shorts);
-    t->categories = strings(categories);
-    set_update_strategy(t);
-    t->coll = luna_ds_store_coll_new(reg->store);
-    if (!t->short_names || !t->categories || !t->coll) {
-        luna_ds_store_coll_free(t->coll);
-        type_free(t);
-        return NULL;
-    }
-    append(reg, t);
-    return t;
-}
-
-/* The built-in types, in discovery order. */
-enum { STATUS = 1, GENERATION = 2, RETURN_DELETED = 4 };
-static const struct builtin_def {
-    const char *group, *resource, *singular, *kind;
-    bool namespaced;
-    const char *shorts, *categories;   /* comma-separated, or NULL */
+/* What discovery cannot say, kept by hand (the rest of every built-in
+ * type comes from the generated table, devserver_resources.c):
+ * - the field-selector paths kube-apiserver accepts beyond metadata.name
+ *   and metadata.namespace (its strategies' GetAttrs);
+ * - RETURN_DELETED: DELETE answers the object rather than a Status;
+ * - generation: by default a kind with a status subresource counts spec
+ *   changes in metadata.generation; NO_GENERATION and GENERATION override
+ *   that where kube's strategy does otherwise (or where the dev server has
+ *   always done otherwise: pods, services, namespaces);
+ * - EVENTS_V1: events.k8s.io/v1 Events are the core Events seen through
+ *   another version, with renamed fields (luna_ds_types_convert). */
+enum { RETURN_DELETED = 1, NO_GENERATION = 2, GENERATION = 4, EVENTS_V1 = 8 };
+static const struct kept_def {
+    const char *group, *resource;
     int flags;
     const char *const *fields;
-} builtins[] = {
-    { "", "configmaps", "configmap", "ConfigMap", true, "cm", NULL, 0, NULL },
-    { "", "events", "event", "Event", true, "ev", NULL, 0, event_fields },
-    { "", "namespaces", "namespace", "Namespace", false, "ns", NULL, STATUS | RETURN_DELETED,
-      namespace_fields },
-    { "", "pods", "pod", "Pod", true, "po", "all", STATUS | RETURN_DELETED, pod_fields },
-    { "", "secrets", "secret", "Secret", true, NULL, NULL, 0, secret_fields },
-    { "", "serviceaccounts", "serviceaccount", "ServiceAccount", true, "sa", NULL, 0, NULL },
-    { "", "services", "service", "Service", true, "svc", "all", STATUS | RETURN_DELETED,
-      service_fields },
-    { "apiextensions.k8s.io", "customresourcedefinitions", "customresourcedefinition",
-      "CustomResourceDefinition", false, "crd,crds", "api-extensions",
-      STATUS | GENERATION | RETURN_DELETED, NULL },
-    { "apps", "deployments", "deployment", "Deployment", true, "deploy", "all",
-      STATUS | GENERATION, NULL },
-    { "apps", "replicasets", "replicaset", "ReplicaSet", true, "rs", "all",
-      STATUS | GENERATION, NULL },
-    { "apps", "statefulsets", "statefulset", "StatefulSet", true, "sts", "all",
-      STATUS | GENERATION, NULL },
-    { "batch", "cronjobs", "cronjob", "CronJob", true, "cj", "all", STATUS | GENERATION, NULL },
-    { "batch", "jobs", "job", "Job", true, NULL, "all", STATUS | GENERATION, job_fields },
-    { "coordination.k8s.io", "leases", "lease", "Lease", true, NULL, NULL, 0, NULL },
-    { "rbac.authorization.k8s.io", "clusterrolebindings", "clusterrolebinding",
-      "ClusterRoleBinding", false, NULL, NULL, 0, NULL },
-    { "rbac.authorization.k8s.io", "clusterroles", "clusterrole", "ClusterRole", false, NULL,
-      NULL, 0, NULL },
-    { "rbac.authorization.k8s.io", "rolebindings", "rolebinding", "RoleBinding", true, NULL,
-      NULL, 0, NULL },
-    { "rbac.authorization.k8s.io", "roles", "role", "Role", true, NULL, NULL, 0, NULL },
+} kept[] = {
+    { "", "events", 0, event_fields },
+    { "", "namespaces", RETURN_DELETED | NO_GENERATION, namespace_fields },
+    { "", "nodes", NO_GENERATION, NULL },
+    { "", "persistentvolumeclaims", NO_GENERATION, NULL },
+    { "", "persistentvolumes", NO_GENERATION, NULL },
+    { "", "pods", RETURN_DELETED | NO_GENERATION, pod_fields },
+    { "", "secrets", 0, secret_fields },
+    { "", "services", RETURN_DELETED | NO_GENERATION, service_fields },
+    { "admissionregistration.k8s.io", "mutatingwebhookconfigurations", GENERATION, NULL },
+    { "admissionregistration.k8s.io", "validatingwebhookconfigurations", GENERATION, NULL },
+    { "apiextensions.k8s.io", "customresourcedefinitions", RETURN_DELETED, NULL },
+    { "batch", "jobs", 0, job_fields },
+    { "events.k8s.io", "events", EVENTS_V1, event_v1_fields },
 };
 
-/* Registers the built-in types, then events.k8s.io/v1 Events (the core
- * Events, seen through another version).  0, or LUNA_ENOMEM. */
+static const struct kept_def *kept_for(const char *group, const char *resource)
+{
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
+        if (strcmp(kept[i].group, group) == 0 && strcmp(kept[i].resource, resource) == 0)
+            return &kept[i];
+    return NULL;
+}
+
+/* Registers one type per row of the generated table, in its (kube's
+ * discovery) order; rows stored alike share the collection of their
+ * storage row.  0, or LUNA_ENOMEM. */
 static int register_builtins(luna_ds_types *reg)
 {
+    size_t n = luna_ds_resources_len;
+    luna_ds_type **by_row = calloc(n, sizeof *by_row);
+    if (!by_row)
+        return LUNA_ENOMEM;
     luna_ds_type *core_events = NULL;
-    for (size_t i = 0; i < sizeof builtins / sizeof *builtins; i++) {
-        const struct builtin_def *d = &builtins[i];
-        luna_ds_type *t = builtin(reg, d->group, "v1", d->resource, d->singular, d->kind,
-                                  d->namespaced, d->shorts, d->categories);
-        if (!t)
-            return LUNA_ENOMEM;
-        t->has_status = d->flags & STATUS;
-        t->has_generation = d->flags & GENERATION;
-        t->return_deleted = d->flags & RETURN_DELETED;
-        t->fields = d->fields;
-        if (!*d->group && strcmp(d->resource, "events") == 0)
-            core_events = t;
-    }
-    luna_ds_type *t = new_type("events.k8s.io", "v1", "events", "event", "Event", true);
-    if (!t)
-        return LUNA_ENOMEM;
-    t->short_names = strings("ev");
-    t->categories = strings(NULL);
-    t->coll = core_events->coll;
-    t->storage = false;
-    t->conv = LUNA_DS_CONV_EVENTS_V1;
-    set_update_strategy(t);
-    t->fields = event_v1_fields;
-    if (!t->short_names || !t->categories) {
-        type_free(t);
-        return LUNA_ENOMEM;
-    }
-    append(reg, t);
-    return 0;
+    int rc = 0;
+    /* storage rows first, so every other row finds its collection */
+    for (int pass = 0; pass < 2 && rc == 0; pass++)
+        for (size_t i = 0; i < n; i++) {
+            const luna_ds_resource_def *d = &luna_ds_resources[i];
+            const struct kept_def *k = kept_for(d->group, d->resource);
+            int kf = k ? k->flags : 0;
+            bool storage = (size_t)d->storage == i && !(kf & EVENTS_V1);
+            if (storage != (pass == 0))
+                continue;
+            luna_ds_type *t = new_type(d->group, d->version, d->resource, d->singular, d->kind,
+                                       d->namespaced);
+            if (!t) {
+                rc = LUNA_ENOMEM;
+                break;
+            }
+            t->short_names = strings(d->shorts);
+            t->categories = strings(d->categories);
+            t->verbs = d->verbs;
+            t->subs = d->subs;
+            t->has_status = d->subs & LUNA_DS_SUB_STATUS;
+            t->has_generation = (t->has_status || (kf & GENERATION)) && !(kf & NO_GENERATION);
+            t->return_deleted = kf & RETURN_DELETED;
+            t->fields = k ? k->fields : NULL;
+            set_update_strategy(t);
+            t->list_keys = &luna_ds_list_keys[d->keys_first];
+            t->n_list_keys = d->keys_count;
+            if (kf & EVENTS_V1) {
+                t->conv = LUNA_DS_CONV_EVENTS_V1;
+                t->coll = core_events ? core_events->coll : NULL;
+            } else if (!storage) {
+                t->coll = by_row[d->storage] ? by_row[d->storage]->coll : NULL;
+            } else {
+                t->coll = luna_ds_store_coll_new(reg->store);
+            }
+            t->storage = storage;
+            if (!t->short_names || !t->categories || !t->coll) {
+                if (storage)
+                    luna_ds_store_coll_free(t->coll);
+                type_free(t);
+                rc = LUNA_ENOMEM;
+                break;
+            }
+            by_row[i] = t;
+            if (!*d->group && strcmp(d->resource, "events") == 0)
+                core_events = t;
+        }
+    /* linked in the table's order: registration order is discovery order */
+    for (size_t i = 0; i < n; i++)
+        if (by_row[i])
+            append(reg, by_row[i]);
+    free(by_row);
+    return rc;
 }
 
 luna_ds_types *luna_ds_types_new(luna_ds_store *store)
@@ -384,11 +393,12 @@ static json_t *group_doc(const luna_ds_types *reg, const char *group)
     json_t *g = json_object();
     json_object_set_new(g, "name", json_string(group));
     json_object_set_new(g, "versions", versions);
-    /* Preferred: the storage version of the group's first resource, as a
-     * CRD's storage version is what kube prefers for it. */
+    /* Preferred: a built-in group's first version (the generated table is
+     * in kube's order, preferred first); a CRD group's storage version, as
+     * kube prefers it. */
     json_t *pref = json_array_get(versions, 0);
     for (luna_ds_type *t = reg->head; t; t = t->next)
-        if (t->served && t->storage && strcmp(t->group, group) == 0) {
+        if (t->served && t->storage && t->custom && strcmp(t->group, group) == 0) {
             json_t *v = listed(versions, "version", t->version);
             if (v)
                 pref = v;
@@ -432,7 +442,31 @@ json_t *luna_ds_types_group(const luna_ds_types *reg, const char *group)
     return o;
 }
 
-static json_t *verbs(const char *csv) { return strings(csv); }
+/* The verbs of a mask, in kube's (alphabetical) order. */
+static json_t *verbs(unsigned mask)
+{
+    static const char *const names[] = { "create", "delete", "deletecollection", "get",
+                                         "list", "patch", "update", "watch" };
+    json_t *a = json_array();
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (mask & (1u << i))
+            json_array_append_new(a, json_string(names[i]));
+    return a;
+}
+
+/* The subresources the dev server serves, as kube describes them. */
+static const struct sub_def {
+    unsigned flag;
+    const char *name, *group, *version, *kind; /* group NULL: the resource's own kind */
+    unsigned verbs;
+} sub_defs[] = {
+    { LUNA_DS_SUB_SCALE, "scale", "autoscaling", "v1", "Scale",
+      LUNA_DS_VERB_GET | LUNA_DS_VERB_PATCH | LUNA_DS_VERB_UPDATE },
+    { LUNA_DS_SUB_STATUS, "status", NULL, NULL, NULL,
+      LUNA_DS_VERB_GET | LUNA_DS_VERB_PATCH | LUNA_DS_VERB_UPDATE },
+    { LUNA_DS_SUB_TOKEN, "token", "authentication.k8s.io", "v1", "TokenRequest",
+      LUNA_DS_VERB_CREATE },
+};
 
 json_t *luna_ds_types_resource_list(const luna_ds_types *reg, const char *group,
                                     const char *version)
@@ -448,22 +482,28 @@ json_t *luna_ds_types_resource_list(const luna_ds_types *reg, const char *group,
         json_object_set_new(r, "singularName", json_string(t->singular));
         json_object_set_new(r, "namespaced", json_boolean(t->namespaced));
         json_object_set_new(r, "kind", json_string(t->kind));
-        json_object_set_new(r, "verbs",
-                            verbs("create,delete,deletecollection,get,list,patch,update,watch"));
+        json_object_set_new(r, "verbs", verbs(t->verbs));
         if (json_array_size(t->short_names))
             json_object_set(r, "shortNames", t->short_names);
         if (json_array_size(t->categories))
             json_object_set(r, "categories", t->categories);
         json_array_append_new(res, r);
-        if (t->has_status) {
+        for (size_t i = 0; i < sizeof sub_defs / sizeof *sub_defs; i++) {
+            const struct sub_def *d = &sub_defs[i];
+            if (!(t->subs & d->flag))
+                continue;
             char name[300];
-            snprintf(name, sizeof name, "%s/status", t->resource);
+            snprintf(name, sizeof name, "%s/%s", t->resource, d->name);
             json_t *s = json_object();
             json_object_set_new(s, "name", json_string(name));
             json_object_set_new(s, "singularName", json_string(""));
             json_object_set_new(s, "namespaced", json_boolean(t->namespaced));
-            json_object_set_new(s, "kind", json_string(t->kind));
-            json_object_set_new(s, "verbs", verbs("get,patch,update"));
+            if (d->group) {
+                json_object_set_new(s, "group", json_string(d->group));
+                json_object_set_new(s, "version", json_string(d->version));
+            }
+            json_object_set_new(s, "kind", json_string(d->kind ? d->kind : t->kind));
+            json_object_set_new(s, "verbs", verbs(d->verbs));
             json_array_append_new(res, s);
         }
     }
@@ -484,6 +524,105 @@ json_t *luna_ds_types_resource_list(const luna_ds_types *reg, const char *group,
     return o;
 }
 
+/* ---- aggregated discovery ---- */
+
+bool luna_ds_types_wants_aggregated(const char *accept)
+{
+    /* kubectl: "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;
+     * as=APIGroupDiscoveryList,application/json;g=...;v=v2;as=...,application/json":
+     * the JSON form is answered when it is accepted at all (protobuf is not). */
+    if (!accept)
+        return false;
+    for (const char *p = accept; (p = strstr(p, "application/json")) != NULL; p++) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char one[200];
+        size_t k = 0;
+        for (size_t i = 0; i < n && k + 1 < sizeof one; i++)
+            if (p[i] != ' ')
+                one[k++] = p[i];
+        one[k] = '\0';
+        if (strstr(one, ";g=apidiscovery.k8s.io") && strstr(one, ";v=v2;") &&
+            strstr(one, ";as=APIGroupDiscoveryList"))
+            return true;
+    }
+    return false;
+}
+
+static json_t *gvk_doc(const char *group, const char *version, const char *kind)
+{
+    return json_pack("{s:s,s:s,s:s}", "group", group, "version", version, "kind", kind);
+}
+
+static json_t *aggregated_resource(const luna_ds_type *t)
+{
+    json_t *r = json_pack("{s:s,s:o,s:s,s:s,s:o}", "resource", t->resource, "responseKind",
+                          gvk_doc(t->group, t->version, t->kind), "scope",
+                          t->namespaced ? "Namespaced" : "Cluster", "singularResource",
+                          t->singular, "verbs", verbs(t->verbs));
+    if (!r)
+        return NULL;
+    if (json_array_size(t->short_names))
+        json_object_set(r, "shortNames", t->short_names);
+    if (json_array_size(t->categories))
+        json_object_set(r, "categories", t->categories);
+    json_t *subs = json_array();
+    for (size_t i = 0; i < sizeof sub_defs / sizeof *sub_defs; i++) {
+        const struct sub_def *d = &sub_defs[i];
+        if (!(t->subs & d->flag))
+            continue;
+        json_t *kind = d->group ? gvk_doc(d->group, d->version, d->kind)
+                                : gvk_doc(t->group, t->version, t->kind);
+        json_array_append_new(subs, json_pack("{s:s,s:o,s:o}", "subresource", d->name,
+                                              "responseKind", kind, "verbs", verbs(d->verbs)));
+    }
+    if (json_array_size(subs))
+        json_object_set_new(r, "subresources", subs);
+    else
+        json_decref(subs);
+    return r;
+}
+
+/* One APIGroupDiscovery: the group's versions in registration order. */
+static json_t *aggregated_group(const luna_ds_types *reg, const char *group)
+{
+    json_t *versions = json_array();
+    for (luna_ds_type *t = reg->head; t; t = t->next) {
+        if (!t->served || strcmp(t->group, group) != 0)
+            continue;
+        json_t *v = listed(versions, "version", t->version);
+        if (!v) {
+            v = json_pack("{s:s,s:[],s:s}", "version", t->version, "resources", "freshness",
+                          "Current");
+            json_array_append_new(versions, v);
+        }
+        json_array_append_new(json_object_get(v, "resources"), aggregated_resource(t));
+    }
+    json_t *md = json_pack("{s:n}", "creationTimestamp");
+    if (*group)
+        json_object_set_new(md, "name", json_string(group));
+    return json_pack("{s:o,s:o}", "metadata", md, "versions", versions);
+}
+
+json_t *luna_ds_types_aggregated(const luna_ds_types *reg, bool core)
+{
+    json_t *items = json_array();
+    if (core) {
+        json_array_append_new(items, aggregated_group(reg, ""));
+    } else {
+        json_t *seen = json_array();
+        for (luna_ds_type *t = reg->head; t; t = t->next) {
+            if (!t->served || !*t->group || listed(seen, "name", t->group))
+                continue;
+            json_array_append_new(seen, json_pack("{s:s}", "name", t->group));
+            json_array_append_new(items, aggregated_group(reg, t->group));
+        }
+        json_decref(seen);
+    }
+    return json_pack("{s:s,s:s,s:{},s:o}", "kind", "APIGroupDiscoveryList", "apiVersion",
+                     "apidiscovery.k8s.io/v2", "metadata", "items", items);
+}
+
 /* ---- OpenAPI v3 (for kubectl) ---- */
 
 static void gv_path(const luna_ds_type *t, char *out, size_t n)
@@ -497,17 +636,17 @@ static void gv_path(const luna_ds_type *t, char *out, size_t n)
 json_t *luna_ds_types_openapi_index(const luna_ds_types *reg)
 {
     json_t *paths = json_object();
+    /* the hash changes when the served types change, so clients refetch */
+    unsigned long h = 5381;
+    for (luna_ds_type *u = reg->head; u; u = u->next)
+        if (u->served)
+            for (const char *c = u->resource; *c; c++)
+                h = h * 33 + (unsigned char)*c;
     for (luna_ds_type *t = reg->head; t; t = t->next) {
         if (!t->served)
             continue;
         char p[512], url[600];
         gv_path(t, p, sizeof p);
-        /* the hash changes when the served types change, so clients refetch */
-        unsigned long h = 5381;
-        for (luna_ds_type *u = reg->head; u; u = u->next)
-            if (u->served)
-                for (const char *c = u->resource; *c; c++)
-                    h = h * 33 + (unsigned char)*c;
         snprintf(url, sizeof url, "/openapi/v3/%s?hash=%08lX", p, h & 0xffffffffUL);
         json_object_set_new(paths, p, json_pack("{s:s}", "serverRelativeURL", url));
     }
@@ -696,6 +835,8 @@ int luna_ds_types_crd_sync(luna_ds_types *reg, const json_t *crd)
         t->return_deleted = true;
         json_t *sub = json_object_get(v, "subresources");
         t->has_status = json_object_get(sub, "status") != NULL;
+        t->verbs = LUNA_DS_VERBS_ALL;
+        t->subs = t->has_status ? LUNA_DS_SUB_STATUS : 0;
         json_decref(t->schema);
         json_t *sch = json_object_get(json_object_get(v, "schema"), "openAPIV3Schema");
         t->schema = json_is_object(sch) ? json_deep_copy(sch) : NULL;

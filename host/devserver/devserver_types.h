@@ -4,7 +4,9 @@
  *
  * A type is one served group/version/resource (GVR), registered in one
  * server's registry (luna_ds_types).  Built-in types are registered by
- * luna_ds_types_new(); a CustomResourceDefinition adds one
+ * luna_ds_types_new() from the table generated from the pinned
+ * kube-apiserver's discovery (devserver_resources.h) plus a small
+ * hand-kept table for what discovery cannot say; a CustomResourceDefinition adds one
  * type per served version (luna_ds_types_crd_sync).  All versions of one
  * group/resource share one collection (objects stored in the storage
  * version); luna_ds_types_convert() rewrites a document between versions
@@ -24,6 +26,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "devserver/devserver_resources.h"
 #include "devserver/devserver_status.h"
 
 struct luna_ds_coll;
@@ -43,7 +46,9 @@ typedef struct luna_ds_type {
     json_t *short_names;  /* array of strings (owned) */
     json_t *categories;   /* array of strings (owned) */
     bool namespaced;
-    bool has_status;      /* serves RESOURCE/status */
+    unsigned verbs;       /* LUNA_DS_VERB_* it serves (devserver_resources.h) */
+    unsigned subs;        /* LUNA_DS_SUB_* it serves */
+    bool has_status;      /* serves RESOURCE/status (subs has LUNA_DS_SUB_STATUS) */
     bool has_generation;  /* metadata.generation tracks spec changes */
     bool return_deleted;  /* DELETE answers the object instead of a Status */
     bool custom;          /* a custom resource (from a CRD) */
@@ -60,6 +65,8 @@ typedef struct luna_ds_type {
     bool storage;         /* this version is the collection's storage version */
     enum luna_ds_conv conv;
     const char *const *fields; /* extra field-selector paths (NULL-terminated) */
+    const luna_ds_list_key_def *list_keys; /* built-in: its map-typed lists (static) */
+    int n_list_keys;
     char *crd_name;       /* for custom types: the CRD's metadata.name */
     json_t *schema;       /* custom types: the version's openAPIV3Schema (owned), or NULL */
     struct luna_ds_coll *coll; /* shared by the versions of one group/resource */
@@ -93,6 +100,13 @@ json_t *luna_ds_types_group_list(const luna_ds_types *reg);
 json_t *luna_ds_types_group(const luna_ds_types *reg, const char *group);
 json_t *luna_ds_types_resource_list(const luna_ds_types *reg, const char *group,
                                     const char *version);
+/* Aggregated discovery (apidiscovery.k8s.io/v2 APIGroupDiscoveryList, what
+ * kubectl asks for first): of the core group (core true, for /api) or of
+ * every other group (/apis).  A new reference. */
+json_t *luna_ds_types_aggregated(const luna_ds_types *reg, bool core);
+/* Whether an Accept header asks for aggregated discovery as JSON. */
+bool luna_ds_types_wants_aggregated(const char *accept);
+#define LUNA_DS_AGGREGATED_TYPE "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 /* OpenAPI v3 as far as kubectl needs it to choose server-side field
  * validation: /openapi/v3 (the index of group-versions) and one document

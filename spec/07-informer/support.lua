@@ -129,7 +129,7 @@ function S.faults(srv, spec)
 end
 
 -- Non-blocking requests on the luna loop, to srv.url (the dev server, or
--- kubectl proxy).  w:request(method, path, body, on_done(status, decoded, err),
+-- kubectl proxy).  w:request(method, path, body, on_done(status, decoded, err, raw),
 -- content_type): a table body is sent as JSON, a string as text/plain,
 -- unless content_type says otherwise.
 function S.writer(srv)
@@ -148,7 +148,7 @@ function S.writer(srv)
           local ok, v = pcall(core.json.decode, resp.body)
           decoded = ok and v or nil
         end
-        on_done(resp and resp.status or 0, decoded, e)
+        on_done(resp and resp.status or 0, decoded, e, resp and resp.body)
       end,
     }
     if not h then
