@@ -40,15 +40,24 @@ static void push_object(lua_State *L, struct luna_object *obj)
 
 /* cache_get(kind, key) or cache_get(kind, namespace, name): the key
  * "namespace/name" is put together here, not by a Lua concatenation (a
- * string interned on every get). */
+ * string interned on every get).  A nil or "" namespace with a name is a
+ * cluster-scoped object's key, the bare name, so `get(req.namespace,
+ * req.name)` reads a Namespace or a Node as it reads a ConfigMap (a
+ * cluster-scoped key has no namespace: req.namespace is nil). */
 static int luna_api_cache_get(lua_State *L)
 {
     struct luna_informer *inf = informer_arg(L, "luna.cache():get");
     size_t nslen, namelen;
+    if (lua_isnil(L, 2) && lua_type(L, 3) == LUA_TSTRING) {
+        lua_pushliteral(L, "");
+        lua_replace(L, 2);
+    }
     const char *ns = luaL_checklstring(L, 2, &nslen);
     const char *key = ns;
     char buf[512];
-    if (!lua_isnoneornil(L, 3)) {
+    if (nslen == 0 && lua_type(L, 3) == LUA_TSTRING) {
+        key = lua_tostring(L, 3);
+    } else if (!lua_isnoneornil(L, 3)) {
         const char *name = luaL_checklstring(L, 3, &namelen);
         if (nslen + 1 + namelen < sizeof buf) {
             memcpy(buf, ns, nslen);

@@ -90,7 +90,7 @@
 ---@class luna.Cache
 local Cache = {}
 
----The object or nil: `get(namespace, name)`, or `get(name)` for cluster-scoped kinds.
+---The object or nil: `get(namespace, name)`, or `get(name)` (also `get(nil, name)`, as `req.namespace` is nil) for cluster-scoped kinds.
 ---@param namespace_or_name string
 ---@param name? string
 ---@return luna.Object|nil
