@@ -12,6 +12,7 @@
 #include "devserver/devserver_gc.h"
 #include "devserver/devserver_list.h"
 #include "devserver/devserver_patch.h"
+#include "devserver/devserver_schema.h"
 #include "devserver/devserver_store.h"
 #include "devserver/devserver_validate.h"
 #include "devserver/devserver_write.h"
@@ -30,6 +31,7 @@ void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
     }
     json_t *doc = luna_ds_validate_body(req, &st);
     if (!doc || luna_ds_validate_object(t, doc, ns, NULL, &st) < 0 ||
+        luna_ds_schema_decode(t, doc, 0, &st) < 0 ||
         luna_ds_fields_check(t, doc, dv, false, &resp->warnings, &st) < 0) {
         json_decref(doc);
         luna_ds_reply_status(resp, &st);
@@ -127,6 +129,7 @@ static int update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, cons
         return LUNA_EINVAL;
     json_t *doc = luna_ds_validate_body(req, st);
     if (!doc || luna_ds_validate_object(t, doc, ns, name, st) < 0 ||
+        luna_ds_schema_decode(t, doc, 0, st) < 0 ||
         luna_ds_fields_check(t, doc, dv, false, warnings, st) < 0) {
         json_decref(doc);
         return LUNA_EINVAL;
@@ -423,6 +426,8 @@ static int patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const
         rc = luna_ds_validate_kind(t, doc, st);
     /* the patched object, as kube decodes it (its stored fields are all
      * known: only the patch can bring an unknown one) */
+    if (rc == 0)
+        rc = luna_ds_schema_decode(t, doc, 1, st);
     if (rc == 0)
         rc = luna_ds_fields_check(t, doc, dv, true, warnings, st);
     const char *pname = rc == 0 ? luna_ds_doc_str(luna_ds_doc_meta(doc), "name") : NULL;

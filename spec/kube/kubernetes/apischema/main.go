@@ -1,0 +1,467 @@
+// Command apischema writes host/devserver/devserver_apischema.c: the
+// schema tables the dev server validates write bodies with
+// (host/devserver/devserver_schema.h), for every built-in kind of the
+// pinned release.
+//
+// The facts come from two generated sources of that release, read here,
+// never copied:
+//   - the Go types of k8s.io/api (and apiextensions), by reflection, for
+//     every kind the client-go scheme registers: each field's JSON name
+//     and Go type, so a body that does not decode into them is refused
+//     with the message Go's JSON decoder gives;
+//   - the OpenAPI definitions generated into k8s.io/kubernetes
+//     (pkg/generated/openapi) and apiextensions-apiserver: each type's
+//     required fields, each field's enum values and its +default.
+//
+// Immutable fields are enforced by kube's Go validation code, not by the
+// schema: the one hand-kept table is `immutables` below, each row naming
+// where kube enforces it.
+//
+//	cd spec/kube/kubernetes && go run ./apischema > ../../../host/devserver/devserver_apischema.c
+//
+// (`make apischema` does exactly that.)  The program fails on a Go type it
+// has no rule for rather than writing a table that would check it wrong.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	extopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/kube-openapi/pkg/common"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	kubeopenapi "k8s.io/kubernetes/pkg/generated/openapi"
+)
+
+// Types whose JSON form their own UnmarshalJSON decides; the C side knows
+// what each refuses (devserver_schema.c).
+var special = map[string]string{
+	"k8s.io/apimachinery/pkg/apis/meta/v1.Time":       "LUNA_SCH_TIME",
+	"k8s.io/apimachinery/pkg/apis/meta/v1.MicroTime":  "LUNA_SCH_TIME",
+	"k8s.io/apimachinery/pkg/util/intstr.IntOrString": "LUNA_SCH_INTORSTRING",
+	"k8s.io/apimachinery/pkg/api/resource.Quantity":   "LUNA_SCH_QUANTITY",
+}
+
+// Immutable fields, where kube's validation enforces them (on update, for
+// the kind's every served version).  how: "field" is
+// ValidateImmutableField (422 FieldValueInvalid "field is immutable"),
+// "locked" is the ConfigMap/Secret rule (once `immutable` is true, the
+// field may not change: 422 FieldValueForbidden "field is immutable when
+// `immutable` is set").
+var immutables = []struct{ group, kind, path, how, where string }{
+	{"apps", "Deployment", "spec.selector", "field", "pkg/apis/apps/validation ValidateDeploymentUpdate"},
+	{"apps", "ReplicaSet", "spec.selector", "field", "pkg/apis/apps/validation ValidateReplicaSetUpdate"},
+	{"apps", "DaemonSet", "spec.selector", "field", "pkg/apis/apps/validation ValidateDaemonSetUpdate"},
+	{"apps", "StatefulSet", "spec.selector", "field", "pkg/apis/apps/validation ValidateStatefulSetUpdate"},
+	{"apps", "StatefulSet", "spec.serviceName", "field", "pkg/apis/apps/validation ValidateStatefulSetUpdate"},
+	{"apps", "StatefulSet", "spec.podManagementPolicy", "field", "pkg/apis/apps/validation ValidateStatefulSetUpdate"},
+	{"apps", "ControllerRevision", "data", "field", "pkg/apis/apps/validation ValidateControllerRevisionUpdate"},
+	{"batch", "Job", "spec.selector", "field", "pkg/apis/batch/validation ValidateJobSpecUpdate"},
+	{"batch", "Job", "spec.completionMode", "field", "pkg/apis/batch/validation ValidateJobSpecUpdate"},
+	{"batch", "Job", "spec.podFailurePolicy", "field", "pkg/apis/batch/validation ValidateJobSpecUpdate"},
+	{"batch", "Job", "spec.managedBy", "field", "pkg/apis/batch/validation ValidateJobSpecUpdate"},
+	{"batch", "Job", "spec.successPolicy", "field", "pkg/apis/batch/validation ValidateJobSpecUpdate"},
+	{"", "ConfigMap", "immutable", "locked", "pkg/apis/core/validation ValidateConfigMapUpdate"},
+	{"", "ConfigMap", "data", "locked", "pkg/apis/core/validation ValidateConfigMapUpdate"},
+	{"", "ConfigMap", "binaryData", "locked", "pkg/apis/core/validation ValidateConfigMapUpdate"},
+	{"", "Secret", "type", "field", "pkg/apis/core/validation ValidateSecretUpdate"},
+	{"", "Secret", "immutable", "locked", "pkg/apis/core/validation ValidateSecretUpdate"},
+	{"", "Secret", "data", "locked", "pkg/apis/core/validation ValidateSecretUpdate"},
+	{"rbac.authorization.k8s.io", "RoleBinding", "roleRef", "field", "pkg/apis/rbac/validation ValidateRoleBindingUpdate"},
+	{"rbac.authorization.k8s.io", "ClusterRoleBinding", "roleRef", "field", "pkg/apis/rbac/validation ValidateClusterRoleBindingUpdate"},
+	{"storage.k8s.io", "StorageClass", "parameters", "field", "pkg/apis/storage/validation ValidateStorageClassUpdate"},
+	{"storage.k8s.io", "StorageClass", "provisioner", "field", "pkg/apis/storage/validation ValidateStorageClassUpdate"},
+	{"storage.k8s.io", "StorageClass", "reclaimPolicy", "field", "pkg/apis/storage/validation ValidateStorageClassUpdate"},
+	{"storage.k8s.io", "StorageClass", "volumeBindingMode", "field", "pkg/apis/storage/validation ValidateStorageClassUpdate"},
+	{"storage.k8s.io", "VolumeAttachment", "spec", "field", "pkg/apis/storage/validation ValidateVolumeAttachmentUpdate"},
+}
+
+type field struct {
+	json   string
+	kind   string // LUNA_SCH_*
+	goType string // the element's Go type as the decoder names it
+	list   bool
+	isMap  bool
+	req    bool
+	ptr    bool
+	ref    string // struct (LUNA_SCH_STRUCT)
+	enum   []string
+	def    string // JSON text, "" when none
+}
+
+type structT struct {
+	name   string // package path and type
+	goName string // the type's name alone
+	fields []field
+}
+
+var (
+	structs = map[string]*structT{}
+	order   []string
+	defs    map[string]common.OpenAPIDefinition
+	enums   = map[string]int{}
+	enumOrd [][]string
+)
+
+func typeName(t reflect.Type) string { return t.PkgPath() + "." + t.Name() }
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "apischema: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+// goTypeString: reflect's name of t as Go's JSON errors print it
+// ("v1.Container", "int32", "[]string").
+func goTypeString(t reflect.Type) string { return t.String() }
+
+var unmarshaler = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+
+// scalar: the table kind of a Go type (visiting structs).
+func scalar(t reflect.Type, where string) (string, string) {
+	if k, ok := special[typeName(t)]; ok {
+		return k, ""
+	}
+	if reflect.PointerTo(t).Implements(unmarshaler) {
+		return "LUNA_SCH_ANY", ""
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "LUNA_SCH_STRING", ""
+	case reflect.Bool:
+		return "LUNA_SCH_BOOL", ""
+	case reflect.Int32:
+		return "LUNA_SCH_INT32", ""
+	case reflect.Int64, reflect.Int:
+		return "LUNA_SCH_INT64", ""
+	case reflect.Float64, reflect.Float32:
+		return "LUNA_SCH_FLOAT", ""
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "LUNA_SCH_BYTES", ""
+		}
+	case reflect.Interface:
+		return "LUNA_SCH_ANY", ""
+	case reflect.Struct:
+		return "LUNA_SCH_STRUCT", visit(t)
+	}
+	fail("%s: no rule for Go type %s", where, t)
+	return "", ""
+}
+
+func enumIndex(vals []string) int {
+	if len(vals) == 0 {
+		return -1
+	}
+	sort.Strings(vals)
+	k := strings.Join(vals, "\x00")
+	if i, ok := enums[k]; ok {
+		return i
+	}
+	enums[k] = len(enumOrd)
+	enumOrd = append(enumOrd, vals)
+	return enums[k]
+}
+
+func strs(vs []interface{}) []string {
+	var out []string
+	for _, v := range vs {
+		if s, ok := v.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// nonZeroDefault: the +default of a property as JSON, or "" when it has
+// none or only the Go zero value (which the decoder gives anyway).
+func nonZeroDefault(p spec.Schema) string {
+	if p.Default == nil {
+		return ""
+	}
+	b, err := json.Marshal(p.Default)
+	if err != nil {
+		fail("default %v: %v", p.Default, err)
+	}
+	switch string(b) {
+	case `""`, "0", "false", "{}", "[]", "null":
+		return ""
+	}
+	return string(b)
+}
+
+// modelName: the OpenAPI definitions' key of t (its OpenAPIModelName,
+// "io.k8s.api.apps.v1.DeploymentSpec", where it has one).
+func modelName(t reflect.Type) string {
+	type named interface{ OpenAPIModelName() string }
+	if n, ok := reflect.New(t).Interface().(named); ok {
+		return n.OpenAPIModelName()
+	}
+	if n, ok := reflect.New(t).Elem().Interface().(named); ok {
+		return n.OpenAPIModelName()
+	}
+	return typeName(t)
+}
+
+func visit(t reflect.Type) string {
+	name := typeName(t)
+	if _, ok := structs[name]; ok {
+		return name
+	}
+	s := &structT{name: name, goName: t.Name()}
+	structs[name] = s
+	def, hasDef := defs[modelName(t)]
+	required := map[string]bool{}
+	if hasDef {
+		for _, r := range def.Schema.Required {
+			required[r] = true
+		}
+	}
+	var fields []field
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		where := name + "." + sf.Name
+		if !sf.IsExported() {
+			continue
+		}
+		js := sf.Tag.Get("json")
+		jparts := strings.Split(js, ",")
+		if jparts[0] == "-" {
+			continue
+		}
+		ft := sf.Type
+		ptr := ft.Kind() == reflect.Pointer
+		if ptr {
+			ft = ft.Elem()
+		}
+		if (jparts[0] == "" && len(jparts) > 1 && jparts[1] == "inline") || (js == "" && sf.Anonymous) {
+			if typeName(ft) == "k8s.io/apimachinery/pkg/apis/meta/v1.TypeMeta" {
+				continue // apiVersion and kind: devserver_validate.c
+			}
+			if ft.Kind() != reflect.Struct {
+				fail("%s: inline %s", where, ft)
+			}
+			// promoted: the embedded struct's fields are this one's
+			visit(ft)
+			fields = append(fields, structs[typeName(ft)].fields...)
+			continue
+		}
+		if jparts[0] == "" {
+			fail("%s: json tag %q", where, js)
+		}
+		f := field{json: jparts[0], req: required[jparts[0]], ptr: ptr}
+		var prop spec.Schema
+		if hasDef {
+			prop = def.Schema.Properties[f.json]
+		}
+		f.def = nonZeroDefault(prop)
+		switch {
+		case ft.Kind() == reflect.Map:
+			if ft.Key().Kind() != reflect.String {
+				fail("%s: map key %s", where, ft.Key())
+			}
+			f.isMap = true
+			vt := ft.Elem()
+			if vt.Kind() == reflect.Slice && vt.Elem().Kind() != reflect.Uint8 {
+				// map[string][]string (extra, SubjectAccessReview): the
+				// elements are checked as strings, the list not at all
+				f.kind, f.ref = "LUNA_SCH_ANY", ""
+			} else {
+				f.kind, f.ref = scalar(vt, where)
+			}
+			f.goType = goTypeString(vt)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() != reflect.Uint8:
+			f.list = true
+			et := ft.Elem()
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Slice && et.Elem().Kind() != reflect.Uint8 {
+				f.kind = "LUNA_SCH_ANY" // [][]T: not in any kind's spec we check
+			} else {
+				f.kind, f.ref = scalar(et, where)
+			}
+			f.goType = goTypeString(et)
+			if prop.Items != nil && prop.Items.Schema != nil {
+				f.enum = strs(prop.Items.Schema.Enum)
+			}
+		default:
+			f.kind, f.ref = scalar(ft, where)
+			f.goType = goTypeString(ft)
+			f.enum = strs(prop.Enum)
+		}
+		fields = append(fields, f)
+	}
+	s.fields = fields
+	order = append(order, name)
+	return name
+}
+
+// cname: a C identifier for a Go type ("core_v1_PodSpec").
+func cname(full string) string {
+	for _, p := range []string{"k8s.io/api/", "k8s.io/apimachinery/pkg/apis/", "k8s.io/apimachinery/pkg/",
+		"k8s.io/apiextensions-apiserver/pkg/apis/"} {
+		full = strings.TrimPrefix(full, p)
+	}
+	return strings.NewReplacer("/", "_", ".", "_", "-", "_").Replace(full)
+}
+
+type kind struct {
+	apiVersion, kind, group string
+	t                       reflect.Type
+}
+
+func main() {
+	ref := func(path string) spec.Ref { return spec.MustCreateRef("#/definitions/" + path) }
+	defs = kubeopenapi.GetOpenAPIDefinitions(ref)
+	for k, v := range extopenapi.GetOpenAPIDefinitions(ref) {
+		defs[k] = v
+	}
+	var kinds []kind
+	seen := map[string]bool{}
+	for gvk, t := range scheme.Scheme.AllKnownTypes() {
+		if !strings.HasPrefix(t.PkgPath(), "k8s.io/api/") || strings.HasSuffix(gvk.Kind, "List") {
+			continue
+		}
+		if _, ok := t.FieldByName("ObjectMeta"); !ok {
+			continue
+		}
+		kinds = append(kinds, kind{gvk.GroupVersion().String(), gvk.Kind, gvk.Group, t})
+	}
+	for _, k := range []string{"CustomResourceDefinition"} {
+		kinds = append(kinds, kind{extv1.SchemeGroupVersion.String(), k, extv1.GroupName,
+			reflect.TypeOf(extv1.CustomResourceDefinition{})})
+	}
+	sort.Slice(kinds, func(i, j int) bool {
+		if kinds[i].apiVersion != kinds[j].apiVersion {
+			return kinds[i].apiVersion < kinds[j].apiVersion
+		}
+		return kinds[i].kind < kinds[j].kind
+	})
+	for _, k := range kinds {
+		key := k.apiVersion + "/" + k.kind
+		if seen[key] {
+			fail("%s twice", key)
+		}
+		seen[key] = true
+		visit(k.t)
+	}
+	sort.Strings(order)
+	index := map[string]int{}
+	for i, n := range order {
+		index[n] = i
+	}
+	w := os.Stdout
+	fmt.Fprintln(w, "/* devserver_apischema.c — GENERATED by spec/kube/kubernetes/apischema (`make apischema`)")
+	fmt.Fprintln(w, " * from the Go types and the OpenAPI definitions of the release")
+	fmt.Fprintln(w, " * spec/kube/kubernetes/go.mod pins; do not edit.  Per struct, its fields")
+	fmt.Fprintln(w, " * (embedded ones promoted): JSON name, Go type, kind, flags, struct, enum,")
+	fmt.Fprintln(w, " * default.  See devserver_schema.h. */")
+	fmt.Fprintln(w, "#include \"devserver/devserver_schema.h\"")
+	fmt.Fprintln(w)
+	// every enum's values, sorted as kube's NotSupported lists them
+	for _, n := range order {
+		for _, f := range structs[n].fields {
+			enumIndex(f.enum)
+		}
+	}
+	for i, vals := range enumOrd {
+		q := make([]string, len(vals))
+		for j, v := range vals {
+			q[j] = strconv.Quote(v)
+		}
+		fmt.Fprintf(w, "static const char *const E%d[] = { %s };\n", i, strings.Join(q, ", "))
+	}
+	fmt.Fprintln(w, "const luna_ds_sch_enum luna_ds_sch_enums[] = {")
+	for i, vals := range enumOrd {
+		fmt.Fprintf(w, "    { E%d, %d },\n", i, len(vals))
+	}
+	fmt.Fprintln(w, "};")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "enum {")
+	for _, n := range order {
+		fmt.Fprintf(w, "    S_%s,\n", cname(n))
+	}
+	fmt.Fprintln(w, "};")
+	fmt.Fprintln(w)
+	nfields := 0
+	for _, n := range order {
+		s := structs[n]
+		if len(s.fields) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "static const luna_ds_sch_field F_%s[] = {\n", cname(n))
+		for _, f := range s.fields {
+			nfields++
+			var flags []string
+			if f.list {
+				flags = append(flags, "LUNA_SCH_F_LIST")
+			}
+			if f.isMap {
+				flags = append(flags, "LUNA_SCH_F_MAP")
+			}
+			if f.req {
+				flags = append(flags, "LUNA_SCH_F_REQUIRED")
+			}
+			if f.ptr {
+				flags = append(flags, "LUNA_SCH_F_POINTER")
+			}
+			fl := "0"
+			if len(flags) > 0 {
+				fl = strings.Join(flags, " | ")
+			}
+			st := "-1"
+			if f.ref != "" {
+				st = "S_" + cname(f.ref)
+			}
+			en := -1
+			if len(f.enum) > 0 {
+				en = enumIndex(f.enum)
+			}
+			def := "NULL"
+			if f.def != "" {
+				def = strconv.Quote(f.def)
+			}
+			fmt.Fprintf(w, "    { %q, %q, %s, %s, %s, %d, %s },\n", f.json, f.goType, f.kind, fl, st, en, def)
+		}
+		fmt.Fprintln(w, "};")
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "const luna_ds_sch_struct luna_ds_sch_structs[] = {")
+	for _, n := range order {
+		s := structs[n]
+		fs := "NULL"
+		if len(s.fields) > 0 {
+			fs = "F_" + cname(n)
+		}
+		fmt.Fprintf(w, "    [S_%s] = { %q, %s, %d },\n", cname(n), s.goName, fs, len(s.fields))
+	}
+	fmt.Fprintln(w, "};")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "const luna_ds_sch_kind luna_ds_sch_kinds[] = {")
+	for _, k := range kinds {
+		fmt.Fprintf(w, "    { %q, %q, S_%s },\n", k.apiVersion, k.kind, cname(typeName(k.t)))
+	}
+	fmt.Fprintln(w, "};")
+	fmt.Fprintln(w, "const size_t luna_ds_sch_n_kinds = sizeof luna_ds_sch_kinds / sizeof *luna_ds_sch_kinds;")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "/* Immutable fields: where kube's validation enforces each is named in")
+	fmt.Fprintln(w, " * spec/kube/kubernetes/apischema/main.go. */")
+	fmt.Fprintln(w, "const luna_ds_sch_immutable luna_ds_sch_immutables[] = {")
+	for _, im := range immutables {
+		how := "LUNA_SCH_IMMUTABLE"
+		if im.how == "locked" {
+			how = "LUNA_SCH_LOCKED"
+		}
+		fmt.Fprintf(w, "    { %q, %q, %q, %s },\n", im.group, im.kind, im.path, how)
+	}
+	fmt.Fprintln(w, "};")
+	fmt.Fprintln(w, "const size_t luna_ds_sch_n_immutables = sizeof luna_ds_sch_immutables / sizeof *luna_ds_sch_immutables;")
+	fmt.Fprintf(os.Stderr, "apischema: %d kinds, %d structs, %d fields, %d enums\n", len(kinds), len(order), nfields, len(enumOrd))
+}
