@@ -6,20 +6,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define STR(off) (luna_ds_sch_strings + (off))
+
 static const luna_ds_sch_kind *kind_of(const luna_ds_type *t)
 {
     for (size_t i = 0; i < luna_ds_sch_n_kinds; i++)
-        if (strcmp(luna_ds_sch_kinds[i].kind, t->kind) == 0 &&
-            strcmp(luna_ds_sch_kinds[i].api_version, t->api_version) == 0)
+        if (strcmp(STR(luna_ds_sch_kinds[i].kind), t->kind) == 0 &&
+            strcmp(STR(luna_ds_sch_kinds[i].api_version), t->api_version) == 0)
             return &luna_ds_sch_kinds[i];
     return NULL;
 }
 
 static const luna_ds_sch_field *field_named(const luna_ds_sch_struct *s, const char *key)
 {
+    const luna_ds_sch_field *f = &luna_ds_sch_fields[s->first];
     for (size_t i = 0; i < s->n_fields; i++)
-        if (strcmp(s->fields[i].json, key) == 0)
-            return &s->fields[i];
+        if (strcmp(STR(f[i].json), key) == 0)
+            return &f[i];
     return NULL;
 }
 
@@ -86,30 +89,30 @@ static void dec_value(struct dec *d, const luna_ds_sch_field *f, const char *sna
     switch (f->type) {
     case LUNA_SCH_STRING:
         if (!json_is_string(v))
-            type_error(d, value_word(v, nb, sizeof nb), sname, f->go_type);
+            type_error(d, value_word(v, nb, sizeof nb), sname, STR(f->go_type));
         return;
     case LUNA_SCH_BOOL:
         if (!json_is_boolean(v))
-            type_error(d, value_word(v, nb, sizeof nb), sname, f->go_type);
+            type_error(d, value_word(v, nb, sizeof nb), sname, STR(f->go_type));
         return;
     case LUNA_SCH_INT32:
     case LUNA_SCH_INT64:
         if (!json_is_number(v))
-            type_error(d, value_word(v, nb, sizeof nb), sname, f->go_type);
+            type_error(d, value_word(v, nb, sizeof nb), sname, STR(f->go_type));
         else if (!fits_int(v, f->type == LUNA_SCH_INT32))
-            type_error(d, number_word(v, nb, sizeof nb), sname, f->go_type);
+            type_error(d, number_word(v, nb, sizeof nb), sname, STR(f->go_type));
         return;
     case LUNA_SCH_FLOAT:
         if (!json_is_number(v))
-            type_error(d, value_word(v, nb, sizeof nb), sname, f->go_type);
+            type_error(d, value_word(v, nb, sizeof nb), sname, STR(f->go_type));
         return;
     case LUNA_SCH_BYTES:
         if (!json_is_string(v))
-            type_error(d, value_word(v, nb, sizeof nb), sname, f->go_type);
+            type_error(d, value_word(v, nb, sizeof nb), sname, STR(f->go_type));
         return;
     case LUNA_SCH_STRUCT:
         if (!json_is_object(v))
-            type_error(d, value_word(v, nb, sizeof nb), sname, f->go_type);
+            type_error(d, value_word(v, nb, sizeof nb), sname, STR(f->go_type));
         else if (f->ref >= 0)
             dec_struct(d, f->ref, v);
         return;
@@ -159,28 +162,28 @@ static void dec_struct(struct dec *d, int s, const json_t *obj)
         char gt[300];
         if (f->flags & LUNA_SCH_F_LIST) {
             if (!json_is_array(v)) {
-                snprintf(gt, sizeof gt, "[]%s", f->go_type);
+                snprintf(gt, sizeof gt, "[]%s", STR(f->go_type));
                 char nb[64];
-                type_error(d, value_word(v, nb, sizeof nb), st->go_name, gt);
+                type_error(d, value_word(v, nb, sizeof nb), STR(st->go_name), gt);
             } else {
                 size_t i;
                 json_t *e;
                 json_array_foreach(v, i, e)
-                    dec_value(d, f, st->go_name, e);
+                    dec_value(d, f, STR(st->go_name), e);
             }
         } else if (f->flags & LUNA_SCH_F_MAP) {
             if (!json_is_object(v)) {
-                snprintf(gt, sizeof gt, "map[string]%s", f->go_type);
+                snprintf(gt, sizeof gt, "map[string]%s", STR(f->go_type));
                 char nb[64];
-                type_error(d, value_word(v, nb, sizeof nb), st->go_name, gt);
+                type_error(d, value_word(v, nb, sizeof nb), STR(st->go_name), gt);
             } else {
                 const char *k;
                 json_t *e;
                 json_object_foreach(v, k, e)
-                    dec_value(d, f, st->go_name, e);
+                    dec_value(d, f, STR(st->go_name), e);
             }
         } else {
-            dec_value(d, f, st->go_name, v);
+            dec_value(d, f, STR(st->go_name), v);
         }
         d->path[len] = '\0';
         if (d->err[0])
@@ -261,14 +264,15 @@ static void check_enum(struct val *w, const luna_ds_sch_field *f, const json_t *
         return; /* "" is the zero value kube's defaulters fill */
     const luna_ds_sch_enum *e = &luna_ds_sch_enums[f->enum_idx];
     const char *s = json_string_value(v);
+    const uint32_t *vals = &luna_ds_sch_enum_values[e->first];
     for (size_t i = 0; i < e->n; i++)
-        if (strcmp(e->values[i], s) == 0)
+        if (strcmp(STR(vals[i]), s) == 0)
             return;
     char msg[2048], q[300];
     go_quote(q, sizeof q, s);
     size_t o = (size_t)snprintf(msg, sizeof msg, "Unsupported value: %s: supported values: ", q);
     for (size_t i = 0; i < e->n && o < sizeof msg; i++) {
-        go_quote(q, sizeof q, e->values[i]);
+        go_quote(q, sizeof q, STR(vals[i]));
         o += (size_t)snprintf(msg + o, sizeof msg - o, "%s%s", i ? ", " : "", q);
     }
     add_cause(w, "FieldValueNotSupported", msg);
@@ -281,8 +285,8 @@ static void val_struct(struct val *w, int s, json_t *obj, bool top);
 static void absent(struct val *w, const luna_ds_sch_field *f, json_t *obj)
 {
     if (f->def) {
-        json_t *v = json_loads(f->def, JSON_DECODE_ANY, NULL);
-        if (!v || json_object_set_new(obj, f->json, v) < 0)
+        json_t *v = json_loads(STR(f->def), JSON_DECODE_ANY, NULL);
+        if (!v || json_object_set_new(obj, STR(f->json), v) < 0)
             w->oom = true;
         return;
     }
@@ -312,13 +316,14 @@ static void val_struct(struct val *w, int s, json_t *obj, bool top)
     const luna_ds_sch_struct *st = &luna_ds_sch_structs[s];
     size_t len = strlen(w->path);
     for (size_t i = 0; i < st->n_fields && !w->oom; i++) {
-        const luna_ds_sch_field *f = &st->fields[i];
+        const luna_ds_sch_field *f = &luna_ds_sch_fields[st->first + i];
+        const char *name = STR(f->json);
         /* metadata: devserver_validate.c; status: reset by kube on writes */
-        if (top && (strcmp(f->json, "metadata") == 0 || strcmp(f->json, "status") == 0))
+        if (top && (strcmp(name, "metadata") == 0 || strcmp(name, "status") == 0))
             continue;
-        if (!push(w, len, len ? ".%s" : "%s", f->json))
+        if (!push(w, len, len ? ".%s" : "%s", name))
             continue;
-        json_t *v = json_object_get(obj, f->json);
+        json_t *v = json_object_get(obj, name);
         bool empty = !v || json_is_null(v) || (json_is_string(v) && !json_string_length(v) &&
                                                f->type != LUNA_SCH_BYTES) ||
                      (json_is_array(v) && json_array_size(v) == 0 && (f->flags & LUNA_SCH_F_LIST)) ||

@@ -49,30 +49,32 @@ enum luna_ds_sch_type {
  * pointer (absent is nil, not the zero value). */
 enum { LUNA_SCH_F_LIST = 1, LUNA_SCH_F_MAP = 2, LUNA_SCH_F_REQUIRED = 4, LUNA_SCH_F_POINTER = 8 };
 
+/* Strings are offsets into luna_ds_sch_strings (0 is ""): the tables hold
+ * no pointer, so the loader relocates nothing of them at start. */
 typedef struct luna_ds_sch_field {
-    const char *json;    /* JSON name */
-    const char *go_type; /* the element's Go type as the decoder names it */
+    uint32_t json;       /* JSON name */
+    uint32_t go_type;    /* the element's Go type as the decoder names it */
+    uint32_t def;        /* +default as JSON text, 0 when none */
     uint8_t type;        /* enum luna_ds_sch_type */
     uint8_t flags;       /* LUNA_SCH_F_* */
     int16_t ref;         /* struct index, or -1 */
     int16_t enum_idx;    /* luna_ds_sch_enums index, or -1 */
-    const char *def;     /* +default as JSON text, or NULL */
 } luna_ds_sch_field;
 
 typedef struct luna_ds_sch_struct {
-    const char *go_name; /* the Go type's name, for the decoder's message */
-    const luna_ds_sch_field *fields;
-    size_t n_fields;
+    uint32_t go_name;    /* the Go type's name, for the decoder's message */
+    uint32_t first;      /* its fields: luna_ds_sch_fields[first, first + n) */
+    uint32_t n_fields;
 } luna_ds_sch_struct;
 
 typedef struct luna_ds_sch_enum {
-    const char *const *values; /* sorted, as kube lists them */
-    size_t n;
+    uint32_t first;      /* luna_ds_sch_enum_values[first, first + n): sorted, */
+    uint32_t n;          /* as kube lists them */
 } luna_ds_sch_enum;
 
 typedef struct luna_ds_sch_kind {
-    const char *api_version, *kind;
-    int root; /* struct index */
+    uint32_t api_version, kind;
+    int32_t root;        /* struct index */
 } luna_ds_sch_kind;
 
 enum luna_ds_sch_how {
@@ -86,7 +88,10 @@ typedef struct luna_ds_sch_immutable {
 } luna_ds_sch_immutable;
 
 /* Generated (devserver_apischema.c). */
+extern const char luna_ds_sch_strings[];
+extern const uint32_t luna_ds_sch_enum_values[];
 extern const luna_ds_sch_enum luna_ds_sch_enums[];
+extern const luna_ds_sch_field luna_ds_sch_fields[];
 extern const luna_ds_sch_struct luna_ds_sch_structs[];
 extern const luna_ds_sch_kind luna_ds_sch_kinds[];
 extern const size_t luna_ds_sch_n_kinds;

@@ -134,6 +134,24 @@ describe("apiserver schema validation", function()
       assert.same({ app = "sel" }, d.spec.selector.matchLabels)
     end)
 
+    it("refuses a merge patch that makes replicas a string: 422 on field patch", function()
+      local pod = '{"containers":[{"name":"a","image":"a"}]}'
+      assert.equal(201, (srv:request("POST", path, deployment("patched", pod))))
+      local code, st = srv:request("PATCH", path .. "/patched", { spec = { replicas = "3" } },
+        { content_type = "application/merge-patch+json" })
+      assert.equal(422, code)
+      assert.equal("Invalid", st.reason)
+      local c = st.details.causes
+      assert.equal(1, #c)
+      assert.equal("patch", c[1].field)
+      assert.equal("FieldValueInvalid", c[1].reason)
+      local tail = "json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas " ..
+                   "of type int32"
+      assert.equal(tail, c[1].message:sub(-#tail))
+      local _, d = srv:request("GET", path .. "/patched")
+      assert.are_not.equal("3", d.spec.replicas)
+    end)
+
     it("fills a container port's protocol with its +default, TCP", function()
       local code, d = srv:request("POST", path, deployment("ports",
         '{"containers":[{"name":"a","image":"a","ports":[{"containerPort":80}]}]}'))
