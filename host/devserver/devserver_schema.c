@@ -117,21 +117,19 @@ static void dec_value(struct dec *d, const luna_ds_sch_field *f, const char *sna
             dec_struct(d, f->ref, v);
         return;
     case LUNA_SCH_TIME:
-        /* Time.UnmarshalJSON decodes a string first */
+        /* Time.UnmarshalJSON decodes a string first; Go's decoder names
+         * the field its error came from */
         if (!json_is_string(v))
-            snprintf(d->err, sizeof d->err, "json: cannot unmarshal %s into Go value of type "
-                     "string", value_word(v, nb, sizeof nb));
+            type_error(d, value_word(v, nb, sizeof nb), sname, "string");
         return;
     case LUNA_SCH_INTORSTRING:
         /* IntOrString.UnmarshalJSON: a string, else an int32 */
         if (json_is_string(v))
             return;
         if (!json_is_number(v))
-            snprintf(d->err, sizeof d->err, "json: cannot unmarshal %s into Go value of type "
-                     "int32", value_word(v, nb, sizeof nb));
+            type_error(d, value_word(v, nb, sizeof nb), sname, "int32");
         else if (!fits_int(v, true))
-            snprintf(d->err, sizeof d->err, "json: cannot unmarshal %s into Go value of type "
-                     "int32", number_word(v, nb, sizeof nb));
+            type_error(d, number_word(v, nb, sizeof nb), sname, "int32");
         return;
     case LUNA_SCH_QUANTITY:
         /* Quantity.UnmarshalJSON parses what is not a string as a quantity */
@@ -392,6 +390,34 @@ static bool same(const json_t *a, const json_t *b)
     return json_equal(a, b);
 }
 
+/* An internal struct of string fields as json.Marshal prints it: every
+ * field, keyed by its Go name (names: "json:Go,..."), "" when absent. */
+static void go_struct(char *buf, size_t size, const char *names, const json_t *v)
+{
+    size_t o = 0;
+    buf[o++] = '{';
+    for (const char *p = names; *p && o + 1 < size;) {
+        size_t jn = strcspn(p, ":"), gn = strcspn(p + jn + 1, ",");
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)jn, p);
+        json_t *f = json_object_get(v, key);
+        char *js = json_is_string(f) ? json_dumps(f, JSON_ENCODE_ANY) : NULL;
+        int n = snprintf(buf + o, size - o, "%s\"%.*s\":%s", o > 1 ? "," : "", (int)gn,
+                         p + jn + 1, js ? js : "\"\"");
+        free(js);
+        o += n > 0 ? (size_t)n : 0;
+        p += jn + 1 + gn;
+        if (*p == ',')
+            p++;
+    }
+    if (o + 2 <= size) {
+        buf[o++] = '}';
+        buf[o] = '\0';
+    } else {
+        buf[size - 1] = '\0';
+    }
+}
+
 /* The immutable fields of t: what an update changed. */
 static void immutables(struct val *w, const luna_ds_type *t, const json_t *doc, const json_t *old)
 {
@@ -412,7 +438,11 @@ static void immutables(struct val *w, const luna_ds_type *t, const json_t *doc, 
             continue;
         /* field.Invalid(path, new, ...): a string as %q, else its JSON */
         char msg[1400], q[1100];
-        if (json_is_string(nv)) {
+        if (im->show == LUNA_SCH_SHOW_NULL) {
+            snprintf(q, sizeof q, "null");
+        } else if (im->show == LUNA_SCH_SHOW_GO) {
+            go_struct(q, sizeof q, im->go_names, nv);
+        } else if (json_is_string(nv)) {
             go_quote(q, sizeof q, json_string_value(nv));
         } else if (blank(nv)) {
             snprintf(q, sizeof q, "null");

@@ -82,9 +82,19 @@ enum luna_ds_sch_how {
     LUNA_SCH_LOCKED,    /* unchangeable once `immutable` is true */
 };
 
+/* How "field is immutable" shows the new value, as kube's validation
+ * that enforces it does (the generator says which does which). */
+enum luna_ds_sch_show {
+    LUNA_SCH_SHOW_VALUE, /* a string quoted, anything else as its JSON */
+    LUNA_SCH_SHOW_NULL,  /* declarative validation: no value, "null" */
+    LUNA_SCH_SHOW_GO,    /* an internal struct: JSON keyed by Go names */
+};
+
 typedef struct luna_ds_sch_immutable {
     const char *group, *kind, *path; /* path: fields joined with '.' */
     enum luna_ds_sch_how how;
+    enum luna_ds_sch_show show;
+    const char *go_names;            /* SHOW_GO: "json:Go,...", Go order */
 } luna_ds_sch_immutable;
 
 /* Generated (devserver_apischema.c). */

@@ -54,7 +54,13 @@ var special = map[string]string{
 // ValidateImmutableField (422 FieldValueInvalid "field is immutable"),
 // "locked" is the ConfigMap/Secret rule (once `immutable` is true, the
 // field may not change: 422 FieldValueForbidden "field is immutable when
-// `immutable` is set").
+// `immutable` is set").  How the message shows the new value: by default
+// as field.Invalid prints the internal type's value (a string quoted, a
+// struct of k8s.io/api's metav1 types or a map as JSON); "null" where
+// declarative validation at beta covers the field (validate.Immutable
+// gives no value: zz_generated.validations.go of the kind's version);
+// "go" where the value is an internal struct without JSON tags, printed
+// as JSON with its Go field names.
 var immutables = []struct{ group, kind, path, how, where string }{
 	{"apps", "Deployment", "spec.selector", "field", "pkg/apis/apps/validation ValidateDeploymentUpdate"},
 	{"apps", "ReplicaSet", "spec.selector", "field", "pkg/apis/apps/validation ValidateReplicaSetUpdate"},
@@ -74,13 +80,13 @@ var immutables = []struct{ group, kind, path, how, where string }{
 	{"", "Secret", "type", "field", "pkg/apis/core/validation ValidateSecretUpdate"},
 	{"", "Secret", "immutable", "locked", "pkg/apis/core/validation ValidateSecretUpdate"},
 	{"", "Secret", "data", "locked", "pkg/apis/core/validation ValidateSecretUpdate"},
-	{"rbac.authorization.k8s.io", "RoleBinding", "roleRef", "field", "pkg/apis/rbac/validation ValidateRoleBindingUpdate"},
-	{"rbac.authorization.k8s.io", "ClusterRoleBinding", "roleRef", "field", "pkg/apis/rbac/validation ValidateClusterRoleBindingUpdate"},
-	{"storage.k8s.io", "StorageClass", "parameters", "field", "pkg/apis/storage/validation ValidateStorageClassUpdate"},
-	{"storage.k8s.io", "StorageClass", "provisioner", "field", "pkg/apis/storage/validation ValidateStorageClassUpdate"},
-	{"storage.k8s.io", "StorageClass", "reclaimPolicy", "field", "pkg/apis/storage/validation ValidateStorageClassUpdate"},
-	{"storage.k8s.io", "StorageClass", "volumeBindingMode", "field", "pkg/apis/storage/validation ValidateStorageClassUpdate"},
-	{"storage.k8s.io", "VolumeAttachment", "spec", "field", "pkg/apis/storage/validation ValidateVolumeAttachmentUpdate"},
+	{"rbac.authorization.k8s.io", "RoleBinding", "roleRef", "field go", "pkg/apis/rbac/validation ValidateRoleBindingUpdate"},
+	{"rbac.authorization.k8s.io", "ClusterRoleBinding", "roleRef", "field go", "pkg/apis/rbac/validation ValidateClusterRoleBindingUpdate"},
+	{"storage.k8s.io", "StorageClass", "parameters", "field null", "pkg/apis/storage/validation ValidateStorageClassUpdate"},
+	{"storage.k8s.io", "StorageClass", "provisioner", "field null", "pkg/apis/storage/validation ValidateStorageClassUpdate"},
+	{"storage.k8s.io", "StorageClass", "reclaimPolicy", "field null", "pkg/apis/storage/validation ValidateStorageClassUpdate"},
+	{"storage.k8s.io", "StorageClass", "volumeBindingMode", "field null", "pkg/apis/storage/validation ValidateStorageClassUpdate"},
+	{"storage.k8s.io", "VolumeAttachment", "spec", "field null", "pkg/apis/storage/validation ValidateVolumeAttachmentUpdate"},
 }
 
 type field struct {
@@ -312,6 +318,43 @@ func cname(full string) string {
 	return strings.NewReplacer("/", "_", ".", "_", "-", "_").Replace(full)
 }
 
+// goNames: "json:Go,..." for the struct at path (JSON names joined with
+// '.') of group/kind, in Go field order.
+func goNames(kinds []kind, group, kindName, path string) string {
+	for _, k := range kinds {
+		if k.group != group || k.kind != kindName {
+			continue
+		}
+		t := k.t
+		for _, p := range strings.Split(path, ".") {
+			found := false
+			for i := 0; i < t.NumField() && !found; i++ {
+				sf := t.Field(i)
+				if strings.Split(sf.Tag.Get("json"), ",")[0] == p {
+					t, found = sf.Type, true
+				}
+			}
+			if !found {
+				fail("immutable %s %s: no field %s", kindName, path, p)
+			}
+			if t.Kind() == reflect.Pointer {
+				t = t.Elem()
+			}
+		}
+		var out []string
+		for i := 0; i < t.NumField(); i++ {
+			sf := t.Field(i)
+			if t.Field(i).Type.Kind() != reflect.String {
+				fail("immutable %s %s: field %s is not a string", kindName, path, sf.Name)
+			}
+			out = append(out, strings.Split(sf.Tag.Get("json"), ",")[0]+":"+sf.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	fail("immutable %s: no such kind", kindName)
+	return ""
+}
+
 type kind struct {
 	apiVersion, kind, group string
 	t                       reflect.Type
@@ -475,11 +518,16 @@ func main() {
 	fmt.Fprintln(w, " * spec/kube/kubernetes/apischema/main.go. */")
 	fmt.Fprintln(w, "const luna_ds_sch_immutable luna_ds_sch_immutables[] = {")
 	for _, im := range immutables {
-		how := "LUNA_SCH_IMMUTABLE"
-		if im.how == "locked" {
+		how, show, names := "LUNA_SCH_IMMUTABLE", "LUNA_SCH_SHOW_VALUE", ""
+		switch im.how {
+		case "locked":
 			how = "LUNA_SCH_LOCKED"
+		case "field null":
+			show = "LUNA_SCH_SHOW_NULL"
+		case "field go":
+			show, names = "LUNA_SCH_SHOW_GO", goNames(kinds, im.group, im.kind, im.path)
 		}
-		fmt.Fprintf(w, "    { %q, %q, %q, %s },\n", im.group, im.kind, im.path, how)
+		fmt.Fprintf(w, "    { %q, %q, %q, %s, %s, %q },\n", im.group, im.kind, im.path, how, show, names)
 	}
 	fmt.Fprintln(w, "};")
 	fmt.Fprintln(w, "const size_t luna_ds_sch_n_immutables = sizeof luna_ds_sch_immutables / sizeof *luna_ds_sch_immutables;")
