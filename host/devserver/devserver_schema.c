@@ -418,6 +418,28 @@ static void go_struct(char *buf, size_t size, const char *names, const json_t *v
     }
 }
 
+/* field.Invalid(path, new, "field is immutable"), the value shown as
+ * im says. */
+static void changed(struct val *w, const luna_ds_sch_immutable *im, const json_t *nv)
+{
+    char msg[1400], q[1100];
+    if (im->show == LUNA_SCH_SHOW_NULL) {
+        snprintf(q, sizeof q, "null");
+    } else if (im->show == LUNA_SCH_SHOW_GO) {
+        go_struct(q, sizeof q, im->go_names, nv);
+    } else if (json_is_string(nv)) {
+        go_quote(q, sizeof q, json_string_value(nv));
+    } else if (blank(nv)) {
+        snprintf(q, sizeof q, "null");
+    } else {
+        char *js = json_dumps(nv, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        snprintf(q, sizeof q, "%s", js ? js : "");
+        free(js);
+    }
+    snprintf(msg, sizeof msg, "Invalid value: %s: field is immutable", q);
+    add_cause(w, "FieldValueInvalid", msg);
+}
+
 /* The immutable fields of t: what an update changed. */
 static void immutables(struct val *w, const luna_ds_type *t, const json_t *doc, const json_t *old)
 {
@@ -427,32 +449,20 @@ static void immutables(struct val *w, const luna_ds_type *t, const json_t *doc, 
         if (strcmp(im->group, t->group) != 0 || strcmp(im->kind, t->kind) != 0)
             continue;
         const json_t *nv = at_path(doc, im->path), *ov = at_path(old, im->path);
+        json_t *dflt = NULL; /* kube's defaulting runs before its validation */
+        if (*im->absent_as && blank(nv))
+            nv = dflt = json_string(im->absent_as);
+        if (*im->absent_as && blank(ov))
+            ov = dflt ? dflt : (dflt = json_string(im->absent_as));
         snprintf(w->path, sizeof w->path, "%s", im->path);
         if (im->how == LUNA_SCH_LOCKED) {
             if (locked && !same(nv, ov))
                 add_cause(w, "FieldValueForbidden",
                           "Forbidden: field is immutable when `immutable` is set");
-            continue;
+        } else if (!same(nv, ov)) {
+            changed(w, im, nv);
         }
-        if (same(nv, ov))
-            continue;
-        /* field.Invalid(path, new, ...): a string as %q, else its JSON */
-        char msg[1400], q[1100];
-        if (im->show == LUNA_SCH_SHOW_NULL) {
-            snprintf(q, sizeof q, "null");
-        } else if (im->show == LUNA_SCH_SHOW_GO) {
-            go_struct(q, sizeof q, im->go_names, nv);
-        } else if (json_is_string(nv)) {
-            go_quote(q, sizeof q, json_string_value(nv));
-        } else if (blank(nv)) {
-            snprintf(q, sizeof q, "null");
-        } else {
-            char *js = json_dumps(nv, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-            snprintf(q, sizeof q, "%s", js ? js : "");
-            free(js);
-        }
-        snprintf(msg, sizeof msg, "Invalid value: %s: field is immutable", q);
-        add_cause(w, "FieldValueInvalid", msg);
+        json_decref(dflt);
     }
     w->path[0] = '\0';
 }

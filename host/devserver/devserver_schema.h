@@ -95,6 +95,7 @@ typedef struct luna_ds_sch_immutable {
     enum luna_ds_sch_how how;
     enum luna_ds_sch_show show;
     const char *go_names;            /* SHOW_GO: "json:Go,...", Go order */
+    const char *absent_as;           /* kube's Go default of it left out, or "" */
 } luna_ds_sch_immutable;
 
 /* Generated (devserver_apischema.c). */

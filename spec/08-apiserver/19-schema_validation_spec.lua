@@ -95,6 +95,19 @@ describe("apiserver schema validation", function()
       assert.same({ a = "1" }, cm.data)
       assert.is_true(cm.immutable)
     end)
+
+    it("takes a Secret PUT without type (kube defaults it) and refuses a change of type", function()
+      local path = srv:ns_path("secrets")
+      assert.equal(201, (srv:request("POST", path, { apiVersion = "v1", kind = "Secret",
+        metadata = { name = "typed" }, data = { a = "MQ==" } })))
+      local code = srv:request("PUT", path .. "/typed", { apiVersion = "v1", kind = "Secret",
+        metadata = { name = "typed" }, data = { a = "Mg==" } })
+      assert.equal(200, code)
+      local tcode, st = srv:request("PUT", path .. "/typed", { apiVersion = "v1", kind = "Secret",
+        metadata = { name = "typed" }, type = "example.com/custom", data = { a = "Mg==" } })
+      invalid(tcode, st, { { field = "type", reason = "FieldValueInvalid",
+        message = 'Invalid value: "example.com/custom": field is immutable' } })
+    end)
   end)
 
   describe("apps", function()

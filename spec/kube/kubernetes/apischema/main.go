@@ -60,7 +60,8 @@ var special = map[string]string{
 // declarative validation at beta covers the field (validate.Immutable
 // gives no value: zz_generated.validations.go of the kind's version);
 // "go" where the value is an internal struct without JSON tags, printed
-// as JSON with its Go field names.
+// as JSON with its Go field names.  A row's absent value, when kube's Go
+// defaulting fills the field before validation, is in absentAs.
 var immutables = []struct{ group, kind, path, how, where string }{
 	{"apps", "Deployment", "spec.selector", "field", "pkg/apis/apps/validation ValidateDeploymentUpdate"},
 	{"apps", "ReplicaSet", "spec.selector", "field", "pkg/apis/apps/validation ValidateReplicaSetUpdate"},
@@ -77,7 +78,7 @@ var immutables = []struct{ group, kind, path, how, where string }{
 	{"", "ConfigMap", "immutable", "locked", "pkg/apis/core/validation ValidateConfigMapUpdate"},
 	{"", "ConfigMap", "data", "locked", "pkg/apis/core/validation ValidateConfigMapUpdate"},
 	{"", "ConfigMap", "binaryData", "locked", "pkg/apis/core/validation ValidateConfigMapUpdate"},
-	{"", "Secret", "type", "field", "pkg/apis/core/validation ValidateSecretUpdate"},
+	{"", "Secret", "type", "field", "pkg/apis/core/validation ValidateSecretUpdate (SetDefaults_Secret: Opaque)"},
 	{"", "Secret", "immutable", "locked", "pkg/apis/core/validation ValidateSecretUpdate"},
 	{"", "Secret", "data", "locked", "pkg/apis/core/validation ValidateSecretUpdate"},
 	{"rbac.authorization.k8s.io", "RoleBinding", "roleRef", "field go", "pkg/apis/rbac/validation ValidateRoleBindingUpdate"},
@@ -87,6 +88,16 @@ var immutables = []struct{ group, kind, path, how, where string }{
 	{"storage.k8s.io", "StorageClass", "reclaimPolicy", "field null", "pkg/apis/storage/validation ValidateStorageClassUpdate"},
 	{"storage.k8s.io", "StorageClass", "volumeBindingMode", "field null", "pkg/apis/storage/validation ValidateStorageClassUpdate"},
 	{"storage.k8s.io", "VolumeAttachment", "spec", "field null", "pkg/apis/storage/validation ValidateVolumeAttachmentUpdate"},
+}
+
+// Values kube's Go defaulting (SetDefaults_*, not the OpenAPI +default)
+// gives an immutable field left out, keyed "kind.path".
+var absentAs = map[string]string{
+	"Secret.type":                          "Opaque",       // pkg/apis/core/v1 SetDefaults_Secret
+	"StatefulSet.spec.podManagementPolicy": "OrderedReady", // pkg/apis/apps/v1 SetDefaults_StatefulSet
+	"Job.spec.completionMode":              "NonIndexed",   // pkg/apis/batch/v1 SetDefaults_Job
+	"StorageClass.reclaimPolicy":           "Delete",       // pkg/apis/storage/v1 SetDefaults_StorageClass
+	"StorageClass.volumeBindingMode":       "Immediate",    // pkg/apis/storage/v1 SetDefaults_StorageClass
 }
 
 type field struct {
@@ -527,7 +538,8 @@ func main() {
 		case "field go":
 			show, names = "LUNA_SCH_SHOW_GO", goNames(kinds, im.group, im.kind, im.path)
 		}
-		fmt.Fprintf(w, "    { %q, %q, %q, %s, %s, %q },\n", im.group, im.kind, im.path, how, show, names)
+		fmt.Fprintf(w, "    { %q, %q, %q, %s, %s, %q, %q },\n", im.group, im.kind, im.path, how, show, names,
+			absentAs[im.kind+"."+im.path])
 	}
 	fmt.Fprintln(w, "};")
 	fmt.Fprintln(w, "const size_t luna_ds_sch_n_immutables = sizeof luna_ds_sch_immutables / sizeof *luna_ds_sch_immutables;")
