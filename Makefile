@@ -163,11 +163,14 @@ apischema:
 # kube-apiserver with TLS, a token and RBAC, then kube-controller-manager,
 # on loopback; KUBECONFIG points at it, the same-version kubectl is first on
 # PATH).  Dev-server-only specs report `pending` with their reason.
+# spec/14-controllers/05 runs `luna test --kube controllers` there (the
+# shipped controllers' own tests, a namespace a test).
 # KUBE_FEATURE_GATES / KUBE_RUNTIME_CONFIG go to the control plane;
 # SPEC=path runs one folder or file.
 KUBE_SPECS := spec/07-informer spec/08-apiserver spec/11-runtime spec/12-isolation \
               spec/13-reload spec/14-controllers spec/15-production \
-              spec/16-deploy/06-apply_dry_run_spec.lua spec/16-deploy/07-rbac_kube_spec.lua
+              spec/16-deploy/06-apply_dry_run_spec.lua spec/16-deploy/07-rbac_kube_spec.lua \
+              spec/19-authoring/10-luna_test_kube_spec.lua
 # KEP-5866 (alpha, off by default) on, so the sharding specs run against the
 # real server's filtering; the dev server's ignore-shard-selector fault
 # covers a server without it (docs/sharding.md).  KUBE_FEATURE_GATES= turns

@@ -121,7 +121,7 @@ static void usage(FILE *out)
           "  --dev-server          run against an embedded dev server instead of a\n"
           "                        cluster (it logs a kubeconfig kubectl can use)\n"
           "  --seed FILE           with --dev-server: objects to start with (repeatable)\n"
-          "  --test-control        with --dev-server: take commands from `luna test` on stdin\n"
+          "  --test-control        take commands from `luna test` on stdin (its dev server or cluster)\n"
           "  --fake-clock          with --test-control: delays run on a clock the test steps\n"
           "  --reconcile-instruction-limit N\n"
           "                        Lua instructions a reconcile may run without yielding\n"
@@ -536,10 +536,6 @@ static int cmd_run(int argc, char **argv)
         fputs("luna run: --seed needs --dev-server\n", stderr);
         return 2;
     }
-    if (cfg.test_control && !cfg.dev_server) {
-        fputs("luna run: --test-control needs --dev-server\n", stderr);
-        return 2;
-    }
     if (cfg.fake_clock && !cfg.test_control) {
         fputs("luna run: --fake-clock needs --test-control\n", stderr);
         return 2;
@@ -549,6 +545,7 @@ static int cmd_run(int argc, char **argv)
     cfg.dev_server_revision = luna_devserver_embed_revision;
     cfg.dev_server_settled = luna_devserver_embed_settled;
     cfg.dev_server_seed = luna_devserver_embed_seed;
+    cfg.documents = luna_devserver_embed_documents;
     cfg.seeds = seeds;
     cfg.dev_server_start = luna_devserver_embed_start;
     cfg.dev_server_stop = luna_devserver_embed_stop;

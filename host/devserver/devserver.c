@@ -1,6 +1,7 @@
 /* devserver.c — see devserver.h. */
 #include "devserver/devserver.h"
 
+#include <errno.h>
 #include <ev.h>
 #include <getopt.h>
 #include <signal.h>
@@ -49,14 +50,14 @@ static char *read_file(const char *path, size_t *len, luna_error *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        luna_error_set(err, LUNA_EIO, "%s: cannot open", path);
+        luna_error_set(err, LUNA_EIO, "cannot open: %s", strerror(errno));
         return NULL;
     }
     size_t cap = 65536, n = 0;
     char *buf = malloc(cap);
     if (!buf) {
         fclose(f);
-        luna_error_set(err, LUNA_ENOMEM, "%s: out of memory", path);
+        luna_error_set(err, LUNA_ENOMEM, "out of memory");
         return NULL;
     }
     for (;;) {
@@ -66,7 +67,7 @@ static char *read_file(const char *path, size_t *len, luna_error *err)
             if (!b) {
                 free(buf);
                 fclose(f);
-                luna_error_set(err, LUNA_ENOMEM, "%s: out of memory", path);
+                luna_error_set(err, LUNA_ENOMEM, "out of memory");
                 return NULL;
             }
             buf = b;
@@ -80,7 +81,7 @@ static char *read_file(const char *path, size_t *len, luna_error *err)
     fclose(f);
     if (bad) {
         free(buf);
-        luna_error_set(err, LUNA_EIO, "%s: read error", path);
+        luna_error_set(err, LUNA_EIO, "read error");
         return NULL;
     }
     buf[n] = '\0';
@@ -88,6 +89,8 @@ static char *read_file(const char *path, size_t *len, luna_error *err)
     return buf;
 }
 
+/* Loads one seed file; err says what is wrong, not the file (callers name
+ * it). */
 static int load_seed(luna_ds *ds, const char *path, luna_error *err)
 {
     size_t len;
@@ -111,13 +114,13 @@ static int load_seed(luna_ds *ds, const char *path, luna_error *err)
         docs = luna_ds_yaml_load(text, len, err);
     free(text);
     if (!docs)
-        return luna_error_wrap(err, "%s", path);
+        return err->code ? err->code : LUNA_EINVAL;
     size_t i;
     json_t *doc;
     json_array_foreach(docs, i, doc) {
         if (luna_ds_seed_load(ds, doc, err) < 0) {
             json_decref(docs);
-            return luna_error_wrap(err, "%s: document %zu", path, i + 1);
+            return luna_error_wrap(err, "document %zu", i + 1);
         }
     }
     json_decref(docs);
@@ -282,7 +285,7 @@ int luna_devserver_main(int argc, char **argv)
     }
     for (int i = 0; i < nseeds; i++)
         if (load_seed(ds, seeds[i], &err) < 0) {
-            luna_error("seed failed", "error", err.msg);
+            luna_error("seed failed", "seed", seeds[i], "error", err.msg);
             goto out_api;
         }
     /* A large seed's parse trees are gone: give their pages back, so the
@@ -369,6 +372,18 @@ int luna_devserver_embed_seed(struct luna_devserver *e, const char *text, size_t
     return 0;
 }
 
+char *luna_devserver_embed_documents(const char *text, size_t len, luna_error *err)
+{
+    json_t *docs = luna_ds_yaml_load(text, len, err);
+    if (!docs)
+        return NULL;
+    char *out = json_dumps(docs, JSON_COMPACT);
+    json_decref(docs);
+    if (!out)
+        luna_error_set(err, LUNA_ENOMEM, "documents: out of memory");
+    return out;
+}
+
 bool luna_devserver_embed_settled(struct luna_devserver *e)
 {
     return !e || !(e->ds->gc.timer_ready && ev_is_active(&e->ds->gc.timer));
@@ -376,7 +391,7 @@ bool luna_devserver_embed_settled(struct luna_devserver *e)
 
 int luna_devserver_embed_start(const char *const *seeds, int nseeds, const char *token,
                                char *url, size_t url_size, struct luna_devserver **out,
-                               luna_error *err)
+                               int *failed_seed, luna_error *err)
 {
     *out = NULL;
     struct luna_devserver *e = calloc(1, sizeof *e);
@@ -387,8 +402,10 @@ int luna_devserver_embed_start(const char *const *seeds, int nseeds, const char 
     int rc = luna_ds_api_new(&cfg, &e->ds, err);
     if (rc == 0 && token && luna_ds_auth_set_admin_token(e->ds, token) < 0)
         rc = luna_error_set(err, LUNA_ENOMEM, "dev server: out of memory");
+    *failed_seed = -1;
     for (int i = 0; rc == 0 && i < nseeds; i++)
-        rc = load_seed(e->ds, seeds[i], err);
+        if ((rc = load_seed(e->ds, seeds[i], err)) < 0)
+            *failed_seed = i;
     if (rc == 0) {
         luna_ds_http_opts hopts = { .ds = e->ds, .host = "127.0.0.1", .port = 0 };
         e->http = luna_ds_http_start(&hopts, err);

@@ -40,10 +40,12 @@ struct luna_devserver;
  * system:masters), which is what lets the runtime's secure /metrics and
  * admin endpoints accept it.  Returns 0 and *out (stop it with
  * luna_devserver_embed_stop before the loop ends), or a negative LUNA_E*
- * code with err set. */
+ * code with err set; *failed_seed is then the index of the seed file that
+ * could not be loaded (err says what is wrong with it, not its name), or
+ * -1 when the failure is the server's own. */
 int luna_devserver_embed_start(const char *const *seeds, int nseeds, const char *token,
                                char *url, size_t url_size, struct luna_devserver **out,
-                               luna_error *err);
+                               int *failed_seed, luna_error *err);
 /* Stops and frees an embedded server (NULL: nothing). */
 void luna_devserver_embed_stop(struct luna_devserver *srv);
 /* Seconds between watch BOOKMARKs of servers embedded from now on (0: the
@@ -57,6 +59,12 @@ uint64_t luna_devserver_embed_revision(struct luna_devserver *srv);
  * code with err set; documents before the bad one stay. */
 int luna_devserver_embed_seed(struct luna_devserver *srv, const char *text, size_t len,
                               luna_error *err);
+/* The documents of a YAML or JSON text (several documents allowed; empty
+ * ones skipped) as one JSON array text, for `luna test --kube`, which
+ * creates them in a real cluster (runtime/test_control.h: `documents`).
+ * Returns a malloc'd string the caller frees, or NULL with err set (a
+ * syntax error names the line). */
+char *luna_devserver_embed_documents(const char *text, size_t len, luna_error *err);
 /* False while the server has work of its own scheduled (the garbage
  * collector's delayed orphan check); true for NULL. */
 bool luna_devserver_embed_settled(struct luna_devserver *srv);

@@ -47,6 +47,15 @@ typedef struct luna_ds_type {
     bool has_generation;  /* metadata.generation tracks spec changes */
     bool return_deleted;  /* DELETE answers the object instead of a Status */
     bool custom;          /* a custom resource (from a CRD) */
+    /* kube-apiserver's update strategy, per kind (false, the zero value, is
+     * what custom resources get):
+     * unconditional_update: a PUT without metadata.resourceVersion
+     *   overwrites the current object (AllowUnconditionalUpdate); when
+     *   false it is 422 "must be specified for an update";
+     * create_on_update: a PUT of a missing object creates it
+     *   (AllowCreateOnUpdate); when false it is 404. */
+    bool unconditional_update;
+    bool create_on_update;
     bool served;
     bool storage;         /* this version is the collection's storage version */
     enum luna_ds_conv conv;

@@ -20,6 +20,48 @@
 #include "devserver/devserver_yaml.h"
 #include "base/textbuf.h"
 
+/* A custom resource's kind, checked as apiextensions checks it: a body
+ * without one cannot be decoded (400, quoting the body); another kind is
+ * a validation error (422 from custom_kind_invalid, after the
+ * preconditions), so t's kind is set for the checks before it and *wrong
+ * keeps the one given ("" when right). */
+static int custom_kind(const luna_ds_request *req, const luna_ds_type *t, json_t *doc,
+                       char *wrong, size_t n, luna_ds_status *st)
+{
+    wrong[0] = '\0';
+    json_t *k = json_object_get(doc, "kind");
+    if (!t->custom || (k && !json_is_string(k)))
+        return 0; /* the kind check answers a kind that is not a string */
+    if (!k || !*json_string_value(k)) {
+        /* the decoder's error, then kube's summary of the body: its first
+         * 30 bytes, as text when it starts with '{', else in hex */
+        char sum[100];
+        size_t n30 = req->body_len > 30 ? 30 : req->body_len, w = 0;
+        if (req->body[0] == '{')
+            w = (size_t)snprintf(sum, sizeof sum, "%.*s", (int)n30, req->body);
+        else
+            for (size_t i = 0; i < n30; i++)
+                w += (size_t)snprintf(sum + w, sizeof sum - w, "%02x", (unsigned char)req->body[i]);
+        snprintf(sum + w, sizeof sum - w, "%s", req->body_len > 30 ? " ..." : "");
+        return luna_ds_status_bad_request(st, "the object provided is unrecognized (must be of "
+                                          "type %s): Object 'Kind' is missing in '%.*s' (%s)",
+                                          t->kind, (int)(req->body_len > 800 ? 800 : req->body_len),
+                                          req->body, sum);
+    }
+    if (strcmp(json_string_value(k), t->kind) != 0) {
+        snprintf(wrong, n, "%s", json_string_value(k));
+        json_object_set_new(doc, "kind", json_string(t->kind));
+    }
+    return 0;
+}
+
+static int custom_kind_invalid(const luna_ds_type *t, const char *name, const char *wrong,
+                               luna_ds_status *st)
+{
+    return luna_ds_status_invalid(st, t->group, wrong, name, "FieldValueInvalid", "kind",
+                                  "Invalid value: \"%s\": must be %s", wrong, t->kind);
+}
+
 void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                           luna_ds_response *resp)
 {
@@ -30,9 +72,14 @@ void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
         return;
     }
     json_t *doc = luna_ds_validate_body(req, &st);
-    if (!doc || luna_ds_validate_object(t, doc, ns, NULL, &st) < 0 ||
+    char wrong[256];
+    if (!doc || custom_kind(req, t, doc, wrong, sizeof wrong, &st) < 0 ||
+        luna_ds_validate_object(t, doc, ns, NULL, &st) < 0 ||
         luna_ds_schema_decode(t, doc, 0, &st) < 0 ||
-        luna_ds_fields_check(t, doc, dv, false, &resp->warnings, &st) < 0) {
+        luna_ds_fields_check(t, doc, dv, false, &resp->warnings, &st) < 0 ||
+        luna_ds_write_create_rv(ds, doc, &st) < 0 ||
+        (*wrong && custom_kind_invalid(t, luna_ds_doc_str(luna_ds_doc_meta(doc), "name"),
+                                       wrong, &st) < 0)) {
         json_decref(doc);
         luna_ds_reply_status(resp, &st);
         return;
@@ -120,27 +167,50 @@ static void reply_write(luna_ds_response *resp, int rc, int code, json_t *out,
         luna_ds_reply_json(resp, code, out ? out : final_state(t, name));
 }
 
+/* PUT: 200 with the update, or 201 when a kind that allows it
+ * (create_on_update) is created at a missing name. */
 static int update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
-                  const char *name, const char *sub, json_t **out, json_t **warnings,
+                  const char *name, const char *sub, int *code, json_t **out, json_t **warnings,
                   luna_ds_status *st)
 {
     enum luna_ds_field_validation dv;
     if (luna_ds_fields_directive(req, "UpdateOptions", &dv, st) < 0)
         return LUNA_EINVAL;
     json_t *doc = luna_ds_validate_body(req, st);
-    if (!doc || luna_ds_validate_object(t, doc, ns, name, st) < 0 ||
+    char wrong[256];
+    if (!doc || custom_kind(req, t, doc, wrong, sizeof wrong, st) < 0 ||
+        luna_ds_validate_object(t, doc, ns, name, st) < 0 ||
         luna_ds_schema_decode(t, doc, 0, st) < 0 ||
         luna_ds_fields_check(t, doc, dv, false, warnings, st) < 0) {
         json_decref(doc);
         return LUNA_EINVAL;
     }
-    luna_ds_obj *cur = lookup(t, ns, name, st);
-    if (!cur) {
+    /* kube's checkName: a body without a name has none to compare */
+    const char *bname = luna_ds_doc_str(luna_ds_doc_meta(doc), "name");
+    if (!bname || !*bname) {
         json_decref(doc);
-        return LUNA_ENOTFOUND;
+        return luna_ds_status_bad_request(st, "the name of the object (%s based on URL) was "
+                                          "undeterminable: name must be provided", name);
     }
     char mb[128];
     const char *manager = luna_ds_request_manager(req, mb, sizeof mb);
+    char key[600];
+    luna_ds_doc_key(key, sizeof key, t, ns, name);
+    luna_ds_obj *cur = luna_ds_store_get(t->coll, key);
+    if (!cur) {
+        int rc = luna_ds_write_create_on_update(t, ns, name, doc, st);
+        if (rc < 0) {
+            json_decref(doc);
+            return rc;
+        }
+        *code = 201;
+        return luna_ds_write_create(ds, t, doc, manager, out, st);
+    }
+    if (luna_ds_write_preconditions(t, cur, doc, true, st) < 0 ||
+        (*wrong && custom_kind_invalid(t, name, wrong, st) < 0)) {
+        json_decref(doc);
+        return -st->code;
+    }
     return luna_ds_write_update(ds, t, cur, doc, sub, manager, out, st);
 }
 
@@ -149,8 +219,9 @@ void luna_ds_verbs_update(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
 {
     luna_ds_status st = { 0 };
     json_t *out = NULL;
-    int rc = update(ds, req, t, ns, name, sub, &out, &resp->warnings, &st);
-    reply_write(resp, rc, 200, out, t, name, &st);
+    int code = 200;
+    int rc = update(ds, req, t, ns, name, sub, &code, &out, &resp->warnings, &st);
+    reply_write(resp, rc, code, out, t, name, &st);
 }
 
 static json_t *body_or_null(const luna_ds_request *req)
@@ -160,75 +231,82 @@ static json_t *body_or_null(const luna_ds_request *req)
     return json_loadb(req->body, req->body_len, 0, NULL);
 }
 
-void luna_ds_verbs_delete(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
-                          const char *name, luna_ds_response *resp)
+/* A DELETE's options: from the body when there is one (the query is then
+ * ignored, as kube-apiserver's delete handler does), else the query.
+ * *opts: the decoded body (caller frees; puid and prv point into it).
+ * 0, or a negative code with st set. */
+static int delete_options(const luna_ds_request *req, json_t **opts, enum luna_ds_propagation *prop,
+                          const char **puid, const char **prv, luna_ds_status *st)
 {
-    luna_ds_status st = { 0 };
-    json_t *opts = body_or_null(req);
-    if (req->body_len && !opts) {
-        luna_ds_status_bad_request(&st, "json: invalid DeleteOptions body");
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    /* The options come from the body when there is one, and then the query
-     * is ignored, as kube-apiserver's delete handler does. */
+    *opts = body_or_null(req);
+    *puid = *prv = NULL;
+    *prop = LUNA_DS_PROP_BACKGROUND;
+    if (req->body_len && !*opts)
+        return luna_ds_status_bad_request(st, "json: invalid DeleteOptions body");
     const char *policy, *qorphan = NULL;
     json_t *orphan = NULL;
-    if (opts) {
-        policy = luna_ds_doc_str(opts, "propagationPolicy");
-        orphan = json_object_get(opts, "orphanDependents");
+    if (*opts) {
+        policy = luna_ds_doc_str(*opts, "propagationPolicy");
+        orphan = json_object_get(*opts, "orphanDependents");
     } else {
         policy = luna_ds_request_arg(req, "propagationPolicy");
         qorphan = luna_ds_request_arg(req, "orphanDependents");
     }
-    enum luna_ds_propagation prop = LUNA_DS_PROP_BACKGROUND;
     if (json_is_true(orphan) || (qorphan && strcmp(qorphan, "true") == 0))
-        prop = LUNA_DS_PROP_ORPHAN;
+        *prop = LUNA_DS_PROP_ORPHAN;
     if (policy && *policy) {
         if (strcmp(policy, "Foreground") == 0)
-            prop = LUNA_DS_PROP_FOREGROUND;
+            *prop = LUNA_DS_PROP_FOREGROUND;
         else if (strcmp(policy, "Orphan") == 0)
-            prop = LUNA_DS_PROP_ORPHAN;
+            *prop = LUNA_DS_PROP_ORPHAN;
         else if (strcmp(policy, "Background") == 0)
-            prop = LUNA_DS_PROP_BACKGROUND;
-        else {
-            /* policy may point into opts: the message is written first. */
-            luna_ds_status_set(&st, 422, "Invalid", "DeleteOptions.meta.k8s.io \"\" is invalid: "
-                               "propagationPolicy: Unsupported value: \"%s\": supported values: "
-                               "\"Foreground\", \"Background\", \"Orphan\", \"nil\"", policy);
-            json_decref(opts);
-            luna_ds_reply_status(resp, &st);
-            return;
-        }
+            *prop = LUNA_DS_PROP_BACKGROUND;
+        else
+            return luna_ds_status_set(st, 422, "Invalid", "DeleteOptions.meta.k8s.io \"\" is "
+                                      "invalid: propagationPolicy: Unsupported value: \"%s\": "
+                                      "supported values: \"Foreground\", \"Background\", "
+                                      "\"Orphan\", \"nil\"", policy);
     }
-    luna_ds_obj *cur = lookup(t, ns, name, &st);
-    if (!cur) {
+    json_t *pre = json_object_get(*opts, "preconditions");
+    *puid = luna_ds_doc_str(pre, "uid");
+    *prv = luna_ds_doc_str(pre, "resourceVersion");
+    return 0;
+}
+
+/* A DELETE's preconditions on cur, in the words of kube-apiserver's
+ * rest.BeforeDelete (which names the kind where the resource belongs). */
+static int delete_preconditions(const luna_ds_type *t, const luna_ds_obj *cur, const char *puid,
+                                const char *prv, luna_ds_status *st)
+{
+    char cur_rv[32];
+    snprintf(cur_rv, sizeof cur_rv, "%llu", (unsigned long long)cur->rv);
+    char why[400];
+    if (puid && strcmp(puid, cur->uid) != 0)
+        snprintf(why, sizeof why, "the UID in the precondition (%.64s) does not match the UID "
+                 "in record (%s). The object might have been deleted and then recreated",
+                 puid, cur->uid);
+    else if (prv && strcmp(prv, cur_rv) != 0)
+        snprintf(why, sizeof why, "the ResourceVersion in the precondition (%.64s) does not "
+                 "match the ResourceVersion in record (%s). The object might have been "
+                 "modified", prv, cur_rv);
+    else
+        return 0;
+    return luna_ds_status_conflict(st, t->group, t->kind, cur->name, why);
+}
+
+void luna_ds_verbs_delete(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
+                          const char *name, luna_ds_response *resp)
+{
+    luna_ds_status st = { 0 };
+    json_t *opts;
+    enum luna_ds_propagation prop;
+    const char *puid, *prv;
+    luna_ds_obj *cur = NULL;
+    if (delete_options(req, &opts, &prop, &puid, &prv, &st) < 0 ||
+        !(cur = lookup(t, ns, name, &st)) || delete_preconditions(t, cur, puid, prv, &st) < 0) {
         json_decref(opts);
         luna_ds_reply_status(resp, &st);
         return;
-    }
-    json_t *pre = json_object_get(opts, "preconditions");
-    const char *puid = luna_ds_doc_str(pre, "uid");
-    const char *prv = luna_ds_doc_str(pre, "resourceVersion");
-    if (puid && strcmp(puid, cur->uid) != 0) {
-        luna_ds_status_conflict(&st, t->group, t->resource, name, "");
-        snprintf(st.message, sizeof st.message, "Precondition failed: UID in precondition: %s, "
-                 "UID in object meta: %s", puid, cur->uid);
-        json_decref(opts);
-        luna_ds_reply_status(resp, &st);
-        return;
-    }
-    if (prv) {
-        char cur_rv[32];
-        snprintf(cur_rv, sizeof cur_rv, "%llu", (unsigned long long)cur->rv);
-        if (strcmp(prv, cur_rv) != 0) {
-            luna_ds_status_conflict(&st, t->group, t->resource, name, "");
-            snprintf(st.message, sizeof st.message, "Precondition failed: ResourceVersion in "
-                     "precondition: %s, ResourceVersion in object meta: %s", prv, cur_rv);
-            json_decref(opts);
-            luna_ds_reply_status(resp, &st);
-            return;
-        }
     }
     json_decref(opts);
     json_t *out = NULL;
@@ -246,7 +324,12 @@ void luna_ds_verbs_delete_collection(luna_ds *ds, const luna_ds_request *req, lu
 {
     luna_ds_status st = { 0 };
     luna_ds_filter f;
-    if (luna_ds_list_filter(req, t, ns, !ds->faults.ignore_shard_selector, &f, &st) < 0) {
+    json_t *opts;
+    enum luna_ds_propagation prop;
+    const char *puid, *prv;
+    if (delete_options(req, &opts, &prop, &puid, &prv, &st) < 0 ||
+        luna_ds_list_filter(req, t, ns, !ds->faults.ignore_shard_selector, &f, &st) < 0) {
+        json_decref(opts);
         luna_ds_reply_status(resp, &st);
         return;
     }
@@ -269,6 +352,7 @@ void luna_ds_verbs_delete_collection(luna_ds *ds, const luna_ds_request *req, lu
         for (size_t i = 0; i < nk; i++)
             free(keys[i]);
         free(keys);
+        json_decref(opts);
         luna_ds_reply_oom(resp);
         return;
     }
@@ -281,10 +365,21 @@ void luna_ds_verbs_delete_collection(luna_ds *ds, const luna_ds_request *req, lu
         free(keys[i]);
         if (!o)
             continue;
+        /* kube deletes one by one with the options given: the first
+         * unmet precondition ends it, with what was deleted gone */
+        if (delete_preconditions(t, o, puid, prv, &st) < 0) {
+            for (size_t j = i + 1; j < nk; j++)
+                free(keys[j]);
+            free(keys);
+            json_decref(opts);
+            luna_textbuf_free(&b);
+            luna_ds_reply_status(resp, &st);
+            return;
+        }
         json_t *doc = luna_ds_doc_as(ds, t, o);
         json_t *out = NULL;
         bool removed;
-        int rc = luna_ds_gc_delete(ds, t, o, LUNA_DS_PROP_BACKGROUND, &out, &removed, &st);
+        int rc = luna_ds_gc_delete(ds, t, o, prop, &out, &removed, &st);
         luna_ds_status_clear(&st);
         json_decref(out);
         char *s = doc && rc == 0 ? json_dumps(doc, JSON_COMPACT) : NULL;
@@ -300,6 +395,7 @@ void luna_ds_verbs_delete_collection(luna_ds *ds, const luna_ds_request *req, lu
         free(s);
     }
     free(keys);
+    json_decref(opts);
     luna_textbuf_puts(&b, "]}\n");
     if (b.failed) {
         luna_textbuf_free(&b);
@@ -374,6 +470,10 @@ static int apply(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const
         return LUNA_EINVAL;
     if (cur) {
         *code = 200;
+        if (luna_ds_write_preconditions(t, cur, result, false, st) < 0) {
+            json_decref(result);
+            return -st->code;
+        }
         return luna_ds_write_update(ds, t, cur, result, sub, NULL, out, st);
     }
     if (sub) {
@@ -430,11 +530,19 @@ static int patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const
         rc = luna_ds_schema_decode(t, doc, 1, st);
     if (rc == 0)
         rc = luna_ds_fields_check(t, doc, dv, true, warnings, st);
+    /* the patched object's namespace and name, as kube's patcher checks
+     * them before the update's preconditions */
+    if (rc == 0)
+        rc = luna_ds_validate_namespace(t, doc, ns, st);
     const char *pname = rc == 0 ? luna_ds_doc_str(luna_ds_doc_meta(doc), "name") : NULL;
-    if (rc == 0 && (!pname || strcmp(pname, name) != 0))
-        rc = luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid",
-                                    "metadata.name", "Invalid value: \"%s\": field is immutable",
-                                    pname ? pname : "");
+    if (rc == 0 && (!pname || !*pname))
+        rc = luna_ds_status_bad_request(st, "the name of the object (%s based on URL) was "
+                                        "undeterminable: name must be provided", name);
+    else if (rc == 0 && strcmp(pname, name) != 0)
+        rc = luna_ds_status_bad_request(st, "the name of the object (%s) does not match the "
+                                        "name on the URL (%s)", pname, name);
+    if (rc == 0)
+        rc = luna_ds_write_preconditions(t, cur, doc, false, st);
     if (rc < 0) {
         json_decref(doc);
         return rc;

@@ -112,6 +112,124 @@ static json_t *spec_part(const json_t *doc, bool drop_status)
     return c;
 }
 
+/* The object's key in kube-apiserver's etcd (default --etcd-prefix), as
+ * its storage layer's errors quote it: the resource, or the special
+ * prefixes kube compiles in; a custom resource's group first. */
+static void storage_key(char *out, size_t n, const luna_ds_type *t, const char *ns,
+                        const char *name)
+{
+    static const char *const special[][2] = {
+        { "replicationcontrollers", "controllers" }, { "endpoints", "services/endpoints" },
+        { "nodes", "minions" }, { "services", "services/specs" },
+    };
+    const char *prefix = t->resource;
+    for (size_t i = 0; !*t->group && i < sizeof special / sizeof *special; i++)
+        if (strcmp(t->resource, special[i][0]) == 0)
+            prefix = special[i][1];
+    bool grouped = t->custom || strcmp(t->resource, "customresourcedefinitions") == 0 ||
+                   strcmp(t->group, "apiregistration.k8s.io") == 0;
+    if (strcmp(t->group, "networking.k8s.io") == 0 && strcmp(t->resource, "ingresses") == 0)
+        prefix = "ingress";
+    snprintf(out, n, "/registry/%s%s%s%s%s/%s", grouped ? t->group : "", grouped ? "/" : "",
+             prefix, t->namespaced ? "/" : "", t->namespaced ? ns : "", name);
+}
+
+/* 409 for a uid precondition that the stored object (uid "" when there
+ * is none) does not meet, in kube's storage layer's words. */
+static int uid_precondition_failed(luna_ds_status *st, const luna_ds_type *t, const char *ns,
+                                   const char *name, const char *want, const char *have)
+{
+    char key[700];
+    storage_key(key, sizeof key, t, ns, name);
+    luna_ds_status_conflict(st, t->group, t->resource, name, "");
+    snprintf(st->message + strlen(st->message), sizeof st->message - strlen(st->message),
+             "StorageError: invalid object, Code: 4, Key: %s, ResourceVersion: 0, "
+             "AdditionalErrorMsg: Precondition failed: UID in precondition: %s, UID in object "
+             "meta: %s", key, want, have);
+    return LUNA_EINVAL;
+}
+
+/* A resourceVersion as kube's versioner parses it (strconv.ParseUint,
+ * base 10): true with *v, or false for anything else. */
+static bool parse_rv(const char *s, uint64_t *v)
+{
+    uint64_t n = 0;
+    if (!*s)
+        return false;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9' || n > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+            return false;
+        n = n * 10 + (uint64_t)(*p - '0');
+    }
+    *v = n;
+    return true;
+}
+
+/* 500 for a resourceVersion kube's versioner cannot parse: Go's
+ * strconv.ParseUint error reaches the client as it is (a Status without
+ * a reason). */
+static int rv_unparsable(luna_ds_status *st, const char *rv)
+{
+    bool digits = *rv != '\0';
+    for (const char *p = rv; *p; p++)
+        digits = digits && *p >= '0' && *p <= '9';
+    return luna_ds_status_set(st, 500, "", "strconv.ParseUint: parsing \"%.100s\": %s", rv,
+                              digits ? "value out of range" : "invalid syntax");
+}
+
+int luna_ds_write_preconditions(const luna_ds_type *t, const luna_ds_obj *cur, const json_t *newdoc,
+                                bool put, luna_ds_status *st)
+{
+    json_t *md = json_object_get(newdoc, "metadata");
+    const char *uid = luna_ds_doc_str(md, "uid");
+    if (put && uid && *uid && strcmp(uid, cur->uid) != 0)
+        return uid_precondition_failed(st, t, cur->ns, cur->name, uid, cur->uid);
+    const char *rv = luna_ds_doc_str(md, "resourceVersion");
+    uint64_t v = 0;
+    if (rv && *rv && !parse_rv(rv, &v))
+        return rv_unparsable(st, rv);
+    if (v == 0 && !t->unconditional_update) {
+        /* kube names the resource where the kind belongs (its own TODO) */
+        return luna_ds_status_invalid(st, t->group, t->resource, cur->name, "FieldValueInvalid",
+                                      "metadata.resourceVersion",
+                                      "Invalid value: 0: must be specified for an update");
+    }
+    if (v != 0 && v != cur->rv)
+        return luna_ds_status_conflict(st, t->group, t->resource, cur->name,
+                                       "the object has been modified; please apply your changes "
+                                       "to the latest version and try again");
+    if (uid && *uid && strcmp(uid, cur->uid) != 0) {
+        char q[200];
+        snprintf(q, sizeof q, "\"%s\"", uid);
+        return luna_ds_status_invalid(st, t->group, t->kind, cur->name, "FieldValueInvalid",
+                                      "metadata.uid", "Invalid value: %s: field is immutable", q);
+    }
+    return 0;
+}
+
+int luna_ds_write_create_rv(const luna_ds *ds, const json_t *doc, luna_ds_status *st)
+{
+    const char *rv = luna_ds_doc_str(json_object_get(doc, "metadata"), "resourceVersion");
+    uint64_t v;
+    /* kube's storage refuses a version it can read as non-zero, and
+     * clears any other; a dry run never reaches that check */
+    if (!ds->dry_run && rv && parse_rv(rv, &v) && v != 0)
+        return luna_ds_status_set(st, 500, "", /* a plain error in kube: no reason */
+                                  "resourceVersion should not be set on objects to be created");
+    return 0;
+}
+
+int luna_ds_write_create_on_update(const luna_ds_type *t, const char *ns, const char *name,
+                                   const json_t *newdoc, luna_ds_status *st)
+{
+    if (!t->create_on_update)
+        return luna_ds_status_not_found(st, t->group, t->resource, name);
+    const char *uid = luna_ds_doc_str(json_object_get(newdoc, "metadata"), "uid");
+    if (uid && *uid)
+        return uid_precondition_failed(st, t, ns, name, uid, "");
+    return 0;
+}
+
 /* The update pipeline shared by PUT, PATCH, apply and the server's own
  * writes.  newdoc (t's version, consumed) replaces cur.  subresource NULL
  * or "status".  manager NULL: managedFields already computed (apply) or
@@ -129,25 +247,9 @@ int luna_ds_write_update(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur, json_t 
     json_t *omd = luna_ds_doc_meta(old);
     json_t *nmd = luna_ds_doc_meta(newdoc);
     const char *name = cur->name;
-    /* preconditions */
-    const char *nrv = luna_ds_doc_str(nmd, "resourceVersion");
+    /* the client's preconditions were checked (luna_ds_write_preconditions);
+     * a server write replaces what is there */
     const char *orv = luna_ds_doc_str(omd, "resourceVersion");
-    if (nrv && *nrv && strcmp(nrv, orv) != 0) {
-        json_decref(old);
-        json_decref(newdoc);
-        return luna_ds_status_conflict(st, t->group, t->resource, name,
-                                       "the object has been modified; please apply your changes "
-                                       "to the latest version and try again");
-    }
-    const char *nuid = luna_ds_doc_str(nmd, "uid");
-    if (nuid && *nuid && strcmp(nuid, cur->uid) != 0) {
-        luna_ds_status_conflict(st, t->group, t->resource, name, "");
-        snprintf(st->message, sizeof st->message, "Precondition failed: UID in precondition: %s, "
-                 "UID in object meta: %s", nuid, cur->uid);
-        json_decref(old);
-        json_decref(newdoc);
-        return LUNA_EINVAL;
-    }
     if (!sub && luna_ds_validate_fields(t, newdoc, old, name, st) < 0) {
         json_decref(old);
         json_decref(newdoc);
@@ -293,13 +395,8 @@ int luna_ds_write_create(luna_ds *ds, luna_ds_type *t, json_t *doc, const char *
 {
     json_t *md = luna_ds_doc_meta(doc);
     const char *ns = t->namespaced ? luna_ds_doc_str(md, "namespace") : "";
-    const char *rv = luna_ds_doc_str(md, "resourceVersion");
-    if (rv && *rv) {
-        json_decref(doc);
-        return luna_ds_status_set(st, 500, "InternalError",
-                                  "Internal error occurred: resourceVersion should not be set on "
-                                  "objects to be created");
-    }
+    /* a POST's resourceVersion was checked (luna_ds_write_create_rv) */
+    json_object_del(md, "resourceVersion");
     const char *name = luna_ds_doc_str(md, "name");
     const char *gen = luna_ds_doc_str(md, "generateName");
     char genbuf[300];

@@ -10,10 +10,13 @@
  * dependents and waiting owners are looked at (devserver_gc), and an object
  * whose owners are all gone is deleted shortly after.
  *
+ * A client's update is checked first as kube-apiserver's generic
+ * registry checks it (luna_ds_write_preconditions: uid, resourceVersion,
+ * the kind's AllowUnconditionalUpdate and AllowCreateOnUpdate).
  * Updates keep what the client may not change (uid, creationTimestamp,
  * deletionTimestamp, generation, status unless writing /status), bump
  * metadata.generation when the spec changed, track field managers
- * (devserver_apply), refuse a stale resourceVersion or uid (409), refuse new
+ * (devserver_apply), refuse new
  * finalizers while deleting, store nothing for a no-op, and remove the
  * object once a deleting object's last finalizer is gone.
  *
@@ -30,6 +33,7 @@
 #define LUNA_DEVSERVER_WRITE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "devserver/devserver_status.h"
 #include "devserver/devserver_store.h"
@@ -60,7 +64,35 @@ luna_ds_obj *luna_ds_write_store(luna_ds *ds, luna_ds_type *t, enum luna_ds_even
  * Returns a new reference to the deleted state. */
 luna_ds_obj *luna_ds_write_remove(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur);
 
-/* Replaces cur with newdoc (t's version, consumed).  sub is NULL or
+/* kube-apiserver's preconditions of a client's update (PUT, PATCH, apply;
+ * sub NULL or "status") of cur by newdoc (borrowed), in its order:
+ *   put: a metadata.uid in the body is a precondition (409 Conflict
+ *        naming the storage key, as kube's storage layer words it); for a
+ *        patch a changed uid is 422 "field is immutable";
+ *   a resourceVersion that is not a number: 500, as kube's versioner;
+ *   none: the update overwrites when t->unconditional_update, else 422
+ *        "must be specified for an update";
+ *   another one than cur's: 409 Conflict "the object has been modified".
+ * Returns 0, or a negative code with st set. */
+int luna_ds_write_preconditions(const luna_ds_type *t, const luna_ds_obj *cur, const json_t *newdoc,
+                                bool put, luna_ds_status *st);
+
+/* A POST's metadata.resourceVersion (doc borrowed): 500 as kube's storage
+ * answers when it reads as a non-zero number (not on a dry run); any
+ * other is dropped by luna_ds_write_create.  0 or a negative code. */
+int luna_ds_write_create_rv(const luna_ds *ds, const json_t *doc, luna_ds_status *st);
+
+/* The preconditions of a PUT that finds no object at its name: 404
+ * unless t->create_on_update; a uid in the body is then a 409 (no stored
+ * object has it).  0 when the PUT creates, a PUT of /status too (kube's
+ * status strategies inherit AllowCreateOnUpdate: a PUT of a missing
+ * Service's /status creates the Service). */
+int luna_ds_write_create_on_update(const luna_ds_type *t, const char *ns, const char *name,
+                                   const json_t *newdoc, luna_ds_status *st);
+
+/* Replaces cur with newdoc (t's version, consumed), whatever its
+ * resourceVersion and uid say: a client's write checks them first with
+ * luna_ds_write_preconditions.  sub is NULL or
  * "status".  manager NULL: managedFields already computed (apply) or not
  * tracked (server writes).  *out gets the stored state (or cur for a
  * no-op) as a new document in t's version, or NULL if the write removed
@@ -68,7 +100,8 @@ luna_ds_obj *luna_ds_write_remove(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur
 int luna_ds_write_update(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur, json_t *newdoc, const char *sub,
                          const char *manager, json_t **out, luna_ds_status *st);
 
-/* Creates doc (t's version, consumed; kind and namespace already checked):
+/* Creates doc (t's version, consumed; kind and namespace already checked;
+ * its resourceVersion is dropped):
  * generateName, name and namespace checks, 409 AlreadyExists, uid,
  * creationTimestamp, generation, the built-in types' defaults.  manager
  * NULL: managedFields already set (apply).  *out: the stored document in

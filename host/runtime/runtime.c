@@ -1044,8 +1044,10 @@ static int setup_servers(struct runtime *rt, luna_error *err)
     return 0;
 }
 
-/* Starts the embedded dev server and writes a kubeconfig for it. */
-static int start_dev_server(struct runtime *rt, luna_error *err)
+/* Starts the embedded dev server and writes a kubeconfig for it.  When a
+ * seed file cannot be loaded, *failed_seed names it (err says what is
+ * wrong with it); otherwise it stays NULL. */
+static int start_dev_server(struct runtime *rt, const char **failed_seed, luna_error *err)
 {
     char url[128];
     unsigned char raw[32];
@@ -1053,10 +1055,14 @@ static int start_dev_server(struct runtime *rt, luna_error *err)
         return luna_error_set(err, LUNA_EIO, "dev server: no random bytes for its token");
     for (size_t i = 0; i < sizeof raw; i++)
         snprintf(rt->dev_token + 2 * i, 3, "%02x", raw[i]);
+    int failed = -1;
     int rc = rt->cfg->dev_server_start(rt->cfg->seeds, rt->cfg->nseeds, rt->dev_token, url,
-                                       sizeof url, &rt->dev_server, err);
-    if (rc < 0)
+                                       sizeof url, &rt->dev_server, &failed, err);
+    if (rc < 0) {
+        if (failed >= 0 && failed < rt->cfg->nseeds)
+            *failed_seed = rt->cfg->seeds[failed];
         return rc;
+    }
     snprintf(rt->dev_kubeconfig, sizeof rt->dev_kubeconfig, "/tmp/luna-dev-XXXXXX");
     int fd = mkstemp(rt->dev_kubeconfig);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
@@ -1081,9 +1087,6 @@ static int connect_api(struct runtime *rt, luna_error *err)
     luna_kubeconfig_options_from_env(&kopts);
     kopts.path = rt->cfg->kubeconfig;
     if (rt->cfg->dev_server) {
-        int rc = start_dev_server(rt, err);
-        if (rc < 0)
-            return rc;
         kopts.path = rt->dev_kubeconfig;
         kopts.context = NULL;
     }
@@ -1606,10 +1609,21 @@ static int tc_seed(void *ud, const char *text, size_t len, luna_error *err)
     return rt->cfg->dev_server_seed(rt->dev_server, text, len, err);
 }
 
+static char *tc_documents(void *ud, const char *text, size_t len, luna_error *err)
+{
+    struct runtime *rt = ud;
+    if (!rt->cfg->documents) {
+        luna_error_set(err, LUNA_EINVAL, "no manifest reader");
+        return NULL;
+    }
+    return rt->cfg->documents(text, len, err);
+}
+
 static int setup_test_control(struct runtime *rt, luna_error *err)
 {
     struct luna_test_control_source src = {
         .current = tc_current, .factory = tc_factory, .server_rv = tc_server_rv, .server_busy = tc_server_busy, .seed = tc_seed,
+        .documents = tc_documents,
         .reload_pending = tc_reload_pending, .client = tc_client, .url = rt->dev_url, .ud = rt,
     };
     return luna_test_control_start(&src, err);
@@ -1730,6 +1744,16 @@ static int run(const struct luna_run_config *cfg)
                    "why", rt.stale_why);
     }
 
+    const char *failed_seed = NULL;
+    if (cfg->dev_server && start_dev_server(&rt, &failed_seed, &err) < 0) {
+        /* named here: a seed is no part of the kubeconfig */
+        if (failed_seed)
+            luna_error("seed failed", "seed", failed_seed, "error", err.msg);
+        else
+            luna_error("dev server failed", "error", err.msg);
+        teardown(&rt);
+        return 1;
+    }
     if (connect_api(&rt, &err) < 0) {
         luna_error("kubeconfig failed", "error", err.msg);
         teardown(&rt);

@@ -99,7 +99,7 @@ struct luna_run_config {
      * dev_server is set. */
     int (*dev_server_start)(const char *const *seeds, int nseeds, const char *token,
                             char *url, size_t url_size, struct luna_devserver **out,
-                            luna_error *err);
+                            int *failed_seed, luna_error *err);
     void (*dev_server_stop)(struct luna_devserver *srv);
     /* The embedded server's latest resourceVersion (test control's idle). */
     uint64_t (*dev_server_revision)(struct luna_devserver *srv);
@@ -108,9 +108,14 @@ struct luna_run_config {
                            luna_error *err);
     /* False while the embedded server has work of its own pending. */
     bool (*dev_server_settled)(struct luna_devserver *srv);
-    /* --test-control (needs dev_server): `luna test` steers the runtime
-     * over stdin/stdout (test_control.h); fake_clock: the controllers'
-     * queues run on a clock only the test moves. */
+    /* YAML/JSON manifests as a JSON array text (malloc'd; NULL and err on
+     * bad input): test control's `documents`, which `luna test --kube`
+     * reads manifests with.  Optional. */
+    char *(*documents)(const char *text, size_t len, luna_error *err);
+    /* --test-control: `luna test` steers the runtime over stdin/stdout
+     * (test_control.h), against the embedded dev server (dev_server) or,
+     * for `luna test --kube`, the cluster of the kubeconfig; fake_clock:
+     * the controllers' queues run on a clock only the test moves. */
     bool test_control;
     bool fake_clock;
     bool watch;                /* --watch: reload on changes of dir (stored for the reloader) */

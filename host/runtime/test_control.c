@@ -174,6 +174,7 @@ static json_t *take_calls(void)
 struct informer_walk {
     uint64_t server_rv;
     json_t *busy;
+    uint64_t activity;          /* lists and watch events received, summed */
 };
 
 static void check_informer(void *ud, struct luna_shared_informer *si)
@@ -181,6 +182,11 @@ static void check_informer(void *ud, struct luna_shared_informer *si)
     struct informer_walk *w = ud;
     const char *name = luna_shared_informer_key(si);
     char why[512];
+    struct luna_reflector *refl = luna_shared_informer_reflector(si);
+    if (refl) {
+        struct luna_reflector_stats st = luna_reflector_stats(refl);
+        w->activity += st.lists + st.watch_events;
+    }
     switch (luna_shared_informer_state(si, NULL)) {
     case LUNA_SI_NOT_SERVED:
     case LUNA_SI_UNRESOLVED:
@@ -215,6 +221,9 @@ static void check_informer(void *ud, struct luna_shared_informer *si)
 static json_t *status(void)
 {
     json_t *busy = json_array(), *ctls = json_array();
+    /* anything that happened moves it: the kit's quiet spell on a real
+     * server (test_control.h) */
+    uint64_t activity = tc.next_seq;
     struct luna_generation *g = tc.src.current ? tc.src.current(tc.src.ud) : NULL;
     if (!g)
         json_array_append_new(busy, json_string("controllers not built yet"));
@@ -228,6 +237,7 @@ static json_t *status(void)
         struct luna_workqueue_metrics m = { 0 };
         if (q)
             luna_workqueue_metrics(q, &m);
+        activity += m.adds_total + m.retries_total;
         double next = q ? luna_workqueue_next_ready(q) : -1;
         const char *name = luna_controller_name(c);
         json_t *o = json_pack("{s:s,s:b,s:I,s:I,s:I}", "name", name,
@@ -248,10 +258,12 @@ static json_t *status(void)
         struct informer_walk w = { .server_rv = tc.src.server_rv ? tc.src.server_rv(tc.src.ud) : 0,
                                    .busy = busy };
         luna_informer_factory_foreach(f, check_informer, &w);
+        activity += w.activity;
     }
-    return json_pack("{s:s,s:f,s:b,s:o,s:o}", "url", tc.url ? tc.url : "", "clock",
+    return json_pack("{s:s,s:f,s:b,s:o,s:I,s:o}", "url", tc.url ? tc.url : "", "clock",
                      luna_clock_now(luna_test_control_clock()), "idle",
-                     json_array_size(busy) == 0, "busy", busy, "controllers", ctls);
+                     json_array_size(busy) == 0, "busy", busy, "activity",
+                     (json_int_t)activity, "controllers", ctls);
 }
 
 static json_t *advance(const char *arg)
@@ -389,6 +401,31 @@ static json_t *seed(const char *arg)
     return json_pack("{s:b}", "ok", 1);
 }
 
+/* documents "text": the manifests' objects, parsed, for the kit. */
+static json_t *documents(const char *arg)
+{
+    json_error_t jerr;
+    json_t *o = json_loads(arg, JSON_DECODE_ANY, &jerr);
+    if (!o || !json_is_string(o)) {
+        json_decref(o);
+        return json_pack("{s:s}", "error", "documents wants a JSON string holding the manifests");
+    }
+    if (!tc.src.documents) {
+        json_decref(o);
+        return json_pack("{s:s}", "error", "no manifest reader");
+    }
+    luna_error err = { 0 };
+    char *text = tc.src.documents(tc.src.ud, json_string_value(o), json_string_length(o), &err);
+    json_decref(o);
+    if (!text)
+        return json_pack("{s:s}", "error", err.msg[0] ? err.msg : "bad manifests");
+    json_t *docs = json_loads(text, 0, &jerr);
+    free(text);
+    if (!docs)
+        return json_pack("{s:s}", "error", "documents: out of memory");
+    return json_pack("{s:o}", "documents", docs);
+}
+
 static void answer(json_t *o)
 {
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -414,6 +451,8 @@ static void command(char *line)
         answer(advance(line + 8));
     else if (strncmp(line, "seed ", 5) == 0)
         answer(seed(line + 5));
+    else if (strncmp(line, "documents ", 10) == 0)
+        answer(documents(line + 10));
     else if (strcmp(line, "api") == 0)
         answer(api());
     else if (strcmp(line, "calls") == 0)

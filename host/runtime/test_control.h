@@ -1,6 +1,8 @@
 /*
  * test_control.h — the control channel `luna test` drives a runtime through
- * (`luna run --dev-server --test-control DIR`, started by lua/luna/testing).
+ * (`luna run --dev-server --test-control DIR`, started by lua/luna/testing;
+ * `luna test --kube` leaves out --dev-server and the kubeconfig's cluster
+ * is the server).
  *
  * The runtime under test is the real one (same sandbox, same budgets);
  * this unit only adds what a test needs to observe and steer it, over the
@@ -8,8 +10,8 @@
  * the log stays on stderr):
  *
  *   status          {"url":…, "clock":t, "idle":bool, "busy":[why…],
- *                    "controllers":[{"name","started","queued","processing",
- *                    "waiting","next":s|null}]}
+ *                    "activity":n, "controllers":[{"name","started",
+ *                    "queued","processing","waiting","next":s|null}]}
  *                   idle: every controller's queue has nothing queued and
  *                   nothing processing (so no reconcile and none of its API
  *                   calls is in flight), no reload is pending, and every
@@ -24,6 +26,13 @@
  *                   idle: "waiting" and "next" (seconds until the first) say
  *                   when they are due.  Informers of kinds the server does
  *                   not serve do not count either (their controller waits).
+ *                   Against a real API server (no dev server) there is no
+ *                   latest resourceVersion to compare with: "activity"
+ *                   counts what happened so far (lists and watch events
+ *                   the informers received, keys added to the queues,
+ *                   reconciles' API calls), and `luna test --kube` takes
+ *                   idle once it has held, with activity unchanged, for a
+ *                   quiet spell (lua/luna/testing.lua).
  *   advance S       moves the fake clock forward S seconds (finite, >= 0)
  *                   and lets every workqueue add the keys now due:
  *                   {"clock":t} or {"error":…}
@@ -40,6 +49,10 @@
  *   seed "TEXT"     (a JSON string holding YAML or JSON manifests, several
  *                   documents allowed) creates or replaces each object in
  *                   the dev server, as --seed does: {"ok":true} or {"error"}
+ *   documents "TEXT" (a JSON string holding YAML or JSON manifests)
+ *                   {"documents":[…]}: the objects of the text, parsed as
+ *                   --seed parses, for the kit to create in a real cluster;
+ *                   or {"error"} naming the bad line
  *   api             {"api":{"luna.get":"function",…},"fields":{…}}: every
  *                   name a script can reach through require (script/sandbox.h:
  *                   luna_sandbox_list_api), and the fields of the
@@ -94,6 +107,8 @@ struct luna_test_control_source {
     bool (*reload_pending)(void *ud);
     struct luna_kube_client *(*client)(void *ud);       /* for `request` */
     int (*seed)(void *ud, const char *text, size_t len, luna_error *err); /* for `seed` */
+    /* for `documents`: a malloc'd JSON array text, or NULL with err set */
+    char *(*documents)(void *ud, const char *text, size_t len, luna_error *err);
     const char *url;                                    /* copied */
     void *ud;
 };

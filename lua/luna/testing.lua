@@ -33,6 +33,30 @@
 -- Kinds are written as in controllers ("v1/ConfigMap", "apps/v1/Deployment",
 -- "example.com/v1/Widget"). Failed API requests raise with the server's
 -- message; get returns nil on 404.
+--
+-- Under `luna test --kube` (testing.kube is true) the same calls go to the
+-- cluster of KUBECONFIG instead of an embedded dev server
+-- (docs/testing.md: "Against a real control plane"):
+--   - each test has a namespace of its own (env.namespace; testing_cli
+--     creates it before the test and deletes it after); the kit writes
+--     what a test puts in "default" there and shows it back as "default"
+--     (objects, paths, keys, the strings of answers), so one test file
+--     runs both ways;
+--   - Namespaces and other objects outside it that the kit creates are
+--     deleted after the test (the next starts once they and its namespace
+--     are gone), CRDs at the end of the run;
+--   - env:list / env:events over all namespaces see only the test's own;
+--   - idle is "idle, and nothing happened for a quiet spell" (a real
+--     server cannot say its watchers are caught up): testing.quiet
+--     seconds, 0.5 unless LUNA_TEST_QUIET says otherwise;
+--   - the fake clock is the host's only: env:advance steps requeue_after,
+--     retry backoff, luna.schedule and the time scripts read; the server's
+--     timestamps and its own controllers (garbage collector, namespace
+--     deletion) run on real time;
+--   - testing.dev_only(reason) inside a test (or `dev_only = reason` in a
+--     fixture case) ends it as skipped with the reason; the dev server's
+--     own endpoints (/luna/v1/faults: fault injection) and env:seed into
+--     a dev server raise instead of silently passing.
 local ffi = require "ffi"
 local core = require "luna.core"
 
@@ -274,6 +298,10 @@ end
 function testing.start(opts)
   opts = opts or {}
   assert(testing._exe, "luna.testing runs under `luna test`")
+  if testing.kube and not testing._ns then
+    error("testing.start runs inside a test (it, before_each) under `luna test --kube`: " ..
+      "the test's namespace exists only then", 2)
+  end
   local dir, links = nil, {}
   if opts.dir then
     dir = resolve(opts.dir)
@@ -310,15 +338,27 @@ function testing.start(opts)
   local work = tmpdir()
   -- --require-all: a controller file that fails to load fails the test,
   -- rather than the test running without it
-  local argv = { testing._exe, "run", "--dev-server", "--test-control", "--require-all",
+  local argv = { testing._exe, "run", "--test-control", "--require-all",
                  "--metrics-bind-address=0", "--health-probe-bind-address=0",
                  "--log-level", opts.log_level or "debug" }
+  if not testing.kube then table.insert(argv, 3, "--dev-server") end
   if opts.fake_clock ~= false then argv[#argv + 1] = "--fake-clock" end
-  for _, f in ipairs(opts.seed or {}) do
+  if testing.kube then
+    -- what the dev server would start with is in the cluster before the
+    -- controllers start, as there
+    local admin = testing._kube.admin
+    for _, f in ipairs(opts.seed or {}) do
+      local text = read_file(resolve(f))
+      if not text then error("seed: cannot read " .. resolve(f), 2) end
+      admin:seed(text)
+    end
+    if opts.objects and #opts.objects > 0 then admin:seed(opts.objects) end
+  end
+  for _, f in ipairs(testing.kube and {} or opts.seed or {}) do
     argv[#argv + 1] = "--seed"
     argv[#argv + 1] = resolve(f)
   end
-  if opts.objects and #opts.objects > 0 then
+  if not testing.kube and opts.objects and #opts.objects > 0 then
     local f = work .. "/objects.json"
     write_file(f, assert(json.encode({ apiVersion = "v1", kind = "List", items = json.array(opts.objects) })))
     argv[#argv + 1] = "--seed"
@@ -329,7 +369,8 @@ function testing.start(opts)
   local log = work .. "/luna.log"
   local pid, inp, out = spawn(argv, log)
   local env = setmetatable({ pid = pid, inp = inp, out = out, buf = "", logfile = log, work = work,
-    resources = {}, links = links, timeout = opts.timeout or 30, fake_clock = opts.fake_clock ~= false }, Env)
+    resources = {}, links = links, timeout = opts.timeout or 30, fake_clock = opts.fake_clock ~= false,
+    namespace = testing._ns or "default" }, Env)
   testing._running[#testing._running + 1] = env
   local st = env:command("status")
   env.url = st.url
@@ -395,9 +436,21 @@ function Env:status() return self:command("status") end
 function Env:wait_idle(secs)
   local deadline = now() + (secs or self.timeout)
   local st
+  -- on a real server: idle, with "activity" unchanged, for testing.quiet
+  -- seconds (test_control.h); an event still on its way moves activity
+  local quiet, since, seen = testing.kube and testing.quiet or 0, nil, nil
   repeat
     st = self:command("status")
-    if st.idle then return st end
+    if st.idle then
+      if quiet <= 0 then return st end
+      if st.activity ~= seen then
+        seen, since = st.activity, now()
+      elseif now() - since >= quiet then
+        return self:_unalias(st)
+      end
+    else
+      seen, since = nil, nil
+    end
     pause(0.01)
   until now() > deadline
   self:_fail("controllers not idle after " .. (secs or self.timeout) .. " s: " ..
@@ -415,7 +468,7 @@ end
 -- it is JSON), status }.  filter (optional): { method =, path = pattern,
 -- controller = } keeps the matching ones.
 function Env:calls(filter)
-  local got = self:command("calls")
+  local got = self:_unalias(self:command("calls"))
   self.dropped = tonumber(got.dropped) or 0 -- calls the runtime could not keep (test_control.h)
   self.all_calls = self.all_calls or {}
   for _, c in ipairs(got.calls) do
@@ -444,13 +497,57 @@ end
 -- One request to the dev server, sent by the runtime under test (its
 -- control channel's `request`): status, decoded body (nil if empty).
 function Env:request(method, path, body, content_type)
+  local status, obj = self:_exchange(method, path, body, content_type)
+  return status, self:_unalias(obj)
+end
+
+-- The request as sent (the test namespace in place of "default" under
+-- --kube), and the answer as the server gave it.
+function Env:_exchange(method, path, body, content_type, raw)
+  local ns = testing.kube and not raw and testing._ns
+  if testing.kube and path:find("^/luna/") then
+    error(("%s %s: a dev server endpoint (fault injection, the dev server's own state); a real " ..
+      "API server has none: mark the test testing.dev_only(reason) to skip it under --kube"):format(method, path), 3)
+  end
+  if ns then
+    path = path:gsub("/namespaces/default$", "/namespaces/" .. ns)
+               :gsub("/namespaces/default([/?])", "/namespaces/" .. ns .. "%1")
+    if type(body) == "string" and (content_type or "application/json"):find("json") then
+      local v = json.decode(body)
+      if type(v) == "table" then body = v end
+    end
+    if type(body) == "table" and type(body.metadata) == "table" and body.metadata.namespace == "default" then
+      local copy, md = {}, {}
+      for k, v in pairs(body) do copy[k] = v end
+      for k, v in pairs(body.metadata) do md[k] = v end
+      md.namespace = ns
+      copy.metadata, body = md, copy
+    end
+  end
   if body ~= nil and type(body) ~= "string" then body = assert(json.encode(body)) end
   local cmd = assert(json.encode { method = method, path = path, body = body,
     content_type = body ~= nil and (content_type or "application/json") or nil })
   local ans = self:command("request " .. cmd)
   local obj = nil
   if type(ans.body) == "string" and ans.body ~= "" then obj = json.decode(ans.body) end
+  if testing.kube and not raw then testing._kube_track(method, path, ans.status, obj) end
   return ans.status, obj
+end
+
+-- Under --kube: a copy of v with the test's namespace shown as "default"
+-- in every string (the name is unique to the test, so only it matches).
+function Env:_unalias(v)
+  local ns = testing.kube and testing._ns
+  if not ns then return v end
+  local pat = ns:gsub("%p", "%%%0")
+  local function walk(x)
+    if type(x) == "string" then return (x:gsub(pat, "default")) end
+    if type(x) ~= "table" or x == json.null then return x end
+    local out = {}
+    for k, val in pairs(x) do out[k] = walk(val) end
+    return setmetatable(out, getmetatable(x))
+  end
+  return walk(v)
 end
 
 local function check(status, obj, what, ...)
@@ -517,8 +614,8 @@ function Env:list(kind, opts)
     end
     p = p .. "?labelSelector=" .. sel:gsub("[^%w%-%._~]", function(c) return ("%%%02X"):format(c:byte()) end)
   end
-  local status, obj = self:request("GET", p)
-  return check(status, obj, "list " .. kind, 200).items
+  local status, obj = self:_exchange("GET", p)
+  return self:_unalias(testing._own_items(check(status, obj, "list " .. kind, 200).items, opts.namespace))
 end
 
 function Env:create(obj)
@@ -562,11 +659,26 @@ end
 -- the objects as stored (tables), or nothing (text).
 function Env:seed(objs)
   if type(objs) == "string" then
-    self:command("seed " .. assert(json.encode(objs)))
+    if not testing.kube then
+      self:command("seed " .. assert(json.encode(objs)))
+      return
+    end
+    -- no dev server to load them: the runtime parses, the kit creates
+    local docs = self:command("documents " .. assert(json.encode(objs))).documents
+    local flat = {}
+    for _, d in ipairs(docs) do
+      if type(d) == "table" and d.kind and tostring(d.kind):find("List$") then
+        for _, item in ipairs(d.items or {}) do flat[#flat + 1] = item end
+      elseif type(d) == "table" then
+        flat[#flat + 1] = d
+      end
+    end
+    self:seed(flat)
     return
   end
   if objs.kind and objs.kind:find("List$") then objs = objs.items or {} end
   if objs.apiVersion then objs = { objs } end
+  if testing.kube then objs = testing._kube_order(self, objs) end
   local out = {}
   for i, obj in ipairs(objs) do
     local have = obj.metadata and obj.metadata.name and
@@ -580,6 +692,9 @@ function Env:seed(objs)
       out[i] = self:update(copy)
     else
       out[i] = self:create(obj)
+    end
+    if testing.kube and kind_of(obj) == "apiextensions.k8s.io/v1/CustomResourceDefinition" then
+      testing._kube_established(self, obj.metadata.name)
     end
   end
   return out
@@ -595,8 +710,8 @@ end
 -- Events (events.k8s.io/v1) in namespace (all namespaces if nil).
 function Env:events(namespace)
   local p = "/apis/events.k8s.io/v1" .. (namespace and ("/namespaces/" .. namespace) or "") .. "/events"
-  local status, obj = self:request("GET", p)
-  return check(status, obj, "list events", 200).items
+  local status, obj = self:_exchange("GET", p)
+  return self:_unalias(testing._own_items(check(status, obj, "list events", 200).items, namespace))
 end
 
 -- Stops the runtime (closing its control channel is its SIGTERM); returns
@@ -643,6 +758,310 @@ function testing._stop_all()
   end
   testing._running = {}
   return bad
+end
+
+-- ---- a real control plane (`luna test --kube`) -------------------------
+
+-- Set by testing_cli for --kube: testing.kube = true, testing.quiet (the
+-- idle quiet spell, seconds), and one session, testing._kube:
+--   { admin = Env (a runtime of its own that only carries the kit's own
+--     requests: namespaces, seeds, cleanup), run = id of this run,
+--     crds = { {path, name} } (created by this run, deleted at its end),
+--     gone = { {path, what} } (deleted, to wait for at the end) }
+-- and, for the test running now, testing._ns (its namespace), testing._owned
+-- ({path, name, kind} the kit created outside it, deleted after the test)
+-- and testing._seen_ns (the namespaces its lists and events show).
+testing.kube = false
+testing.quiet = 0.5
+
+-- Ends the running test as skipped on a real server, with the reason.
+function testing.dev_only(reason)
+  if testing.kube then
+    error({ luna_skip = "dev server only: " .. tostring(reason) }, 0)
+  end
+end
+
+local ADMIN = [[
+-- The kit's own client runtime (luna test --kube): a controller that
+-- watches nothing, so the runtime carries the kit's requests only.
+local luna = require "luna"
+return luna.controller { name = "luna-test-admin",
+  watch = { "v1/Namespace", labels = { ["luna.dev/test-admin"] = "none" } },
+  reconcile = function() end }
+]]
+
+local function strip_query(p) return (p:gsub("%?.*$", "")) end
+
+-- Every write of the kit's under --kube: what it created outside the
+-- test's namespace is noted for cleanup; namespaces touched are the test's.
+function testing._kube_track(method, path, status, obj)
+  local ns = path:match("/namespaces/([^/?]+)/")
+  if ns and testing._seen_ns then testing._seen_ns[ns] = true end
+  if status ~= 201 or type(obj) ~= "table" or type(obj.metadata) ~= "table" or not obj.metadata.name then
+    return
+  end
+  if method ~= "POST" and method ~= "PATCH" then return end
+  local base = strip_query(path)
+  local objpath = method == "POST" and (base .. "/" .. obj.metadata.name) or base
+  local kind = tostring(obj.apiVersion) .. "/" .. tostring(obj.kind)
+  local sess = testing._kube
+  if kind == "apiextensions.k8s.io/v1/CustomResourceDefinition" then
+    for _, c in ipairs(sess.crds) do if c.path == objpath then return end end
+    sess.crds[#sess.crds + 1] = { path = objpath, name = obj.metadata.name }
+  elseif obj.metadata.namespace ~= testing._ns and testing._owned then
+    testing._owned[#testing._owned + 1] = { path = objpath, kind = kind, name = obj.metadata.name }
+    if kind == "v1/Namespace" and testing._seen_ns then testing._seen_ns[obj.metadata.name] = true end
+  end
+end
+
+-- The items of a list across namespaces that belong to the running test.
+function testing._own_items(items, namespace)
+  if not testing.kube or namespace or not testing._ns then return items end
+  local out = {}
+  for _, it in ipairs(items or {}) do
+    local ns = type(it.metadata) == "table" and it.metadata.namespace
+    if not ns or ns == testing._ns or (testing._seen_ns and testing._seen_ns[ns]) then out[#out + 1] = it end
+  end
+  return out
+end
+
+-- CRDs first (their kinds must be served before their objects come),
+-- then Namespaces, then the rest, each in the order given.
+function testing._kube_order(_, objs)
+  local function rank(o)
+    if o.kind == "CustomResourceDefinition" then return 0 end
+    if o.kind == "Namespace" then return 1 end
+    return 2
+  end
+  local idx = {}
+  for i, o in ipairs(objs) do idx[o] = i end
+  local sorted = {}
+  for i, o in ipairs(objs) do sorted[i] = o end
+  table.sort(sorted, function(a, b)
+    local ra, rb = rank(a), rank(b)
+    if ra ~= rb then return ra < rb end
+    return idx[a] < idx[b]
+  end)
+  return sorted
+end
+
+-- Waits until a CRD is Established and its kind is in discovery.
+function testing._kube_established(env, name)
+  local deadline = now() + 60
+  while true do
+    local crd = env:get("apiextensions.k8s.io/v1/CustomResourceDefinition", name)
+    local conds = type(crd) == "table" and type(crd.status) == "table" and crd.status.conditions
+    for _, c in ipairs(type(conds) == "table" and conds or {}) do
+      if c.type == "Established" and c.status == "True" then
+        local v = type(crd.spec.versions) == "table" and crd.spec.versions[1]
+        local st = v and env:request("GET", "/apis/" .. crd.spec.group .. "/" .. v.name)
+        if not v or st == 200 then
+          env.resources = {} -- the kind is served now
+          return
+        end
+      end
+    end
+    if now() > deadline then error("CRD " .. name .. " not established within 60 s", 0) end
+    pause(0.1)
+  end
+end
+
+-- Deletes (background propagation) and notes it for waiting; false if it
+-- was already gone.
+local function kube_delete(admin, path)
+  local st, obj = admin:_exchange("DELETE", path .. "?propagationPolicy=Background", nil, nil, true)
+  if st == 404 then return false end
+  if st ~= 200 and st ~= 202 then
+    error(("delete %s: HTTP %d %s"):format(path, st, type(obj) == "table" and tostring(obj.message) or ""), 0)
+  end
+  return true
+end
+
+-- Starts the session: the kit's client runtime against KUBECONFIG's
+-- cluster.  Returns true, or nil and a message for the user.
+function testing._kube_open()
+  testing.kube = true
+  testing.quiet = tonumber(os.getenv("LUNA_TEST_QUIET") or "") or 0.5
+  local dir = tmpdir()
+  write_file(dir .. "/luna-test-admin.lua", ADMIN)
+  local work = tmpdir()
+  local log = work .. "/luna.log"
+  local argv = { testing._exe, "run", "--test-control", "--metrics-bind-address=0",
+                 "--health-probe-bind-address=0", "--log-level", "info", dir }
+  local pid, inp, out = spawn(argv, log)
+  local admin = setmetatable({ pid = pid, inp = inp, out = out, buf = "", logfile = log, work = work,
+    resources = {}, links = { dir .. "/luna-test-admin.lua", dir }, timeout = 60 }, Env)
+  local tag = ("%x%x"):format(os.time() % 0x100000, math.floor((now() % 1) * 0xfffff))
+  testing._kube = { admin = admin, run = tag, crds = {}, gone = {}, count = 0 }
+  local ok, st, obj = pcall(admin._exchange, admin, "GET", "/version", nil, nil, true)
+  if not ok or st ~= 200 then
+    local why = not ok and tostring(st):gsub("\n%-%-%- luna log.*", ""):gsub("^[^\n:]*:%d+: ", "")
+      :gsub("^request %b{}: ", "") or
+      ("HTTP %s %s"):format(tostring(st), type(obj) == "table" and tostring(obj.message) or "")
+    local lines = {}
+    for l in admin:log():gmatch("[^\n]+") do
+      if l:find("ERROR") or l:find("WARN") then lines[#lines + 1] = "  " .. l end
+    end
+    pcall(testing._kube_close)
+    return nil, ("cannot reach the cluster in KUBECONFIG=%s: %s\n%s\nCheck KUBECONFIG, or unset it to " ..
+      "use the control plane `make kube` builds."):format(os.getenv("KUBECONFIG") or "",
+      why, table.concat(lines, "\n", math.max(1, #lines - 4)))
+  end
+  testing._kube.version = obj and obj.gitVersion
+  -- a cluster that makes each namespace a default ServiceAccount (kube-
+  -- controller-manager's): tests wait for it, as Pods need it
+  testing._kube.service_accounts =
+    admin:_exchange("GET", "/api/v1/namespaces/default/serviceaccounts/default", nil, nil, true) == 200
+  return true
+end
+
+-- Before a test: its namespace, created and ready (its default
+-- ServiceAccount exists, as Pods need).
+function testing._kube_begin()
+  local sess = testing._kube
+  sess.count = sess.count + 1
+  local ns = ("luna-test-%s-%d"):format(sess.run, sess.count)
+  local admin = sess.admin
+  local st, obj = admin:_exchange("POST", "/api/v1/namespaces", assert(json.encode {
+    apiVersion = "v1", kind = "Namespace",
+    metadata = { name = ns, labels = { ["luna.dev/test-run"] = sess.run } } }), nil, true)
+  if st ~= 201 then
+    error(("creating the test namespace %s: HTTP %s %s"):format(ns, tostring(st),
+      type(obj) == "table" and tostring(obj.message) or ""), 0)
+  end
+  testing._ns, testing._owned, testing._seen_ns = ns, {}, {}
+  local deadline = now() + 10
+  while sess.service_accounts and now() < deadline and
+        admin:_exchange("GET", "/api/v1/namespaces/" .. ns .. "/serviceaccounts/default", nil, nil, true) ~= 200 do
+    pause(0.1)
+  end
+  return ns
+end
+
+-- The finalizers left on objects in namespace ns, removed: the
+-- controllers that would remove them were stopped with the test, and
+-- nothing else will (the namespace would stay Terminating for ever).
+local function strip_finalizers(admin, ns)
+  local groups = { "/api/v1" }
+  local st, apis = admin:_exchange("GET", "/apis", nil, nil, true)
+  if st == 200 then
+    for _, g in ipairs(apis.groups or {}) do
+      if g.preferredVersion then groups[#groups + 1] = "/apis/" .. g.preferredVersion.groupVersion end
+    end
+  end
+  for _, base in ipairs(groups) do
+    local gst, list = admin:_exchange("GET", base, nil, nil, true)
+    for _, r in ipairs(gst == 200 and list.resources or {}) do
+      local verbs = table.concat(r.verbs or {}, ",")
+      if r.namespaced and not r.name:find("/") and verbs:find("list") and verbs:find("patch") then
+        local path = base .. "/namespaces/" .. ns .. "/" .. r.name
+        local lst, items = admin:_exchange("GET", path, nil, nil, true)
+        for _, it in ipairs(lst == 200 and items.items or {}) do
+          if type(it.metadata.finalizers) == "table" and #it.metadata.finalizers > 0 then
+            admin:_exchange("PATCH", path .. "/" .. it.metadata.name,
+              '{"metadata":{"finalizers":null}}', "application/merge-patch+json", true)
+          end
+        end
+      end
+    end
+  end
+end
+
+-- Waits until every path is gone (404); a Namespace still there after
+-- `strip_after` seconds has the finalizers of its objects removed once.
+-- Returns the paths still there.
+local function kube_wait_gone(admin, paths, secs, strip_after)
+  local started = now()
+  local deadline, stripped = started + secs, {}
+  local left = paths
+  while #left > 0 do
+    local still = {}
+    for _, p in ipairs(left) do
+      if admin:_exchange("GET", p, nil, nil, true) ~= 404 then
+        still[#still + 1] = p
+        local ns = p:match("^/api/v1/namespaces/([^/]+)$")
+        if ns and not stripped[p] and now() - started >= (strip_after or 10) then
+          stripped[p] = true
+          strip_finalizers(admin, ns)
+        end
+      end
+    end
+    left = still
+    if #left == 0 or now() > deadline then break end
+    pause(0.25)
+  end
+  return left
+end
+
+-- After a test, while its runtimes still run (so its controllers finish
+-- their finalizers): deletes its namespace and what the kit created
+-- outside it.  Returns nil, or what went wrong.
+function testing._kube_delete()
+  local sess = testing._kube
+  local ns, owned = testing._ns, testing._owned or {}
+  if not ns or testing._deleted then return nil end
+  testing._deleted = {}
+  local bad = {}
+  for i = #owned, 1, -1 do
+    local ok, err = pcall(kube_delete, sess.admin, owned[i].path)
+    if not ok then bad[#bad + 1] = tostring(err) elseif err then testing._deleted[#testing._deleted + 1] = owned[i].path end
+  end
+  local ok, err = pcall(kube_delete, sess.admin, "/api/v1/namespaces/" .. ns)
+  if not ok then bad[#bad + 1] = tostring(err) end
+  sess.gone[#sess.gone + 1] = "/api/v1/namespaces/" .. ns
+  if #bad > 0 then return "cleanup: " .. table.concat(bad, "; ") end
+  return nil
+end
+
+-- After a test (its runtimes stopped): waits until its namespace and
+-- what it created outside it are gone, so nothing of it is left for the
+-- next test's controllers to see (they watch the whole cluster) and the
+-- next test can make the same names.  Returns nil, or what went wrong.
+function testing._kube_end()
+  local bad = testing._kube_delete()
+  local wait = testing._deleted or {}
+  if testing._ns then
+    local p = "/api/v1/namespaces/" .. testing._ns
+    wait[#wait + 1] = p
+    local gone = testing._kube.gone
+    if gone[#gone] == p then gone[#gone] = nil end
+  end
+  testing._ns, testing._owned, testing._seen_ns, testing._deleted = nil, nil, nil, nil
+  -- the test's controllers are stopped: finalizers still there after a
+  -- short while are nobody's
+  local left = kube_wait_gone(testing._kube.admin, wait, 120, 2)
+  if #left > 0 then
+    bad = (bad and bad .. "; " or "cleanup: ") .. table.concat(left, ", ") .. " still there 120 s after it was deleted"
+  end
+  return bad
+end
+
+-- At the end of the run: deletes the CRDs it created, waits until they
+-- and every test namespace are gone, stops the kit's runtime.  Returns
+-- nil, or what is left behind.
+function testing._kube_close()
+  local sess = testing._kube
+  if not sess then return nil end
+  local bad = {}
+  local admin = sess.admin
+  if not admin.stopped and not admin.died then
+    for _, c in ipairs(sess.crds) do
+      local ok, err = pcall(kube_delete, admin, c.path)
+      if not ok then bad[#bad + 1] = tostring(err) else sess.gone[#sess.gone + 1] = c.path end
+    end
+    local ok, left = pcall(kube_wait_gone, admin, sess.gone, 180, 20)
+    if not ok then bad[#bad + 1] = tostring(left)
+    else
+      for _, p in ipairs(left) do bad[#bad + 1] = p .. " still there 180 s after it was deleted" end
+    end
+  end
+  admin:stop()
+  os.remove(admin.logfile)
+  os.remove(admin.work)
+  for _, l in ipairs(admin.links) do os.remove(l) end
+  testing._kube = nil
+  if #bad > 0 then return "cleanup: " .. table.concat(bad, "; ") end
+  return nil
 end
 
 testing.read_file, testing.write_file = read_file, write_file

@@ -2,9 +2,12 @@
 -- state with the full luna.core preloaded).  docs/authoring.md is the
 -- user's guide.
 --
--- luna test [--filter TEXT] [--verbose] [DIR|FILE]...
+-- luna test [--kube] [--filter TEXT] [--verbose] [DIR|FILE]...
 --   runs every DIR/*_test.lua (default: the current directory) and each
---   FILE.  A spec file is either busted-style (describe/it/before_each/
+--   FILE.  --kube: against the cluster of KUBECONFIG, else the control
+--   plane `make kube` built (started for the run by spec/kube/cluster.sh),
+--   each test in a namespace of its own (lua/luna/testing.lua; docs/
+--   testing.md "Against a real control plane").  A spec file is either busted-style (describe/it/before_each/
 --   after_each/pending, assert.*) or a table of fixture cases it returns
 --   (run_fixture below).  Every test runs in order; the runtimes a test
 --   started are stopped after it.  Prints one line a test, the failures
@@ -131,6 +134,7 @@ local function fixture_tests(spec, file)
   for i, case in ipairs(spec.cases) do
     local name = tostring(case.name or ("case " .. i))
     tests[#tests + 1] = { name = name, befores = {}, afters = {}, fn = function()
+      if case.dev_only then testing.dev_only(case.dev_only) end
       local opts = {}
       for k, v in pairs(spec) do if k ~= "cases" then opts[k] = v end end
       opts.objects = case.objects
@@ -139,7 +143,20 @@ local function fixture_tests(spec, file)
       if case.act then case.act(env); env:wait_idle() end
       if case.advance then env:advance(case.advance) end
       env:calls()
-      check_case(env, case.expect or {})
+      if not testing.kube then
+        check_case(env, case.expect or {})
+        return
+      end
+      -- a real server's own controllers (garbage collector, Deployments)
+      -- run on real time, after luna is idle: expectations are waited for
+      local deadline = testing.now() + 90
+      while true do
+        local ok, err = pcall(check_case, env, case.expect or {})
+        if ok then return end
+        if testing.now() > deadline then error(err, 0) end
+        env:wait_idle()
+        env:calls()
+      end
     end }
   end
   return tests
@@ -148,9 +165,15 @@ end
 -- ---- running -------------------------------------------------------------
 
 local function run_test(t, verbose)
-  local function tb(e) return debug.traceback(tostring(e), 2) end
+  local function tb(e)
+    if type(e) == "table" and e.luna_skip then return e end
+    return debug.traceback(tostring(e), 2)
+  end
   local ok, err = true, nil
-  for _, f in ipairs(t.befores) do
+  if testing.kube then
+    ok, err = xpcall(testing._kube_begin, tb)
+  end
+  for _, f in ipairs(ok and t.befores or {}) do
     ok, err = xpcall(f, tb)
     if not ok then break end
   end
@@ -161,13 +184,32 @@ local function run_test(t, verbose)
   end
   if verbose then
     for _, env in ipairs(testing._running) do out("--- luna log ---\n", env:log(), "\n") end
-  elseif not ok and not tostring(err):find("--- luna log", 1, true) then
+  elseif not ok and not (type(err) == "table" and err.luna_skip) and
+         not tostring(err):find("--- luna log", 1, true) then
     for _, env in ipairs(testing._running) do
       err = tostring(err) .. "\n--- luna log (last lines) ---\n" .. env:log(40)
     end
   end
+  if testing.kube then
+    -- while the runtimes run, so its controllers let go of their
+    -- finalizers (kcm's namespace deletion waits for them)
+    local dbad = testing._kube_delete()
+    for _, env in ipairs(testing._running) do
+      if not env.stopped and not env.died then pcall(env.wait_idle, env, 10) end
+    end
+    if dbad and ok then ok, err = false, dbad end
+  end
   local bad = testing._stop_all()
   if ok and bad then ok, err = false, bad end
+  if testing.kube then
+    -- also after a failure: the test's namespace and what it made go
+    local cok, cbad = pcall(testing._kube_end)
+    if not cok then cbad = tostring(cbad) end
+    if cbad then
+      if ok or (type(err) == "table" and err.luna_skip) then ok, err = false, cbad
+      else err = tostring(err) .. "\n" .. cbad end
+    end
+  end
   return ok, err
 end
 
@@ -189,15 +231,16 @@ local function is_dir(path)
 end
 
 local function usage(to)
-  to:write("usage: luna test [--filter TEXT] [--verbose] [DIR|FILE]...\n" ..
+  to:write("usage: luna test [--kube] [--filter TEXT] [--verbose] [DIR|FILE]...\n" ..
     "  runs DIR/*_test.lua (default: .) and each FILE against the real runtime and an\n" ..
-    "  embedded dev server (docs/authoring.md)\n" ..
+    "  embedded dev server (docs/authoring.md); --kube: against a real control plane,\n" ..
+    "  KUBECONFIG's or the one `make kube` built, a namespace a test (docs/testing.md)\n" ..
     "       luna stubs DIR\n" ..
     "  writes LuaLS definitions of the script API and the testing kit into DIR\n")
 end
 
 local function cmd_test(args)
-  local paths, filter, verbose = {}, nil, false
+  local paths, filter, verbose, kube = {}, nil, false, false
   local i = 1
   while i <= #args do
     local a = args[i]
@@ -209,6 +252,8 @@ local function cmd_test(args)
       filter = a:match("^%-%-filter=(.*)")
     elseif a == "--verbose" or a == "-v" then
       verbose = true
+    elseif a == "--kube" then
+      kube = true
     elseif a == "--help" or a == "-h" then
       usage(io.stdout)
       return 0
@@ -222,12 +267,70 @@ local function cmd_test(args)
     i = i + 1
   end
   if #paths == 0 then paths = { "." } end
-  return cli.run_paths(paths, filter, verbose)
+  if kube and (os.getenv("KUBECONFIG") or "") == "" then return cli.with_local_cluster(args) end
+  return cli.run_paths(paths, filter, verbose, kube)
+end
+
+local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() return true end
+  return false
+end
+
+-- spec/kube/cluster.sh of luna's source tree: beside the executable
+-- (build/luna, build/test/luna) or above the current directory.
+local function find_cluster_sh()
+  local starts = { (testing._exe or ""):match("^(.*)/[^/]*$") or ".", "." }
+  for _, start in ipairs(starts) do
+    local dir = start
+    for _ = 1, 4 do
+      if exists(dir .. "/spec/kube/cluster.sh") and exists(dir .. "/spec/kube/build.sh") then
+        return dir .. "/spec/kube"
+      end
+      dir = dir .. "/.."
+    end
+  end
+  return nil
+end
+
+-- No KUBECONFIG: the control plane `make kube` built, started for this
+-- run by cluster.sh (which stops it after, Ctrl-C included) with this same
+-- command inside; or a clear error saying how to get a cluster.
+function cli.with_local_cluster(args)
+  local kube_dir = find_cluster_sh()
+  local bins
+  if kube_dir then
+    local p = io.popen(sh_quote(kube_dir .. "/build.sh") .. " --print-dir 2>/dev/null")
+    bins = p:read("*l")
+    p:close()
+  end
+  if not (bins and bins ~= "" and exists(bins .. "/complete")) then
+    io.stderr:write("luna test --kube: no cluster to run against: KUBECONFIG is not set",
+      kube_dir and (", and the control plane `make kube` builds is not built" ..
+        (bins and bins ~= "" and (" (no " .. bins .. "/complete)") or "")) or
+        ", and there is no control plane of luna's source tree (spec/kube/cluster.sh) beside " ..
+        tostring(testing._exe),
+      ".\nSet KUBECONFIG to a cluster's kubeconfig, or run `make kube` in luna's source tree " ..
+      "(it builds kube-apiserver, etcd and kube-controller-manager; luna test --kube then starts them).\n")
+    return 2
+  end
+  local cmd = { sh_quote(kube_dir .. "/cluster.sh"), "run", "--", sh_quote(testing._exe), "test", "--kube" }
+  for _, a in ipairs(args) do
+    if a ~= "--kube" then cmd[#cmd + 1] = sh_quote(a) end
+  end
+  out("luna test --kube: no KUBECONFIG: starting the control plane `make kube` built (", bins, ")\n")
+  local r1, _, r3 = os.execute(table.concat(cmd, " "))
+  local code = type(r1) == "number" and r1 or r3
+  if type(code) ~= "number" then return r1 and 0 or 1 end
+  if code >= 256 then code = math.floor(code / 256) end
+  return code
 end
 
 -- Runs the specs of paths (directories and files) as `luna test` does;
 -- returns its exit status.
-function cli.run_paths(paths, filter, verbose)
+function cli.run_paths(paths, filter, verbose, kube)
   local files = {}
   for _, p in ipairs(paths) do
     if is_dir(p) then
@@ -242,6 +345,15 @@ function cli.run_paths(paths, filter, verbose)
   if #files == 0 then
     io.stderr:write("luna test: no *_test.lua files in ", table.concat(paths, ", "), "\n")
     return 2
+  end
+  if kube then
+    local ok, why = testing._kube_open()
+    if not ok then
+      io.stderr:write("luna test --kube: ", why, "\n")
+      return 2
+    end
+    out("luna test --kube: ", os.getenv("KUBECONFIG") or "", " (", tostring(testing._kube.version),
+        "); a namespace luna-test-", testing._kube.run, "-N a test\n")
   end
   local passed, failed, pending, failures = 0, 0, 0, {}
   for _, file in ipairs(files) do
@@ -281,6 +393,9 @@ function cli.run_paths(paths, filter, verbose)
           if ok then
             passed = passed + 1
             out(("  ok    %s (%.1f s)\n"):format(t.name, secs))
+          elseif type(err) == "table" and err.luna_skip then
+            pending = pending + 1
+            out(("  skip  %s (%s)\n"):format(t.name, err.luna_skip))
           else
             failed = failed + 1
             out(("  FAIL  %s (%.1f s)\n"):format(t.name, secs))
@@ -288,6 +403,13 @@ function cli.run_paths(paths, filter, verbose)
           end
         end
       end
+    end
+  end
+  if kube then
+    local bad = testing._kube_close()
+    if bad then
+      failed = failed + 1
+      failures[#failures + 1] = "after the run: " .. bad
     end
   end
   if #failures > 0 then

@@ -30,14 +30,18 @@ function S.server_each_test(opts, set)
   end)
 end
 
--- The server's ConfigMaps in the spec namespace: key -> resourceVersion.
-function S.server_state(srv, labels)
+-- The server's ConfigMaps (or the objects of the collection at `path`) in
+-- the spec namespace: key -> resourceVersion; each item also goes to
+-- on_item(item) when given.
+function S.server_state(srv, labels, path, on_item)
   local q = labels and ("?labelSelector=" .. labels) or ""
-  local code, list = srv:request("GET", srv:ns_path("configmaps") .. q)
-  assert(code == 200, "list configmaps: " .. tostring(code))
+  path = path or srv:ns_path("configmaps")
+  local code, list = srv:request("GET", path .. q)
+  assert(code == 200, "list " .. path .. ": " .. tostring(code))
   local out = {}
   for _, item in ipairs(list.items) do
     out[item.metadata.namespace .. "/" .. item.metadata.name] = item.metadata.resourceVersion
+    if on_item then on_item(item) end
   end
   return out
 end

@@ -69,7 +69,7 @@ describe("apiserver seeding and dumps", function()
     helpers.write_file(dir .. "/unknown.yaml", "apiVersion: v9\nkind: Gizmo\nmetadata:\n  name: g\n")
     out, rc = helpers.run(helpers.luna .. " dev-server --listen 127.0.0.1:0 --seed " .. dir .. "/unknown.yaml")
     assert.equal(1, rc)
-    assert.matches("no resource for v9 Gizmo", out)
+    assert.matches('seed failed seed=[^ ]*unknown%.yaml error="document 1: no resource for v9 Gizmo"', out)
   end)
 
   it("rejects bad command lines with exit 2", function()

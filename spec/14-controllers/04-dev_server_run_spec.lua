@@ -41,6 +41,29 @@ describe("luna run --dev-server", function()
     p:stop()
   end)
 
+  it("names a seed it cannot load and what is wrong with it, and exits 1", function()
+    local dir = helpers.tmpdir()
+    helpers.write_file(dir .. "/demo.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n---\n" ..
+      "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n")
+    -- a YAML bomb: nine levels of nine aliases
+    local bomb = { "a0: &a0 [x, x, x, x, x, x, x, x, x]" }
+    for i = 1, 9 do
+      local refs = {}
+      for _ = 1, 9 do refs[#refs + 1] = "*a" .. (i - 1) end
+      bomb[#bomb + 1] = ("a%d: &a%d [%s]"):format(i, i, table.concat(refs, ", "))
+    end
+    helpers.write_file(dir .. "/bomb.yaml", table.concat(bomb, "\n") .. "\n")
+    for file, why in pairs({ ["demo.yaml"] = "document 2: no resource for example%.com/v1 Widget",
+                             ["bomb.yaml"] = "excessive aliasing",
+                             ["missing.yaml"] = "cannot open: No such file or directory" }) do
+      local out, rc = helpers.run(helpers.luna .. " run --dev-server --metrics-bind-address=0 " ..
+        "--health-probe-bind-address=0 --seed " .. dir .. "/" .. file .. " controllers")
+      assert.equal(1, rc, out)
+      assert.matches('seed failed seed=[^ ]*' .. file:gsub("%.", "%%.") .. ' error="[^"]*' .. why, out)
+      assert.not_matches("kubeconfig", out)
+    end
+  end)
+
   it("rejects --seed without --dev-server", function()
     local out, rc = helpers.run(helpers.luna .. " run --seed x.yaml controllers")
     assert.equal(2, rc)

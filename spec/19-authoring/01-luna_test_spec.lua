@@ -279,10 +279,12 @@ describe("luna run and the specs next to controllers", function()
     assert.equal(0, p:wait(20))
   end)
 
-  it("takes --test-control only with --dev-server, --fake-clock only with --test-control", function()
-    local out, rc = helpers.run(helpers.luna .. " run --test-control controllers")
-    assert.equal(2, rc)
-    assert.matches("%-%-test%-control needs %-%-dev%-server", out)
+  it("takes --fake-clock only with --test-control; --test-control without --dev-server uses the kubeconfig", function()
+    -- `luna test --kube` runs the runtime against the kubeconfig's cluster
+    local out, rc = helpers.run("KUBECONFIG=/nonexistent/kubeconfig " .. helpers.luna ..
+      " run --test-control controllers </dev/null")
+    assert.equal(1, rc, out)
+    assert.matches("kubeconfig failed error=\"KUBECONFIG=/nonexistent/kubeconfig", out)
     out, rc = helpers.run(helpers.luna .. " run --dev-server --fake-clock controllers")
     assert.equal(2, rc)
     assert.matches("%-%-fake%-clock needs %-%-test%-control", out)

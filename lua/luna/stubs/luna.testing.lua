@@ -6,7 +6,8 @@ local testing = {}
 
 ---A runtime under test: the controllers on the real runtime and an embedded dev server.
 ---@class luna.TestEnv
----@field url string the dev server's URL
+---@field url string the dev server's URL ("" under `luna test --kube`)
+---@field namespace string where the test's "default" is: "default", or its own namespace under `luna test --kube`
 local Env = {}
 
 ---@param obj luna.Object
@@ -106,6 +107,14 @@ function Env:stop() end
 ---@param opts? {controllers?: string[], dir?: string, seed?: string[], objects?: luna.Object[], fake_clock?: boolean, args?: string[], timeout?: number, start_timeout?: number, log_level?: string}
 ---@return luna.TestEnv
 function testing.start(opts) end
+
+---True under `luna test --kube` (a real control plane; docs/testing.md).
+---@type boolean
+testing.kube = false
+
+---Under `luna test --kube`, ends the running test as skipped with the reason; nothing on the dev server.
+---@param reason string
+function testing.dev_only(reason) end
 
 ---Every field of want is in have (the first difference as second value).
 ---@param have any
