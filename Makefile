@@ -54,7 +54,7 @@ DEVSERVER_SRC := $(wildcard host/devserver/*.c)
 FIXTURES  := $(patsubst spec/fixtures/%.c,%,$(wildcard spec/fixtures/*.c))
 BENCHES   := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
 
-.PHONY: all deps deps-build deploy-sync test kube test-kube pbschema resources run bench bench-peers clean install \
+.PHONY: all deps deps-build deploy-sync test kube test-kube pbschema resources apischema run bench bench-peers clean install \
         install-runtime image test-container fuzz fuzz-smoke fuzz-build
 all: build/luna build/lua/luna/core.so
 
@@ -162,6 +162,14 @@ resources: kube
 	  $${GO:-$$(command -v go || echo /usr/local/go/bin/go)} run ./resources \
 	  > ../../../host/devserver/devserver_resources.c.tmp'
 	mv host/devserver/devserver_resources.c.tmp host/devserver/devserver_resources.c
+
+# The dev server's validation tables (host/devserver/devserver_schema.h):
+# every built-in kind's field types, required fields, enums and defaults,
+# from the pinned release's Go types and generated OpenAPI definitions.
+apischema:
+	cd spec/kube/kubernetes && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+	  $${GO:-$$(command -v go || echo /usr/local/go/bin/go)} run ./apischema > ../../../host/devserver/devserver_apischema.c.tmp
+	mv host/devserver/devserver_apischema.c.tmp host/devserver/devserver_apischema.c
 
 # Every API-facing spec folder against that control plane (etcd, then
 # kube-apiserver with TLS, a token and RBAC, then kube-controller-manager,

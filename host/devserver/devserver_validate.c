@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "devserver/devserver_doc.h"
+#include "devserver/devserver_schema.h"
 #include "devserver/devserver_state.h"
 #include "devserver/devserver_store.h"
 
@@ -540,8 +541,8 @@ static void configmap_keys(json_t *causes, const json_t *doc)
             configmap_key(causes, "binaryData", k);
 }
 
-int luna_ds_validate_fields(const luna_ds_type *t, const json_t *doc, const char *name,
-                            luna_ds_status *st)
+int luna_ds_validate_fields(const luna_ds_type *t, json_t *doc, const json_t *old,
+                            const char *name, luna_ds_status *st)
 {
     bool configmap = !*t->group && strcmp(t->resource, "configmaps") == 0;
     if (configmap && configmap_types(t, doc, st) < 0)
@@ -557,6 +558,10 @@ int luna_ds_validate_fields(const luna_ds_type *t, const json_t *doc, const char
         annotations(causes, a);
     if (configmap)
         configmap_keys(causes, doc);
+    if (luna_ds_schema_validate(t, doc, old, causes) < 0) {
+        json_decref(causes);
+        return luna_ds_status_oom(st);
+    }
     if (json_array_size(causes) == 0) {
         json_decref(causes);
         return 0;

@@ -43,9 +43,12 @@ int luna_ds_validate_namespace_usable(luna_ds *ds, luna_ds_type *t, const char *
  * binaryData keys; every violation found is a cause of one 422 Invalid, as
  * kube aggregates them.  A ConfigMap whose data values are not strings or
  * whose binaryData values are not base64 is refused first with the 400 its
- * decoding gives.  name: the object's, for the message. */
-int luna_ds_validate_fields(const luna_ds_type *t, const json_t *doc, const char *name,
-                            luna_ds_status *st);
+ * decoding gives.  Then the schema's defaults and checks
+ * (devserver_schema.h: required fields, enums, and, when old is the
+ * stored object an update replaces, immutable fields); doc gets the
+ * defaults.  name: the object's, for the message. */
+int luna_ds_validate_fields(const luna_ds_type *t, json_t *doc, const json_t *old,
+                            const char *name, luna_ds_status *st);
 /* metadata.name for type t (422 Invalid with kube's message). */
 int luna_ds_validate_name(const luna_ds_type *t, const char *name, luna_ds_status *st);
 

@@ -12,6 +12,7 @@
 #include "devserver/devserver_gc.h"
 #include "devserver/devserver_list.h"
 #include "devserver/devserver_patch.h"
+#include "devserver/devserver_schema.h"
 #include "devserver/devserver_store.h"
 #include "devserver/devserver_validate.h"
 #include "devserver/devserver_write.h"
@@ -74,6 +75,7 @@ void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
     char wrong[256];
     if (!doc || custom_kind(req, t, doc, wrong, sizeof wrong, &st) < 0 ||
         luna_ds_validate_object(t, doc, ns, NULL, &st) < 0 ||
+        luna_ds_schema_decode(t, doc, 0, &st) < 0 ||
         luna_ds_fields_check(t, doc, dv, false, &resp->warnings, &st) < 0 ||
         luna_ds_write_create_rv(ds, doc, &st) < 0 ||
         (*wrong && custom_kind_invalid(t, luna_ds_doc_str(luna_ds_doc_meta(doc), "name"),
@@ -178,6 +180,7 @@ static int update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, cons
     char wrong[256];
     if (!doc || custom_kind(req, t, doc, wrong, sizeof wrong, st) < 0 ||
         luna_ds_validate_object(t, doc, ns, name, st) < 0 ||
+        luna_ds_schema_decode(t, doc, 0, st) < 0 ||
         luna_ds_fields_check(t, doc, dv, false, warnings, st) < 0) {
         json_decref(doc);
         return LUNA_EINVAL;
@@ -523,6 +526,8 @@ static int patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const
         rc = luna_ds_validate_kind(t, doc, st);
     /* the patched object, as kube decodes it (its stored fields are all
      * known: only the patch can bring an unknown one) */
+    if (rc == 0)
+        rc = luna_ds_schema_decode(t, doc, 1, st);
     if (rc == 0)
         rc = luna_ds_fields_check(t, doc, dv, true, warnings, st);
     /* the patched object's namespace and name, as kube's patcher checks

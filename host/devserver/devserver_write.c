@@ -250,7 +250,7 @@ int luna_ds_write_update(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur, json_t 
     /* the client's preconditions were checked (luna_ds_write_preconditions);
      * a server write replaces what is there */
     const char *orv = luna_ds_doc_str(omd, "resourceVersion");
-    if (!sub && luna_ds_validate_fields(t, newdoc, name, st) < 0) {
+    if (!sub && luna_ds_validate_fields(t, newdoc, old, name, st) < 0) {
         json_decref(old);
         json_decref(newdoc);
         return -st->code;
@@ -424,7 +424,7 @@ int luna_ds_write_create(luna_ds *ds, luna_ds_type *t, json_t *doc, const char *
     }
     int rc = luna_ds_validate_name(t, name, st);
     if (rc == 0)
-        rc = luna_ds_validate_fields(t, doc, name, st);
+        rc = luna_ds_validate_fields(t, doc, NULL, name, st);
     if (rc == 0)
         rc = luna_ds_validate_namespace_usable(ds, t, ns, name, true, st);
     if (rc == 0 && strcmp(t->resource, "customresourcedefinitions") == 0 && !t->custom)

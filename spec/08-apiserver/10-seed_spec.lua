@@ -20,7 +20,10 @@ describe("apiserver seeding and dumps", function()
       "- apiVersion: v1", "  kind: Secret", "  metadata: {name: s, namespace: team-a}",
       "  stringData: {k: v}", "" }, "\n"))
     helpers.write_file(dir .. "/b.json", cjson.encode({ apiVersion = "apps/v1", kind = "Deployment",
-      metadata = { name = "d", namespace = "default" }, spec = { replicas = 2 } }))
+      metadata = { name = "d", namespace = "default" }, spec = { replicas = 2,
+        -- a seed is validated as a create is: selector and a container
+        selector = { matchLabels = { app = "d" } }, template = { metadata = { labels = { app = "d" } },
+        spec = { containers = { { name = "c", image = "c" } } } } } }))
     local dump = dir .. "/dump.json"
     local s = client.start({ no_namespace = true, args = { "--seed", dir .. "/a.yaml", "--seed",
       dir .. "/b.json", "--dump-on-exit", dump } })
