@@ -5,7 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
+
 #define MAX_PATH 64
+/* kube-apiserver's bounds on a JSON patch (k8s.io/apiserver's
+ * JSONPatchMaxCopyBytes, handed to evanphx/json-patch as its
+ * AccumulatedCopySizeLimit, and maxJSONPatchOperations): the bytes all
+ * "copy" operations of one patch add, counted as the compact JSON of each
+ * copied value, may not pass 3 MiB (so a 2 KB patch of copies doubling a
+ * value cannot grow an object without bound), and a patch has at most
+ * 10,000 operations. */
+#define MAX_COPY_BYTES ((size_t)3 * 1024 * 1024)
+#define MAX_PATCH_OPS 10000u
 
 /* Results of the internal steps; the public functions turn them into a
  * Status (400 BadRequest, 422 Invalid, 500 out of memory). */
@@ -14,6 +25,7 @@ enum {
     PATCH_MALFORMED = -1,      /* the patch itself is wrong: 400 */
     PATCH_UNPROCESSABLE = -2,  /* it does not apply to the object: 422 */
     PATCH_NOMEM = -3,
+    PATCH_TOO_LARGE = -4,      /* too many operations: 413 */
 };
 
 /* ---- list schema ---- */
@@ -275,6 +287,12 @@ static int json_patch(json_t **doc, const json_t *ops, char *msg, size_t msgsize
                  json_is_object(ops) ? "object" : "value");
         return PATCH_MALFORMED;
     }
+    if (json_array_size(ops) > MAX_PATCH_OPS) {
+        snprintf(msg, msgsize, "The allowed maximum operations in a JSON patch is %u, got %zu",
+                 MAX_PATCH_OPS, json_array_size(ops));
+        return PATCH_TOO_LARGE;
+    }
+    size_t copied = 0; /* bytes the copies so far added (<= MAX_COPY_BYTES) */
     size_t i;
     json_t *op;
     json_array_foreach(ops, i, op) {
@@ -326,9 +344,17 @@ static int json_patch(json_t **doc, const json_t *ops, char *msg, size_t msgsize
                 json_t *src = get_ptr(*doc, from, &oom);
                 if (oom)
                     rc = PATCH_NOMEM;
-                else if (src)
+                else if (src) {
+                    /* measured before copying, so the refused copy is never made */
+                    copied += json_dumpb(src, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+                    if (copied > MAX_COPY_BYTES) {
+                        snprintf(msg, msgsize, "Unable to complete the copy, the accumulated "
+                                 "size increase of copy is %zu, exceeding the limit %zu",
+                                 copied, MAX_COPY_BYTES);
+                        return PATCH_UNPROCESSABLE;
+                    }
                     v = json_deep_copy(src);
-                else {
+                } else {
                     snprintf(msg, msgsize, "copy operation does not apply: doc is missing from path: \"%s\"", from);
                     rc = PATCH_UNPROCESSABLE;
                 }
@@ -550,6 +576,8 @@ static int patch_status(int rc, const char *msg, luna_ds_status *st)
     case PATCH_OK:            return 0;
     case PATCH_MALFORMED:     return luna_ds_status_bad_request(st, "%s", msg);
     case PATCH_UNPROCESSABLE: return luna_ds_status_set(st, 422, "Invalid", "%s", msg);
+    case PATCH_TOO_LARGE:     return luna_ds_status_set(st, 413, "RequestEntityTooLarge",
+                                                        "Request entity too large: %s", msg);
     default:                  return luna_ds_status_oom(st);
     }
 }
@@ -557,7 +585,18 @@ static int patch_status(int rc, const char *msg, luna_ds_status *st)
 int luna_ds_patch_json(json_t **doc, const json_t *ops, luna_ds_status *st)
 {
     char msg[1024] = "";
-    return patch_status(json_patch(doc, ops, msg, sizeof msg), msg, st);
+    int rc = json_patch(doc, ops, msg, sizeof msg);
+    if (rc != PATCH_UNPROCESSABLE)
+        return patch_status(rc, msg, st);
+    /* kube-apiserver answers an operation that does not apply (a failed
+     * test, a missing path, the copy bound) with a generic 422 and keeps
+     * json-patch's reason to itself (NewGenericServerResponse): so does
+     * the dev server, logging the reason for whoever debugs a patch. */
+    luna_debug("JSON patch does not apply", "reason", msg);
+    rc = luna_ds_status_set(st, 422, "Invalid",
+                            "the server rejected our request due to an error in our request");
+    st->details = json_object();
+    return rc;
 }
 
 int luna_ds_patch_strategic(json_t *doc, const json_t *patch, const luna_ds_type *t,
