@@ -8,14 +8,8 @@
 #include "base/log.h"
 
 #define MAX_PATH 64
-/* kube-apiserver's bounds on a JSON patch (k8s.io/apiserver's
- * JSONPatchMaxCopyBytes, handed to evanphx/json-patch as its
- * AccumulatedCopySizeLimit, and maxJSONPatchOperations): the bytes all
- * "copy" operations of one patch add, counted as the compact JSON of each
- * copied value, may not pass 3 MiB (so a 2 KB patch of copies doubling a
- * value cannot grow an object without bound), and a patch has at most
- * 10,000 operations. */
-#define MAX_COPY_BYTES ((size_t)3 * 1024 * 1024)
+/* kube-apiserver's bound on the operations of one JSON patch
+ * (maxJSONPatchOperations); the copy bound is in the header. */
 #define MAX_PATCH_OPS 10000u
 
 /* Results of the internal steps; the public functions turn them into a
@@ -280,7 +274,7 @@ static int ptr_remove(json_t *doc, const char *ptr, json_t **removed, const char
     return rc;
 }
 
-static int json_patch(json_t **doc, const json_t *ops, char *msg, size_t msgsize)
+static int json_patch(json_t **doc, const json_t *ops, size_t max_copy, char *msg, size_t msgsize)
 {
     if (!json_is_array(ops)) {
         snprintf(msg, msgsize, "json: cannot unmarshal %s into Go value of type jsonpatch.Patch",
@@ -292,7 +286,7 @@ static int json_patch(json_t **doc, const json_t *ops, char *msg, size_t msgsize
                  MAX_PATCH_OPS, json_array_size(ops));
         return PATCH_TOO_LARGE;
     }
-    size_t copied = 0; /* bytes the copies so far added (<= MAX_COPY_BYTES) */
+    size_t copied = 0; /* bytes the copies so far added (<= max_copy) */
     size_t i;
     json_t *op;
     json_array_foreach(ops, i, op) {
@@ -347,10 +341,10 @@ static int json_patch(json_t **doc, const json_t *ops, char *msg, size_t msgsize
                 else if (src) {
                     /* measured before copying, so the refused copy is never made */
                     copied += json_dumpb(src, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
-                    if (copied > MAX_COPY_BYTES) {
+                    if (copied > max_copy) {
                         snprintf(msg, msgsize, "Unable to complete the copy, the accumulated "
                                  "size increase of copy is %zu, exceeding the limit %zu",
-                                 copied, MAX_COPY_BYTES);
+                                 copied, max_copy);
                         return PATCH_UNPROCESSABLE;
                     }
                     v = json_deep_copy(src);
@@ -584,8 +578,14 @@ static int patch_status(int rc, const char *msg, luna_ds_status *st)
 
 int luna_ds_patch_json(json_t **doc, const json_t *ops, luna_ds_status *st)
 {
+    return luna_ds_patch_json_bounded(doc, ops, LUNA_DS_PATCH_MAX_COPY_BYTES, st);
+}
+
+int luna_ds_patch_json_bounded(json_t **doc, const json_t *ops, size_t max_copy_bytes,
+                               luna_ds_status *st)
+{
     char msg[1024] = "";
-    int rc = json_patch(doc, ops, msg, sizeof msg);
+    int rc = json_patch(doc, ops, max_copy_bytes, msg, sizeof msg);
     if (rc != PATCH_UNPROCESSABLE)
         return patch_status(rc, msg, st);
     /* kube-apiserver answers an operation that does not apply (a failed
