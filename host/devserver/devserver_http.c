@@ -31,9 +31,15 @@
  * refused 429 as kube-apiserver's max-requests-inflight refuses, so N
  * clients uploading at once cannot make the server hold N * MAX_BODY. */
 #define MAX_BODIES_IN_FLIGHT ((size_t)64 * 1024 * 1024)
-/* Room libmicrohttpd keeps past the connection cap, for the connections
- * that are being refused (each answered 503 or closed within REFUSED_TIMEOUT_S). */
-#define REFUSAL_SLACK 64u
+/* Descriptors kept for the rest of the process, past libmicrohttpd's own
+ * connection limit.  That limit is set as high as the open-file limit
+ * allows, far past the cap: libmicrohttpd at its limit stops accepting
+ * (clients wait in the listen backlog, and here it did not start again
+ * when connections closed), so the cap is kept here instead and a
+ * connection past it is accepted, answered 503 if it asks, and closed
+ * within REFUSED_TIMEOUT_S if it does not. */
+#define RESERVED_FDS 64u
+#define REFUSAL_SLACK 1024u     /* refused connections at once, when the open-file limit is unknown */
 #define REFUSED_TIMEOUT_S 2u
 
 /* Where a connection is: reading a request's head (since it was accepted,
@@ -840,19 +846,24 @@ luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
     srv->max_connections = opts->max_connections ? opts->max_connections
                                                  : LUNA_DS_HTTP_MAX_CONNECTIONS;
     /* The cap must meet a crowd before the descriptor limit does (past it
-     * accept fails and clients wait in the backlog): 64 descriptors stay
-     * for the rest of the process. */
+     * accept fails and clients wait in the backlog), with room for the
+     * refused ones and the rest of the process. */
+    unsigned mhd_limit = srv->max_connections + REFUSAL_SLACK;
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        (rlim_t)srv->max_connections + REFUSAL_SLACK + 64 > rl.rlim_cur) {
-        unsigned fit = rl.rlim_cur > REFUSAL_SLACK + 64 + 16
-                           ? (unsigned)(rl.rlim_cur - REFUSAL_SLACK - 64) : 16;
-        char want[16], got[16];
-        snprintf(want, sizeof want, "%u", srv->max_connections);
-        snprintf(got, sizeof got, "%u", fit);
-        luna_warn("dev server: fewer connections than asked, for the open-file limit",
-                  "max_connections", want, "serving", got);
-        srv->max_connections = fit;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        rlim_t room = rl.rlim_cur > 2 * RESERVED_FDS ? rl.rlim_cur - RESERVED_FDS : RESERVED_FDS;
+        mhd_limit = room > 4000000 ? 4000000 : (unsigned)room;
+        if ((rlim_t)srv->max_connections + RESERVED_FDS > room) {
+            unsigned fit = room > 2 * RESERVED_FDS ? (unsigned)(room - RESERVED_FDS) : 16;
+            char want[16], got[16];
+            snprintf(want, sizeof want, "%u", srv->max_connections);
+            snprintf(got, sizeof got, "%u", fit);
+            /* the default lowered is no news; a figure the user gave is */
+            if (opts->max_connections)
+                luna_warn("dev server: fewer connections than asked, for the open-file limit",
+                          "max_connections", want, "serving", got);
+            srv->max_connections = fit;
+        }
     }
     srv->idle_timeout = opts->idle_timeout > 0 ? opts->idle_timeout : LUNA_DS_HTTP_IDLE_TIMEOUT;
     srv->read_header_timeout = opts->read_header_timeout > 0 ? opts->read_header_timeout
@@ -874,7 +885,7 @@ luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
                               MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
-                              MHD_OPTION_CONNECTION_LIMIT, srv->max_connections + REFUSAL_SLACK,
+                              MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
                               MHD_OPTION_CONNECTION_TIMEOUT, idle,
                               MHD_OPTION_ARRAY, tls,
                               MHD_OPTION_END);
