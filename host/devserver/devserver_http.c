@@ -175,9 +175,10 @@ static void sweep(luna_ds_http *srv)
     for (struct conn *k = srv->conns; k; k = k->next) {
         double limit = srv->read_header_timeout + (k->kept_alive ? srv->idle_timeout : 0);
         if (k->phase == READ_HEAD && now - k->since > limit) {
-            srv->timed_out_total++;
+            char n[24];
+            snprintf(n, sizeof n, "%lu", ++srv->timed_out_total);
             luna_debug("dev server: connection closed", "reason",
-                       "request head not complete in time");
+                       "request head not complete in time", "closed_total", n);
             conn_close(k);
         }
     }
@@ -692,7 +693,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         struct conn *k = conn_of(c);
         struct MHD_Response *refusal = NULL;
         if (k && k->refused) {
-            srv->refused_total++;
+            char n[24];
+            snprintf(n, sizeof n, "%lu", ++srv->refused_total);
+            luna_debug("dev server: request refused", "reason", "connection cap",
+                       "refused_total", n);
             refusal = too_many_connections(srv, &code);
             if (!refusal)
                 return MHD_NO;

@@ -26,7 +26,8 @@
  * accepted all the same and its request answered 503 ServiceUnavailable
  * with Retry-After: 1 and closed (a client that sends nothing is closed
  * after 2 s), so a full server answers instead of leaving clients in the
- * listen backlog.
+ * listen backlog.  Each connection's tracking (phase, deadline) is the
+ * server's, freed when MHD reports the connection closed.
  *
  * Requests are handed to devserver_api.  Out of memory, a request is
  * answered 500 or, when not even that can be built, its connection is
