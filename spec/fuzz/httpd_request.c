@@ -103,11 +103,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        perror("httpd_request: connect");
-        abort();
-    }
+    /* Non-blocking, so that libFuzzer's SIGALRM (its -timeout) cannot
+     * interrupt the connect half way. */
     fcntl(fd, F_SETFL, O_NONBLOCK);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        if (errno != EINPROGRESS && errno != EINTR) {
+            perror("httpd_request: connect");
+            abort();
+        }
+        struct pollfd w = { .fd = fd, .events = POLLOUT };
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        while (poll(&w, 1, 1000) < 0 && errno == EINTR)
+            ;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
+            fprintf(stderr, "httpd_request: connect: %s\n", strerror(soerr));
+            abort();
+        }
+    }
     struct ev_loop *loop = luna_loop();
     size_t step = cut ? in.n / 4 + (cut % 16) : in.n;
     size_t off = 0;
