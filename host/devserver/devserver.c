@@ -10,6 +10,7 @@
 #ifdef __GLIBC__
 #endif
 #include <string.h>
+#include <sys/resource.h>
 
 #include "devserver/devserver_api.h"
 #include "devserver/devserver_faults.h"
@@ -42,8 +43,27 @@ static void usage(FILE *out)
           "  --history N              watch events kept per resource (default 10000)\n"
           "  --bookmark-interval S    seconds between watch bookmarks (default 60)\n"
           "  --dump-on-exit FILE      write every object to FILE on SIGTERM/SIGINT\n"
-          "  --log-level LEVEL        debug, info, warn or error (default: info)\n",
+          "  --log-level LEVEL        debug, info, warn or error (default: info)\n"
+          "  --max-connections N      connections served at once; one more is answered 503\n"
+          "                           and closed (default 1000)\n"
+          "  --read-header-timeout S  seconds a request's head may take (default 32)\n"
+          "  --idle-timeout S         seconds a connection may send and read nothing\n"
+          "                           (default 90)\n"
+          "  --watch-buffer BYTES     unread bytes a watcher may fall behind before its\n"
+          "                           watch is ended (default 4194304)\n",
           out);
+}
+
+/* Go programs (kube-apiserver among them) raise their soft limit on open
+ * files to the hard one at start: so does the dev server, so that its
+ * connection cap, not the descriptor limit, is what a crowd meets. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 }
 
 static char *read_file(const char *path, size_t *len, luna_error *err)
@@ -171,6 +191,10 @@ int luna_devserver_main(int argc, char **argv)
         { "bookmark-interval", required_argument, NULL, 'b' },
         { "dump-on-exit", required_argument, NULL, 'd' },
         { "log-level", required_argument, NULL, 'l' },
+        { "max-connections", required_argument, NULL, 'C' },
+        { "read-header-timeout", required_argument, NULL, 'R' },
+        { "idle-timeout", required_argument, NULL, 'I' },
+        { "watch-buffer", required_argument, NULL, 'W' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -185,6 +209,8 @@ int luna_devserver_main(int argc, char **argv)
     size_t history = 0;
     bool admin = false;
     double bookmark_interval = 60;
+    double idle_timeout = 0, read_header_timeout = 0;
+    unsigned long max_connections = 0, watch_buffer = 0;
     int ch;
     optind = 1;
     int rc = 2;
@@ -218,6 +244,34 @@ int luna_devserver_main(int argc, char **argv)
                 fprintf(stderr, "luna dev-server: --bookmark-interval must be a positive number\n");
                 goto out;
             }
+            break;
+        }
+        case 'C':
+        case 'W': {
+            char *end;
+            errno = 0;
+            unsigned long n = strtoul(optarg, &end, 10);
+            bool conns = ch == 'C';
+            if (*end || !*optarg || *optarg == '-' || n < 1 || errno ||
+                (conns && n > 1000000)) {
+                fprintf(stderr, "luna dev-server: --%s must be a positive number%s\n",
+                        conns ? "max-connections" : "watch-buffer",
+                        conns ? " (at most 1000000)" : "");
+                goto out;
+            }
+            *(conns ? &max_connections : &watch_buffer) = n;
+            break;
+        }
+        case 'R':
+        case 'I': {
+            char *end;
+            double v = strtod(optarg, &end);
+            if (*end || !*optarg || !(v > 0) || v > 86400) {
+                fprintf(stderr, "luna dev-server: --%s must be a positive number of seconds\n",
+                        ch == 'R' ? "read-header-timeout" : "idle-timeout");
+                goto out;
+            }
+            *(ch == 'R' ? &read_header_timeout : &idle_timeout) = v;
             break;
         }
         case 'l': {
@@ -279,6 +333,7 @@ int luna_devserver_main(int argc, char **argv)
         goto out;
     }
     ds->faults = checked;
+    ds->watches.max_queued = watch_buffer;
     if (token && luna_ds_auth_set_admin_token(ds, token) < 0) {
         luna_error("dev-server failed", "error", "out of memory");
         goto out_api;
@@ -292,8 +347,12 @@ int luna_devserver_main(int argc, char **argv)
      * server's RSS is its objects, not the seed's peak. */
     if (nseeds)
         luna_heap_trim();
+    raise_fd_limit();
     luna_ds_http_opts hopts = { .ds = ds, .host = host, .port = port, .token = token,
-                                .tls_cert = cert, .tls_key = key };
+                                .tls_cert = cert, .tls_key = key,
+                                .max_connections = (unsigned)max_connections,
+                                .idle_timeout = idle_timeout,
+                                .read_header_timeout = read_header_timeout };
     srv = luna_ds_http_start(&hopts, &err);
     if (!srv) {
         luna_error("dev-server failed", "error", err.msg);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include "devserver/devserver_api.h"
@@ -21,6 +22,7 @@
 #include "devserver/devserver_watch.h"
 #include "base/liblog.h"
 #include "base/log.h"
+#include "base/clock.h"
 #include "base/loop.h"
 #include "base/mhd_loop.h"
 
@@ -29,6 +31,33 @@
  * refused 429 as kube-apiserver's max-requests-inflight refuses, so N
  * clients uploading at once cannot make the server hold N * MAX_BODY. */
 #define MAX_BODIES_IN_FLIGHT ((size_t)64 * 1024 * 1024)
+/* Descriptors kept for the rest of the process, past libmicrohttpd's own
+ * connection limit.  That limit is set as high as the open-file limit
+ * allows, far past the cap: libmicrohttpd at its limit stops accepting
+ * (clients wait in the listen backlog, and here it did not start again
+ * when connections closed), so the cap is kept here instead and a
+ * connection past it is accepted, answered 503 if it asks, and closed
+ * within REFUSED_TIMEOUT_S if it does not. */
+#define RESERVED_FDS 64u
+#define REFUSAL_SLACK 1024u     /* refused connections at once, when the open-file limit is unknown */
+#define REFUSED_TIMEOUT_S 2u
+
+/* Where a connection is: reading a request's head (since it was accepted,
+ * or since the previous answer ended on a kept-alive connection), or past
+ * its head (reading its body, being answered, streaming a watch). */
+enum conn_phase { READ_HEAD, PAST_HEAD, CLOSING };
+
+/* A connection's socket_context, from MHD's "started" notice to its
+ * "closed" one: owned by the server's list. */
+struct conn {
+    luna_ds_http *srv;
+    struct MHD_Connection *c;
+    struct conn *prev, *next;
+    enum conn_phase phase;
+    bool refused;            /* over the cap: its request is answered 503, then it closes */
+    bool kept_alive;         /* READ_HEAD after an answer (not since the accept) */
+    double since;            /* monotonic: when the current phase began */
+};
 
 /* A suspended connection, linked into its server's list so that stopping
  * can resume it first (MHD aborts when stopped with any suspended). */
@@ -46,6 +75,12 @@ struct luna_ds_http {
     const char *token;
     int port;
     size_t in_flight;        /* body bytes reserved by requests in progress (<= MAX_BODIES_IN_FLIGHT) */
+    struct conn *conns;      /* every open connection (owned) */
+    unsigned nconns;         /* of them not refused and not CLOSING (<= max_connections) */
+    unsigned max_connections;
+    double idle_timeout, read_header_timeout;
+    ev_timer sweep;          /* closes connections past their head deadline */
+    unsigned long refused_total, timed_out_total;
 };
 
 /* One watch stream: owned by its MHD response, freed in its free callback. */
@@ -108,6 +143,108 @@ static void resume(luna_ds_http *srv, struct suspension *l)
 static void kick(luna_ds_http *srv)
 {
     luna_mhd_loop_kick(&srv->ml);
+}
+
+/* ---- connections ---- */
+
+static double now_s(void) { return luna_clock_now(luna_clock_monotonic()); }
+
+/* Ends a connection from outside MHD: once its socket is shut down MHD
+ * reads end of file on its next run and closes it, telling on_connection. */
+static void conn_close(struct conn *k)
+{
+    if (k->phase == CLOSING)
+        return;
+    if (!k->refused)
+        k->srv->nconns--;
+    k->phase = CLOSING;
+    const union MHD_ConnectionInfo *fd =
+        MHD_get_connection_info(k->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (fd)
+        shutdown(fd->connect_fd, SHUT_RDWR);
+}
+
+/* Go's http.Server, as kube-apiserver configures it, gives a request's
+ * head ReadHeaderTimeout from when reading it began, however often bytes
+ * come (a slowloris sending a byte every few seconds is closed), and a
+ * kept-alive connection IdleTimeout to begin its next request; here the
+ * next head must be in within both of them added. */
+static void sweep(luna_ds_http *srv)
+{
+    double now = now_s();
+    for (struct conn *k = srv->conns; k; k = k->next) {
+        double limit = srv->read_header_timeout + (k->kept_alive ? srv->idle_timeout : 0);
+        if (k->phase == READ_HEAD && now - k->since > limit) {
+            char n[24];
+            snprintf(n, sizeof n, "%lu", ++srv->timed_out_total);
+            luna_debug("dev server: connection closed", "reason",
+                       "request head not complete in time", "closed_total", n);
+            conn_close(k);
+        }
+    }
+}
+
+static void on_sweep(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    sweep((luna_ds_http *)((char *)w - offsetof(luna_ds_http, sweep)));
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    luna_ds_http *srv = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        struct conn *k = calloc(1, sizeof *k);
+        *socket_context = k;
+        if (!k) {
+            /* untracked, it would escape the deadlines: refuse it */
+            const union MHD_ConnectionInfo *fd =
+                MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+            if (fd)
+                shutdown(fd->connect_fd, SHUT_RDWR);
+            return;
+        }
+        k->srv = srv;
+        k->c = c;
+        k->phase = READ_HEAD;
+        k->since = now_s();
+        k->next = srv->conns;
+        if (srv->conns)
+            srv->conns->prev = k;
+        srv->conns = k;
+        if (srv->nconns >= srv->max_connections) {
+            /* Past the cap: its request gets a 503 at once, and a client
+             * that sends none is closed soon, so a refusal is an answer,
+             * never a hang in the listen backlog. */
+            k->refused = true;
+            MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, REFUSED_TIMEOUT_S);
+        } else {
+            srv->nconns++;
+        }
+        return;
+    }
+    struct conn *k = *socket_context;
+    if (!k)
+        return;
+    if (k->phase != CLOSING && !k->refused)
+        srv->nconns--;
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        srv->conns = k->next;
+    if (k->next)
+        k->next->prev = k->prev;
+    free(k);
+    *socket_context = NULL;
+}
+
+static struct conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i ? i->socket_context : NULL;
 }
 
 /* ---- responses ---- */
@@ -218,6 +355,23 @@ static void release(struct request *r)
 {
     r->srv->in_flight -= r->reserved;
     r->reserved = 0;
+}
+
+/* The connection cap: a Status a client retries after Retry-After, and
+ * the connection closed. */
+static struct MHD_Response *too_many_connections(luna_ds_http *srv, unsigned *code)
+{
+    luna_ds_status st = { 0 };
+    luna_ds_status_set(&st, 503, "ServiceUnavailable", "the dev server is serving its maximum "
+                       "of %u connections (--max-connections); please try again later",
+                       srv->max_connections);
+    st.retry_after = 1;
+    st.details = json_pack("{s:i}", "retryAfterSeconds", 1);
+    *code = 503;
+    struct MHD_Response *r = status_response(&st);
+    if (r)
+        MHD_add_response_header(r, "Connection", "close");
+    return r;
 }
 
 struct framing {
@@ -536,7 +690,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ev_timer_init(&r->delay, on_delay, 0, 0);
         *con_cls = r;
         unsigned code = 500;
-        struct MHD_Response *refusal = screen(r, c, &code);
+        struct conn *k = conn_of(c);
+        struct MHD_Response *refusal = NULL;
+        if (k && k->refused) {
+            char n[24];
+            snprintf(n, sizeof n, "%lu", ++srv->refused_total);
+            luna_debug("dev server: request refused", "reason", "connection cap",
+                       "refused_total", n);
+            refusal = too_many_connections(srv, &code);
+            if (!refusal)
+                return MHD_NO;
+        } else {
+            if (k && k->phase == READ_HEAD) {
+                k->phase = PAST_HEAD;
+                k->since = now_s();
+            }
+            refusal = screen(r, c, &code);
+        }
         if (!refusal)
             return MHD_YES;
         enum MHD_Result rc = MHD_queue_response(c, code, refusal);
@@ -589,8 +759,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)c;
     (void)toe;
+    struct conn *k = conn_of(c);
+    if (k && k->phase == PAST_HEAD) {
+        /* a kept-alive connection waits for its next request */
+        k->phase = READ_HEAD;
+        k->kept_alive = true;
+        k->since = now_s();
+    }
     struct request *r = *con_cls;
     if (!r)
         return;
@@ -666,31 +842,57 @@ luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
         luna_error_set(err, LUNA_EINVAL, "--listen: '%s' is not a numeric IP address", opts->host);
         return NULL;
     }
-    if (opts->tls_cert) {
-        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-            free(srv);
-            luna_error_set(err, LUNA_EINVAL, "this libmicrohttpd has no TLS support");
-            return NULL;
-        }
-        flags |= MHD_USE_TLS;
-        daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
-                                       MHD_OPTION_EXTERNAL_LOGGER, luna_liblog_mhd, &mhd_log,
-                                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                                       MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-                                       MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv,
-                                       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
-                                       MHD_OPTION_HTTPS_MEM_CERT, opts->tls_cert,
-                                       MHD_OPTION_HTTPS_MEM_KEY, opts->tls_key,
-                                       MHD_OPTION_END);
-    } else {
-        daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
-                                       MHD_OPTION_EXTERNAL_LOGGER, luna_liblog_mhd, &mhd_log,
-                                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                                       MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-                                       MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv,
-                                       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
-                                       MHD_OPTION_END);
+    if (opts->tls_cert && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        free(srv);
+        luna_error_set(err, LUNA_EINVAL, "this libmicrohttpd has no TLS support");
+        return NULL;
     }
+    srv->max_connections = opts->max_connections ? opts->max_connections
+                                                 : LUNA_DS_HTTP_MAX_CONNECTIONS;
+    /* The cap must meet a crowd before the descriptor limit does (past it
+     * accept fails and clients wait in the backlog), with room for the
+     * refused ones and the rest of the process. */
+    unsigned mhd_limit = srv->max_connections + REFUSAL_SLACK;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        rlim_t room = rl.rlim_cur > 2 * RESERVED_FDS ? rl.rlim_cur - RESERVED_FDS : RESERVED_FDS;
+        mhd_limit = room > 4000000 ? 4000000 : (unsigned)room;
+        if ((rlim_t)srv->max_connections + RESERVED_FDS > room) {
+            unsigned fit = room > 2 * RESERVED_FDS ? (unsigned)(room - RESERVED_FDS) : 16;
+            char want[16], got[16];
+            snprintf(want, sizeof want, "%u", srv->max_connections);
+            snprintf(got, sizeof got, "%u", fit);
+            /* the default lowered is no news; a figure the user gave is */
+            if (opts->max_connections)
+                luna_warn("dev server: fewer connections than asked, for the open-file limit",
+                          "max_connections", want, "serving", got);
+            srv->max_connections = fit;
+        }
+    }
+    srv->idle_timeout = opts->idle_timeout > 0 ? opts->idle_timeout : LUNA_DS_HTTP_IDLE_TIMEOUT;
+    srv->read_header_timeout = opts->read_header_timeout > 0 ? opts->read_header_timeout
+                                                             : LUNA_DS_HTTP_READ_HEADER_TIMEOUT;
+    /* libmicrohttpd's own timeout (whole seconds, reset by every byte either
+     * way) is the idle timeout: it also ends an answer nobody reads. */
+    unsigned idle = (unsigned)(srv->idle_timeout + 0.999);
+    struct MHD_OptionItem tls[] = {
+        { opts->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, (void *)opts->tls_cert },
+        { MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)opts->tls_key },
+        { MHD_OPTION_END, 0, NULL },
+    };
+    if (opts->tls_cert)
+        flags |= MHD_USE_TLS;
+    daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+                              MHD_OPTION_EXTERNAL_LOGGER, luna_liblog_mhd, &mhd_log,
+                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv,
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
+                              MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
+                              MHD_OPTION_CONNECTION_TIMEOUT, idle,
+                              MHD_OPTION_ARRAY, tls,
+                              MHD_OPTION_END);
     if (!daemon) {
         free(srv);
         luna_error_set(err, LUNA_EIO, "cannot listen on %s:%d (address in use, or bad TLS "
@@ -704,6 +906,10 @@ luna_ds_http *luna_ds_http_start(const luna_ds_http_opts *opts, luna_error *err)
     srv->port = luna_mhd_loop_port(&srv->ml);
     if (!srv->port)
         srv->port = opts->port;
+    double every = srv->read_header_timeout / 4;
+    every = every > 1 ? 1 : every < 0.05 ? 0.05 : every;
+    ev_timer_init(&srv->sweep, on_sweep, every, every);
+    ev_timer_start(luna_loop(), &srv->sweep);
     return srv;
 }
 
@@ -716,6 +922,7 @@ void luna_ds_http_stop(luna_ds_http *srv)
     /* MHD aborts when stopped with a suspended connection. */
     while (srv->suspended)
         resume(srv, srv->suspended);
+    ev_timer_stop(luna_loop(), &srv->sweep);
     luna_mhd_loop_stop(&srv->ml);
     free(srv);
 }

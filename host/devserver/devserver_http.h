@@ -15,6 +15,20 @@
  * refusal is sent at once and MHD discards the body and closes.  A request
  * owns its body buffer and its reservation until MHD reports it complete.
  *
+ * Hostile connections (Go's http.Server as kube-apiserver configures it:
+ * ReadHeaderTimeout 32 s, IdleTimeout 90 s): a request's head must be in
+ * within read_header_timeout of the accept however often bytes come (a
+ * kept-alive connection's next head within idle_timeout plus that, from
+ * the end of the previous answer); a connection with no byte either way
+ * for idle_timeout is closed (libmicrohttpd's timeout: it also ends an
+ * answer or a watch nobody reads; a watch waiting for events is suspended
+ * and not idle).  At most max_connections are served; one more is
+ * accepted all the same and its request answered 503 ServiceUnavailable
+ * with Retry-After: 1 and closed (a client that sends nothing is closed
+ * after 2 s), so a full server answers instead of leaving clients in the
+ * listen backlog.  Each connection's tracking (phase, deadline) is the
+ * server's, freed when MHD reports the connection closed.
+ *
  * Requests are handed to devserver_api.  Out of memory, a request is
  * answered 500 or, when not even that can be built, its connection is
  * closed.  Runs on the loop thread.
@@ -35,7 +49,14 @@ typedef struct luna_ds_http_opts {
     const char *token;      /* NULL = no auth; else "Authorization: Bearer TOKEN" required */
     const char *tls_cert;   /* PEM text, or NULL for plain HTTP (borrowed while running) */
     const char *tls_key;
+    unsigned max_connections;   /* 0: LUNA_DS_HTTP_MAX_CONNECTIONS */
+    double idle_timeout;        /* seconds; 0: LUNA_DS_HTTP_IDLE_TIMEOUT */
+    double read_header_timeout; /* seconds; 0: LUNA_DS_HTTP_READ_HEADER_TIMEOUT */
 } luna_ds_http_opts;
+
+#define LUNA_DS_HTTP_MAX_CONNECTIONS 1000u
+#define LUNA_DS_HTTP_IDLE_TIMEOUT 90.0
+#define LUNA_DS_HTTP_READ_HEADER_TIMEOUT 32.0
 
 typedef struct luna_ds_http luna_ds_http;
 

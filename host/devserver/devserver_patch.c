@@ -5,7 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
+
 #define MAX_PATH 64
+/* kube-apiserver's bound on the operations of one JSON patch
+ * (maxJSONPatchOperations); the copy bound is in the header. */
+#define MAX_PATCH_OPS 10000u
 
 /* Results of the internal steps; the public functions turn them into a
  * Status (400 BadRequest, 422 Invalid, 500 out of memory). */
@@ -14,6 +19,7 @@ enum {
     PATCH_MALFORMED = -1,      /* the patch itself is wrong: 400 */
     PATCH_UNPROCESSABLE = -2,  /* it does not apply to the object: 422 */
     PATCH_NOMEM = -3,
+    PATCH_TOO_LARGE = -4,      /* too many operations: 413 */
 };
 
 /* ---- list schema ---- */
@@ -295,13 +301,19 @@ static int ptr_remove(json_t *doc, const char *ptr, json_t **removed, const char
     return rc;
 }
 
-static int json_patch(json_t **doc, const json_t *ops, char *msg, size_t msgsize)
+static int json_patch(json_t **doc, const json_t *ops, size_t max_copy, char *msg, size_t msgsize)
 {
     if (!json_is_array(ops)) {
         snprintf(msg, msgsize, "json: cannot unmarshal %s into Go value of type jsonpatch.Patch",
                  json_is_object(ops) ? "object" : "value");
         return PATCH_MALFORMED;
     }
+    if (json_array_size(ops) > MAX_PATCH_OPS) {
+        snprintf(msg, msgsize, "The allowed maximum operations in a JSON patch is %u, got %zu",
+                 MAX_PATCH_OPS, json_array_size(ops));
+        return PATCH_TOO_LARGE;
+    }
+    size_t copied = 0; /* bytes the copies so far added (<= max_copy) */
     size_t i;
     json_t *op;
     json_array_foreach(ops, i, op) {
@@ -353,9 +365,17 @@ static int json_patch(json_t **doc, const json_t *ops, char *msg, size_t msgsize
                 json_t *src = get_ptr(*doc, from, &oom);
                 if (oom)
                     rc = PATCH_NOMEM;
-                else if (src)
+                else if (src) {
+                    /* measured before copying, so the refused copy is never made */
+                    copied += json_dumpb(src, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+                    if (copied > max_copy) {
+                        snprintf(msg, msgsize, "Unable to complete the copy, the accumulated "
+                                 "size increase of copy is %zu, exceeding the limit %zu",
+                                 copied, max_copy);
+                        return PATCH_UNPROCESSABLE;
+                    }
                     v = json_deep_copy(src);
-                else {
+                } else {
                     snprintf(msg, msgsize, "copy operation does not apply: doc is missing from path: \"%s\"", from);
                     rc = PATCH_UNPROCESSABLE;
                 }
@@ -577,14 +597,33 @@ static int patch_status(int rc, const char *msg, luna_ds_status *st)
     case PATCH_OK:            return 0;
     case PATCH_MALFORMED:     return luna_ds_status_bad_request(st, "%s", msg);
     case PATCH_UNPROCESSABLE: return luna_ds_status_set(st, 422, "Invalid", "%s", msg);
+    case PATCH_TOO_LARGE:     return luna_ds_status_set(st, 413, "RequestEntityTooLarge",
+                                                        "Request entity too large: %s", msg);
     default:                  return luna_ds_status_oom(st);
     }
 }
 
 int luna_ds_patch_json(json_t **doc, const json_t *ops, luna_ds_status *st)
 {
+    return luna_ds_patch_json_bounded(doc, ops, LUNA_DS_PATCH_MAX_COPY_BYTES, st);
+}
+
+int luna_ds_patch_json_bounded(json_t **doc, const json_t *ops, size_t max_copy_bytes,
+                               luna_ds_status *st)
+{
     char msg[1024] = "";
-    return patch_status(json_patch(doc, ops, msg, sizeof msg), msg, st);
+    int rc = json_patch(doc, ops, max_copy_bytes, msg, sizeof msg);
+    if (rc != PATCH_UNPROCESSABLE)
+        return patch_status(rc, msg, st);
+    /* kube-apiserver answers an operation that does not apply (a failed
+     * test, a missing path, the copy bound) with a generic 422 and keeps
+     * json-patch's reason to itself (NewGenericServerResponse): so does
+     * the dev server, logging the reason for whoever debugs a patch. */
+    luna_debug("JSON patch does not apply", "reason", msg);
+    rc = luna_ds_status_set(st, 422, "Invalid",
+                            "the server rejected our request due to an error in our request");
+    st->details = json_object();
+    return rc;
 }
 
 int luna_ds_patch_strategic(json_t *doc, const json_t *patch, const luna_ds_type *t,

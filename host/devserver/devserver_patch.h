@@ -47,6 +47,24 @@ json_t *luna_ds_patch_merge(json_t *target, const json_t *patch);
  * then: the caller drops it. */
 int luna_ds_patch_json(json_t **doc, const json_t *ops, luna_ds_status *st);
 
+/* kube-apiserver's bounds on a JSON patch, which luna_ds_patch_json keeps:
+ * the bytes all "copy" operations of one patch add, counted as the compact
+ * JSON of each copied value, may not pass 3 MiB (k8s.io/apiserver's
+ * JSONPatchMaxCopyBytes, handed to evanphx/json-patch as its
+ * AccumulatedCopySizeLimit): so a 2 KB patch of copies each doubling a
+ * value cannot grow an object without bound.  Past it: 422 Invalid with
+ * kube's generic message ("the server rejected our request due to an
+ * error in our request"; json-patch's reason is logged at debug).  A
+ * patch of over 10,000 operations is refused 413 RequestEntityTooLarge.
+ * The copy is measured before it is made. */
+#define LUNA_DS_PATCH_MAX_COPY_BYTES ((size_t)3 * 1024 * 1024)
+
+/* luna_ds_patch_json with another copy bound (the fuzz target uses a
+ * small one: 3 MiB of dense JSON is a million values, seconds under
+ * ASan). */
+int luna_ds_patch_json_bounded(json_t **doc, const json_t *ops, size_t max_copy_bytes,
+                               luna_ds_status *st);
+
 /* Strategic merge patch onto doc (an object) for type t; handles the
  * $patch (replace/delete/merge), $retainKeys, $deleteFromPrimitiveList/ and
  * $setElementOrder/ directives.  Returns 0, or a negative LUNA_E* code with

@@ -9,9 +9,14 @@
 #include "devserver/devserver_faults.h"
 #include "devserver/devserver_negotiate.h"
 #include "devserver/devserver_store.h"
+#include "base/log.h"
 #include "base/loop.h"
 
-#define MAX_QUEUED (64u << 20) /* a watcher this far behind is closed, as kube does */
+/* Bytes queued over every watch of a server past which a watcher that is
+ * behind at all (LAGGING) is ended too, whatever its own bound: so many
+ * watchers that each stay under their bound still hold at most this. */
+#define MAX_QUEUED_TOTAL ((size_t)256 << 20)
+#define LAGGING ((size_t)64 << 10)
 /* Bytes of the initial state queued at a time, as the transport reads. */
 #define STATE_CHUNK (256u << 10)
 
@@ -50,6 +55,7 @@ struct luna_ds_watch {
     struct qbuf live;
     bool ended;                     /* no more bytes will be queued */
     bool drop;                      /* drop the connection after the queue */
+    size_t counted;                 /* q and live bytes counted in reg->queued */
     int events_sent;
     void (*wake)(void *ctx);
     void *wake_ctx;
@@ -57,6 +63,7 @@ struct luna_ds_watch {
 };
 
 static void end_stream(luna_ds_watch *w);
+static void drop_state(luna_ds_watch *w);
 
 /* Ends the stream and has the transport drop the connection. */
 static void drop(luna_ds_watch *w)
@@ -90,6 +97,16 @@ static int qbuf_put(struct qbuf *b, const char *s, size_t n)
 }
 
 static size_t qbuf_used(const struct qbuf *b) { return b->len - b->off; }
+
+static size_t backlog(const luna_ds_watch *w) { return qbuf_used(&w->q) + qbuf_used(&w->live); }
+
+/* Brings the registry's total up to date with this watch's queues. */
+static void recount(luna_ds_watch *w)
+{
+    size_t now = backlog(w);
+    w->reg->queued = w->reg->queued - w->counted + now;
+    w->counted = now;
+}
 
 static void queue(luna_ds_watch *w, const char *s, size_t n)
 {
@@ -201,8 +218,6 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
     }
     free(converted);
     w->events_sent++;
-    if (qbuf_used(&w->q) > MAX_QUEUED || qbuf_used(&w->live) > MAX_QUEUED)
-        end_stream(w);
     if ((f->watch_close_after > 0 && w->events_sent >= f->watch_close_after) ||
         luna_ds_faults_chance(f, f->watch_close_random))
         end_stream(w);
@@ -294,14 +309,58 @@ static void on_store_event(luna_ds_watch *w, const luna_ds_event *ev)
     (void)type_name;
 }
 
+/* The watcher has not read what it was sent: it is ended, as
+ * kube-apiserver's watch cache ends a watcher whose channel is full
+ * ("Forcing watcher close due to unresponsiveness").  The client sees its
+ * stream end after the last whole event it was given, and watches again
+ * from the resourceVersion it saw, losing nothing.  What it had not read
+ * is freed at once: only the rest of the line being sent is kept, so the
+ * stream ends on a whole line. */
+static void cut_off(luna_ds_watch *w, size_t pending)
+{
+    luna_ds_watches *reg = w->reg;
+    end_stream(w);
+    reg->cut_off++;
+    char *nl = qbuf_used(&w->q) ? memchr(w->q.buf + w->q.off, '\n', qbuf_used(&w->q)) : NULL;
+    size_t keep = nl ? (size_t)(nl - (w->q.buf + w->q.off)) + 1 : 0;
+    char *rest = keep ? malloc(keep) : NULL;
+    if (rest)
+        memcpy(rest, w->q.buf + w->q.off, keep);
+    else
+        w->drop = keep > 0; /* cannot keep the line whole: drop the connection instead */
+    free(w->q.buf);
+    w->q = (struct qbuf){ .buf = rest, .len = rest ? keep : 0, .cap = rest ? keep : 0 };
+    free(w->live.buf);
+    memset(&w->live, 0, sizeof w->live);
+    drop_state(w);
+    recount(w);
+    char a[32], b[32], c[32], d[32];
+    snprintf(a, sizeof a, "%zu", pending);
+    snprintf(b, sizeof b, "%zu", reg->max_queued ? reg->max_queued : LUNA_DS_WATCH_BUFFER_DEFAULT);
+    snprintf(c, sizeof c, "%zu", reg->queued);
+    snprintf(d, sizeof d, "%llu", (unsigned long long)reg->cut_off);
+    luna_warn("slow watcher cut off: it fell too far behind", "resource", w->type->resource,
+              "unread_bytes", a, "limit_bytes", b, "all_watches_bytes", c, "cut_off_total", d);
+}
+
 static void on_listener(luna_ds_listener *l, const luna_ds_event *ev)
 {
     luna_ds_watch *w = (luna_ds_watch *)l;
     if (ev->rv <= w->wait_rv)
         return;
+    /* Bounded before the event is queued: one event larger than the bound
+     * still reaches a watcher that keeps up. */
+    size_t pending = backlog(w);
+    size_t max = w->reg->max_queued ? w->reg->max_queued : LUNA_DS_WATCH_BUFFER_DEFAULT;
+    if (pending > max || (w->reg->queued > MAX_QUEUED_TOTAL && pending > LAGGING)) {
+        cut_off(w, pending);
+        wake(w);
+        return;
+    }
     size_t before = qbuf_used(&w->q);
     bool was_ended = w->ended;
     on_store_event(w, ev);
+    recount(w);
     if (qbuf_used(&w->q) != before || w->ended != was_ended)
         wake(w);
 }
@@ -424,6 +483,7 @@ luna_ds_watch *luna_ds_watch_start(luna_ds_watch_opts *opts)
         w->state_bookmark = opts->send_initial_events && opts->bookmarks;
         fill_state(w);
     }
+    recount(w);
     if (w->ended)
         return w;
     luna_ds_store_subscribe(c, &w->listener);
@@ -451,6 +511,7 @@ ssize_t luna_ds_watch_read(luna_ds_watch *w, char *buf, size_t max)
         w->q.off += n;
         if (w->q.off == w->q.len)
             w->q.off = w->q.len = 0;
+        recount(w);
         return (ssize_t)n;
     }
     if (w->ended)
@@ -481,5 +542,8 @@ void luna_ds_watch_free(luna_ds_watch *w)
     drop_state(w);
     free(w->q.buf);
     free(w->live.buf);
+    memset(&w->q, 0, sizeof w->q);
+    memset(&w->live, 0, sizeof w->live);
+    recount(w);
     free(w);
 }

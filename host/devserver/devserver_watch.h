@@ -16,9 +16,18 @@
  * taken at once (one reference per object) but queued 256 KB at a time
  * as the transport reads, then the initial-events-end bookmark; events
  * that happen meanwhile wait behind it.  So a 100,000-object watch list
- * neither holds its whole text nor trips the 64 MiB backlog limit, which
- * applies to live events (as kube-apiserver closes a watcher that falls
- * that far behind).
+ * neither holds its whole text nor trips the backlog bound, which
+ * applies to live events.
+ *
+ * Slow watchers are cut off, as kube-apiserver's watch cache ends a
+ * watcher whose channel is full: when a live event comes for a watch
+ * whose unread bytes (queued, not yet taken by the transport) are over
+ * its registry's max_queued (--watch-buffer, default 4 MiB), or over 64
+ * KiB while all the server's watches hold over 256 MiB, the watch ends:
+ * its unread bytes are freed (but the rest of the line being sent), the
+ * stream ends after that line, a warning is logged and the registry's
+ * cut_off count grows.  The client watches again from the last
+ * resourceVersion it saw.
  *
  * A watch that cannot queue (out of memory) ends with its connection
  * dropped, as an injected truncation does: the client re-watches from the
@@ -46,9 +55,15 @@
 
 typedef struct luna_ds_watch luna_ds_watch;
 
-/* The open watches of one server (zero-initialise; caller storage). */
+#define LUNA_DS_WATCH_BUFFER_DEFAULT ((size_t)4 << 20)
+
+/* The open watches of one server (zero-initialise; caller storage).
+ * queued is the sum of every open watch's unread bytes. */
 typedef struct luna_ds_watches {
     luna_ds_watch *open;
+    size_t max_queued;       /* a watch's unread bytes before it is cut off; 0: the default */
+    size_t queued;
+    uint64_t cut_off;        /* watches ended for falling behind, since start */
 } luna_ds_watches;
 
 enum luna_ds_watch_start {
