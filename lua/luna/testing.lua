@@ -820,9 +820,20 @@ function testing._own_items(items, namespace)
   local out = {}
   for _, it in ipairs(items or {}) do
     local ns = type(it.metadata) == "table" and it.metadata.namespace
-    if not ns or ns == testing._ns or (testing._seen_ns and testing._seen_ns[ns]) then out[#out + 1] = it end
+    if not ns or ns == testing._ns or (testing._seen_ns and testing._seen_ns[ns]) or testing._about_own(it) then
+      out[#out + 1] = it
+    end
   end
   return out
+end
+
+-- An Event about a Namespace this test made: a cluster-scoped object's
+-- Events are in the cluster's `default` namespace (as client-go records
+-- them), outside the test's own.
+function testing._about_own(it)
+  local about = type(it.regarding) == "table" and it.regarding or it.involvedObject
+  if type(about) ~= "table" or (about.namespace and about.namespace ~= "") then return false end
+  return about.kind == "Namespace" and testing._seen_ns ~= nil and testing._seen_ns[about.name] == true
 end
 
 -- CRDs first (their kinds must be served before their objects come),
