@@ -120,9 +120,14 @@ enum {
     M_core_v1_RBDVolumeSource,
     M_core_v1_ResourceClaim,
     M_core_v1_ResourceFieldSelector,
+    M_core_v1_ResourceQuota,
+    M_core_v1_ResourceQuotaSpec,
+    M_core_v1_ResourceQuotaStatus,
     M_core_v1_ResourceRequirements,
     M_core_v1_SELinuxOptions,
     M_core_v1_ScaleIOVolumeSource,
+    M_core_v1_ScopeSelector,
+    M_core_v1_ScopedResourceSelectorRequirement,
     M_core_v1_SeccompProfile,
     M_core_v1_Secret,
     M_core_v1_SecretEnvSource,
@@ -154,6 +159,23 @@ enum {
     M_core_v1_VsphereVirtualDiskVolumeSource,
     M_core_v1_WeightedPodAffinityTerm,
     M_core_v1_WindowsSecurityContextOptions,
+    M_networking_v1_HTTPIngressPath,
+    M_networking_v1_HTTPIngressRuleValue,
+    M_networking_v1_Ingress,
+    M_networking_v1_IngressBackend,
+    M_networking_v1_IngressLoadBalancerIngress,
+    M_networking_v1_IngressLoadBalancerStatus,
+    M_networking_v1_IngressPortStatus,
+    M_networking_v1_IngressRule,
+    M_networking_v1_IngressRuleValue,
+    M_networking_v1_IngressServiceBackend,
+    M_networking_v1_IngressSpec,
+    M_networking_v1_IngressStatus,
+    M_networking_v1_IngressTLS,
+    M_networking_v1_ServiceBackendPort,
+    M_policy_v1_PodDisruptionBudget,
+    M_policy_v1_PodDisruptionBudgetSpec,
+    M_policy_v1_PodDisruptionBudgetStatus,
     M_rbac_v1_AggregationRule,
     M_rbac_v1_ClusterRole,
     M_rbac_v1_ClusterRoleBinding,
@@ -162,6 +184,7 @@ enum {
     M_rbac_v1_RoleBinding,
     M_rbac_v1_RoleRef,
     M_rbac_v1_Subject,
+    M_scheduling_v1_PriorityClass,
     M_scheduling_v1alpha3_TopologyConstraint,
     M_scheduling_v1alpha3_WorkloadPodGroupAllDisruptionMode,
     M_scheduling_v1alpha3_WorkloadPodGroupBasicSchedulingPolicy,
@@ -903,6 +926,20 @@ static const luna_ds_pb_field F_core_v1_ResourceFieldSelector[] = {
     { 2, "resource", LUNA_PB_STRING, 0, -1 },
     { 3, "divisor", LUNA_PB_QUANTITY, LUNA_PB_F_OMITEMPTY, -1 },
 };
+static const luna_ds_pb_field F_core_v1_ResourceQuota[] = {
+    { 1, "metadata", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY, M_meta_v1_ObjectMeta },
+    { 2, "spec", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY, M_core_v1_ResourceQuotaSpec },
+    { 3, "status", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY, M_core_v1_ResourceQuotaStatus },
+};
+static const luna_ds_pb_field F_core_v1_ResourceQuotaSpec[] = {
+    { 1, "hard", LUNA_PB_QUANTITY, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_MAP, -1 },
+    { 2, "scopes", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_REPEATED, -1 },
+    { 3, "scopeSelector", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_POINTER, M_core_v1_ScopeSelector },
+};
+static const luna_ds_pb_field F_core_v1_ResourceQuotaStatus[] = {
+    { 1, "hard", LUNA_PB_QUANTITY, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_MAP, -1 },
+    { 2, "used", LUNA_PB_QUANTITY, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_MAP, -1 },
+};
 static const luna_ds_pb_field F_core_v1_ResourceRequirements[] = {
     { 1, "limits", LUNA_PB_QUANTITY, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_MAP, -1 },
     { 2, "requests", LUNA_PB_QUANTITY, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_MAP, -1 },
@@ -925,6 +962,14 @@ static const luna_ds_pb_field F_core_v1_ScaleIOVolumeSource[] = {
     { 8, "volumeName", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY, -1 },
     { 9, "fsType", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY, -1 },
     { 10, "readOnly", LUNA_PB_BOOL, LUNA_PB_F_OMITEMPTY, -1 },
+};
+static const luna_ds_pb_field F_core_v1_ScopeSelector[] = {
+    { 1, "matchExpressions", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_REPEATED, M_core_v1_ScopedResourceSelectorRequirement },
+};
+static const luna_ds_pb_field F_core_v1_ScopedResourceSelectorRequirement[] = {
+    { 1, "scopeName", LUNA_PB_STRING, 0, -1 },
+    { 2, "operator", LUNA_PB_STRING, 0, -1 },
+    { 3, "values", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_REPEATED, -1 },
 };
 static const luna_ds_pb_field F_core_v1_SeccompProfile[] = {
     { 1, "type", LUNA_PB_STRING, 0, -1 },
@@ -1150,6 +1195,84 @@ static const luna_ds_pb_field F_core_v1_WindowsSecurityContextOptions[] = {
     { 3, "runAsUserName", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_POINTER, -1 },
     { 4, "hostProcess", LUNA_PB_BOOL, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_POINTER, -1 },
 };
+static const luna_ds_pb_field F_networking_v1_HTTPIngressPath[] = {
+    { 1, "path", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY, -1 },
+    { 3, "pathType", LUNA_PB_STRING, LUNA_PB_F_POINTER, -1 },
+    { 2, "backend", LUNA_PB_MESSAGE, 0, M_networking_v1_IngressBackend },
+};
+static const luna_ds_pb_field F_networking_v1_HTTPIngressRuleValue[] = {
+    { 1, "paths", LUNA_PB_MESSAGE, LUNA_PB_F_REPEATED, M_networking_v1_HTTPIngressPath },
+};
+static const luna_ds_pb_field F_networking_v1_Ingress[] = {
+    { 1, "metadata", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY, M_meta_v1_ObjectMeta },
+    { 2, "spec", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY, M_networking_v1_IngressSpec },
+    { 3, "status", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY, M_networking_v1_IngressStatus },
+};
+static const luna_ds_pb_field F_networking_v1_IngressBackend[] = {
+    { 4, "service", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_POINTER, M_networking_v1_IngressServiceBackend },
+    { 3, "resource", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_POINTER, M_core_v1_TypedLocalObjectReference },
+};
+static const luna_ds_pb_field F_networking_v1_IngressLoadBalancerIngress[] = {
+    { 1, "ip", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY, -1 },
+    { 2, "hostname", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY, -1 },
+    { 4, "ports", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_REPEATED, M_networking_v1_IngressPortStatus },
+};
+static const luna_ds_pb_field F_networking_v1_IngressLoadBalancerStatus[] = {
+    { 1, "ingress", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_REPEATED, M_networking_v1_IngressLoadBalancerIngress },
+};
+static const luna_ds_pb_field F_networking_v1_IngressPortStatus[] = {
+    { 1, "port", LUNA_PB_INT32, 0, -1 },
+    { 2, "protocol", LUNA_PB_STRING, 0, -1 },
+    { 3, "error", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_POINTER, -1 },
+};
+static const luna_ds_pb_field F_networking_v1_IngressRule[] = {
+    { 1, "host", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY, -1 },
+    { 2, NULL, LUNA_PB_MESSAGE, LUNA_PB_F_INLINE, M_networking_v1_IngressRuleValue },
+};
+static const luna_ds_pb_field F_networking_v1_IngressRuleValue[] = {
+    { 1, "http", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_POINTER, M_networking_v1_HTTPIngressRuleValue },
+};
+static const luna_ds_pb_field F_networking_v1_IngressServiceBackend[] = {
+    { 1, "name", LUNA_PB_STRING, 0, -1 },
+    { 2, "port", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY, M_networking_v1_ServiceBackendPort },
+};
+static const luna_ds_pb_field F_networking_v1_IngressSpec[] = {
+    { 4, "ingressClassName", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_POINTER, -1 },
+    { 1, "defaultBackend", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_POINTER, M_networking_v1_IngressBackend },
+    { 2, "tls", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_REPEATED, M_networking_v1_IngressTLS },
+    { 3, "rules", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_REPEATED, M_networking_v1_IngressRule },
+};
+static const luna_ds_pb_field F_networking_v1_IngressStatus[] = {
+    { 1, "loadBalancer", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY, M_networking_v1_IngressLoadBalancerStatus },
+};
+static const luna_ds_pb_field F_networking_v1_IngressTLS[] = {
+    { 1, "hosts", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_REPEATED, -1 },
+    { 2, "secretName", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY, -1 },
+};
+static const luna_ds_pb_field F_networking_v1_ServiceBackendPort[] = {
+    { 1, "name", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY, -1 },
+    { 2, "number", LUNA_PB_INT32, LUNA_PB_F_OMITEMPTY, -1 },
+};
+static const luna_ds_pb_field F_policy_v1_PodDisruptionBudget[] = {
+    { 1, "metadata", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY, M_meta_v1_ObjectMeta },
+    { 2, "spec", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY, M_policy_v1_PodDisruptionBudgetSpec },
+    { 3, "status", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY, M_policy_v1_PodDisruptionBudgetStatus },
+};
+static const luna_ds_pb_field F_policy_v1_PodDisruptionBudgetSpec[] = {
+    { 1, "minAvailable", LUNA_PB_INTORSTRING, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_POINTER, -1 },
+    { 2, "selector", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_POINTER, M_meta_v1_LabelSelector },
+    { 3, "maxUnavailable", LUNA_PB_INTORSTRING, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_POINTER, -1 },
+    { 4, "unhealthyPodEvictionPolicy", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_POINTER, -1 },
+};
+static const luna_ds_pb_field F_policy_v1_PodDisruptionBudgetStatus[] = {
+    { 1, "observedGeneration", LUNA_PB_INT64, LUNA_PB_F_OMITEMPTY, -1 },
+    { 2, "disruptedPods", LUNA_PB_TIME, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_MAP, -1 },
+    { 3, "disruptionsAllowed", LUNA_PB_INT32, 0, -1 },
+    { 4, "currentHealthy", LUNA_PB_INT32, 0, -1 },
+    { 5, "desiredHealthy", LUNA_PB_INT32, 0, -1 },
+    { 6, "expectedPods", LUNA_PB_INT32, 0, -1 },
+    { 7, "conditions", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_REPEATED, M_meta_v1_Condition },
+};
 static const luna_ds_pb_field F_rbac_v1_AggregationRule[] = {
     { 1, "clusterRoleSelectors", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_REPEATED, M_meta_v1_LabelSelector },
 };
@@ -1189,6 +1312,13 @@ static const luna_ds_pb_field F_rbac_v1_Subject[] = {
     { 2, "apiGroup", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY, -1 },
     { 3, "name", LUNA_PB_STRING, 0, -1 },
     { 4, "namespace", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY, -1 },
+};
+static const luna_ds_pb_field F_scheduling_v1_PriorityClass[] = {
+    { 1, "metadata", LUNA_PB_MESSAGE, LUNA_PB_F_OMITEMPTY, M_meta_v1_ObjectMeta },
+    { 2, "value", LUNA_PB_INT32, 0, -1 },
+    { 3, "globalDefault", LUNA_PB_BOOL, LUNA_PB_F_OMITEMPTY, -1 },
+    { 4, "description", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY, -1 },
+    { 5, "preemptionPolicy", LUNA_PB_STRING, LUNA_PB_F_OMITEMPTY | LUNA_PB_F_POINTER, -1 },
 };
 static const luna_ds_pb_field F_scheduling_v1alpha3_TopologyConstraint[] = {
     { 1, "key", LUNA_PB_STRING, 0, -1 },
@@ -1385,9 +1515,14 @@ const luna_ds_pb_message luna_ds_pb_messages[] = {
     [M_core_v1_RBDVolumeSource] = { "k8s.io/api/core/v1.RBDVolumeSource", F_core_v1_RBDVolumeSource, 8 },
     [M_core_v1_ResourceClaim] = { "k8s.io/api/core/v1.ResourceClaim", F_core_v1_ResourceClaim, 2 },
     [M_core_v1_ResourceFieldSelector] = { "k8s.io/api/core/v1.ResourceFieldSelector", F_core_v1_ResourceFieldSelector, 3 },
+    [M_core_v1_ResourceQuota] = { "k8s.io/api/core/v1.ResourceQuota", F_core_v1_ResourceQuota, 3 },
+    [M_core_v1_ResourceQuotaSpec] = { "k8s.io/api/core/v1.ResourceQuotaSpec", F_core_v1_ResourceQuotaSpec, 3 },
+    [M_core_v1_ResourceQuotaStatus] = { "k8s.io/api/core/v1.ResourceQuotaStatus", F_core_v1_ResourceQuotaStatus, 2 },
     [M_core_v1_ResourceRequirements] = { "k8s.io/api/core/v1.ResourceRequirements", F_core_v1_ResourceRequirements, 3 },
     [M_core_v1_SELinuxOptions] = { "k8s.io/api/core/v1.SELinuxOptions", F_core_v1_SELinuxOptions, 4 },
     [M_core_v1_ScaleIOVolumeSource] = { "k8s.io/api/core/v1.ScaleIOVolumeSource", F_core_v1_ScaleIOVolumeSource, 10 },
+    [M_core_v1_ScopeSelector] = { "k8s.io/api/core/v1.ScopeSelector", F_core_v1_ScopeSelector, 1 },
+    [M_core_v1_ScopedResourceSelectorRequirement] = { "k8s.io/api/core/v1.ScopedResourceSelectorRequirement", F_core_v1_ScopedResourceSelectorRequirement, 3 },
     [M_core_v1_SeccompProfile] = { "k8s.io/api/core/v1.SeccompProfile", F_core_v1_SeccompProfile, 2 },
     [M_core_v1_Secret] = { "k8s.io/api/core/v1.Secret", F_core_v1_Secret, 5 },
     [M_core_v1_SecretEnvSource] = { "k8s.io/api/core/v1.SecretEnvSource", F_core_v1_SecretEnvSource, 2 },
@@ -1419,6 +1554,23 @@ const luna_ds_pb_message luna_ds_pb_messages[] = {
     [M_core_v1_VsphereVirtualDiskVolumeSource] = { "k8s.io/api/core/v1.VsphereVirtualDiskVolumeSource", F_core_v1_VsphereVirtualDiskVolumeSource, 4 },
     [M_core_v1_WeightedPodAffinityTerm] = { "k8s.io/api/core/v1.WeightedPodAffinityTerm", F_core_v1_WeightedPodAffinityTerm, 2 },
     [M_core_v1_WindowsSecurityContextOptions] = { "k8s.io/api/core/v1.WindowsSecurityContextOptions", F_core_v1_WindowsSecurityContextOptions, 4 },
+    [M_networking_v1_HTTPIngressPath] = { "k8s.io/api/networking/v1.HTTPIngressPath", F_networking_v1_HTTPIngressPath, 3 },
+    [M_networking_v1_HTTPIngressRuleValue] = { "k8s.io/api/networking/v1.HTTPIngressRuleValue", F_networking_v1_HTTPIngressRuleValue, 1 },
+    [M_networking_v1_Ingress] = { "k8s.io/api/networking/v1.Ingress", F_networking_v1_Ingress, 3 },
+    [M_networking_v1_IngressBackend] = { "k8s.io/api/networking/v1.IngressBackend", F_networking_v1_IngressBackend, 2 },
+    [M_networking_v1_IngressLoadBalancerIngress] = { "k8s.io/api/networking/v1.IngressLoadBalancerIngress", F_networking_v1_IngressLoadBalancerIngress, 3 },
+    [M_networking_v1_IngressLoadBalancerStatus] = { "k8s.io/api/networking/v1.IngressLoadBalancerStatus", F_networking_v1_IngressLoadBalancerStatus, 1 },
+    [M_networking_v1_IngressPortStatus] = { "k8s.io/api/networking/v1.IngressPortStatus", F_networking_v1_IngressPortStatus, 3 },
+    [M_networking_v1_IngressRule] = { "k8s.io/api/networking/v1.IngressRule", F_networking_v1_IngressRule, 2 },
+    [M_networking_v1_IngressRuleValue] = { "k8s.io/api/networking/v1.IngressRuleValue", F_networking_v1_IngressRuleValue, 1 },
+    [M_networking_v1_IngressServiceBackend] = { "k8s.io/api/networking/v1.IngressServiceBackend", F_networking_v1_IngressServiceBackend, 2 },
+    [M_networking_v1_IngressSpec] = { "k8s.io/api/networking/v1.IngressSpec", F_networking_v1_IngressSpec, 4 },
+    [M_networking_v1_IngressStatus] = { "k8s.io/api/networking/v1.IngressStatus", F_networking_v1_IngressStatus, 1 },
+    [M_networking_v1_IngressTLS] = { "k8s.io/api/networking/v1.IngressTLS", F_networking_v1_IngressTLS, 2 },
+    [M_networking_v1_ServiceBackendPort] = { "k8s.io/api/networking/v1.ServiceBackendPort", F_networking_v1_ServiceBackendPort, 2 },
+    [M_policy_v1_PodDisruptionBudget] = { "k8s.io/api/policy/v1.PodDisruptionBudget", F_policy_v1_PodDisruptionBudget, 3 },
+    [M_policy_v1_PodDisruptionBudgetSpec] = { "k8s.io/api/policy/v1.PodDisruptionBudgetSpec", F_policy_v1_PodDisruptionBudgetSpec, 4 },
+    [M_policy_v1_PodDisruptionBudgetStatus] = { "k8s.io/api/policy/v1.PodDisruptionBudgetStatus", F_policy_v1_PodDisruptionBudgetStatus, 7 },
     [M_rbac_v1_AggregationRule] = { "k8s.io/api/rbac/v1.AggregationRule", F_rbac_v1_AggregationRule, 1 },
     [M_rbac_v1_ClusterRole] = { "k8s.io/api/rbac/v1.ClusterRole", F_rbac_v1_ClusterRole, 3 },
     [M_rbac_v1_ClusterRoleBinding] = { "k8s.io/api/rbac/v1.ClusterRoleBinding", F_rbac_v1_ClusterRoleBinding, 3 },
@@ -1427,6 +1579,7 @@ const luna_ds_pb_message luna_ds_pb_messages[] = {
     [M_rbac_v1_RoleBinding] = { "k8s.io/api/rbac/v1.RoleBinding", F_rbac_v1_RoleBinding, 3 },
     [M_rbac_v1_RoleRef] = { "k8s.io/api/rbac/v1.RoleRef", F_rbac_v1_RoleRef, 3 },
     [M_rbac_v1_Subject] = { "k8s.io/api/rbac/v1.Subject", F_rbac_v1_Subject, 4 },
+    [M_scheduling_v1_PriorityClass] = { "k8s.io/api/scheduling/v1.PriorityClass", F_scheduling_v1_PriorityClass, 5 },
     [M_scheduling_v1alpha3_TopologyConstraint] = { "k8s.io/api/scheduling/v1alpha3.TopologyConstraint", F_scheduling_v1alpha3_TopologyConstraint, 1 },
     [M_scheduling_v1alpha3_WorkloadPodGroupAllDisruptionMode] = { "k8s.io/api/scheduling/v1alpha3.WorkloadPodGroupAllDisruptionMode", F_scheduling_v1alpha3_WorkloadPodGroupAllDisruptionMode, 0 },
     [M_scheduling_v1alpha3_WorkloadPodGroupBasicSchedulingPolicy] = { "k8s.io/api/scheduling/v1alpha3.WorkloadPodGroupBasicSchedulingPolicy", F_scheduling_v1alpha3_WorkloadPodGroupBasicSchedulingPolicy, 0 },
@@ -1458,5 +1611,9 @@ const luna_ds_pb_kind luna_ds_pb_kinds[] = {
     { "rbac.authorization.k8s.io/v1", "RoleBinding", M_rbac_v1_RoleBinding },
     { "rbac.authorization.k8s.io/v1", "ClusterRole", M_rbac_v1_ClusterRole },
     { "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", M_rbac_v1_ClusterRoleBinding },
+    { "v1", "ResourceQuota", M_core_v1_ResourceQuota },
+    { "networking.k8s.io/v1", "Ingress", M_networking_v1_Ingress },
+    { "policy/v1", "PodDisruptionBudget", M_policy_v1_PodDisruptionBudget },
+    { "scheduling.k8s.io/v1", "PriorityClass", M_scheduling_v1_PriorityClass },
 };
 const size_t luna_ds_pb_n_kinds = sizeof luna_ds_pb_kinds / sizeof *luna_ds_pb_kinds;

@@ -103,6 +103,12 @@ local CASES = {
   { "clusterrolebinding", false, function(ns)
     return "clusterrolebinding " .. ns .. "-crb --clusterrole=" .. ns .. "-cr --user=bob",
       "clusterrolebinding/" .. ns .. "-crb" end },
+  { "quota", true, function()
+    return "quota q --hard=cpu=1,memory=1G,pods=2,services.loadbalancers=0 --scopes=BestEffort",
+      "resourcequota/q" end },
+  { "priorityclass", false, function(ns)
+    return "priorityclass " .. ns .. "-pc --value=1000 --description=batch --preemption-policy=Never",
+      "priorityclass/" .. ns .. "-pc" end },
 }
 
 describe("kubectl create generators", function()

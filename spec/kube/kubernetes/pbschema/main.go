@@ -26,11 +26,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 )
 
 // The kinds kubectl's `create` generators write (and their cluster-scoped
-// RBAC and CronJob siblings).
+// RBAC and CronJob siblings): `kubectl create --help` lists them.
 var roots = []struct {
 	apiVersion, kind string
 	t                reflect.Type
@@ -47,6 +50,10 @@ var roots = []struct {
 	{"rbac.authorization.k8s.io/v1", "RoleBinding", reflect.TypeOf(rbacv1.RoleBinding{})},
 	{"rbac.authorization.k8s.io/v1", "ClusterRole", reflect.TypeOf(rbacv1.ClusterRole{})},
 	{"rbac.authorization.k8s.io/v1", "ClusterRoleBinding", reflect.TypeOf(rbacv1.ClusterRoleBinding{})},
+	{"v1", "ResourceQuota", reflect.TypeOf(corev1.ResourceQuota{})},
+	{"networking.k8s.io/v1", "Ingress", reflect.TypeOf(networkingv1.Ingress{})},
+	{"policy/v1", "PodDisruptionBudget", reflect.TypeOf(policyv1.PodDisruptionBudget{})},
+	{"scheduling.k8s.io/v1", "PriorityClass", reflect.TypeOf(schedulingv1.PriorityClass{})},
 }
 
 // Types with their own wire and JSON form (their MarshalJSON / Unmarshal).
