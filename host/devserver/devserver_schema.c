@@ -189,6 +189,14 @@ static void dec_struct(struct dec *d, int s, const json_t *obj)
     }
 }
 
+json_t *luna_ds_schema_zero_status(const luna_ds_type *t)
+{
+    const luna_ds_sch_kind *k = kind_of(t);
+    if (!k || !k->zero_status)
+        return NULL;
+    return json_loads(STR(k->zero_status), 0, NULL);
+}
+
 int luna_ds_schema_decode(const luna_ds_type *t, const json_t *doc, int patch,
                           luna_ds_status *st)
 {

@@ -75,6 +75,7 @@ typedef struct luna_ds_sch_enum {
 typedef struct luna_ds_sch_kind {
     uint32_t api_version, kind;
     int32_t root;        /* struct index */
+    uint32_t zero_status; /* the Go zero value of its Status as JSON, 0 when it has none */
 } luna_ds_sch_kind;
 
 enum luna_ds_sch_how {
@@ -115,6 +116,12 @@ extern const size_t luna_ds_sch_n_immutables;
  * Invalid, field "patch"). */
 int luna_ds_schema_decode(const luna_ds_type *t, const json_t *doc, int patch,
                           luna_ds_status *st);
+
+/* The status kube gives a new object of type t (its Go zero value, as
+ * encoding/json writes it: {"loadBalancer":{}} for an Ingress), a new
+ * reference the caller owns; NULL when t's type has no status struct or
+ * is not a built-in kind, or when out of memory. */
+json_t *luna_ds_schema_zero_status(const luna_ds_type *t);
 
 /* Applies t's defaults to doc, then appends to causes (a JSON array of
  * {reason, message, field}) what t's validation finds; old: the stored

@@ -10,6 +10,7 @@
 
 #include "devserver/devserver_apply.h"
 #include "devserver/devserver_doc.h"
+#include "devserver/devserver_schema.h"
 #include "devserver/devserver_state.h"
 #include "devserver/devserver_validate.h"
 #include "base/log.h"
@@ -452,8 +453,14 @@ int luna_ds_write_create(luna_ds *ds, luna_ds_type *t, json_t *doc, const char *
     json_t *fin = json_object_get(md, "finalizers");
     if (json_is_array(fin) && json_array_size(fin) == 0)
         json_object_del(md, "finalizers");
-    if (t->has_status)
-        json_object_del(doc, "status");
+    if (t->has_status) {
+        /* kube's strategies reset status on create to its zero value */
+        json_t *zero = t->custom ? NULL : luna_ds_schema_zero_status(t);
+        if (zero)
+            json_object_set_new(doc, "status", zero);
+        else
+            json_object_del(doc, "status");
+    }
     if (!t->custom && !*t->group) {
         if (strcmp(t->resource, "pods") == 0)
             json_object_set_new(doc, "status", json_pack("{s:s}", "phase", "Pending"));

@@ -106,9 +106,14 @@ local CASES = {
   { "quota", true, function()
     return "quota q --hard=cpu=1,memory=1G,pods=2,services.loadbalancers=0 --scopes=BestEffort",
       "resourcequota/q" end },
+  { "poddisruptionbudget", true, function()
+    return "poddisruptionbudget pdb --selector=app=web --min-available=50%", "poddisruptionbudget/pdb" end },
   { "priorityclass", false, function(ns)
     return "priorityclass " .. ns .. "-pc --value=1000 --description=batch --preemption-policy=Never",
       "priorityclass/" .. ns .. "-pc" end },
+  { "ingress", true, function()
+    return "ingress ing --class=default --rule='foo.example/bar*=svc:8080,tls=cert' " ..
+      "--annotation=a=b --default-backend=def:http", "ingress/ing" end },
 }
 
 describe("kubectl create generators", function()

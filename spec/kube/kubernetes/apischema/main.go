@@ -477,8 +477,22 @@ func main() {
 	}
 	var kindRows []string
 	for _, k := range kinds {
-		kindRows = append(kindRows, fmt.Sprintf("    { %d, %d, %d }, /* %s %s */", str(k.apiVersion),
-			str(k.kind), index[typeName(k.t)], k.apiVersion, k.kind))
+		// The status kube serves for a new object: its strategy resets
+		// status on create to the Go zero value, which encoding/json
+		// writes with every field not omitempty ({"loadBalancer":{}} for
+		// an Ingress, the four counters of a PodDisruptionBudget, {} for
+		// a Deployment).
+		zero := ""
+		if f, ok := k.t.FieldByName("Status"); ok && f.Type.Kind() == reflect.Struct {
+			b, err := json.Marshal(reflect.Zero(f.Type).Interface())
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "apischema: zero status of %s: %v\n", k.kind, err)
+				os.Exit(1)
+			}
+			zero = string(b)
+		}
+		kindRows = append(kindRows, fmt.Sprintf("    { %d, %d, %d, %d }, /* %s %s */", str(k.apiVersion),
+			str(k.kind), index[typeName(k.t)], str(zero), k.apiVersion, k.kind))
 	}
 	nfields := len(fieldRows)
 
