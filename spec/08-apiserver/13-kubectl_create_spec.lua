@@ -104,7 +104,7 @@ local CASES = {
     return "clusterrolebinding " .. ns .. "-crb --clusterrole=" .. ns .. "-cr --user=bob",
       "clusterrolebinding/" .. ns .. "-crb" end },
   { "quota", true, function()
-    return "quota q --hard=cpu=1,memory=1G,pods=2,services.loadbalancers=0 --scopes=BestEffort",
+    return "quota q --hard=cpu=1,memory=1G,pods=2,services.loadbalancers=0",
       "resourcequota/q" end },
   { "poddisruptionbudget", true, function()
     return "poddisruptionbudget pdb --selector=app=web --min-available=50%", "poddisruptionbudget/pdb" end },
