@@ -192,6 +192,7 @@ static const struct kept_def {
     { "", "persistentvolumeclaims", NO_GENERATION, NULL },
     { "", "persistentvolumes", NO_GENERATION, NULL },
     { "", "pods", RETURN_DELETED | NO_GENERATION, pod_fields },
+    { "", "resourcequotas", NO_GENERATION, NULL },   /* seen on kube-apiserver (08-apiserver/13) */
     { "", "secrets", 0, secret_fields },
     { "", "services", RETURN_DELETED | NO_GENERATION, service_fields },
     { "admissionregistration.k8s.io", "mutatingwebhookconfigurations", GENERATION, NULL },
