@@ -12,6 +12,7 @@
 #include <uthash.h>
 
 #include "devserver/devserver_doc.h"
+#include "devserver/devserver_schema.h"
 #include "devserver/devserver_state.h"
 #include "devserver/devserver_store.h"
 #include "devserver/devserver_types.h"
@@ -150,6 +151,17 @@ static json_t *review_body(const luna_ds_request *req, const char *api_version,
         json_decref(doc);
         luna_ds_status_bad_request(st, "the body of the request must be a %s %s", api_version,
                                    kind);
+        return NULL;
+    }
+    /* kube decodes a review as any body: a field of the wrong JSON type
+     * is the decoder's 400 (the schema tables know the review kinds) */
+    char group[64];
+    const char *slash = strchr(api_version, '/');
+    snprintf(group, sizeof group, "%.*s", slash ? (int)(slash - api_version) : 0, api_version);
+    luna_ds_type rt = { .group = group, .version = (char *)(slash ? slash + 1 : api_version),
+                        .api_version = (char *)api_version, .kind = (char *)kind };
+    if (luna_ds_schema_decode(&rt, doc, 0, st) < 0) {
+        json_decref(doc);
         return NULL;
     }
     if (!json_is_object(json_object_get(doc, "spec")))

@@ -42,9 +42,28 @@ static bool dns_subdomain(const char *s)
     }
 }
 
+static void add_invalid(json_t *causes, const char *field, const char *value, const char *msg);
+
+static bool resource_in(const char *resource, const char *const *list)
+{
+    for (; *list; list++)
+        if (strcmp(resource, *list) == 0)
+            return true;
+    return false;
+}
+
+/* Kinds kube-apiserver names by an RFC 1123 label (their names become DNS
+ * labels: a Service's DNS name, a StatefulSet's Pod hostnames) and kinds
+ * it names by a mere path segment (RBAC, PodDisruptionBudget,
+ * CertificateSigningRequest): read off v1.37.2 (spec/08-apiserver/24). */
+static const char *const LABEL_NAMED[] = { "namespaces", "services", "statefulsets", NULL };
+static const char *const SEGMENT_NAMED[] = { "roles", "clusterroles", "rolebindings",
+                                             "clusterrolebindings", "poddisruptionbudgets",
+                                             "certificatesigningrequests", NULL };
+
 int luna_ds_validate_name(const luna_ds_type *t, const char *name, luna_ds_status *st)
 {
-    if (strcmp(t->resource, "namespaces") == 0) {
+    if (resource_in(t->resource, LABEL_NAMED)) {
         if (!dns_label(name, strlen(name), false))
             return luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid",
                 "metadata.name", "Invalid value: \"%s\": a lowercase RFC 1123 label must consist "
@@ -53,14 +72,28 @@ int luna_ds_validate_name(const luna_ds_type *t, const char *name, luna_ds_statu
                 "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')", name);
         return 0;
     }
-    if (strcmp(t->resource, "services") == 0) {
-        if (!dns_label(name, strlen(name), true))
+    if (resource_in(t->resource, SEGMENT_NAMED)) {
+        /* kube's path-segment check: "." and ".." alone, else one cause
+         * per forbidden character present */
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
             return luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid",
-                "metadata.name", "Invalid value: \"%s\": a DNS-1035 label must consist of lower "
-                "case alphanumeric characters or '-', start with an alphabetic character, and "
-                "end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used "
-                "for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')", name);
-        return 0;
+                "metadata.name", "Invalid value: \"%s\": may not be '%s'", name, name);
+        json_t *causes = json_array();
+        if (!causes)
+            return luna_ds_status_oom(st);
+        static const char *const bad[] = { "/", "%", NULL };
+        for (size_t i = 0; bad[i]; i++) {
+            if (strstr(name, bad[i])) {
+                char msg[64];
+                snprintf(msg, sizeof msg, "may not contain '%s'", bad[i]);
+                add_invalid(causes, "metadata.name", name, msg);
+            }
+        }
+        if (json_array_size(causes) == 0) {
+            json_decref(causes);
+            return 0;
+        }
+        return luna_ds_status_invalid_causes(st, t->group, t->kind, name, causes);
     }
     if (!dns_subdomain(name))
         return luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid",
