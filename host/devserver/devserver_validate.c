@@ -574,6 +574,98 @@ static void configmap_keys(json_t *causes, const json_t *doc)
             configmap_key(causes, "binaryData", k);
 }
 
+/* ---- hand rules: kube validation the generated schema tables cannot say
+ * (cross-field conditions, messages of kube's own validation functions).
+ * One row per rule, each naming the k8s.io/kubernetes function it mirrors;
+ * `first` rules run before the schema's causes (kube reports theirs
+ * first), the others after.  Read off v1.37.2 (spec/08-apiserver/24). ---- */
+
+static const char *spec_str(const json_t *doc, const char *k)
+{
+    json_t *v = json_object_get(json_object_get(doc, "spec"), k);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static bool absent_or_empty(const json_t *v)
+{
+    return !v || json_is_null(v) || (json_is_string(v) && json_string_length(v) == 0) ||
+           (json_is_array(v) && json_array_size(v) == 0);
+}
+
+/* core ValidateService: a Service needs ports unless it is headless
+ * (clusterIP None) or of type ExternalName */
+static void rule_service_ports(const json_t *doc, json_t *causes)
+{
+    const char *type = spec_str(doc, "type"), *ip = spec_str(doc, "clusterIP");
+    if ((type && strcmp(type, "ExternalName") == 0) || (ip && strcmp(ip, "None") == 0))
+        return;
+    if (absent_or_empty(json_object_get(json_object_get(doc, "spec"), "ports")))
+        add_cause(causes, "FieldValueRequired", "spec.ports", "Required value");
+}
+
+/* networking ValidateIngressClassSpec: spec.controller is required */
+static void rule_ingressclass_controller(const json_t *doc, json_t *causes)
+{
+    if (absent_or_empty(json_object_get(json_object_get(doc, "spec"), "controller")))
+        add_cause(causes, "FieldValueRequired", "spec.controller", "Required value");
+}
+
+/* autoscaling ValidateCrossVersionObjectReference: the target's apiVersion
+ * must name a group.  Only an absent or empty apiVersion is refused here:
+ * kube's answer for a core "v1" target was not read off the real server. */
+static void rule_hpa_target_group(const json_t *doc, json_t *causes)
+{
+    json_t *ref = json_object_get(json_object_get(doc, "spec"), "scaleTargetRef");
+    json_t *av = json_object_get(ref, "apiVersion");
+    if (absent_or_empty(av))
+        add_invalid(causes, "spec.scaleTargetRef.apiVersion", "",
+                    "apiVersion must specify API group");
+}
+
+/* flowcontrol ValidatePriorityLevelConfigurationSpec: spec.limited only
+ * with type Limited */
+static void rule_plc_limited(const json_t *doc, json_t *causes)
+{
+    const char *type = spec_str(doc, "type");
+    json_t *lim = json_object_get(json_object_get(doc, "spec"), "limited");
+    if (lim && !json_is_null(lim) && (!type || strcmp(type, "Limited") != 0))
+        add_cause(causes, "FieldValueForbidden", "spec.limited",
+                  "Forbidden: must be nil if the type is not Limited");
+}
+
+/* apiregistration ValidateAPIService: versionPriority in (0, 1000) */
+static void rule_apiservice_priority(const json_t *doc, json_t *causes)
+{
+    json_t *v = json_object_get(json_object_get(doc, "spec"), "versionPriority");
+    json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
+    if (n <= 0 || n >= 1000) {
+        char m[128];
+        snprintf(m, sizeof m, "Invalid value: %" JSON_INTEGER_FORMAT
+                 ": must be positive and less than 1000", n);
+        add_cause(causes, "FieldValueInvalid", "spec.versionPriority", m);
+    }
+}
+
+static const struct hand_rule {
+    const char *group, *resource;
+    bool first;
+    void (*check)(const json_t *doc, json_t *causes);
+} HAND_RULES[] = {
+    { "", "services", false, rule_service_ports },
+    { "networking.k8s.io", "ingressclasses", false, rule_ingressclass_controller },
+    { "autoscaling", "horizontalpodautoscalers", false, rule_hpa_target_group },
+    { "flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations", true, rule_plc_limited },
+    { "apiregistration.k8s.io", "apiservices", false, rule_apiservice_priority },
+};
+
+static void hand_rules(const luna_ds_type *t, const json_t *doc, json_t *causes, bool first)
+{
+    for (size_t i = 0; i < sizeof HAND_RULES / sizeof *HAND_RULES; i++)
+        if (HAND_RULES[i].first == first && strcmp(t->group, HAND_RULES[i].group) == 0 &&
+            strcmp(t->resource, HAND_RULES[i].resource) == 0)
+            HAND_RULES[i].check(doc, causes);
+}
+
 int luna_ds_validate_fields(const luna_ds_type *t, json_t *doc, const json_t *old,
                             const char *name, luna_ds_status *st)
 {
@@ -591,10 +683,12 @@ int luna_ds_validate_fields(const luna_ds_type *t, json_t *doc, const json_t *ol
         annotations(causes, a);
     if (configmap)
         configmap_keys(causes, doc);
+    hand_rules(t, doc, causes, true);
     if (luna_ds_schema_validate(t, doc, old, causes) < 0) {
         json_decref(causes);
         return luna_ds_status_oom(st);
     }
+    hand_rules(t, doc, causes, false);
     if (json_array_size(causes) == 0) {
         json_decref(causes);
         return 0;
