@@ -43,6 +43,7 @@ static bool dns_subdomain(const char *s)
 }
 
 static void add_invalid(json_t *causes, const char *field, const char *value, const char *msg);
+static void go_quote(char *buf, size_t size, const char *s);
 
 static bool resource_in(const char *resource, const char *const *list)
 {
@@ -55,32 +56,79 @@ static bool resource_in(const char *resource, const char *const *list)
 /* Kinds kube-apiserver names by an RFC 1123 label (their names become DNS
  * labels: a Service's DNS name, a StatefulSet's Pod hostnames) and kinds
  * it names by a mere path segment (RBAC, PodDisruptionBudget,
- * CertificateSigningRequest): read off v1.37.2 (spec/08-apiserver/24). */
+ * CertificateSigningRequest, APIService): read off v1.37.2
+ * (spec/08-apiserver/24). */
 static const char *const LABEL_NAMED[] = { "namespaces", "services", "statefulsets", NULL };
-static const char *const SEGMENT_NAMED[] = { "roles", "clusterroles", "rolebindings",
+static const char *const SEGMENT_NAMED[] = { "apiservices", "roles", "clusterroles", "rolebindings",
                                              "clusterrolebindings", "poddisruptionbudgets",
                                              "certificatesigningrequests", NULL };
 
-int luna_ds_validate_name(const luna_ds_type *t, const char *name, luna_ds_status *st)
+/* Kinds whose name kube composes from two spec fields, checked after the
+ * name's format: apiextensions ValidateCustomResourceDefinition (its name
+ * func) and apiregistration ValidateAPIService (its name func). */
+static const struct name_rule {
+    const char *group, *resource;
+    const char *first, *second;   /* spec fields: name = first "." second */
+    const char *fmt;              /* message; %s: the wanted name, quoted */
+} NAME_RULES[] = {
+    { "apiextensions.k8s.io", "customresourcedefinitions", "names.plural", "group",
+      "must be spec.names.plural+\".\"+spec.group" },
+    { "apiregistration.k8s.io", "apiservices", "version", "group",
+      "must be `spec.version+\".\"+spec.group`: %s" },
+};
+
+/* spec.<path> (one level of ".") as a string, or "" */
+static const char *spec_path(const json_t *doc, const char *path)
 {
+    json_t *v = json_object_get(doc, "spec");
+    const char *dot = strchr(path, '.');
+    if (dot) {
+        char head[64];
+        snprintf(head, sizeof head, "%.*s", (int)(dot - path), path);
+        v = json_object_get(v, head);
+        path = dot + 1;
+    }
+    v = json_object_get(v, path);
+    return json_is_string(v) ? json_string_value(v) : "";
+}
+
+static void composed_name(const luna_ds_type *t, const json_t *doc, const char *name,
+                          json_t *causes)
+{
+    for (size_t i = 0; doc && i < sizeof NAME_RULES / sizeof *NAME_RULES; i++) {
+        const struct name_rule *r = &NAME_RULES[i];
+        if (strcmp(t->group, r->group) != 0 || strcmp(t->resource, r->resource) != 0)
+            continue;
+        char want[600], q[620], msg[800];
+        snprintf(want, sizeof want, "%s.%s", spec_path(doc, r->first), spec_path(doc, r->second));
+        if (strcmp(name, want) == 0)
+            return;
+        go_quote(q, sizeof q, want);
+        snprintf(msg, sizeof msg, r->fmt, q);
+        add_invalid(causes, "metadata.name", name, msg);
+    }
+}
+
+int luna_ds_validate_name(const luna_ds_type *t, const char *name, const json_t *doc,
+                          luna_ds_status *st)
+{
+    json_t *causes = json_array();
+    if (!causes)
+        return luna_ds_status_oom(st);
     if (resource_in(t->resource, LABEL_NAMED)) {
         if (!dns_label(name, strlen(name), false))
-            return luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid",
-                "metadata.name", "Invalid value: \"%s\": a lowercase RFC 1123 label must consist "
+            add_invalid(causes, "metadata.name", name, "a lowercase RFC 1123 label must consist "
                 "of lower case alphanumeric characters or '-', and must start and end with an "
                 "alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-                "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')", name);
-        return 0;
-    }
-    if (resource_in(t->resource, SEGMENT_NAMED)) {
+                "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')");
+    } else if (resource_in(t->resource, SEGMENT_NAMED)) {
         /* kube's path-segment check: "." and ".." alone, else one cause
          * per forbidden character present */
-        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-            return luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid",
-                "metadata.name", "Invalid value: \"%s\": may not be '%s'", name, name);
-        json_t *causes = json_array();
-        if (!causes)
-            return luna_ds_status_oom(st);
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+            char msg[64];
+            snprintf(msg, sizeof msg, "may not be '%s'", name);
+            add_invalid(causes, "metadata.name", name, msg);
+        }
         static const char *const bad[] = { "/", "%", NULL };
         for (size_t i = 0; bad[i]; i++) {
             if (strstr(name, bad[i])) {
@@ -89,19 +137,20 @@ int luna_ds_validate_name(const luna_ds_type *t, const char *name, luna_ds_statu
                 add_invalid(causes, "metadata.name", name, msg);
             }
         }
-        if (json_array_size(causes) == 0) {
-            json_decref(causes);
-            return 0;
-        }
-        return luna_ds_status_invalid_causes(st, t->group, t->kind, name, causes);
-    }
-    if (!dns_subdomain(name))
-        return luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid",
-            "metadata.name", "Invalid value: \"%s\": a lowercase RFC 1123 subdomain must consist "
+    } else if (!dns_subdomain(name)) {
+        add_invalid(causes, "metadata.name", name, "a lowercase RFC 1123 subdomain must consist "
             "of lower case alphanumeric characters, '-' or '.', and must start and end with an "
             "alphanumeric character (e.g. 'example.com', regex used for validation is "
-            "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')", name);
-    return 0;
+            "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')");
+    }
+    /* kube's name funcs stop at a path-segment failure */
+    if (!(resource_in(t->resource, SEGMENT_NAMED) && json_array_size(causes)))
+        composed_name(t, doc, name, causes);
+    if (json_array_size(causes) == 0) {
+        json_decref(causes);
+        return 0;
+    }
+    return luna_ds_status_invalid_causes(st, t->group, t->kind, name, causes);
 }
 
 /* Parses a request body that must be a JSON object. */
