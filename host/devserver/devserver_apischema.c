@@ -2873,10 +2873,22 @@ const char luna_ds_sch_strings[] =
     "OwnerReference\0"
     "blockOwnerDeletion\0"
     "Preconditions\0"
+    "APIService\0"
+    "v1.APIServiceSpec\0"
+    "v1.APIServiceStatus\0"
+    "APIServiceCondition\0"
+    "v1.APIServiceConditionType\0"
+    "APIServiceSpec\0"
+    "insecureSkipTLSVerify\0"
+    "groupPriorityMinimum\0"
+    "versionPriority\0"
+    "APIServiceStatus\0"
+    "v1.APIServiceCondition\0"
     "admissionregistration.k8s.io/v1\0"
     "admissionregistration.k8s.io/v1alpha1\0"
     "admissionregistration.k8s.io/v1beta1\0"
     "apiextensions.k8s.io/v1\0"
+    "apiregistration.k8s.io/v1\0"
     "apps/v1\0"
     "apps/v1beta1\0"
     "apps/v1beta2\0"
@@ -6844,6 +6856,25 @@ const luna_ds_sch_field luna_ds_sch_fields[] = {
     { 53587, 7140, 0, LUNA_SCH_BOOL, LUNA_SCH_F_POINTER, -1, -1 }, /* blockOwnerDeletion */
     { 10046, 10050, 0, LUNA_SCH_STRING, LUNA_SCH_F_POINTER, -1, -1 }, /* uid */
     { 17765, 2578, 0, LUNA_SCH_STRING, LUNA_SCH_F_POINTER, -1, -1 }, /* resourceVersion */
+    { 2858, 2867, 0, LUNA_SCH_STRUCT, 0, 1035, -1 }, /* metadata */
+    { 2881, 53631, 0, LUNA_SCH_STRUCT, 0, 1040, -1 }, /* spec */
+    { 4010, 53649, 0, LUNA_SCH_STRUCT, 0, 1041, -1 }, /* status */
+    { 6165, 53689, 0, LUNA_SCH_STRING, LUNA_SCH_F_REQUIRED, -1, -1 }, /* type */
+    { 4010, 6545, 0, LUNA_SCH_STRING, LUNA_SCH_F_REQUIRED, -1, -1 }, /* status */
+    { 6232, 6251, 0, LUNA_SCH_TIME, 0, -1, -1 }, /* lastTransitionTime */
+    { 4491, 2578, 0, LUNA_SCH_STRING, 0, -1, -1 }, /* reason */
+    { 4483, 2578, 0, LUNA_SCH_STRING, 0, -1, -1 }, /* message */
+    { 4565, 4573, 0, LUNA_SCH_STRUCT, LUNA_SCH_F_POINTER, 1042, -1 }, /* service */
+    { 10968, 2578, 0, LUNA_SCH_STRING, 0, -1, -1 }, /* group */
+    { 10974, 2578, 0, LUNA_SCH_STRING, 0, -1, -1 }, /* version */
+    { 53731, 7140, 0, LUNA_SCH_BOOL, 0, -1, -1 }, /* insecureSkipTLSVerify */
+    { 4593, 4602, 0, LUNA_SCH_BYTES, 0, -1, -1 }, /* caBundle */
+    { 53753, 3438, 0, LUNA_SCH_INT32, LUNA_SCH_F_REQUIRED, -1, -1 }, /* groupPriorityMinimum */
+    { 53774, 3438, 0, LUNA_SCH_INT32, LUNA_SCH_F_REQUIRED, -1, -1 }, /* versionPriority */
+    { 4378, 53807, 0, LUNA_SCH_STRUCT, LUNA_SCH_F_LIST, 1039, -1 }, /* conditions */
+    { 3773, 2578, 0, LUNA_SCH_STRING, 0, -1, -1 }, /* namespace */
+    { 2671, 2578, 0, LUNA_SCH_STRING, 0, -1, -1 }, /* name */
+    { 3893, 3438, 0, LUNA_SCH_INT32, LUNA_SCH_F_POINTER, -1, -1 }, /* port */
 };
 
 const luna_ds_sch_struct luna_ds_sch_structs[] = {
@@ -7885,179 +7916,185 @@ const luna_ds_sch_struct luna_ds_sch_structs[] = {
     { 53387, 3785, 15 }, /* meta_v1_ObjectMeta */
     { 53572, 3800, 6 }, /* meta_v1_OwnerReference */
     { 53606, 3806, 2 }, /* meta_v1_Preconditions */
+    { 53620, 3808, 3 }, /* k8s_io_kube_aggregator_pkg_apis_apiregistration_v1_APIService */
+    { 53669, 3811, 5 }, /* k8s_io_kube_aggregator_pkg_apis_apiregistration_v1_APIServiceCondition */
+    { 53716, 3816, 7 }, /* k8s_io_kube_aggregator_pkg_apis_apiregistration_v1_APIServiceSpec */
+    { 53790, 3823, 1 }, /* k8s_io_kube_aggregator_pkg_apis_apiregistration_v1_APIServiceStatus */
+    { 3871, 3824, 3 }, /* k8s_io_kube_aggregator_pkg_apis_apiregistration_v1_ServiceReference */
 };
 
 const luna_ds_sch_kind luna_ds_sch_kinds[] = {
-    { 53620, 2834, 6 }, /* admissionregistration.k8s.io/v1 MutatingAdmissionPolicy */
-    { 53620, 2917, 7 }, /* admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding */
-    { 53620, 3468, 11 }, /* admissionregistration.k8s.io/v1 MutatingWebhookConfiguration */
-    { 53620, 3951, 20 }, /* admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy */
-    { 53620, 4052, 21 }, /* admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding */
-    { 53620, 4420, 26 }, /* admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration */
-    { 53652, 2834, 36 }, /* admissionregistration.k8s.io/v1alpha1 MutatingAdmissionPolicy */
-    { 53652, 2917, 37 }, /* admissionregistration.k8s.io/v1alpha1 MutatingAdmissionPolicyBinding */
-    { 53652, 3951, 45 }, /* admissionregistration.k8s.io/v1alpha1 ValidatingAdmissionPolicy */
-    { 53652, 4052, 46 }, /* admissionregistration.k8s.io/v1alpha1 ValidatingAdmissionPolicyBinding */
-    { 53690, 2834, 58 }, /* admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy */
-    { 53690, 2917, 59 }, /* admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicyBinding */
-    { 53690, 3468, 63 }, /* admissionregistration.k8s.io/v1beta1 MutatingWebhookConfiguration */
-    { 53690, 3951, 70 }, /* admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicy */
-    { 53690, 4052, 71 }, /* admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicyBinding */
-    { 53690, 4420, 76 }, /* admissionregistration.k8s.io/v1beta1 ValidatingWebhookConfiguration */
-    { 53727, 51090, 1011 }, /* apiextensions.k8s.io/v1 CustomResourceDefinition */
-    { 53751, 6400, 85 }, /* apps/v1 ControllerRevision */
-    { 53751, 6454, 86 }, /* apps/v1 DaemonSet */
-    { 53751, 6967, 91 }, /* apps/v1 Deployment */
-    { 53751, 7369, 96 }, /* apps/v1 ReplicaSet */
-    { 53751, 7674, 103 }, /* apps/v1 StatefulSet */
-    { 53759, 6400, 110 }, /* apps/v1beta1 ControllerRevision */
-    { 53759, 6967, 111 }, /* apps/v1beta1 Deployment */
-    { 53759, 8617, 119 }, /* apps/v1beta1 Scale */
-    { 53759, 7674, 122 }, /* apps/v1beta1 StatefulSet */
-    { 53772, 6400, 129 }, /* apps/v1beta2 ControllerRevision */
-    { 53772, 6454, 130 }, /* apps/v1beta2 DaemonSet */
-    { 53772, 6967, 135 }, /* apps/v1beta2 Deployment */
-    { 53772, 7369, 140 }, /* apps/v1beta2 ReplicaSet */
-    { 53772, 8617, 147 }, /* apps/v1beta2 Scale */
-    { 53772, 7674, 150 }, /* apps/v1beta2 StatefulSet */
-    { 53785, 10060, 158 }, /* authentication.k8s.io/v1 SelfSubjectReview */
-    { 53785, 10150, 160 }, /* authentication.k8s.io/v1 TokenRequest */
-    { 53785, 10367, 163 }, /* authentication.k8s.io/v1 TokenReview */
-    { 53810, 10060, 167 }, /* authentication.k8s.io/v1alpha1 SelfSubjectReview */
-    { 53841, 10060, 169 }, /* authentication.k8s.io/v1beta1 SelfSubjectReview */
-    { 53841, 10367, 171 }, /* authentication.k8s.io/v1beta1 TokenReview */
-    { 53871, 10803, 177 }, /* authorization.k8s.io/v1 LocalSubjectAccessReview */
-    { 53871, 11098, 182 }, /* authorization.k8s.io/v1 SelfSubjectAccessReview */
-    { 53871, 11269, 184 }, /* authorization.k8s.io/v1 SelfSubjectRulesReview */
-    { 53871, 11377, 186 }, /* authorization.k8s.io/v1 SubjectAccessReview */
-    { 53895, 10803, 190 }, /* authorization.k8s.io/v1beta1 LocalSubjectAccessReview */
-    { 53895, 11098, 195 }, /* authorization.k8s.io/v1beta1 SelfSubjectAccessReview */
-    { 53895, 11269, 197 }, /* authorization.k8s.io/v1beta1 SelfSubjectRulesReview */
-    { 53895, 11377, 199 }, /* authorization.k8s.io/v1beta1 SubjectAccessReview */
-    { 53924, 11866, 204 }, /* autoscaling/v1 HorizontalPodAutoscaler */
-    { 53924, 8617, 207 }, /* autoscaling/v1 Scale */
-    { 53939, 11866, 217 }, /* autoscaling/v2 HorizontalPodAutoscaler */
-    { 53954, 13536, 233 }, /* batch/v1 CronJob */
-    { 53954, 13834, 236 }, /* batch/v1 Job */
-    { 53963, 13536, 249 }, /* batch/v1beta1 CronJob */
-    { 53977, 15273, 253 }, /* certificates.k8s.io/v1 CertificateSigningRequest */
-    { 53977, 15576, 257 }, /* certificates.k8s.io/v1 ClusterTrustBundle */
-    { 53977, 15656, 259 }, /* certificates.k8s.io/v1 PodCertificateRequest */
-    { 54000, 15576, 262 }, /* certificates.k8s.io/v1alpha1 ClusterTrustBundle */
-    { 54029, 15273, 264 }, /* certificates.k8s.io/v1beta1 CertificateSigningRequest */
-    { 54029, 15576, 268 }, /* certificates.k8s.io/v1beta1 ClusterTrustBundle */
-    { 54029, 15656, 270 }, /* certificates.k8s.io/v1beta1 PodCertificateRequest */
-    { 54057, 16330, 273 }, /* coordination.k8s.io/v1 Lease */
-    { 54080, 16491, 275 }, /* coordination.k8s.io/v1alpha2 LeaseCandidate */
-    { 54109, 16330, 277 }, /* coordination.k8s.io/v1beta1 Lease */
-    { 54109, 16491, 278 }, /* coordination.k8s.io/v1beta1 LeaseCandidate */
-    { 54137, 32143, 503 }, /* discovery.k8s.io/v1 EndpointSlice */
-    { 54157, 32143, 510 }, /* discovery.k8s.io/v1beta1 EndpointSlice */
-    { 54182, 20066, 513 }, /* events.k8s.io/v1 Event */
-    { 54199, 20066, 515 }, /* events.k8s.io/v1beta1 Event */
-    { 54221, 6454, 517 }, /* extensions/v1beta1 DaemonSet */
-    { 54221, 6967, 522 }, /* extensions/v1beta1 Deployment */
-    { 54221, 2309, 530 }, /* extensions/v1beta1 Ingress */
-    { 54221, 33264, 540 }, /* extensions/v1beta1 NetworkPolicy */
-    { 54221, 7369, 546 }, /* extensions/v1beta1 ReplicaSet */
-    { 54221, 8617, 553 }, /* extensions/v1beta1 Scale */
-    { 54240, 33851, 558 }, /* flowcontrol.apiserver.k8s.io/v1 FlowSchema */
-    { 54240, 34441, 567 }, /* flowcontrol.apiserver.k8s.io/v1 PriorityLevelConfiguration */
-    { 54272, 33851, 579 }, /* flowcontrol.apiserver.k8s.io/v1beta1 FlowSchema */
-    { 54272, 34441, 588 }, /* flowcontrol.apiserver.k8s.io/v1beta1 PriorityLevelConfiguration */
-    { 54309, 33851, 600 }, /* flowcontrol.apiserver.k8s.io/v1beta2 FlowSchema */
-    { 54309, 34441, 609 }, /* flowcontrol.apiserver.k8s.io/v1beta2 PriorityLevelConfiguration */
-    { 54346, 33851, 621 }, /* flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema */
-    { 54346, 34441, 630 }, /* flowcontrol.apiserver.k8s.io/v1beta3 PriorityLevelConfiguration */
-    { 54383, 6068, 81 }, /* internal.apiserver.k8s.io/v1alpha1 StorageVersion */
-    { 54418, 2213, 640 }, /* lifecycle.k8s.io/v1alpha1 Eviction */
-    { 54418, 37574, 642 }, /* lifecycle.k8s.io/v1alpha1 EvictionRequest */
-    { 54444, 38248, 655 }, /* networking.k8s.io/v1 IPAddress */
-    { 54444, 2309, 658 }, /* networking.k8s.io/v1 Ingress */
-    { 54444, 38375, 660 }, /* networking.k8s.io/v1 IngressClass */
-    { 54444, 33264, 672 }, /* networking.k8s.io/v1 NetworkPolicy */
-    { 54444, 38891, 680 }, /* networking.k8s.io/v1 ServiceCIDR */
-    { 54465, 38248, 685 }, /* networking.k8s.io/v1beta1 IPAddress */
-    { 54465, 2309, 687 }, /* networking.k8s.io/v1beta1 Ingress */
-    { 54465, 38375, 689 }, /* networking.k8s.io/v1beta1 IngressClass */
-    { 54465, 38891, 701 }, /* networking.k8s.io/v1beta1 ServiceCIDR */
-    { 54491, 39162, 705 }, /* node.k8s.io/v1 RuntimeClass */
-    { 54506, 39162, 708 }, /* node.k8s.io/v1alpha1 RuntimeClass */
-    { 54527, 39162, 712 }, /* node.k8s.io/v1beta1 RuntimeClass */
-    { 54547, 2213, 714 }, /* policy/v1 Eviction */
-    { 54547, 39383, 715 }, /* policy/v1 PodDisruptionBudget */
-    { 54557, 2213, 718 }, /* policy/v1beta1 Eviction */
-    { 54557, 39383, 719 }, /* policy/v1beta1 PodDisruptionBudget */
-    { 54572, 39801, 723 }, /* rbac.authorization.k8s.io/v1 ClusterRole */
-    { 54572, 39862, 724 }, /* rbac.authorization.k8s.io/v1 ClusterRoleBinding */
-    { 54572, 39911, 726 }, /* rbac.authorization.k8s.io/v1 Role */
-    { 54572, 39916, 727 }, /* rbac.authorization.k8s.io/v1 RoleBinding */
-    { 54601, 39801, 731 }, /* rbac.authorization.k8s.io/v1alpha1 ClusterRole */
-    { 54601, 39862, 732 }, /* rbac.authorization.k8s.io/v1alpha1 ClusterRoleBinding */
-    { 54601, 39911, 734 }, /* rbac.authorization.k8s.io/v1alpha1 Role */
-    { 54601, 39916, 735 }, /* rbac.authorization.k8s.io/v1alpha1 RoleBinding */
-    { 54636, 39801, 739 }, /* rbac.authorization.k8s.io/v1beta1 ClusterRole */
-    { 54636, 39862, 740 }, /* rbac.authorization.k8s.io/v1beta1 ClusterRoleBinding */
-    { 54636, 39911, 742 }, /* rbac.authorization.k8s.io/v1beta1 Role */
-    { 54636, 39916, 743 }, /* rbac.authorization.k8s.io/v1beta1 RoleBinding */
-    { 54670, 41061, 761 }, /* resource.k8s.io/v1 DeviceClass */
-    { 54670, 41792, 773 }, /* resource.k8s.io/v1 DeviceTaintRule */
-    { 54670, 28447, 784 }, /* resource.k8s.io/v1 ResourceClaim */
-    { 54670, 42531, 788 }, /* resource.k8s.io/v1 ResourceClaimTemplate */
-    { 54670, 42651, 791 }, /* resource.k8s.io/v1 ResourceSlice */
-    { 54689, 41792, 794 }, /* resource.k8s.io/v1alpha3 DeviceTaintRule */
-    { 54689, 43175, 800 }, /* resource.k8s.io/v1alpha3 ResourcePoolStatusRequest */
-    { 54714, 41061, 821 }, /* resource.k8s.io/v1beta1 DeviceClass */
-    { 54714, 28447, 839 }, /* resource.k8s.io/v1beta1 ResourceClaim */
-    { 54714, 42531, 843 }, /* resource.k8s.io/v1beta1 ResourceClaimTemplate */
-    { 54714, 42651, 846 }, /* resource.k8s.io/v1beta1 ResourceSlice */
-    { 54738, 41061, 863 }, /* resource.k8s.io/v1beta2 DeviceClass */
-    { 54738, 41792, 875 }, /* resource.k8s.io/v1beta2 DeviceTaintRule */
-    { 54738, 28447, 886 }, /* resource.k8s.io/v1beta2 ResourceClaim */
-    { 54738, 42531, 890 }, /* resource.k8s.io/v1beta2 ResourceClaimTemplate */
-    { 54738, 42651, 893 }, /* resource.k8s.io/v1beta2 ResourceSlice */
-    { 54762, 1908, 895 }, /* scheduling.k8s.io/v1 PriorityClass */
-    { 54783, 46427, 902 }, /* scheduling.k8s.io/v1alpha3 CompositePodGroup */
-    { 54783, 47205, 910 }, /* scheduling.k8s.io/v1alpha3 PodGroup */
-    { 54783, 47706, 922 }, /* scheduling.k8s.io/v1alpha3 Workload */
-    { 54810, 47205, 944 }, /* scheduling.k8s.io/v1beta1 PodGroup */
-    { 54810, 1908, 952 }, /* scheduling.k8s.io/v1beta1 PriorityClass */
-    { 54810, 47706, 957 }, /* scheduling.k8s.io/v1beta1 Workload */
-    { 54836, 49084, 960 }, /* storage.k8s.io/v1 CSIDriver */
-    { 54836, 49401, 962 }, /* storage.k8s.io/v1 CSINode */
-    { 54836, 49580, 966 }, /* storage.k8s.io/v1 CSIStorageCapacity */
-    { 54836, 49630, 967 }, /* storage.k8s.io/v1 StorageClass */
-    { 54836, 49872, 971 }, /* storage.k8s.io/v1 VolumeAttachment */
-    { 54836, 1922, 975 }, /* storage.k8s.io/v1 VolumeAttributesClass */
-    { 54854, 49580, 978 }, /* storage.k8s.io/v1alpha1 CSIStorageCapacity */
-    { 54854, 49872, 979 }, /* storage.k8s.io/v1alpha1 VolumeAttachment */
-    { 54854, 1922, 983 }, /* storage.k8s.io/v1alpha1 VolumeAttributesClass */
-    { 54878, 49084, 985 }, /* storage.k8s.io/v1beta1 CSIDriver */
-    { 54878, 49401, 987 }, /* storage.k8s.io/v1beta1 CSINode */
-    { 54878, 49580, 991 }, /* storage.k8s.io/v1beta1 CSIStorageCapacity */
-    { 54878, 49630, 992 }, /* storage.k8s.io/v1beta1 StorageClass */
-    { 54878, 49872, 996 }, /* storage.k8s.io/v1beta1 VolumeAttachment */
-    { 54878, 1922, 1000 }, /* storage.k8s.io/v1beta1 VolumeAttributesClass */
-    { 54901, 50726, 1003 }, /* storagemigration.k8s.io/v1 StorageVersionMigration */
-    { 54928, 50726, 1006 }, /* storagemigration.k8s.io/v1beta1 StorageVersionMigration */
-    { 54960, 17127, 288 }, /* v1 Binding */
-    { 54960, 17630, 299 }, /* v1 ComponentStatus */
-    { 54960, 17668, 300 }, /* v1 ConfigMap */
-    { 54960, 19666, 327 }, /* v1 Endpoints */
-    { 54960, 20066, 334 }, /* v1 Event */
-    { 54960, 21193, 361 }, /* v1 LimitRange */
-    { 54960, 21653, 371 }, /* v1 Namespace */
-    { 54960, 21848, 375 }, /* v1 Node */
-    { 54960, 23626, 398 }, /* v1 PersistentVolume */
-    { 54960, 23693, 399 }, /* v1 PersistentVolumeClaim */
-    { 54960, 25534, 409 }, /* v1 Pod */
-    { 54960, 27750, 428 }, /* v1 PodTemplate */
-    { 54960, 28184, 440 }, /* v1 RangeAllocation */
-    { 54960, 28206, 441 }, /* v1 ReplicationController */
-    { 54960, 28562, 448 }, /* v1 ResourceQuota */
-    { 54960, 29139, 459 }, /* v1 Secret */
-    { 54960, 29388, 466 }, /* v1 Service */
-    { 54960, 29428, 467 }, /* v1 ServiceAccount */
+    { 53830, 2834, 6 }, /* admissionregistration.k8s.io/v1 MutatingAdmissionPolicy */
+    { 53830, 2917, 7 }, /* admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding */
+    { 53830, 3468, 11 }, /* admissionregistration.k8s.io/v1 MutatingWebhookConfiguration */
+    { 53830, 3951, 20 }, /* admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy */
+    { 53830, 4052, 21 }, /* admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding */
+    { 53830, 4420, 26 }, /* admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration */
+    { 53862, 2834, 36 }, /* admissionregistration.k8s.io/v1alpha1 MutatingAdmissionPolicy */
+    { 53862, 2917, 37 }, /* admissionregistration.k8s.io/v1alpha1 MutatingAdmissionPolicyBinding */
+    { 53862, 3951, 45 }, /* admissionregistration.k8s.io/v1alpha1 ValidatingAdmissionPolicy */
+    { 53862, 4052, 46 }, /* admissionregistration.k8s.io/v1alpha1 ValidatingAdmissionPolicyBinding */
+    { 53900, 2834, 58 }, /* admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy */
+    { 53900, 2917, 59 }, /* admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicyBinding */
+    { 53900, 3468, 63 }, /* admissionregistration.k8s.io/v1beta1 MutatingWebhookConfiguration */
+    { 53900, 3951, 70 }, /* admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicy */
+    { 53900, 4052, 71 }, /* admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicyBinding */
+    { 53900, 4420, 76 }, /* admissionregistration.k8s.io/v1beta1 ValidatingWebhookConfiguration */
+    { 53937, 51090, 1011 }, /* apiextensions.k8s.io/v1 CustomResourceDefinition */
+    { 53961, 53620, 1038 }, /* apiregistration.k8s.io/v1 APIService */
+    { 53987, 6400, 85 }, /* apps/v1 ControllerRevision */
+    { 53987, 6454, 86 }, /* apps/v1 DaemonSet */
+    { 53987, 6967, 91 }, /* apps/v1 Deployment */
+    { 53987, 7369, 96 }, /* apps/v1 ReplicaSet */
+    { 53987, 7674, 103 }, /* apps/v1 StatefulSet */
+    { 53995, 6400, 110 }, /* apps/v1beta1 ControllerRevision */
+    { 53995, 6967, 111 }, /* apps/v1beta1 Deployment */
+    { 53995, 8617, 119 }, /* apps/v1beta1 Scale */
+    { 53995, 7674, 122 }, /* apps/v1beta1 StatefulSet */
+    { 54008, 6400, 129 }, /* apps/v1beta2 ControllerRevision */
+    { 54008, 6454, 130 }, /* apps/v1beta2 DaemonSet */
+    { 54008, 6967, 135 }, /* apps/v1beta2 Deployment */
+    { 54008, 7369, 140 }, /* apps/v1beta2 ReplicaSet */
+    { 54008, 8617, 147 }, /* apps/v1beta2 Scale */
+    { 54008, 7674, 150 }, /* apps/v1beta2 StatefulSet */
+    { 54021, 10060, 158 }, /* authentication.k8s.io/v1 SelfSubjectReview */
+    { 54021, 10150, 160 }, /* authentication.k8s.io/v1 TokenRequest */
+    { 54021, 10367, 163 }, /* authentication.k8s.io/v1 TokenReview */
+    { 54046, 10060, 167 }, /* authentication.k8s.io/v1alpha1 SelfSubjectReview */
+    { 54077, 10060, 169 }, /* authentication.k8s.io/v1beta1 SelfSubjectReview */
+    { 54077, 10367, 171 }, /* authentication.k8s.io/v1beta1 TokenReview */
+    { 54107, 10803, 177 }, /* authorization.k8s.io/v1 LocalSubjectAccessReview */
+    { 54107, 11098, 182 }, /* authorization.k8s.io/v1 SelfSubjectAccessReview */
+    { 54107, 11269, 184 }, /* authorization.k8s.io/v1 SelfSubjectRulesReview */
+    { 54107, 11377, 186 }, /* authorization.k8s.io/v1 SubjectAccessReview */
+    { 54131, 10803, 190 }, /* authorization.k8s.io/v1beta1 LocalSubjectAccessReview */
+    { 54131, 11098, 195 }, /* authorization.k8s.io/v1beta1 SelfSubjectAccessReview */
+    { 54131, 11269, 197 }, /* authorization.k8s.io/v1beta1 SelfSubjectRulesReview */
+    { 54131, 11377, 199 }, /* authorization.k8s.io/v1beta1 SubjectAccessReview */
+    { 54160, 11866, 204 }, /* autoscaling/v1 HorizontalPodAutoscaler */
+    { 54160, 8617, 207 }, /* autoscaling/v1 Scale */
+    { 54175, 11866, 217 }, /* autoscaling/v2 HorizontalPodAutoscaler */
+    { 54190, 13536, 233 }, /* batch/v1 CronJob */
+    { 54190, 13834, 236 }, /* batch/v1 Job */
+    { 54199, 13536, 249 }, /* batch/v1beta1 CronJob */
+    { 54213, 15273, 253 }, /* certificates.k8s.io/v1 CertificateSigningRequest */
+    { 54213, 15576, 257 }, /* certificates.k8s.io/v1 ClusterTrustBundle */
+    { 54213, 15656, 259 }, /* certificates.k8s.io/v1 PodCertificateRequest */
+    { 54236, 15576, 262 }, /* certificates.k8s.io/v1alpha1 ClusterTrustBundle */
+    { 54265, 15273, 264 }, /* certificates.k8s.io/v1beta1 CertificateSigningRequest */
+    { 54265, 15576, 268 }, /* certificates.k8s.io/v1beta1 ClusterTrustBundle */
+    { 54265, 15656, 270 }, /* certificates.k8s.io/v1beta1 PodCertificateRequest */
+    { 54293, 16330, 273 }, /* coordination.k8s.io/v1 Lease */
+    { 54316, 16491, 275 }, /* coordination.k8s.io/v1alpha2 LeaseCandidate */
+    { 54345, 16330, 277 }, /* coordination.k8s.io/v1beta1 Lease */
+    { 54345, 16491, 278 }, /* coordination.k8s.io/v1beta1 LeaseCandidate */
+    { 54373, 32143, 503 }, /* discovery.k8s.io/v1 EndpointSlice */
+    { 54393, 32143, 510 }, /* discovery.k8s.io/v1beta1 EndpointSlice */
+    { 54418, 20066, 513 }, /* events.k8s.io/v1 Event */
+    { 54435, 20066, 515 }, /* events.k8s.io/v1beta1 Event */
+    { 54457, 6454, 517 }, /* extensions/v1beta1 DaemonSet */
+    { 54457, 6967, 522 }, /* extensions/v1beta1 Deployment */
+    { 54457, 2309, 530 }, /* extensions/v1beta1 Ingress */
+    { 54457, 33264, 540 }, /* extensions/v1beta1 NetworkPolicy */
+    { 54457, 7369, 546 }, /* extensions/v1beta1 ReplicaSet */
+    { 54457, 8617, 553 }, /* extensions/v1beta1 Scale */
+    { 54476, 33851, 558 }, /* flowcontrol.apiserver.k8s.io/v1 FlowSchema */
+    { 54476, 34441, 567 }, /* flowcontrol.apiserver.k8s.io/v1 PriorityLevelConfiguration */
+    { 54508, 33851, 579 }, /* flowcontrol.apiserver.k8s.io/v1beta1 FlowSchema */
+    { 54508, 34441, 588 }, /* flowcontrol.apiserver.k8s.io/v1beta1 PriorityLevelConfiguration */
+    { 54545, 33851, 600 }, /* flowcontrol.apiserver.k8s.io/v1beta2 FlowSchema */
+    { 54545, 34441, 609 }, /* flowcontrol.apiserver.k8s.io/v1beta2 PriorityLevelConfiguration */
+    { 54582, 33851, 621 }, /* flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema */
+    { 54582, 34441, 630 }, /* flowcontrol.apiserver.k8s.io/v1beta3 PriorityLevelConfiguration */
+    { 54619, 6068, 81 }, /* internal.apiserver.k8s.io/v1alpha1 StorageVersion */
+    { 54654, 2213, 640 }, /* lifecycle.k8s.io/v1alpha1 Eviction */
+    { 54654, 37574, 642 }, /* lifecycle.k8s.io/v1alpha1 EvictionRequest */
+    { 54680, 38248, 655 }, /* networking.k8s.io/v1 IPAddress */
+    { 54680, 2309, 658 }, /* networking.k8s.io/v1 Ingress */
+    { 54680, 38375, 660 }, /* networking.k8s.io/v1 IngressClass */
+    { 54680, 33264, 672 }, /* networking.k8s.io/v1 NetworkPolicy */
+    { 54680, 38891, 680 }, /* networking.k8s.io/v1 ServiceCIDR */
+    { 54701, 38248, 685 }, /* networking.k8s.io/v1beta1 IPAddress */
+    { 54701, 2309, 687 }, /* networking.k8s.io/v1beta1 Ingress */
+    { 54701, 38375, 689 }, /* networking.k8s.io/v1beta1 IngressClass */
+    { 54701, 38891, 701 }, /* networking.k8s.io/v1beta1 ServiceCIDR */
+    { 54727, 39162, 705 }, /* node.k8s.io/v1 RuntimeClass */
+    { 54742, 39162, 708 }, /* node.k8s.io/v1alpha1 RuntimeClass */
+    { 54763, 39162, 712 }, /* node.k8s.io/v1beta1 RuntimeClass */
+    { 54783, 2213, 714 }, /* policy/v1 Eviction */
+    { 54783, 39383, 715 }, /* policy/v1 PodDisruptionBudget */
+    { 54793, 2213, 718 }, /* policy/v1beta1 Eviction */
+    { 54793, 39383, 719 }, /* policy/v1beta1 PodDisruptionBudget */
+    { 54808, 39801, 723 }, /* rbac.authorization.k8s.io/v1 ClusterRole */
+    { 54808, 39862, 724 }, /* rbac.authorization.k8s.io/v1 ClusterRoleBinding */
+    { 54808, 39911, 726 }, /* rbac.authorization.k8s.io/v1 Role */
+    { 54808, 39916, 727 }, /* rbac.authorization.k8s.io/v1 RoleBinding */
+    { 54837, 39801, 731 }, /* rbac.authorization.k8s.io/v1alpha1 ClusterRole */
+    { 54837, 39862, 732 }, /* rbac.authorization.k8s.io/v1alpha1 ClusterRoleBinding */
+    { 54837, 39911, 734 }, /* rbac.authorization.k8s.io/v1alpha1 Role */
+    { 54837, 39916, 735 }, /* rbac.authorization.k8s.io/v1alpha1 RoleBinding */
+    { 54872, 39801, 739 }, /* rbac.authorization.k8s.io/v1beta1 ClusterRole */
+    { 54872, 39862, 740 }, /* rbac.authorization.k8s.io/v1beta1 ClusterRoleBinding */
+    { 54872, 39911, 742 }, /* rbac.authorization.k8s.io/v1beta1 Role */
+    { 54872, 39916, 743 }, /* rbac.authorization.k8s.io/v1beta1 RoleBinding */
+    { 54906, 41061, 761 }, /* resource.k8s.io/v1 DeviceClass */
+    { 54906, 41792, 773 }, /* resource.k8s.io/v1 DeviceTaintRule */
+    { 54906, 28447, 784 }, /* resource.k8s.io/v1 ResourceClaim */
+    { 54906, 42531, 788 }, /* resource.k8s.io/v1 ResourceClaimTemplate */
+    { 54906, 42651, 791 }, /* resource.k8s.io/v1 ResourceSlice */
+    { 54925, 41792, 794 }, /* resource.k8s.io/v1alpha3 DeviceTaintRule */
+    { 54925, 43175, 800 }, /* resource.k8s.io/v1alpha3 ResourcePoolStatusRequest */
+    { 54950, 41061, 821 }, /* resource.k8s.io/v1beta1 DeviceClass */
+    { 54950, 28447, 839 }, /* resource.k8s.io/v1beta1 ResourceClaim */
+    { 54950, 42531, 843 }, /* resource.k8s.io/v1beta1 ResourceClaimTemplate */
+    { 54950, 42651, 846 }, /* resource.k8s.io/v1beta1 ResourceSlice */
+    { 54974, 41061, 863 }, /* resource.k8s.io/v1beta2 DeviceClass */
+    { 54974, 41792, 875 }, /* resource.k8s.io/v1beta2 DeviceTaintRule */
+    { 54974, 28447, 886 }, /* resource.k8s.io/v1beta2 ResourceClaim */
+    { 54974, 42531, 890 }, /* resource.k8s.io/v1beta2 ResourceClaimTemplate */
+    { 54974, 42651, 893 }, /* resource.k8s.io/v1beta2 ResourceSlice */
+    { 54998, 1908, 895 }, /* scheduling.k8s.io/v1 PriorityClass */
+    { 55019, 46427, 902 }, /* scheduling.k8s.io/v1alpha3 CompositePodGroup */
+    { 55019, 47205, 910 }, /* scheduling.k8s.io/v1alpha3 PodGroup */
+    { 55019, 47706, 922 }, /* scheduling.k8s.io/v1alpha3 Workload */
+    { 55046, 47205, 944 }, /* scheduling.k8s.io/v1beta1 PodGroup */
+    { 55046, 1908, 952 }, /* scheduling.k8s.io/v1beta1 PriorityClass */
+    { 55046, 47706, 957 }, /* scheduling.k8s.io/v1beta1 Workload */
+    { 55072, 49084, 960 }, /* storage.k8s.io/v1 CSIDriver */
+    { 55072, 49401, 962 }, /* storage.k8s.io/v1 CSINode */
+    { 55072, 49580, 966 }, /* storage.k8s.io/v1 CSIStorageCapacity */
+    { 55072, 49630, 967 }, /* storage.k8s.io/v1 StorageClass */
+    { 55072, 49872, 971 }, /* storage.k8s.io/v1 VolumeAttachment */
+    { 55072, 1922, 975 }, /* storage.k8s.io/v1 VolumeAttributesClass */
+    { 55090, 49580, 978 }, /* storage.k8s.io/v1alpha1 CSIStorageCapacity */
+    { 55090, 49872, 979 }, /* storage.k8s.io/v1alpha1 VolumeAttachment */
+    { 55090, 1922, 983 }, /* storage.k8s.io/v1alpha1 VolumeAttributesClass */
+    { 55114, 49084, 985 }, /* storage.k8s.io/v1beta1 CSIDriver */
+    { 55114, 49401, 987 }, /* storage.k8s.io/v1beta1 CSINode */
+    { 55114, 49580, 991 }, /* storage.k8s.io/v1beta1 CSIStorageCapacity */
+    { 55114, 49630, 992 }, /* storage.k8s.io/v1beta1 StorageClass */
+    { 55114, 49872, 996 }, /* storage.k8s.io/v1beta1 VolumeAttachment */
+    { 55114, 1922, 1000 }, /* storage.k8s.io/v1beta1 VolumeAttributesClass */
+    { 55137, 50726, 1003 }, /* storagemigration.k8s.io/v1 StorageVersionMigration */
+    { 55164, 50726, 1006 }, /* storagemigration.k8s.io/v1beta1 StorageVersionMigration */
+    { 55196, 17127, 288 }, /* v1 Binding */
+    { 55196, 17630, 299 }, /* v1 ComponentStatus */
+    { 55196, 17668, 300 }, /* v1 ConfigMap */
+    { 55196, 19666, 327 }, /* v1 Endpoints */
+    { 55196, 20066, 334 }, /* v1 Event */
+    { 55196, 21193, 361 }, /* v1 LimitRange */
+    { 55196, 21653, 371 }, /* v1 Namespace */
+    { 55196, 21848, 375 }, /* v1 Node */
+    { 55196, 23626, 398 }, /* v1 PersistentVolume */
+    { 55196, 23693, 399 }, /* v1 PersistentVolumeClaim */
+    { 55196, 25534, 409 }, /* v1 Pod */
+    { 55196, 27750, 428 }, /* v1 PodTemplate */
+    { 55196, 28184, 440 }, /* v1 RangeAllocation */
+    { 55196, 28206, 441 }, /* v1 ReplicationController */
+    { 55196, 28562, 448 }, /* v1 ResourceQuota */
+    { 55196, 29139, 459 }, /* v1 Secret */
+    { 55196, 29388, 466 }, /* v1 Service */
+    { 55196, 29428, 467 }, /* v1 ServiceAccount */
 };
 const size_t luna_ds_sch_n_kinds = sizeof luna_ds_sch_kinds / sizeof *luna_ds_sch_kinds;
 
