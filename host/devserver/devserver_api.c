@@ -262,6 +262,9 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
     if (n == 4 && strcmp(s[0], "apis") == 0 && strcmp(s[3], "subjectaccessreviews") == 0 &&
         strcmp(s[1], "authorization.k8s.io") == 0 && strcmp(s[2], "v1") == 0)
         return luna_ds_auth_access_review(ds, req, resp);
+    if (n == 4 && strcmp(s[0], "apis") == 0 && strcmp(s[3], "selfsubjectaccessreviews") == 0 &&
+        strcmp(s[1], "authorization.k8s.io") == 0 && strcmp(s[2], "v1") == 0)
+        return luna_ds_auth_self_access_review(ds, req, resp);
     if (n == 7 && strcmp(s[0], "api") == 0 && strcmp(s[1], "v1") == 0 &&
         strcmp(s[2], "namespaces") == 0 && strcmp(s[4], "serviceaccounts") == 0 &&
         strcmp(s[6], "token") == 0)

@@ -2873,32 +2873,32 @@ const char luna_ds_sch_strings[] =
     "OwnerReference\0"
     "blockOwnerDeletion\0"
     "Preconditions\0"
+    "APIService\0"
+    "v1.APIServiceSpec\0"
+    "v1.APIServiceStatus\0"
+    "APIServiceCondition\0"
+    "v1.APIServiceConditionType\0"
+    "APIServiceSpec\0"
+    "insecureSkipTLSVerify\0"
+    "groupPriorityMinimum\0"
+    "versionPriority\0"
+    "APIServiceStatus\0"
+    "v1.APIServiceCondition\0"
     "admissionregistration.k8s.io/v1\0"
-    "{}\0"
     "admissionregistration.k8s.io/v1alpha1\0"
     "admissionregistration.k8s.io/v1beta1\0"
     "apiextensions.k8s.io/v1\0"
-    "{\"conditions\":null,\"acceptedNames\":{\"plural\":\"\",\"kind\":\"\"},\"storedVersions\":null}\0"
+    "apiregistration.k8s.io/v1\0"
     "apps/v1\0"
-    "{\"currentNumberScheduled\":0,\"numberMisscheduled\":0,\"desiredNumberScheduled\":0,\"numberReady\":0}\0"
-    "{\"replicas\":0}\0"
-    "{\"replicas\":0,\"availableReplicas\":0}\0"
     "apps/v1beta1\0"
     "apps/v1beta2\0"
     "authentication.k8s.io/v1\0"
-    "{\"userInfo\":{}}\0"
-    "{\"token\":\"\",\"expirationTimestamp\":null}\0"
-    "{\"user\":{}}\0"
     "authentication.k8s.io/v1alpha1\0"
     "authentication.k8s.io/v1beta1\0"
     "authorization.k8s.io/v1\0"
-    "{\"allowed\":false}\0"
-    "{\"resourceRules\":null,\"nonResourceRules\":null,\"incomplete\":false}\0"
     "authorization.k8s.io/v1beta1\0"
     "autoscaling/v1\0"
-    "{\"currentReplicas\":0,\"desiredReplicas\":0}\0"
     "autoscaling/v2\0"
-    "{\"desiredReplicas\":0,\"currentMetrics\":null}\0"
     "batch/v1\0"
     "batch/v1beta1\0"
     "certificates.k8s.io/v1\0"
@@ -2912,7 +2912,6 @@ const char luna_ds_sch_strings[] =
     "events.k8s.io/v1\0"
     "events.k8s.io/v1beta1\0"
     "extensions/v1beta1\0"
-    "{\"loadBalancer\":{}}\0"
     "flowcontrol.apiserver.k8s.io/v1\0"
     "flowcontrol.apiserver.k8s.io/v1beta1\0"
     "flowcontrol.apiserver.k8s.io/v1beta2\0"
@@ -2925,7 +2924,6 @@ const char luna_ds_sch_strings[] =
     "node.k8s.io/v1alpha1\0"
     "node.k8s.io/v1beta1\0"
     "policy/v1\0"
-    "{\"disruptionsAllowed\":0,\"currentHealthy\":0,\"desiredHealthy\":0,\"expectedPods\":0}\0"
     "policy/v1beta1\0"
     "rbac.authorization.k8s.io/v1\0"
     "rbac.authorization.k8s.io/v1alpha1\0"
@@ -2938,13 +2936,11 @@ const char luna_ds_sch_strings[] =
     "scheduling.k8s.io/v1alpha3\0"
     "scheduling.k8s.io/v1beta1\0"
     "storage.k8s.io/v1\0"
-    "{\"attached\":false}\0"
     "storage.k8s.io/v1alpha1\0"
     "storage.k8s.io/v1beta1\0"
     "storagemigration.k8s.io/v1\0"
     "storagemigration.k8s.io/v1beta1\0"
     "v1\0"
-    "{\"daemonEndpoints\":{\"kubeletEndpoint\":{\"Port\":0}},\"nodeInfo\":{\"machineID\":\"\",\"systemUUID\":\"\",\"bootID\":\"\",\"kernelVersion\":\"\",\"osImage\":\"\",\"containerRuntimeVersion\":\"\",\"kubeletVersion\":\"\",\"kubeProxyVersion\":\"\",\"operatingSystem\":\"\",\"architecture\":\"\"}}\0"
     ;
 
 const uint32_t luna_ds_sch_enum_values[] = {
@@ -6860,6 +6856,25 @@ const luna_ds_sch_field luna_ds_sch_fields[] = {
     { 53587, 7140, 0, LUNA_SCH_BOOL, LUNA_SCH_F_POINTER, -1, -1 }, /* blockOwnerDeletion */
     { 10046, 10050, 0, LUNA_SCH_STRING, LUNA_SCH_F_POINTER, -1, -1 }, /* uid */
     { 17765, 2578, 0, LUNA_SCH_STRING, LUNA_SCH_F_POINTER, -1, -1 }, /* resourceVersion */
+    { 2858, 2867, 0, LUNA_SCH_STRUCT, 0, 1035, -1 }, /* metadata */
+    { 2881, 53631, 0, LUNA_SCH_STRUCT, 0, 1040, -1 }, /* spec */
+    { 4010, 53649, 0, LUNA_SCH_STRUCT, 0, 1041, -1 }, /* status */
+    { 6165, 53689, 0, LUNA_SCH_STRING, LUNA_SCH_F_REQUIRED, -1, -1 }, /* type */
+    { 4010, 6545, 0, LUNA_SCH_STRING, LUNA_SCH_F_REQUIRED, -1, -1 }, /* status */
+    { 6232, 6251, 0, LUNA_SCH_TIME, 0, -1, -1 }, /* lastTransitionTime */
+    { 4491, 2578, 0, LUNA_SCH_STRING, 0, -1, -1 }, /* reason */
+    { 4483, 2578, 0, LUNA_SCH_STRING, 0, -1, -1 }, /* message */
+    { 4565, 4573, 0, LUNA_SCH_STRUCT, LUNA_SCH_F_POINTER, 1042, -1 }, /* service */
+    { 10968, 2578, 0, LUNA_SCH_STRING, 0, -1, -1 }, /* group */
+    { 10974, 2578, 0, LUNA_SCH_STRING, 0, -1, -1 }, /* version */
+    { 53731, 7140, 0, LUNA_SCH_BOOL, 0, -1, -1 }, /* insecureSkipTLSVerify */
+    { 4593, 4602, 0, LUNA_SCH_BYTES, 0, -1, -1 }, /* caBundle */
+    { 53753, 3438, 0, LUNA_SCH_INT32, LUNA_SCH_F_REQUIRED, -1, -1 }, /* groupPriorityMinimum */
+    { 53774, 3438, 0, LUNA_SCH_INT32, LUNA_SCH_F_REQUIRED, -1, -1 }, /* versionPriority */
+    { 4378, 53807, 0, LUNA_SCH_STRUCT, LUNA_SCH_F_LIST, 1039, -1 }, /* conditions */
+    { 3773, 2578, 0, LUNA_SCH_STRING, 0, -1, -1 }, /* namespace */
+    { 2671, 2578, 0, LUNA_SCH_STRING, 0, -1, -1 }, /* name */
+    { 3893, 3438, 0, LUNA_SCH_INT32, LUNA_SCH_F_POINTER, -1, -1 }, /* port */
 };
 
 const luna_ds_sch_struct luna_ds_sch_structs[] = {
@@ -7901,179 +7916,185 @@ const luna_ds_sch_struct luna_ds_sch_structs[] = {
     { 53387, 3785, 15 }, /* meta_v1_ObjectMeta */
     { 53572, 3800, 6 }, /* meta_v1_OwnerReference */
     { 53606, 3806, 2 }, /* meta_v1_Preconditions */
+    { 53620, 3808, 3 }, /* k8s_io_kube_aggregator_pkg_apis_apiregistration_v1_APIService */
+    { 53669, 3811, 5 }, /* k8s_io_kube_aggregator_pkg_apis_apiregistration_v1_APIServiceCondition */
+    { 53716, 3816, 7 }, /* k8s_io_kube_aggregator_pkg_apis_apiregistration_v1_APIServiceSpec */
+    { 53790, 3823, 1 }, /* k8s_io_kube_aggregator_pkg_apis_apiregistration_v1_APIServiceStatus */
+    { 3871, 3824, 3 }, /* k8s_io_kube_aggregator_pkg_apis_apiregistration_v1_ServiceReference */
 };
 
 const luna_ds_sch_kind luna_ds_sch_kinds[] = {
-    { 53620, 2834, 6, 0 }, /* admissionregistration.k8s.io/v1 MutatingAdmissionPolicy */
-    { 53620, 2917, 7, 0 }, /* admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding */
-    { 53620, 3468, 11, 0 }, /* admissionregistration.k8s.io/v1 MutatingWebhookConfiguration */
-    { 53620, 3951, 20, 53652 }, /* admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy */
-    { 53620, 4052, 21, 0 }, /* admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding */
-    { 53620, 4420, 26, 0 }, /* admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration */
-    { 53655, 2834, 36, 0 }, /* admissionregistration.k8s.io/v1alpha1 MutatingAdmissionPolicy */
-    { 53655, 2917, 37, 0 }, /* admissionregistration.k8s.io/v1alpha1 MutatingAdmissionPolicyBinding */
-    { 53655, 3951, 45, 53652 }, /* admissionregistration.k8s.io/v1alpha1 ValidatingAdmissionPolicy */
-    { 53655, 4052, 46, 0 }, /* admissionregistration.k8s.io/v1alpha1 ValidatingAdmissionPolicyBinding */
-    { 53693, 2834, 58, 0 }, /* admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy */
-    { 53693, 2917, 59, 0 }, /* admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicyBinding */
-    { 53693, 3468, 63, 0 }, /* admissionregistration.k8s.io/v1beta1 MutatingWebhookConfiguration */
-    { 53693, 3951, 70, 53652 }, /* admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicy */
-    { 53693, 4052, 71, 0 }, /* admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicyBinding */
-    { 53693, 4420, 76, 0 }, /* admissionregistration.k8s.io/v1beta1 ValidatingWebhookConfiguration */
-    { 53730, 51090, 1011, 53754 }, /* apiextensions.k8s.io/v1 CustomResourceDefinition */
-    { 53836, 6400, 85, 0 }, /* apps/v1 ControllerRevision */
-    { 53836, 6454, 86, 53844 }, /* apps/v1 DaemonSet */
-    { 53836, 6967, 91, 53652 }, /* apps/v1 Deployment */
-    { 53836, 7369, 96, 53939 }, /* apps/v1 ReplicaSet */
-    { 53836, 7674, 103, 53954 }, /* apps/v1 StatefulSet */
-    { 53991, 6400, 110, 0 }, /* apps/v1beta1 ControllerRevision */
-    { 53991, 6967, 111, 53652 }, /* apps/v1beta1 Deployment */
-    { 53991, 8617, 119, 53939 }, /* apps/v1beta1 Scale */
-    { 53991, 7674, 122, 53954 }, /* apps/v1beta1 StatefulSet */
-    { 54004, 6400, 129, 0 }, /* apps/v1beta2 ControllerRevision */
-    { 54004, 6454, 130, 53844 }, /* apps/v1beta2 DaemonSet */
-    { 54004, 6967, 135, 53652 }, /* apps/v1beta2 Deployment */
-    { 54004, 7369, 140, 53939 }, /* apps/v1beta2 ReplicaSet */
-    { 54004, 8617, 147, 53939 }, /* apps/v1beta2 Scale */
-    { 54004, 7674, 150, 53954 }, /* apps/v1beta2 StatefulSet */
-    { 54017, 10060, 158, 54042 }, /* authentication.k8s.io/v1 SelfSubjectReview */
-    { 54017, 10150, 160, 54058 }, /* authentication.k8s.io/v1 TokenRequest */
-    { 54017, 10367, 163, 54098 }, /* authentication.k8s.io/v1 TokenReview */
-    { 54110, 10060, 167, 54042 }, /* authentication.k8s.io/v1alpha1 SelfSubjectReview */
-    { 54141, 10060, 169, 54042 }, /* authentication.k8s.io/v1beta1 SelfSubjectReview */
-    { 54141, 10367, 171, 54098 }, /* authentication.k8s.io/v1beta1 TokenReview */
-    { 54171, 10803, 177, 54195 }, /* authorization.k8s.io/v1 LocalSubjectAccessReview */
-    { 54171, 11098, 182, 54195 }, /* authorization.k8s.io/v1 SelfSubjectAccessReview */
-    { 54171, 11269, 184, 54213 }, /* authorization.k8s.io/v1 SelfSubjectRulesReview */
-    { 54171, 11377, 186, 54195 }, /* authorization.k8s.io/v1 SubjectAccessReview */
-    { 54279, 10803, 190, 54195 }, /* authorization.k8s.io/v1beta1 LocalSubjectAccessReview */
-    { 54279, 11098, 195, 54195 }, /* authorization.k8s.io/v1beta1 SelfSubjectAccessReview */
-    { 54279, 11269, 197, 54213 }, /* authorization.k8s.io/v1beta1 SelfSubjectRulesReview */
-    { 54279, 11377, 199, 54195 }, /* authorization.k8s.io/v1beta1 SubjectAccessReview */
-    { 54308, 11866, 204, 54323 }, /* autoscaling/v1 HorizontalPodAutoscaler */
-    { 54308, 8617, 207, 53939 }, /* autoscaling/v1 Scale */
-    { 54365, 11866, 217, 54380 }, /* autoscaling/v2 HorizontalPodAutoscaler */
-    { 54424, 13536, 233, 53652 }, /* batch/v1 CronJob */
-    { 54424, 13834, 236, 53652 }, /* batch/v1 Job */
-    { 54433, 13536, 249, 53652 }, /* batch/v1beta1 CronJob */
-    { 54447, 15273, 253, 53652 }, /* certificates.k8s.io/v1 CertificateSigningRequest */
-    { 54447, 15576, 257, 0 }, /* certificates.k8s.io/v1 ClusterTrustBundle */
-    { 54447, 15656, 259, 53652 }, /* certificates.k8s.io/v1 PodCertificateRequest */
-    { 54470, 15576, 262, 0 }, /* certificates.k8s.io/v1alpha1 ClusterTrustBundle */
-    { 54499, 15273, 264, 53652 }, /* certificates.k8s.io/v1beta1 CertificateSigningRequest */
-    { 54499, 15576, 268, 0 }, /* certificates.k8s.io/v1beta1 ClusterTrustBundle */
-    { 54499, 15656, 270, 53652 }, /* certificates.k8s.io/v1beta1 PodCertificateRequest */
-    { 54527, 16330, 273, 0 }, /* coordination.k8s.io/v1 Lease */
-    { 54550, 16491, 275, 0 }, /* coordination.k8s.io/v1alpha2 LeaseCandidate */
-    { 54579, 16330, 277, 0 }, /* coordination.k8s.io/v1beta1 Lease */
-    { 54579, 16491, 278, 0 }, /* coordination.k8s.io/v1beta1 LeaseCandidate */
-    { 54607, 32143, 503, 0 }, /* discovery.k8s.io/v1 EndpointSlice */
-    { 54627, 32143, 510, 0 }, /* discovery.k8s.io/v1beta1 EndpointSlice */
-    { 54652, 20066, 513, 0 }, /* events.k8s.io/v1 Event */
-    { 54669, 20066, 515, 0 }, /* events.k8s.io/v1beta1 Event */
-    { 54691, 6454, 517, 53844 }, /* extensions/v1beta1 DaemonSet */
-    { 54691, 6967, 522, 53652 }, /* extensions/v1beta1 Deployment */
-    { 54691, 2309, 530, 54710 }, /* extensions/v1beta1 Ingress */
-    { 54691, 33264, 540, 0 }, /* extensions/v1beta1 NetworkPolicy */
-    { 54691, 7369, 546, 53939 }, /* extensions/v1beta1 ReplicaSet */
-    { 54691, 8617, 553, 53939 }, /* extensions/v1beta1 Scale */
-    { 54730, 33851, 558, 53652 }, /* flowcontrol.apiserver.k8s.io/v1 FlowSchema */
-    { 54730, 34441, 567, 53652 }, /* flowcontrol.apiserver.k8s.io/v1 PriorityLevelConfiguration */
-    { 54762, 33851, 579, 53652 }, /* flowcontrol.apiserver.k8s.io/v1beta1 FlowSchema */
-    { 54762, 34441, 588, 53652 }, /* flowcontrol.apiserver.k8s.io/v1beta1 PriorityLevelConfiguration */
-    { 54799, 33851, 600, 53652 }, /* flowcontrol.apiserver.k8s.io/v1beta2 FlowSchema */
-    { 54799, 34441, 609, 53652 }, /* flowcontrol.apiserver.k8s.io/v1beta2 PriorityLevelConfiguration */
-    { 54836, 33851, 621, 53652 }, /* flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema */
-    { 54836, 34441, 630, 53652 }, /* flowcontrol.apiserver.k8s.io/v1beta3 PriorityLevelConfiguration */
-    { 54873, 6068, 81, 53652 }, /* internal.apiserver.k8s.io/v1alpha1 StorageVersion */
-    { 54908, 2213, 640, 53652 }, /* lifecycle.k8s.io/v1alpha1 Eviction */
-    { 54908, 37574, 642, 53652 }, /* lifecycle.k8s.io/v1alpha1 EvictionRequest */
-    { 54934, 38248, 655, 0 }, /* networking.k8s.io/v1 IPAddress */
-    { 54934, 2309, 658, 54710 }, /* networking.k8s.io/v1 Ingress */
-    { 54934, 38375, 660, 0 }, /* networking.k8s.io/v1 IngressClass */
-    { 54934, 33264, 672, 0 }, /* networking.k8s.io/v1 NetworkPolicy */
-    { 54934, 38891, 680, 53652 }, /* networking.k8s.io/v1 ServiceCIDR */
-    { 54955, 38248, 685, 0 }, /* networking.k8s.io/v1beta1 IPAddress */
-    { 54955, 2309, 687, 54710 }, /* networking.k8s.io/v1beta1 Ingress */
-    { 54955, 38375, 689, 0 }, /* networking.k8s.io/v1beta1 IngressClass */
-    { 54955, 38891, 701, 53652 }, /* networking.k8s.io/v1beta1 ServiceCIDR */
-    { 54981, 39162, 705, 0 }, /* node.k8s.io/v1 RuntimeClass */
-    { 54996, 39162, 708, 0 }, /* node.k8s.io/v1alpha1 RuntimeClass */
-    { 55017, 39162, 712, 0 }, /* node.k8s.io/v1beta1 RuntimeClass */
-    { 55037, 2213, 714, 0 }, /* policy/v1 Eviction */
-    { 55037, 39383, 715, 55047 }, /* policy/v1 PodDisruptionBudget */
-    { 55127, 2213, 718, 0 }, /* policy/v1beta1 Eviction */
-    { 55127, 39383, 719, 55047 }, /* policy/v1beta1 PodDisruptionBudget */
-    { 55142, 39801, 723, 0 }, /* rbac.authorization.k8s.io/v1 ClusterRole */
-    { 55142, 39862, 724, 0 }, /* rbac.authorization.k8s.io/v1 ClusterRoleBinding */
-    { 55142, 39911, 726, 0 }, /* rbac.authorization.k8s.io/v1 Role */
-    { 55142, 39916, 727, 0 }, /* rbac.authorization.k8s.io/v1 RoleBinding */
-    { 55171, 39801, 731, 0 }, /* rbac.authorization.k8s.io/v1alpha1 ClusterRole */
-    { 55171, 39862, 732, 0 }, /* rbac.authorization.k8s.io/v1alpha1 ClusterRoleBinding */
-    { 55171, 39911, 734, 0 }, /* rbac.authorization.k8s.io/v1alpha1 Role */
-    { 55171, 39916, 735, 0 }, /* rbac.authorization.k8s.io/v1alpha1 RoleBinding */
-    { 55206, 39801, 739, 0 }, /* rbac.authorization.k8s.io/v1beta1 ClusterRole */
-    { 55206, 39862, 740, 0 }, /* rbac.authorization.k8s.io/v1beta1 ClusterRoleBinding */
-    { 55206, 39911, 742, 0 }, /* rbac.authorization.k8s.io/v1beta1 Role */
-    { 55206, 39916, 743, 0 }, /* rbac.authorization.k8s.io/v1beta1 RoleBinding */
-    { 55240, 41061, 761, 0 }, /* resource.k8s.io/v1 DeviceClass */
-    { 55240, 41792, 773, 53652 }, /* resource.k8s.io/v1 DeviceTaintRule */
-    { 55240, 28447, 784, 53652 }, /* resource.k8s.io/v1 ResourceClaim */
-    { 55240, 42531, 788, 0 }, /* resource.k8s.io/v1 ResourceClaimTemplate */
-    { 55240, 42651, 791, 0 }, /* resource.k8s.io/v1 ResourceSlice */
-    { 55259, 41792, 794, 53652 }, /* resource.k8s.io/v1alpha3 DeviceTaintRule */
-    { 55259, 43175, 800, 0 }, /* resource.k8s.io/v1alpha3 ResourcePoolStatusRequest */
-    { 55284, 41061, 821, 0 }, /* resource.k8s.io/v1beta1 DeviceClass */
-    { 55284, 28447, 839, 53652 }, /* resource.k8s.io/v1beta1 ResourceClaim */
-    { 55284, 42531, 843, 0 }, /* resource.k8s.io/v1beta1 ResourceClaimTemplate */
-    { 55284, 42651, 846, 0 }, /* resource.k8s.io/v1beta1 ResourceSlice */
-    { 55308, 41061, 863, 0 }, /* resource.k8s.io/v1beta2 DeviceClass */
-    { 55308, 41792, 875, 53652 }, /* resource.k8s.io/v1beta2 DeviceTaintRule */
-    { 55308, 28447, 886, 53652 }, /* resource.k8s.io/v1beta2 ResourceClaim */
-    { 55308, 42531, 890, 0 }, /* resource.k8s.io/v1beta2 ResourceClaimTemplate */
-    { 55308, 42651, 893, 0 }, /* resource.k8s.io/v1beta2 ResourceSlice */
-    { 55332, 1908, 895, 0 }, /* scheduling.k8s.io/v1 PriorityClass */
-    { 55353, 46427, 902, 53652 }, /* scheduling.k8s.io/v1alpha3 CompositePodGroup */
-    { 55353, 47205, 910, 53652 }, /* scheduling.k8s.io/v1alpha3 PodGroup */
-    { 55353, 47706, 922, 0 }, /* scheduling.k8s.io/v1alpha3 Workload */
-    { 55380, 47205, 944, 53652 }, /* scheduling.k8s.io/v1beta1 PodGroup */
-    { 55380, 1908, 952, 0 }, /* scheduling.k8s.io/v1beta1 PriorityClass */
-    { 55380, 47706, 957, 0 }, /* scheduling.k8s.io/v1beta1 Workload */
-    { 55406, 49084, 960, 0 }, /* storage.k8s.io/v1 CSIDriver */
-    { 55406, 49401, 962, 53652 }, /* storage.k8s.io/v1 CSINode */
-    { 55406, 49580, 966, 0 }, /* storage.k8s.io/v1 CSIStorageCapacity */
-    { 55406, 49630, 967, 0 }, /* storage.k8s.io/v1 StorageClass */
-    { 55406, 49872, 971, 55424 }, /* storage.k8s.io/v1 VolumeAttachment */
-    { 55406, 1922, 975, 0 }, /* storage.k8s.io/v1 VolumeAttributesClass */
-    { 55443, 49580, 978, 0 }, /* storage.k8s.io/v1alpha1 CSIStorageCapacity */
-    { 55443, 49872, 979, 55424 }, /* storage.k8s.io/v1alpha1 VolumeAttachment */
-    { 55443, 1922, 983, 0 }, /* storage.k8s.io/v1alpha1 VolumeAttributesClass */
-    { 55467, 49084, 985, 0 }, /* storage.k8s.io/v1beta1 CSIDriver */
-    { 55467, 49401, 987, 53652 }, /* storage.k8s.io/v1beta1 CSINode */
-    { 55467, 49580, 991, 0 }, /* storage.k8s.io/v1beta1 CSIStorageCapacity */
-    { 55467, 49630, 992, 0 }, /* storage.k8s.io/v1beta1 StorageClass */
-    { 55467, 49872, 996, 55424 }, /* storage.k8s.io/v1beta1 VolumeAttachment */
-    { 55467, 1922, 1000, 0 }, /* storage.k8s.io/v1beta1 VolumeAttributesClass */
-    { 55490, 50726, 1003, 53652 }, /* storagemigration.k8s.io/v1 StorageVersionMigration */
-    { 55517, 50726, 1006, 53652 }, /* storagemigration.k8s.io/v1beta1 StorageVersionMigration */
-    { 55549, 17127, 288, 0 }, /* v1 Binding */
-    { 55549, 17630, 299, 0 }, /* v1 ComponentStatus */
-    { 55549, 17668, 300, 0 }, /* v1 ConfigMap */
-    { 55549, 19666, 327, 0 }, /* v1 Endpoints */
-    { 55549, 20066, 334, 0 }, /* v1 Event */
-    { 55549, 21193, 361, 0 }, /* v1 LimitRange */
-    { 55549, 21653, 371, 53652 }, /* v1 Namespace */
-    { 55549, 21848, 375, 55552 }, /* v1 Node */
-    { 55549, 23626, 398, 53652 }, /* v1 PersistentVolume */
-    { 55549, 23693, 399, 53652 }, /* v1 PersistentVolumeClaim */
-    { 55549, 25534, 409, 53652 }, /* v1 Pod */
-    { 55549, 27750, 428, 0 }, /* v1 PodTemplate */
-    { 55549, 28184, 440, 0 }, /* v1 RangeAllocation */
-    { 55549, 28206, 441, 53939 }, /* v1 ReplicationController */
-    { 55549, 28562, 448, 53652 }, /* v1 ResourceQuota */
-    { 55549, 29139, 459, 0 }, /* v1 Secret */
-    { 55549, 29388, 466, 54710 }, /* v1 Service */
-    { 55549, 29428, 467, 0 }, /* v1 ServiceAccount */
+    { 53830, 2834, 6 }, /* admissionregistration.k8s.io/v1 MutatingAdmissionPolicy */
+    { 53830, 2917, 7 }, /* admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding */
+    { 53830, 3468, 11 }, /* admissionregistration.k8s.io/v1 MutatingWebhookConfiguration */
+    { 53830, 3951, 20 }, /* admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy */
+    { 53830, 4052, 21 }, /* admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding */
+    { 53830, 4420, 26 }, /* admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration */
+    { 53862, 2834, 36 }, /* admissionregistration.k8s.io/v1alpha1 MutatingAdmissionPolicy */
+    { 53862, 2917, 37 }, /* admissionregistration.k8s.io/v1alpha1 MutatingAdmissionPolicyBinding */
+    { 53862, 3951, 45 }, /* admissionregistration.k8s.io/v1alpha1 ValidatingAdmissionPolicy */
+    { 53862, 4052, 46 }, /* admissionregistration.k8s.io/v1alpha1 ValidatingAdmissionPolicyBinding */
+    { 53900, 2834, 58 }, /* admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy */
+    { 53900, 2917, 59 }, /* admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicyBinding */
+    { 53900, 3468, 63 }, /* admissionregistration.k8s.io/v1beta1 MutatingWebhookConfiguration */
+    { 53900, 3951, 70 }, /* admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicy */
+    { 53900, 4052, 71 }, /* admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicyBinding */
+    { 53900, 4420, 76 }, /* admissionregistration.k8s.io/v1beta1 ValidatingWebhookConfiguration */
+    { 53937, 51090, 1011 }, /* apiextensions.k8s.io/v1 CustomResourceDefinition */
+    { 53961, 53620, 1038 }, /* apiregistration.k8s.io/v1 APIService */
+    { 53987, 6400, 85 }, /* apps/v1 ControllerRevision */
+    { 53987, 6454, 86 }, /* apps/v1 DaemonSet */
+    { 53987, 6967, 91 }, /* apps/v1 Deployment */
+    { 53987, 7369, 96 }, /* apps/v1 ReplicaSet */
+    { 53987, 7674, 103 }, /* apps/v1 StatefulSet */
+    { 53995, 6400, 110 }, /* apps/v1beta1 ControllerRevision */
+    { 53995, 6967, 111 }, /* apps/v1beta1 Deployment */
+    { 53995, 8617, 119 }, /* apps/v1beta1 Scale */
+    { 53995, 7674, 122 }, /* apps/v1beta1 StatefulSet */
+    { 54008, 6400, 129 }, /* apps/v1beta2 ControllerRevision */
+    { 54008, 6454, 130 }, /* apps/v1beta2 DaemonSet */
+    { 54008, 6967, 135 }, /* apps/v1beta2 Deployment */
+    { 54008, 7369, 140 }, /* apps/v1beta2 ReplicaSet */
+    { 54008, 8617, 147 }, /* apps/v1beta2 Scale */
+    { 54008, 7674, 150 }, /* apps/v1beta2 StatefulSet */
+    { 54021, 10060, 158 }, /* authentication.k8s.io/v1 SelfSubjectReview */
+    { 54021, 10150, 160 }, /* authentication.k8s.io/v1 TokenRequest */
+    { 54021, 10367, 163 }, /* authentication.k8s.io/v1 TokenReview */
+    { 54046, 10060, 167 }, /* authentication.k8s.io/v1alpha1 SelfSubjectReview */
+    { 54077, 10060, 169 }, /* authentication.k8s.io/v1beta1 SelfSubjectReview */
+    { 54077, 10367, 171 }, /* authentication.k8s.io/v1beta1 TokenReview */
+    { 54107, 10803, 177 }, /* authorization.k8s.io/v1 LocalSubjectAccessReview */
+    { 54107, 11098, 182 }, /* authorization.k8s.io/v1 SelfSubjectAccessReview */
+    { 54107, 11269, 184 }, /* authorization.k8s.io/v1 SelfSubjectRulesReview */
+    { 54107, 11377, 186 }, /* authorization.k8s.io/v1 SubjectAccessReview */
+    { 54131, 10803, 190 }, /* authorization.k8s.io/v1beta1 LocalSubjectAccessReview */
+    { 54131, 11098, 195 }, /* authorization.k8s.io/v1beta1 SelfSubjectAccessReview */
+    { 54131, 11269, 197 }, /* authorization.k8s.io/v1beta1 SelfSubjectRulesReview */
+    { 54131, 11377, 199 }, /* authorization.k8s.io/v1beta1 SubjectAccessReview */
+    { 54160, 11866, 204 }, /* autoscaling/v1 HorizontalPodAutoscaler */
+    { 54160, 8617, 207 }, /* autoscaling/v1 Scale */
+    { 54175, 11866, 217 }, /* autoscaling/v2 HorizontalPodAutoscaler */
+    { 54190, 13536, 233 }, /* batch/v1 CronJob */
+    { 54190, 13834, 236 }, /* batch/v1 Job */
+    { 54199, 13536, 249 }, /* batch/v1beta1 CronJob */
+    { 54213, 15273, 253 }, /* certificates.k8s.io/v1 CertificateSigningRequest */
+    { 54213, 15576, 257 }, /* certificates.k8s.io/v1 ClusterTrustBundle */
+    { 54213, 15656, 259 }, /* certificates.k8s.io/v1 PodCertificateRequest */
+    { 54236, 15576, 262 }, /* certificates.k8s.io/v1alpha1 ClusterTrustBundle */
+    { 54265, 15273, 264 }, /* certificates.k8s.io/v1beta1 CertificateSigningRequest */
+    { 54265, 15576, 268 }, /* certificates.k8s.io/v1beta1 ClusterTrustBundle */
+    { 54265, 15656, 270 }, /* certificates.k8s.io/v1beta1 PodCertificateRequest */
+    { 54293, 16330, 273 }, /* coordination.k8s.io/v1 Lease */
+    { 54316, 16491, 275 }, /* coordination.k8s.io/v1alpha2 LeaseCandidate */
+    { 54345, 16330, 277 }, /* coordination.k8s.io/v1beta1 Lease */
+    { 54345, 16491, 278 }, /* coordination.k8s.io/v1beta1 LeaseCandidate */
+    { 54373, 32143, 503 }, /* discovery.k8s.io/v1 EndpointSlice */
+    { 54393, 32143, 510 }, /* discovery.k8s.io/v1beta1 EndpointSlice */
+    { 54418, 20066, 513 }, /* events.k8s.io/v1 Event */
+    { 54435, 20066, 515 }, /* events.k8s.io/v1beta1 Event */
+    { 54457, 6454, 517 }, /* extensions/v1beta1 DaemonSet */
+    { 54457, 6967, 522 }, /* extensions/v1beta1 Deployment */
+    { 54457, 2309, 530 }, /* extensions/v1beta1 Ingress */
+    { 54457, 33264, 540 }, /* extensions/v1beta1 NetworkPolicy */
+    { 54457, 7369, 546 }, /* extensions/v1beta1 ReplicaSet */
+    { 54457, 8617, 553 }, /* extensions/v1beta1 Scale */
+    { 54476, 33851, 558 }, /* flowcontrol.apiserver.k8s.io/v1 FlowSchema */
+    { 54476, 34441, 567 }, /* flowcontrol.apiserver.k8s.io/v1 PriorityLevelConfiguration */
+    { 54508, 33851, 579 }, /* flowcontrol.apiserver.k8s.io/v1beta1 FlowSchema */
+    { 54508, 34441, 588 }, /* flowcontrol.apiserver.k8s.io/v1beta1 PriorityLevelConfiguration */
+    { 54545, 33851, 600 }, /* flowcontrol.apiserver.k8s.io/v1beta2 FlowSchema */
+    { 54545, 34441, 609 }, /* flowcontrol.apiserver.k8s.io/v1beta2 PriorityLevelConfiguration */
+    { 54582, 33851, 621 }, /* flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema */
+    { 54582, 34441, 630 }, /* flowcontrol.apiserver.k8s.io/v1beta3 PriorityLevelConfiguration */
+    { 54619, 6068, 81 }, /* internal.apiserver.k8s.io/v1alpha1 StorageVersion */
+    { 54654, 2213, 640 }, /* lifecycle.k8s.io/v1alpha1 Eviction */
+    { 54654, 37574, 642 }, /* lifecycle.k8s.io/v1alpha1 EvictionRequest */
+    { 54680, 38248, 655 }, /* networking.k8s.io/v1 IPAddress */
+    { 54680, 2309, 658 }, /* networking.k8s.io/v1 Ingress */
+    { 54680, 38375, 660 }, /* networking.k8s.io/v1 IngressClass */
+    { 54680, 33264, 672 }, /* networking.k8s.io/v1 NetworkPolicy */
+    { 54680, 38891, 680 }, /* networking.k8s.io/v1 ServiceCIDR */
+    { 54701, 38248, 685 }, /* networking.k8s.io/v1beta1 IPAddress */
+    { 54701, 2309, 687 }, /* networking.k8s.io/v1beta1 Ingress */
+    { 54701, 38375, 689 }, /* networking.k8s.io/v1beta1 IngressClass */
+    { 54701, 38891, 701 }, /* networking.k8s.io/v1beta1 ServiceCIDR */
+    { 54727, 39162, 705 }, /* node.k8s.io/v1 RuntimeClass */
+    { 54742, 39162, 708 }, /* node.k8s.io/v1alpha1 RuntimeClass */
+    { 54763, 39162, 712 }, /* node.k8s.io/v1beta1 RuntimeClass */
+    { 54783, 2213, 714 }, /* policy/v1 Eviction */
+    { 54783, 39383, 715 }, /* policy/v1 PodDisruptionBudget */
+    { 54793, 2213, 718 }, /* policy/v1beta1 Eviction */
+    { 54793, 39383, 719 }, /* policy/v1beta1 PodDisruptionBudget */
+    { 54808, 39801, 723 }, /* rbac.authorization.k8s.io/v1 ClusterRole */
+    { 54808, 39862, 724 }, /* rbac.authorization.k8s.io/v1 ClusterRoleBinding */
+    { 54808, 39911, 726 }, /* rbac.authorization.k8s.io/v1 Role */
+    { 54808, 39916, 727 }, /* rbac.authorization.k8s.io/v1 RoleBinding */
+    { 54837, 39801, 731 }, /* rbac.authorization.k8s.io/v1alpha1 ClusterRole */
+    { 54837, 39862, 732 }, /* rbac.authorization.k8s.io/v1alpha1 ClusterRoleBinding */
+    { 54837, 39911, 734 }, /* rbac.authorization.k8s.io/v1alpha1 Role */
+    { 54837, 39916, 735 }, /* rbac.authorization.k8s.io/v1alpha1 RoleBinding */
+    { 54872, 39801, 739 }, /* rbac.authorization.k8s.io/v1beta1 ClusterRole */
+    { 54872, 39862, 740 }, /* rbac.authorization.k8s.io/v1beta1 ClusterRoleBinding */
+    { 54872, 39911, 742 }, /* rbac.authorization.k8s.io/v1beta1 Role */
+    { 54872, 39916, 743 }, /* rbac.authorization.k8s.io/v1beta1 RoleBinding */
+    { 54906, 41061, 761 }, /* resource.k8s.io/v1 DeviceClass */
+    { 54906, 41792, 773 }, /* resource.k8s.io/v1 DeviceTaintRule */
+    { 54906, 28447, 784 }, /* resource.k8s.io/v1 ResourceClaim */
+    { 54906, 42531, 788 }, /* resource.k8s.io/v1 ResourceClaimTemplate */
+    { 54906, 42651, 791 }, /* resource.k8s.io/v1 ResourceSlice */
+    { 54925, 41792, 794 }, /* resource.k8s.io/v1alpha3 DeviceTaintRule */
+    { 54925, 43175, 800 }, /* resource.k8s.io/v1alpha3 ResourcePoolStatusRequest */
+    { 54950, 41061, 821 }, /* resource.k8s.io/v1beta1 DeviceClass */
+    { 54950, 28447, 839 }, /* resource.k8s.io/v1beta1 ResourceClaim */
+    { 54950, 42531, 843 }, /* resource.k8s.io/v1beta1 ResourceClaimTemplate */
+    { 54950, 42651, 846 }, /* resource.k8s.io/v1beta1 ResourceSlice */
+    { 54974, 41061, 863 }, /* resource.k8s.io/v1beta2 DeviceClass */
+    { 54974, 41792, 875 }, /* resource.k8s.io/v1beta2 DeviceTaintRule */
+    { 54974, 28447, 886 }, /* resource.k8s.io/v1beta2 ResourceClaim */
+    { 54974, 42531, 890 }, /* resource.k8s.io/v1beta2 ResourceClaimTemplate */
+    { 54974, 42651, 893 }, /* resource.k8s.io/v1beta2 ResourceSlice */
+    { 54998, 1908, 895 }, /* scheduling.k8s.io/v1 PriorityClass */
+    { 55019, 46427, 902 }, /* scheduling.k8s.io/v1alpha3 CompositePodGroup */
+    { 55019, 47205, 910 }, /* scheduling.k8s.io/v1alpha3 PodGroup */
+    { 55019, 47706, 922 }, /* scheduling.k8s.io/v1alpha3 Workload */
+    { 55046, 47205, 944 }, /* scheduling.k8s.io/v1beta1 PodGroup */
+    { 55046, 1908, 952 }, /* scheduling.k8s.io/v1beta1 PriorityClass */
+    { 55046, 47706, 957 }, /* scheduling.k8s.io/v1beta1 Workload */
+    { 55072, 49084, 960 }, /* storage.k8s.io/v1 CSIDriver */
+    { 55072, 49401, 962 }, /* storage.k8s.io/v1 CSINode */
+    { 55072, 49580, 966 }, /* storage.k8s.io/v1 CSIStorageCapacity */
+    { 55072, 49630, 967 }, /* storage.k8s.io/v1 StorageClass */
+    { 55072, 49872, 971 }, /* storage.k8s.io/v1 VolumeAttachment */
+    { 55072, 1922, 975 }, /* storage.k8s.io/v1 VolumeAttributesClass */
+    { 55090, 49580, 978 }, /* storage.k8s.io/v1alpha1 CSIStorageCapacity */
+    { 55090, 49872, 979 }, /* storage.k8s.io/v1alpha1 VolumeAttachment */
+    { 55090, 1922, 983 }, /* storage.k8s.io/v1alpha1 VolumeAttributesClass */
+    { 55114, 49084, 985 }, /* storage.k8s.io/v1beta1 CSIDriver */
+    { 55114, 49401, 987 }, /* storage.k8s.io/v1beta1 CSINode */
+    { 55114, 49580, 991 }, /* storage.k8s.io/v1beta1 CSIStorageCapacity */
+    { 55114, 49630, 992 }, /* storage.k8s.io/v1beta1 StorageClass */
+    { 55114, 49872, 996 }, /* storage.k8s.io/v1beta1 VolumeAttachment */
+    { 55114, 1922, 1000 }, /* storage.k8s.io/v1beta1 VolumeAttributesClass */
+    { 55137, 50726, 1003 }, /* storagemigration.k8s.io/v1 StorageVersionMigration */
+    { 55164, 50726, 1006 }, /* storagemigration.k8s.io/v1beta1 StorageVersionMigration */
+    { 55196, 17127, 288 }, /* v1 Binding */
+    { 55196, 17630, 299 }, /* v1 ComponentStatus */
+    { 55196, 17668, 300 }, /* v1 ConfigMap */
+    { 55196, 19666, 327 }, /* v1 Endpoints */
+    { 55196, 20066, 334 }, /* v1 Event */
+    { 55196, 21193, 361 }, /* v1 LimitRange */
+    { 55196, 21653, 371 }, /* v1 Namespace */
+    { 55196, 21848, 375 }, /* v1 Node */
+    { 55196, 23626, 398 }, /* v1 PersistentVolume */
+    { 55196, 23693, 399 }, /* v1 PersistentVolumeClaim */
+    { 55196, 25534, 409 }, /* v1 Pod */
+    { 55196, 27750, 428 }, /* v1 PodTemplate */
+    { 55196, 28184, 440 }, /* v1 RangeAllocation */
+    { 55196, 28206, 441 }, /* v1 ReplicationController */
+    { 55196, 28562, 448 }, /* v1 ResourceQuota */
+    { 55196, 29139, 459 }, /* v1 Secret */
+    { 55196, 29388, 466 }, /* v1 Service */
+    { 55196, 29428, 467 }, /* v1 ServiceAccount */
 };
 const size_t luna_ds_sch_n_kinds = sizeof luna_ds_sch_kinds / sizeof *luna_ds_sch_kinds;
 

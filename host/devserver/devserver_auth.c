@@ -12,6 +12,7 @@
 #include <uthash.h>
 
 #include "devserver/devserver_doc.h"
+#include "devserver/devserver_schema.h"
 #include "devserver/devserver_state.h"
 #include "devserver/devserver_store.h"
 #include "devserver/devserver_types.h"
@@ -150,6 +151,17 @@ static json_t *review_body(const luna_ds_request *req, const char *api_version,
         json_decref(doc);
         luna_ds_status_bad_request(st, "the body of the request must be a %s %s", api_version,
                                    kind);
+        return NULL;
+    }
+    /* kube decodes a review as any body: a field of the wrong JSON type
+     * is the decoder's 400 (the schema tables know the review kinds) */
+    char group[64];
+    const char *slash = strchr(api_version, '/');
+    snprintf(group, sizeof group, "%.*s", slash ? (int)(slash - api_version) : 0, api_version);
+    luna_ds_type rt = { .group = group, .version = (char *)(slash ? slash + 1 : api_version),
+                        .api_version = (char *)api_version, .kind = (char *)kind };
+    if (luna_ds_schema_decode(&rt, doc, 0, st) < 0) {
+        json_decref(doc);
         return NULL;
     }
     if (!json_is_object(json_object_get(doc, "spec")))
@@ -598,6 +610,41 @@ static const char *str_or(const json_t *o, const char *k, const char *def)
     return v ? v : def;
 }
 
+/* Takes a's request from spec's resourceAttributes (ra) or
+ * nonResourceAttributes, asks RBAC, and answers doc (consumed: the
+ * review with its status) as a 201 of kind. */
+static void answer_review(luna_ds *ds, json_t *doc, struct attrs *ap, const char *kind,
+                          luna_ds_response *resp)
+{
+    struct attrs a = *ap;
+    json_t *spec = json_object_get(doc, "spec");
+    const json_t *ra = json_object_get(spec, "resourceAttributes");
+    const json_t *na = json_object_get(spec, "nonResourceAttributes");
+    if (ra) {
+        a.resource = true;
+        a.verb = str_or(ra, "verb", "");
+        a.group = str_or(ra, "group", "");
+        a.res = str_or(ra, "resource", "");
+        a.sub = str_or(ra, "subresource", "");
+        a.name = str_or(ra, "name", "");
+        a.ns = str_or(ra, "namespace", "");
+    } else {
+        a.verb = str_or(na, "verb", "");
+        a.path = str_or(na, "path", "");
+    }
+    char reason[1024] = "";
+    bool allowed = rbac_allows(ds, &a, reason, sizeof reason);
+    json_t *status = allowed ? json_pack("{s:b,s:s}", "allowed", 1, "reason", reason)
+                             : json_pack("{s:b}", "allowed", 0);
+    if (!status) {
+        json_decref(doc);
+        return luna_ds_reply_oom(resp);
+    }
+    json_object_set_new(doc, "metadata", json_pack("{s:n}", "creationTimestamp"));
+    json_object_set_new(doc, "status", status);
+    reply_created(resp, doc, "authorization.k8s.io/v1", kind);
+}
+
 void luna_ds_auth_access_review(luna_ds *ds, const luna_ds_request *req, luna_ds_response *resp)
 {
     luna_ds_status st = { 0 };
@@ -628,27 +675,73 @@ void luna_ds_auth_access_review(luna_ds *ds, const luna_ds_request *req, luna_ds
                                "at least one of user or group must be specified");
         return reply_status(resp, &st);
     }
-    if (ra) {
-        a.resource = true;
-        a.verb = str_or(ra, "verb", "");
-        a.group = str_or(ra, "group", "");
-        a.res = str_or(ra, "resource", "");
-        a.sub = str_or(ra, "subresource", "");
-        a.name = str_or(ra, "name", "");
-        a.ns = str_or(ra, "namespace", "");
-    } else {
-        a.verb = str_or(na, "verb", "");
-        a.path = str_or(na, "path", "");
+    answer_review(ds, doc, &a, "SubjectAccessReview", resp);
+}
+
+/* authorization ValidateSelfSubjectAccessReview: metadata must be empty
+ * (kube renders the ObjectMeta it decoded; here its JSON), and exactly one
+ * of the attribute kinds.  The requester is the request's bearer token:
+ * an issued one is its ServiceAccount, anything else the server's admin
+ * (user "admin" in system:masters, as luna_ds_auth_request let it in). */
+void luna_ds_auth_self_access_review(luna_ds *ds, const luna_ds_request *req,
+                                     luna_ds_response *resp)
+{
+    static const char *const KIND = "SelfSubjectAccessReview";
+    luna_ds_status st = { 0 };
+    if (strcmp(req->method, "POST") != 0) {
+        luna_ds_reply_not_allowed(resp);
+        return;
     }
-    char reason[1024] = "";
-    bool allowed = rbac_allows(ds, &a, reason, sizeof reason);
-    json_t *status = allowed ? json_pack("{s:b,s:s}", "allowed", 1, "reason", reason)
-                             : json_pack("{s:b}", "allowed", 0);
-    if (!status) {
+    json_t *doc = review_body(req, "authorization.k8s.io/v1", KIND, &st);
+    if (!doc)
+        return reply_status(resp, &st);
+    json_t *md = json_object_get(doc, "metadata");
+    bool md_empty = !md || json_is_null(md);
+    if (json_is_object(md)) {
+        md_empty = true;
+        const char *k;
+        json_t *v;
+        json_object_foreach(md, k, v)
+            if (!json_is_null(v))
+                md_empty = false;
+    }
+    if (!md_empty) {
+        char *shown = json_dumps(md, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(doc);
+        if (!shown)
+            return luna_ds_reply_oom(resp);
+        luna_ds_status_invalid(&st, "authorization.k8s.io", KIND, "", "FieldValueInvalid",
+                               "metadata", "Invalid value: %s: must be empty", shown);
+        free(shown);
+        return reply_status(resp, &st);
+    }
+    json_t *spec = json_object_get(doc, "spec");
+    if ((json_object_get(spec, "resourceAttributes") != NULL) ==
+        (json_object_get(spec, "nonResourceAttributes") != NULL)) {
+        json_decref(doc);
+        luna_ds_status_invalid(&st, "authorization.k8s.io", KIND, "", "FieldValueInvalid", "spec",
+                               "Invalid value: null: exactly one of nonResourceAttributes or "
+                               "resourceAttributes must be specified");
+        return reply_status(resp, &st);
+    }
+    size_t len = 0;
+    const char *token = bearer(req->authorization, &len);
+    struct luna_ds_token *t = token ? issued(ds, token, len) : NULL;
+    char user[600], group[300];
+    json_t *groups;
+    if (t) {
+        snprintf(user, sizeof user, "system:serviceaccount:%s:%s", t->ns, t->name);
+        snprintf(group, sizeof group, "system:serviceaccounts:%s", t->ns);
+        groups = json_pack("[sss]", "system:serviceaccounts", group, "system:authenticated");
+    } else {
+        snprintf(user, sizeof user, "admin");
+        groups = json_pack("[ss]", "system:masters", "system:authenticated");
+    }
+    if (!groups) {
         json_decref(doc);
         return luna_ds_reply_oom(resp);
     }
-    json_object_set_new(doc, "metadata", json_pack("{s:n}", "creationTimestamp"));
-    json_object_set_new(doc, "status", status);
-    reply_created(resp, doc, "authorization.k8s.io/v1", "SubjectAccessReview");
+    struct attrs a = { .user = user, .groups = groups };
+    answer_review(ds, doc, &a, KIND, resp);
+    json_decref(groups);
 }

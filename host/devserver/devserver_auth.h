@@ -28,6 +28,9 @@
  *       match (what the cluster's aggregation controller writes); the
  *       group system:masters may do everything.  status.allowed and
  *       status.reason (the binding that allowed it).
+ *   POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews  SelfSubjectAccessReview
+ *       the same, for the requester: an issued token's ServiceAccount, else
+ *       the admin (system:masters); metadata must be empty.
  *
  * These paths are served without being listed in discovery.  The server's
  * own requests stay unauthorized beyond the bearer token: with --token,
@@ -61,10 +64,12 @@ int luna_ds_auth_set_admin_token(luna_ds *ds, const char *token);
  * issued token. */
 bool luna_ds_auth_request(luna_ds *ds, const char *authorization);
 
-/* The three endpoints (the router checks method and path). */
+/* The endpoints (the router checks method and path). */
 void luna_ds_auth_token_request(luna_ds *ds, const luna_ds_request *req, const char *ns,
                                 const char *name, luna_ds_response *resp);
 void luna_ds_auth_token_review(luna_ds *ds, const luna_ds_request *req, luna_ds_response *resp);
 void luna_ds_auth_access_review(luna_ds *ds, const luna_ds_request *req, luna_ds_response *resp);
+void luna_ds_auth_self_access_review(luna_ds *ds, const luna_ds_request *req,
+                                     luna_ds_response *resp);
 
 #endif

@@ -653,6 +653,7 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
         .content_type = ct,
         .user_agent = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "User-Agent"),
         .accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+        .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
         .body = json_body ? json_body : r->body,
         .body_len = json_body ? json_len : r->len,
     };

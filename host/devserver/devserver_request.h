@@ -28,6 +28,7 @@ typedef struct luna_ds_request {
     const char *content_type;     /* may be NULL */
     const char *user_agent;       /* may be NULL */
     const char *accept;           /* the Accept header; may be NULL */
+    const char *authorization;    /* the Authorization header; may be NULL */
     const char *body;             /* borrowed for the call; may be NULL */
     size_t body_len;
 } luna_ds_request;

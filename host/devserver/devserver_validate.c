@@ -42,33 +42,115 @@ static bool dns_subdomain(const char *s)
     }
 }
 
-int luna_ds_validate_name(const luna_ds_type *t, const char *name, luna_ds_status *st)
+static void add_invalid(json_t *causes, const char *field, const char *value, const char *msg);
+static void go_quote(char *buf, size_t size, const char *s);
+
+static bool resource_in(const char *resource, const char *const *list)
 {
-    if (strcmp(t->resource, "namespaces") == 0) {
+    for (; *list; list++)
+        if (strcmp(resource, *list) == 0)
+            return true;
+    return false;
+}
+
+/* Kinds kube-apiserver names by an RFC 1123 label (their names become DNS
+ * labels: a Service's DNS name, a StatefulSet's Pod hostnames) and kinds
+ * it names by a mere path segment (RBAC, PodDisruptionBudget,
+ * CertificateSigningRequest, APIService): read off v1.37.2
+ * (spec/08-apiserver/24). */
+static const char *const LABEL_NAMED[] = { "namespaces", "services", "statefulsets", NULL };
+static const char *const SEGMENT_NAMED[] = { "apiservices", "roles", "clusterroles", "rolebindings",
+                                             "clusterrolebindings", "poddisruptionbudgets",
+                                             "certificatesigningrequests", NULL };
+
+/* Kinds whose name kube composes from two spec fields, checked after the
+ * name's format: apiextensions ValidateCustomResourceDefinition (its name
+ * func) and apiregistration ValidateAPIService (its name func). */
+static const struct name_rule {
+    const char *group, *resource;
+    const char *first, *second;   /* spec fields: name = first "." second */
+    const char *fmt;              /* message; %s: the wanted name, quoted */
+} NAME_RULES[] = {
+    { "apiextensions.k8s.io", "customresourcedefinitions", "names.plural", "group",
+      "must be spec.names.plural+\".\"+spec.group" },
+    { "apiregistration.k8s.io", "apiservices", "version", "group",
+      "must be `spec.version+\".\"+spec.group`: %s" },
+};
+
+/* spec.<path> (one level of ".") as a string, or "" */
+static const char *spec_path(const json_t *doc, const char *path)
+{
+    json_t *v = json_object_get(doc, "spec");
+    const char *dot = strchr(path, '.');
+    if (dot) {
+        char head[64];
+        snprintf(head, sizeof head, "%.*s", (int)(dot - path), path);
+        v = json_object_get(v, head);
+        path = dot + 1;
+    }
+    v = json_object_get(v, path);
+    return json_is_string(v) ? json_string_value(v) : "";
+}
+
+static void composed_name(const luna_ds_type *t, const json_t *doc, const char *name,
+                          json_t *causes)
+{
+    for (size_t i = 0; doc && i < sizeof NAME_RULES / sizeof *NAME_RULES; i++) {
+        const struct name_rule *r = &NAME_RULES[i];
+        if (strcmp(t->group, r->group) != 0 || strcmp(t->resource, r->resource) != 0)
+            continue;
+        char want[600], q[620], msg[800];
+        snprintf(want, sizeof want, "%s.%s", spec_path(doc, r->first), spec_path(doc, r->second));
+        if (strcmp(name, want) == 0)
+            return;
+        go_quote(q, sizeof q, want);
+        snprintf(msg, sizeof msg, r->fmt, q);
+        add_invalid(causes, "metadata.name", name, msg);
+    }
+}
+
+int luna_ds_validate_name(const luna_ds_type *t, const char *name, const json_t *doc,
+                          luna_ds_status *st)
+{
+    json_t *causes = json_array();
+    if (!causes)
+        return luna_ds_status_oom(st);
+    if (resource_in(t->resource, LABEL_NAMED)) {
         if (!dns_label(name, strlen(name), false))
-            return luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid",
-                "metadata.name", "Invalid value: \"%s\": a lowercase RFC 1123 label must consist "
+            add_invalid(causes, "metadata.name", name, "a lowercase RFC 1123 label must consist "
                 "of lower case alphanumeric characters or '-', and must start and end with an "
                 "alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-                "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')", name);
-        return 0;
-    }
-    if (strcmp(t->resource, "services") == 0) {
-        if (!dns_label(name, strlen(name), true))
-            return luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid",
-                "metadata.name", "Invalid value: \"%s\": a DNS-1035 label must consist of lower "
-                "case alphanumeric characters or '-', start with an alphabetic character, and "
-                "end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used "
-                "for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')", name);
-        return 0;
-    }
-    if (!dns_subdomain(name))
-        return luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid",
-            "metadata.name", "Invalid value: \"%s\": a lowercase RFC 1123 subdomain must consist "
+                "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')");
+    } else if (resource_in(t->resource, SEGMENT_NAMED)) {
+        /* kube's path-segment check: "." and ".." alone, else one cause
+         * per forbidden character present */
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+            char msg[64];
+            snprintf(msg, sizeof msg, "may not be '%s'", name);
+            add_invalid(causes, "metadata.name", name, msg);
+        }
+        static const char *const bad[] = { "/", "%", NULL };
+        for (size_t i = 0; bad[i]; i++) {
+            if (strstr(name, bad[i])) {
+                char msg[64];
+                snprintf(msg, sizeof msg, "may not contain '%s'", bad[i]);
+                add_invalid(causes, "metadata.name", name, msg);
+            }
+        }
+    } else if (!dns_subdomain(name)) {
+        add_invalid(causes, "metadata.name", name, "a lowercase RFC 1123 subdomain must consist "
             "of lower case alphanumeric characters, '-' or '.', and must start and end with an "
             "alphanumeric character (e.g. 'example.com', regex used for validation is "
-            "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')", name);
-    return 0;
+            "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')");
+    }
+    /* kube's name funcs stop at a path-segment failure */
+    if (!(resource_in(t->resource, SEGMENT_NAMED) && json_array_size(causes)))
+        composed_name(t, doc, name, causes);
+    if (json_array_size(causes) == 0) {
+        json_decref(causes);
+        return 0;
+    }
+    return luna_ds_status_invalid_causes(st, t->group, t->kind, name, causes);
 }
 
 /* Parses a request body that must be a JSON object. */
@@ -541,6 +623,98 @@ static void configmap_keys(json_t *causes, const json_t *doc)
             configmap_key(causes, "binaryData", k);
 }
 
+/* ---- hand rules: kube validation the generated schema tables cannot say
+ * (cross-field conditions, messages of kube's own validation functions).
+ * One row per rule, each naming the k8s.io/kubernetes function it mirrors;
+ * `first` rules run before the schema's causes (kube reports theirs
+ * first), the others after.  Read off v1.37.2 (spec/08-apiserver/24). ---- */
+
+static const char *spec_str(const json_t *doc, const char *k)
+{
+    json_t *v = json_object_get(json_object_get(doc, "spec"), k);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static bool absent_or_empty(const json_t *v)
+{
+    return !v || json_is_null(v) || (json_is_string(v) && json_string_length(v) == 0) ||
+           (json_is_array(v) && json_array_size(v) == 0);
+}
+
+/* core ValidateService: a Service needs ports unless it is headless
+ * (clusterIP None) or of type ExternalName */
+static void rule_service_ports(const json_t *doc, json_t *causes)
+{
+    const char *type = spec_str(doc, "type"), *ip = spec_str(doc, "clusterIP");
+    if ((type && strcmp(type, "ExternalName") == 0) || (ip && strcmp(ip, "None") == 0))
+        return;
+    if (absent_or_empty(json_object_get(json_object_get(doc, "spec"), "ports")))
+        add_cause(causes, "FieldValueRequired", "spec.ports", "Required value");
+}
+
+/* networking ValidateIngressClassSpec: spec.controller is required */
+static void rule_ingressclass_controller(const json_t *doc, json_t *causes)
+{
+    if (absent_or_empty(json_object_get(json_object_get(doc, "spec"), "controller")))
+        add_cause(causes, "FieldValueRequired", "spec.controller", "Required value");
+}
+
+/* autoscaling ValidateCrossVersionObjectReference: the target's apiVersion
+ * must name a group.  Only an absent or empty apiVersion is refused here:
+ * kube's answer for a core "v1" target was not read off the real server. */
+static void rule_hpa_target_group(const json_t *doc, json_t *causes)
+{
+    json_t *ref = json_object_get(json_object_get(doc, "spec"), "scaleTargetRef");
+    json_t *av = json_object_get(ref, "apiVersion");
+    if (absent_or_empty(av))
+        add_invalid(causes, "spec.scaleTargetRef.apiVersion", "",
+                    "apiVersion must specify API group");
+}
+
+/* flowcontrol ValidatePriorityLevelConfigurationSpec: spec.limited only
+ * with type Limited */
+static void rule_plc_limited(const json_t *doc, json_t *causes)
+{
+    const char *type = spec_str(doc, "type");
+    json_t *lim = json_object_get(json_object_get(doc, "spec"), "limited");
+    if (lim && !json_is_null(lim) && (!type || strcmp(type, "Limited") != 0))
+        add_cause(causes, "FieldValueForbidden", "spec.limited",
+                  "Forbidden: must be nil if the type is not Limited");
+}
+
+/* apiregistration ValidateAPIService: versionPriority in (0, 1000) */
+static void rule_apiservice_priority(const json_t *doc, json_t *causes)
+{
+    json_t *v = json_object_get(json_object_get(doc, "spec"), "versionPriority");
+    json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
+    if (n <= 0 || n >= 1000) {
+        char m[128];
+        snprintf(m, sizeof m, "Invalid value: %" JSON_INTEGER_FORMAT
+                 ": must be positive and less than 1000", n);
+        add_cause(causes, "FieldValueInvalid", "spec.versionPriority", m);
+    }
+}
+
+static const struct hand_rule {
+    const char *group, *resource;
+    bool first;
+    void (*check)(const json_t *doc, json_t *causes);
+} HAND_RULES[] = {
+    { "", "services", false, rule_service_ports },
+    { "networking.k8s.io", "ingressclasses", false, rule_ingressclass_controller },
+    { "autoscaling", "horizontalpodautoscalers", false, rule_hpa_target_group },
+    { "flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations", true, rule_plc_limited },
+    { "apiregistration.k8s.io", "apiservices", false, rule_apiservice_priority },
+};
+
+static void hand_rules(const luna_ds_type *t, const json_t *doc, json_t *causes, bool first)
+{
+    for (size_t i = 0; i < sizeof HAND_RULES / sizeof *HAND_RULES; i++)
+        if (HAND_RULES[i].first == first && strcmp(t->group, HAND_RULES[i].group) == 0 &&
+            strcmp(t->resource, HAND_RULES[i].resource) == 0)
+            HAND_RULES[i].check(doc, causes);
+}
+
 int luna_ds_validate_fields(const luna_ds_type *t, json_t *doc, const json_t *old,
                             const char *name, luna_ds_status *st)
 {
@@ -558,10 +732,12 @@ int luna_ds_validate_fields(const luna_ds_type *t, json_t *doc, const json_t *ol
         annotations(causes, a);
     if (configmap)
         configmap_keys(causes, doc);
+    hand_rules(t, doc, causes, true);
     if (luna_ds_schema_validate(t, doc, old, causes) < 0) {
         json_decref(causes);
         return luna_ds_status_oom(st);
     }
+    hand_rules(t, doc, causes, false);
     if (json_array_size(causes) == 0) {
         json_decref(causes);
         return 0;

@@ -49,7 +49,9 @@ int luna_ds_validate_namespace_usable(luna_ds *ds, luna_ds_type *t, const char *
  * defaults.  name: the object's, for the message. */
 int luna_ds_validate_fields(const luna_ds_type *t, json_t *doc, const json_t *old,
                             const char *name, luna_ds_status *st);
-/* metadata.name for type t (422 Invalid with kube's message). */
-int luna_ds_validate_name(const luna_ds_type *t, const char *name, luna_ds_status *st);
+/* metadata.name for type t (422 Invalid with kube's messages, one cause
+ * per failure; doc, when given, for names composed from spec fields). */
+int luna_ds_validate_name(const luna_ds_type *t, const char *name, const json_t *doc,
+                          luna_ds_status *st);
 
 #endif

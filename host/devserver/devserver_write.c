@@ -423,7 +423,7 @@ int luna_ds_write_create(luna_ds *ds, luna_ds_type *t, json_t *doc, const char *
         return luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueRequired",
                                       "metadata.namespace", "Required value");
     }
-    int rc = luna_ds_validate_name(t, name, st);
+    int rc = luna_ds_validate_name(t, name, doc, st);
     if (rc == 0)
         rc = luna_ds_validate_fields(t, doc, NULL, name, st);
     if (rc == 0)

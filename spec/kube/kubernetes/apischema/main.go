@@ -37,6 +37,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
+	regv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	regopenapi "k8s.io/kube-aggregator/pkg/generated/openapi"
 	kubeopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 )
 
@@ -377,6 +379,11 @@ func main() {
 	for k, v := range extopenapi.GetOpenAPIDefinitions(ref) {
 		defs[k] = v
 	}
+	// kube-aggregator's APIService: served by kube-apiserver, outside
+	// client-go's scheme
+	for k, v := range regopenapi.GetOpenAPIDefinitions(ref) {
+		defs[k] = v
+	}
 	var kinds []kind
 	seen := map[string]bool{}
 	for gvk, t := range scheme.Scheme.AllKnownTypes() {
@@ -392,6 +399,8 @@ func main() {
 		kinds = append(kinds, kind{extv1.SchemeGroupVersion.String(), k, extv1.GroupName,
 			reflect.TypeOf(extv1.CustomResourceDefinition{})})
 	}
+	kinds = append(kinds, kind{regv1.SchemeGroupVersion.String(), "APIService", regv1.GroupName,
+		reflect.TypeOf(regv1.APIService{})})
 	sort.Slice(kinds, func(i, j int) bool {
 		if kinds[i].apiVersion != kinds[j].apiVersion {
 			return kinds[i].apiVersion < kinds[j].apiVersion
