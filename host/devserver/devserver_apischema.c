@@ -2885,20 +2885,32 @@ const char luna_ds_sch_strings[] =
     "APIServiceStatus\0"
     "v1.APIServiceCondition\0"
     "admissionregistration.k8s.io/v1\0"
+    "{}\0"
     "admissionregistration.k8s.io/v1alpha1\0"
     "admissionregistration.k8s.io/v1beta1\0"
     "apiextensions.k8s.io/v1\0"
+    "{\"conditions\":null,\"acceptedNames\":{\"plural\":\"\",\"kind\":\"\"},\"storedVersions\":null}\0"
     "apiregistration.k8s.io/v1\0"
     "apps/v1\0"
+    "{\"currentNumberScheduled\":0,\"numberMisscheduled\":0,\"desiredNumberScheduled\":0,\"numberReady\":0}\0"
+    "{\"replicas\":0}\0"
+    "{\"replicas\":0,\"availableReplicas\":0}\0"
     "apps/v1beta1\0"
     "apps/v1beta2\0"
     "authentication.k8s.io/v1\0"
+    "{\"userInfo\":{}}\0"
+    "{\"token\":\"\",\"expirationTimestamp\":null}\0"
+    "{\"user\":{}}\0"
     "authentication.k8s.io/v1alpha1\0"
     "authentication.k8s.io/v1beta1\0"
     "authorization.k8s.io/v1\0"
+    "{\"allowed\":false}\0"
+    "{\"resourceRules\":null,\"nonResourceRules\":null,\"incomplete\":false}\0"
     "authorization.k8s.io/v1beta1\0"
     "autoscaling/v1\0"
+    "{\"currentReplicas\":0,\"desiredReplicas\":0}\0"
     "autoscaling/v2\0"
+    "{\"desiredReplicas\":0,\"currentMetrics\":null}\0"
     "batch/v1\0"
     "batch/v1beta1\0"
     "certificates.k8s.io/v1\0"
@@ -2912,6 +2924,7 @@ const char luna_ds_sch_strings[] =
     "events.k8s.io/v1\0"
     "events.k8s.io/v1beta1\0"
     "extensions/v1beta1\0"
+    "{\"loadBalancer\":{}}\0"
     "flowcontrol.apiserver.k8s.io/v1\0"
     "flowcontrol.apiserver.k8s.io/v1beta1\0"
     "flowcontrol.apiserver.k8s.io/v1beta2\0"
@@ -2924,6 +2937,7 @@ const char luna_ds_sch_strings[] =
     "node.k8s.io/v1alpha1\0"
     "node.k8s.io/v1beta1\0"
     "policy/v1\0"
+    "{\"disruptionsAllowed\":0,\"currentHealthy\":0,\"desiredHealthy\":0,\"expectedPods\":0}\0"
     "policy/v1beta1\0"
     "rbac.authorization.k8s.io/v1\0"
     "rbac.authorization.k8s.io/v1alpha1\0"
@@ -2936,11 +2950,13 @@ const char luna_ds_sch_strings[] =
     "scheduling.k8s.io/v1alpha3\0"
     "scheduling.k8s.io/v1beta1\0"
     "storage.k8s.io/v1\0"
+    "{\"attached\":false}\0"
     "storage.k8s.io/v1alpha1\0"
     "storage.k8s.io/v1beta1\0"
     "storagemigration.k8s.io/v1\0"
     "storagemigration.k8s.io/v1beta1\0"
     "v1\0"
+    "{\"daemonEndpoints\":{\"kubeletEndpoint\":{\"Port\":0}},\"nodeInfo\":{\"machineID\":\"\",\"systemUUID\":\"\",\"bootID\":\"\",\"kernelVersion\":\"\",\"osImage\":\"\",\"containerRuntimeVersion\":\"\",\"kubeletVersion\":\"\",\"kubeProxyVersion\":\"\",\"operatingSystem\":\"\",\"architecture\":\"\"}}\0"
     ;
 
 const uint32_t luna_ds_sch_enum_values[] = {
@@ -7924,177 +7940,177 @@ const luna_ds_sch_struct luna_ds_sch_structs[] = {
 };
 
 const luna_ds_sch_kind luna_ds_sch_kinds[] = {
-    { 53830, 2834, 6 }, /* admissionregistration.k8s.io/v1 MutatingAdmissionPolicy */
-    { 53830, 2917, 7 }, /* admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding */
-    { 53830, 3468, 11 }, /* admissionregistration.k8s.io/v1 MutatingWebhookConfiguration */
-    { 53830, 3951, 20 }, /* admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy */
-    { 53830, 4052, 21 }, /* admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding */
-    { 53830, 4420, 26 }, /* admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration */
-    { 53862, 2834, 36 }, /* admissionregistration.k8s.io/v1alpha1 MutatingAdmissionPolicy */
-    { 53862, 2917, 37 }, /* admissionregistration.k8s.io/v1alpha1 MutatingAdmissionPolicyBinding */
-    { 53862, 3951, 45 }, /* admissionregistration.k8s.io/v1alpha1 ValidatingAdmissionPolicy */
-    { 53862, 4052, 46 }, /* admissionregistration.k8s.io/v1alpha1 ValidatingAdmissionPolicyBinding */
-    { 53900, 2834, 58 }, /* admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy */
-    { 53900, 2917, 59 }, /* admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicyBinding */
-    { 53900, 3468, 63 }, /* admissionregistration.k8s.io/v1beta1 MutatingWebhookConfiguration */
-    { 53900, 3951, 70 }, /* admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicy */
-    { 53900, 4052, 71 }, /* admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicyBinding */
-    { 53900, 4420, 76 }, /* admissionregistration.k8s.io/v1beta1 ValidatingWebhookConfiguration */
-    { 53937, 51090, 1011 }, /* apiextensions.k8s.io/v1 CustomResourceDefinition */
-    { 53961, 53620, 1038 }, /* apiregistration.k8s.io/v1 APIService */
-    { 53987, 6400, 85 }, /* apps/v1 ControllerRevision */
-    { 53987, 6454, 86 }, /* apps/v1 DaemonSet */
-    { 53987, 6967, 91 }, /* apps/v1 Deployment */
-    { 53987, 7369, 96 }, /* apps/v1 ReplicaSet */
-    { 53987, 7674, 103 }, /* apps/v1 StatefulSet */
-    { 53995, 6400, 110 }, /* apps/v1beta1 ControllerRevision */
-    { 53995, 6967, 111 }, /* apps/v1beta1 Deployment */
-    { 53995, 8617, 119 }, /* apps/v1beta1 Scale */
-    { 53995, 7674, 122 }, /* apps/v1beta1 StatefulSet */
-    { 54008, 6400, 129 }, /* apps/v1beta2 ControllerRevision */
-    { 54008, 6454, 130 }, /* apps/v1beta2 DaemonSet */
-    { 54008, 6967, 135 }, /* apps/v1beta2 Deployment */
-    { 54008, 7369, 140 }, /* apps/v1beta2 ReplicaSet */
-    { 54008, 8617, 147 }, /* apps/v1beta2 Scale */
-    { 54008, 7674, 150 }, /* apps/v1beta2 StatefulSet */
-    { 54021, 10060, 158 }, /* authentication.k8s.io/v1 SelfSubjectReview */
-    { 54021, 10150, 160 }, /* authentication.k8s.io/v1 TokenRequest */
-    { 54021, 10367, 163 }, /* authentication.k8s.io/v1 TokenReview */
-    { 54046, 10060, 167 }, /* authentication.k8s.io/v1alpha1 SelfSubjectReview */
-    { 54077, 10060, 169 }, /* authentication.k8s.io/v1beta1 SelfSubjectReview */
-    { 54077, 10367, 171 }, /* authentication.k8s.io/v1beta1 TokenReview */
-    { 54107, 10803, 177 }, /* authorization.k8s.io/v1 LocalSubjectAccessReview */
-    { 54107, 11098, 182 }, /* authorization.k8s.io/v1 SelfSubjectAccessReview */
-    { 54107, 11269, 184 }, /* authorization.k8s.io/v1 SelfSubjectRulesReview */
-    { 54107, 11377, 186 }, /* authorization.k8s.io/v1 SubjectAccessReview */
-    { 54131, 10803, 190 }, /* authorization.k8s.io/v1beta1 LocalSubjectAccessReview */
-    { 54131, 11098, 195 }, /* authorization.k8s.io/v1beta1 SelfSubjectAccessReview */
-    { 54131, 11269, 197 }, /* authorization.k8s.io/v1beta1 SelfSubjectRulesReview */
-    { 54131, 11377, 199 }, /* authorization.k8s.io/v1beta1 SubjectAccessReview */
-    { 54160, 11866, 204 }, /* autoscaling/v1 HorizontalPodAutoscaler */
-    { 54160, 8617, 207 }, /* autoscaling/v1 Scale */
-    { 54175, 11866, 217 }, /* autoscaling/v2 HorizontalPodAutoscaler */
-    { 54190, 13536, 233 }, /* batch/v1 CronJob */
-    { 54190, 13834, 236 }, /* batch/v1 Job */
-    { 54199, 13536, 249 }, /* batch/v1beta1 CronJob */
-    { 54213, 15273, 253 }, /* certificates.k8s.io/v1 CertificateSigningRequest */
-    { 54213, 15576, 257 }, /* certificates.k8s.io/v1 ClusterTrustBundle */
-    { 54213, 15656, 259 }, /* certificates.k8s.io/v1 PodCertificateRequest */
-    { 54236, 15576, 262 }, /* certificates.k8s.io/v1alpha1 ClusterTrustBundle */
-    { 54265, 15273, 264 }, /* certificates.k8s.io/v1beta1 CertificateSigningRequest */
-    { 54265, 15576, 268 }, /* certificates.k8s.io/v1beta1 ClusterTrustBundle */
-    { 54265, 15656, 270 }, /* certificates.k8s.io/v1beta1 PodCertificateRequest */
-    { 54293, 16330, 273 }, /* coordination.k8s.io/v1 Lease */
-    { 54316, 16491, 275 }, /* coordination.k8s.io/v1alpha2 LeaseCandidate */
-    { 54345, 16330, 277 }, /* coordination.k8s.io/v1beta1 Lease */
-    { 54345, 16491, 278 }, /* coordination.k8s.io/v1beta1 LeaseCandidate */
-    { 54373, 32143, 503 }, /* discovery.k8s.io/v1 EndpointSlice */
-    { 54393, 32143, 510 }, /* discovery.k8s.io/v1beta1 EndpointSlice */
-    { 54418, 20066, 513 }, /* events.k8s.io/v1 Event */
-    { 54435, 20066, 515 }, /* events.k8s.io/v1beta1 Event */
-    { 54457, 6454, 517 }, /* extensions/v1beta1 DaemonSet */
-    { 54457, 6967, 522 }, /* extensions/v1beta1 Deployment */
-    { 54457, 2309, 530 }, /* extensions/v1beta1 Ingress */
-    { 54457, 33264, 540 }, /* extensions/v1beta1 NetworkPolicy */
-    { 54457, 7369, 546 }, /* extensions/v1beta1 ReplicaSet */
-    { 54457, 8617, 553 }, /* extensions/v1beta1 Scale */
-    { 54476, 33851, 558 }, /* flowcontrol.apiserver.k8s.io/v1 FlowSchema */
-    { 54476, 34441, 567 }, /* flowcontrol.apiserver.k8s.io/v1 PriorityLevelConfiguration */
-    { 54508, 33851, 579 }, /* flowcontrol.apiserver.k8s.io/v1beta1 FlowSchema */
-    { 54508, 34441, 588 }, /* flowcontrol.apiserver.k8s.io/v1beta1 PriorityLevelConfiguration */
-    { 54545, 33851, 600 }, /* flowcontrol.apiserver.k8s.io/v1beta2 FlowSchema */
-    { 54545, 34441, 609 }, /* flowcontrol.apiserver.k8s.io/v1beta2 PriorityLevelConfiguration */
-    { 54582, 33851, 621 }, /* flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema */
-    { 54582, 34441, 630 }, /* flowcontrol.apiserver.k8s.io/v1beta3 PriorityLevelConfiguration */
-    { 54619, 6068, 81 }, /* internal.apiserver.k8s.io/v1alpha1 StorageVersion */
-    { 54654, 2213, 640 }, /* lifecycle.k8s.io/v1alpha1 Eviction */
-    { 54654, 37574, 642 }, /* lifecycle.k8s.io/v1alpha1 EvictionRequest */
-    { 54680, 38248, 655 }, /* networking.k8s.io/v1 IPAddress */
-    { 54680, 2309, 658 }, /* networking.k8s.io/v1 Ingress */
-    { 54680, 38375, 660 }, /* networking.k8s.io/v1 IngressClass */
-    { 54680, 33264, 672 }, /* networking.k8s.io/v1 NetworkPolicy */
-    { 54680, 38891, 680 }, /* networking.k8s.io/v1 ServiceCIDR */
-    { 54701, 38248, 685 }, /* networking.k8s.io/v1beta1 IPAddress */
-    { 54701, 2309, 687 }, /* networking.k8s.io/v1beta1 Ingress */
-    { 54701, 38375, 689 }, /* networking.k8s.io/v1beta1 IngressClass */
-    { 54701, 38891, 701 }, /* networking.k8s.io/v1beta1 ServiceCIDR */
-    { 54727, 39162, 705 }, /* node.k8s.io/v1 RuntimeClass */
-    { 54742, 39162, 708 }, /* node.k8s.io/v1alpha1 RuntimeClass */
-    { 54763, 39162, 712 }, /* node.k8s.io/v1beta1 RuntimeClass */
-    { 54783, 2213, 714 }, /* policy/v1 Eviction */
-    { 54783, 39383, 715 }, /* policy/v1 PodDisruptionBudget */
-    { 54793, 2213, 718 }, /* policy/v1beta1 Eviction */
-    { 54793, 39383, 719 }, /* policy/v1beta1 PodDisruptionBudget */
-    { 54808, 39801, 723 }, /* rbac.authorization.k8s.io/v1 ClusterRole */
-    { 54808, 39862, 724 }, /* rbac.authorization.k8s.io/v1 ClusterRoleBinding */
-    { 54808, 39911, 726 }, /* rbac.authorization.k8s.io/v1 Role */
-    { 54808, 39916, 727 }, /* rbac.authorization.k8s.io/v1 RoleBinding */
-    { 54837, 39801, 731 }, /* rbac.authorization.k8s.io/v1alpha1 ClusterRole */
-    { 54837, 39862, 732 }, /* rbac.authorization.k8s.io/v1alpha1 ClusterRoleBinding */
-    { 54837, 39911, 734 }, /* rbac.authorization.k8s.io/v1alpha1 Role */
-    { 54837, 39916, 735 }, /* rbac.authorization.k8s.io/v1alpha1 RoleBinding */
-    { 54872, 39801, 739 }, /* rbac.authorization.k8s.io/v1beta1 ClusterRole */
-    { 54872, 39862, 740 }, /* rbac.authorization.k8s.io/v1beta1 ClusterRoleBinding */
-    { 54872, 39911, 742 }, /* rbac.authorization.k8s.io/v1beta1 Role */
-    { 54872, 39916, 743 }, /* rbac.authorization.k8s.io/v1beta1 RoleBinding */
-    { 54906, 41061, 761 }, /* resource.k8s.io/v1 DeviceClass */
-    { 54906, 41792, 773 }, /* resource.k8s.io/v1 DeviceTaintRule */
-    { 54906, 28447, 784 }, /* resource.k8s.io/v1 ResourceClaim */
-    { 54906, 42531, 788 }, /* resource.k8s.io/v1 ResourceClaimTemplate */
-    { 54906, 42651, 791 }, /* resource.k8s.io/v1 ResourceSlice */
-    { 54925, 41792, 794 }, /* resource.k8s.io/v1alpha3 DeviceTaintRule */
-    { 54925, 43175, 800 }, /* resource.k8s.io/v1alpha3 ResourcePoolStatusRequest */
-    { 54950, 41061, 821 }, /* resource.k8s.io/v1beta1 DeviceClass */
-    { 54950, 28447, 839 }, /* resource.k8s.io/v1beta1 ResourceClaim */
-    { 54950, 42531, 843 }, /* resource.k8s.io/v1beta1 ResourceClaimTemplate */
-    { 54950, 42651, 846 }, /* resource.k8s.io/v1beta1 ResourceSlice */
-    { 54974, 41061, 863 }, /* resource.k8s.io/v1beta2 DeviceClass */
-    { 54974, 41792, 875 }, /* resource.k8s.io/v1beta2 DeviceTaintRule */
-    { 54974, 28447, 886 }, /* resource.k8s.io/v1beta2 ResourceClaim */
-    { 54974, 42531, 890 }, /* resource.k8s.io/v1beta2 ResourceClaimTemplate */
-    { 54974, 42651, 893 }, /* resource.k8s.io/v1beta2 ResourceSlice */
-    { 54998, 1908, 895 }, /* scheduling.k8s.io/v1 PriorityClass */
-    { 55019, 46427, 902 }, /* scheduling.k8s.io/v1alpha3 CompositePodGroup */
-    { 55019, 47205, 910 }, /* scheduling.k8s.io/v1alpha3 PodGroup */
-    { 55019, 47706, 922 }, /* scheduling.k8s.io/v1alpha3 Workload */
-    { 55046, 47205, 944 }, /* scheduling.k8s.io/v1beta1 PodGroup */
-    { 55046, 1908, 952 }, /* scheduling.k8s.io/v1beta1 PriorityClass */
-    { 55046, 47706, 957 }, /* scheduling.k8s.io/v1beta1 Workload */
-    { 55072, 49084, 960 }, /* storage.k8s.io/v1 CSIDriver */
-    { 55072, 49401, 962 }, /* storage.k8s.io/v1 CSINode */
-    { 55072, 49580, 966 }, /* storage.k8s.io/v1 CSIStorageCapacity */
-    { 55072, 49630, 967 }, /* storage.k8s.io/v1 StorageClass */
-    { 55072, 49872, 971 }, /* storage.k8s.io/v1 VolumeAttachment */
-    { 55072, 1922, 975 }, /* storage.k8s.io/v1 VolumeAttributesClass */
-    { 55090, 49580, 978 }, /* storage.k8s.io/v1alpha1 CSIStorageCapacity */
-    { 55090, 49872, 979 }, /* storage.k8s.io/v1alpha1 VolumeAttachment */
-    { 55090, 1922, 983 }, /* storage.k8s.io/v1alpha1 VolumeAttributesClass */
-    { 55114, 49084, 985 }, /* storage.k8s.io/v1beta1 CSIDriver */
-    { 55114, 49401, 987 }, /* storage.k8s.io/v1beta1 CSINode */
-    { 55114, 49580, 991 }, /* storage.k8s.io/v1beta1 CSIStorageCapacity */
-    { 55114, 49630, 992 }, /* storage.k8s.io/v1beta1 StorageClass */
-    { 55114, 49872, 996 }, /* storage.k8s.io/v1beta1 VolumeAttachment */
-    { 55114, 1922, 1000 }, /* storage.k8s.io/v1beta1 VolumeAttributesClass */
-    { 55137, 50726, 1003 }, /* storagemigration.k8s.io/v1 StorageVersionMigration */
-    { 55164, 50726, 1006 }, /* storagemigration.k8s.io/v1beta1 StorageVersionMigration */
-    { 55196, 17127, 288 }, /* v1 Binding */
-    { 55196, 17630, 299 }, /* v1 ComponentStatus */
-    { 55196, 17668, 300 }, /* v1 ConfigMap */
-    { 55196, 19666, 327 }, /* v1 Endpoints */
-    { 55196, 20066, 334 }, /* v1 Event */
-    { 55196, 21193, 361 }, /* v1 LimitRange */
-    { 55196, 21653, 371 }, /* v1 Namespace */
-    { 55196, 21848, 375 }, /* v1 Node */
-    { 55196, 23626, 398 }, /* v1 PersistentVolume */
-    { 55196, 23693, 399 }, /* v1 PersistentVolumeClaim */
-    { 55196, 25534, 409 }, /* v1 Pod */
-    { 55196, 27750, 428 }, /* v1 PodTemplate */
-    { 55196, 28184, 440 }, /* v1 RangeAllocation */
-    { 55196, 28206, 441 }, /* v1 ReplicationController */
-    { 55196, 28562, 448 }, /* v1 ResourceQuota */
-    { 55196, 29139, 459 }, /* v1 Secret */
-    { 55196, 29388, 466 }, /* v1 Service */
-    { 55196, 29428, 467 }, /* v1 ServiceAccount */
+    { 53830, 2834, 6, 0 }, /* admissionregistration.k8s.io/v1 MutatingAdmissionPolicy */
+    { 53830, 2917, 7, 0 }, /* admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding */
+    { 53830, 3468, 11, 0 }, /* admissionregistration.k8s.io/v1 MutatingWebhookConfiguration */
+    { 53830, 3951, 20, 53862 }, /* admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy */
+    { 53830, 4052, 21, 0 }, /* admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding */
+    { 53830, 4420, 26, 0 }, /* admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration */
+    { 53865, 2834, 36, 0 }, /* admissionregistration.k8s.io/v1alpha1 MutatingAdmissionPolicy */
+    { 53865, 2917, 37, 0 }, /* admissionregistration.k8s.io/v1alpha1 MutatingAdmissionPolicyBinding */
+    { 53865, 3951, 45, 53862 }, /* admissionregistration.k8s.io/v1alpha1 ValidatingAdmissionPolicy */
+    { 53865, 4052, 46, 0 }, /* admissionregistration.k8s.io/v1alpha1 ValidatingAdmissionPolicyBinding */
+    { 53903, 2834, 58, 0 }, /* admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy */
+    { 53903, 2917, 59, 0 }, /* admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicyBinding */
+    { 53903, 3468, 63, 0 }, /* admissionregistration.k8s.io/v1beta1 MutatingWebhookConfiguration */
+    { 53903, 3951, 70, 53862 }, /* admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicy */
+    { 53903, 4052, 71, 0 }, /* admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicyBinding */
+    { 53903, 4420, 76, 0 }, /* admissionregistration.k8s.io/v1beta1 ValidatingWebhookConfiguration */
+    { 53940, 51090, 1011, 53964 }, /* apiextensions.k8s.io/v1 CustomResourceDefinition */
+    { 54046, 53620, 1038, 53862 }, /* apiregistration.k8s.io/v1 APIService */
+    { 54072, 6400, 85, 0 }, /* apps/v1 ControllerRevision */
+    { 54072, 6454, 86, 54080 }, /* apps/v1 DaemonSet */
+    { 54072, 6967, 91, 53862 }, /* apps/v1 Deployment */
+    { 54072, 7369, 96, 54175 }, /* apps/v1 ReplicaSet */
+    { 54072, 7674, 103, 54190 }, /* apps/v1 StatefulSet */
+    { 54227, 6400, 110, 0 }, /* apps/v1beta1 ControllerRevision */
+    { 54227, 6967, 111, 53862 }, /* apps/v1beta1 Deployment */
+    { 54227, 8617, 119, 54175 }, /* apps/v1beta1 Scale */
+    { 54227, 7674, 122, 54190 }, /* apps/v1beta1 StatefulSet */
+    { 54240, 6400, 129, 0 }, /* apps/v1beta2 ControllerRevision */
+    { 54240, 6454, 130, 54080 }, /* apps/v1beta2 DaemonSet */
+    { 54240, 6967, 135, 53862 }, /* apps/v1beta2 Deployment */
+    { 54240, 7369, 140, 54175 }, /* apps/v1beta2 ReplicaSet */
+    { 54240, 8617, 147, 54175 }, /* apps/v1beta2 Scale */
+    { 54240, 7674, 150, 54190 }, /* apps/v1beta2 StatefulSet */
+    { 54253, 10060, 158, 54278 }, /* authentication.k8s.io/v1 SelfSubjectReview */
+    { 54253, 10150, 160, 54294 }, /* authentication.k8s.io/v1 TokenRequest */
+    { 54253, 10367, 163, 54334 }, /* authentication.k8s.io/v1 TokenReview */
+    { 54346, 10060, 167, 54278 }, /* authentication.k8s.io/v1alpha1 SelfSubjectReview */
+    { 54377, 10060, 169, 54278 }, /* authentication.k8s.io/v1beta1 SelfSubjectReview */
+    { 54377, 10367, 171, 54334 }, /* authentication.k8s.io/v1beta1 TokenReview */
+    { 54407, 10803, 177, 54431 }, /* authorization.k8s.io/v1 LocalSubjectAccessReview */
+    { 54407, 11098, 182, 54431 }, /* authorization.k8s.io/v1 SelfSubjectAccessReview */
+    { 54407, 11269, 184, 54449 }, /* authorization.k8s.io/v1 SelfSubjectRulesReview */
+    { 54407, 11377, 186, 54431 }, /* authorization.k8s.io/v1 SubjectAccessReview */
+    { 54515, 10803, 190, 54431 }, /* authorization.k8s.io/v1beta1 LocalSubjectAccessReview */
+    { 54515, 11098, 195, 54431 }, /* authorization.k8s.io/v1beta1 SelfSubjectAccessReview */
+    { 54515, 11269, 197, 54449 }, /* authorization.k8s.io/v1beta1 SelfSubjectRulesReview */
+    { 54515, 11377, 199, 54431 }, /* authorization.k8s.io/v1beta1 SubjectAccessReview */
+    { 54544, 11866, 204, 54559 }, /* autoscaling/v1 HorizontalPodAutoscaler */
+    { 54544, 8617, 207, 54175 }, /* autoscaling/v1 Scale */
+    { 54601, 11866, 217, 54616 }, /* autoscaling/v2 HorizontalPodAutoscaler */
+    { 54660, 13536, 233, 53862 }, /* batch/v1 CronJob */
+    { 54660, 13834, 236, 53862 }, /* batch/v1 Job */
+    { 54669, 13536, 249, 53862 }, /* batch/v1beta1 CronJob */
+    { 54683, 15273, 253, 53862 }, /* certificates.k8s.io/v1 CertificateSigningRequest */
+    { 54683, 15576, 257, 0 }, /* certificates.k8s.io/v1 ClusterTrustBundle */
+    { 54683, 15656, 259, 53862 }, /* certificates.k8s.io/v1 PodCertificateRequest */
+    { 54706, 15576, 262, 0 }, /* certificates.k8s.io/v1alpha1 ClusterTrustBundle */
+    { 54735, 15273, 264, 53862 }, /* certificates.k8s.io/v1beta1 CertificateSigningRequest */
+    { 54735, 15576, 268, 0 }, /* certificates.k8s.io/v1beta1 ClusterTrustBundle */
+    { 54735, 15656, 270, 53862 }, /* certificates.k8s.io/v1beta1 PodCertificateRequest */
+    { 54763, 16330, 273, 0 }, /* coordination.k8s.io/v1 Lease */
+    { 54786, 16491, 275, 0 }, /* coordination.k8s.io/v1alpha2 LeaseCandidate */
+    { 54815, 16330, 277, 0 }, /* coordination.k8s.io/v1beta1 Lease */
+    { 54815, 16491, 278, 0 }, /* coordination.k8s.io/v1beta1 LeaseCandidate */
+    { 54843, 32143, 503, 0 }, /* discovery.k8s.io/v1 EndpointSlice */
+    { 54863, 32143, 510, 0 }, /* discovery.k8s.io/v1beta1 EndpointSlice */
+    { 54888, 20066, 513, 0 }, /* events.k8s.io/v1 Event */
+    { 54905, 20066, 515, 0 }, /* events.k8s.io/v1beta1 Event */
+    { 54927, 6454, 517, 54080 }, /* extensions/v1beta1 DaemonSet */
+    { 54927, 6967, 522, 53862 }, /* extensions/v1beta1 Deployment */
+    { 54927, 2309, 530, 54946 }, /* extensions/v1beta1 Ingress */
+    { 54927, 33264, 540, 0 }, /* extensions/v1beta1 NetworkPolicy */
+    { 54927, 7369, 546, 54175 }, /* extensions/v1beta1 ReplicaSet */
+    { 54927, 8617, 553, 54175 }, /* extensions/v1beta1 Scale */
+    { 54966, 33851, 558, 53862 }, /* flowcontrol.apiserver.k8s.io/v1 FlowSchema */
+    { 54966, 34441, 567, 53862 }, /* flowcontrol.apiserver.k8s.io/v1 PriorityLevelConfiguration */
+    { 54998, 33851, 579, 53862 }, /* flowcontrol.apiserver.k8s.io/v1beta1 FlowSchema */
+    { 54998, 34441, 588, 53862 }, /* flowcontrol.apiserver.k8s.io/v1beta1 PriorityLevelConfiguration */
+    { 55035, 33851, 600, 53862 }, /* flowcontrol.apiserver.k8s.io/v1beta2 FlowSchema */
+    { 55035, 34441, 609, 53862 }, /* flowcontrol.apiserver.k8s.io/v1beta2 PriorityLevelConfiguration */
+    { 55072, 33851, 621, 53862 }, /* flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema */
+    { 55072, 34441, 630, 53862 }, /* flowcontrol.apiserver.k8s.io/v1beta3 PriorityLevelConfiguration */
+    { 55109, 6068, 81, 53862 }, /* internal.apiserver.k8s.io/v1alpha1 StorageVersion */
+    { 55144, 2213, 640, 53862 }, /* lifecycle.k8s.io/v1alpha1 Eviction */
+    { 55144, 37574, 642, 53862 }, /* lifecycle.k8s.io/v1alpha1 EvictionRequest */
+    { 55170, 38248, 655, 0 }, /* networking.k8s.io/v1 IPAddress */
+    { 55170, 2309, 658, 54946 }, /* networking.k8s.io/v1 Ingress */
+    { 55170, 38375, 660, 0 }, /* networking.k8s.io/v1 IngressClass */
+    { 55170, 33264, 672, 0 }, /* networking.k8s.io/v1 NetworkPolicy */
+    { 55170, 38891, 680, 53862 }, /* networking.k8s.io/v1 ServiceCIDR */
+    { 55191, 38248, 685, 0 }, /* networking.k8s.io/v1beta1 IPAddress */
+    { 55191, 2309, 687, 54946 }, /* networking.k8s.io/v1beta1 Ingress */
+    { 55191, 38375, 689, 0 }, /* networking.k8s.io/v1beta1 IngressClass */
+    { 55191, 38891, 701, 53862 }, /* networking.k8s.io/v1beta1 ServiceCIDR */
+    { 55217, 39162, 705, 0 }, /* node.k8s.io/v1 RuntimeClass */
+    { 55232, 39162, 708, 0 }, /* node.k8s.io/v1alpha1 RuntimeClass */
+    { 55253, 39162, 712, 0 }, /* node.k8s.io/v1beta1 RuntimeClass */
+    { 55273, 2213, 714, 0 }, /* policy/v1 Eviction */
+    { 55273, 39383, 715, 55283 }, /* policy/v1 PodDisruptionBudget */
+    { 55363, 2213, 718, 0 }, /* policy/v1beta1 Eviction */
+    { 55363, 39383, 719, 55283 }, /* policy/v1beta1 PodDisruptionBudget */
+    { 55378, 39801, 723, 0 }, /* rbac.authorization.k8s.io/v1 ClusterRole */
+    { 55378, 39862, 724, 0 }, /* rbac.authorization.k8s.io/v1 ClusterRoleBinding */
+    { 55378, 39911, 726, 0 }, /* rbac.authorization.k8s.io/v1 Role */
+    { 55378, 39916, 727, 0 }, /* rbac.authorization.k8s.io/v1 RoleBinding */
+    { 55407, 39801, 731, 0 }, /* rbac.authorization.k8s.io/v1alpha1 ClusterRole */
+    { 55407, 39862, 732, 0 }, /* rbac.authorization.k8s.io/v1alpha1 ClusterRoleBinding */
+    { 55407, 39911, 734, 0 }, /* rbac.authorization.k8s.io/v1alpha1 Role */
+    { 55407, 39916, 735, 0 }, /* rbac.authorization.k8s.io/v1alpha1 RoleBinding */
+    { 55442, 39801, 739, 0 }, /* rbac.authorization.k8s.io/v1beta1 ClusterRole */
+    { 55442, 39862, 740, 0 }, /* rbac.authorization.k8s.io/v1beta1 ClusterRoleBinding */
+    { 55442, 39911, 742, 0 }, /* rbac.authorization.k8s.io/v1beta1 Role */
+    { 55442, 39916, 743, 0 }, /* rbac.authorization.k8s.io/v1beta1 RoleBinding */
+    { 55476, 41061, 761, 0 }, /* resource.k8s.io/v1 DeviceClass */
+    { 55476, 41792, 773, 53862 }, /* resource.k8s.io/v1 DeviceTaintRule */
+    { 55476, 28447, 784, 53862 }, /* resource.k8s.io/v1 ResourceClaim */
+    { 55476, 42531, 788, 0 }, /* resource.k8s.io/v1 ResourceClaimTemplate */
+    { 55476, 42651, 791, 0 }, /* resource.k8s.io/v1 ResourceSlice */
+    { 55495, 41792, 794, 53862 }, /* resource.k8s.io/v1alpha3 DeviceTaintRule */
+    { 55495, 43175, 800, 0 }, /* resource.k8s.io/v1alpha3 ResourcePoolStatusRequest */
+    { 55520, 41061, 821, 0 }, /* resource.k8s.io/v1beta1 DeviceClass */
+    { 55520, 28447, 839, 53862 }, /* resource.k8s.io/v1beta1 ResourceClaim */
+    { 55520, 42531, 843, 0 }, /* resource.k8s.io/v1beta1 ResourceClaimTemplate */
+    { 55520, 42651, 846, 0 }, /* resource.k8s.io/v1beta1 ResourceSlice */
+    { 55544, 41061, 863, 0 }, /* resource.k8s.io/v1beta2 DeviceClass */
+    { 55544, 41792, 875, 53862 }, /* resource.k8s.io/v1beta2 DeviceTaintRule */
+    { 55544, 28447, 886, 53862 }, /* resource.k8s.io/v1beta2 ResourceClaim */
+    { 55544, 42531, 890, 0 }, /* resource.k8s.io/v1beta2 ResourceClaimTemplate */
+    { 55544, 42651, 893, 0 }, /* resource.k8s.io/v1beta2 ResourceSlice */
+    { 55568, 1908, 895, 0 }, /* scheduling.k8s.io/v1 PriorityClass */
+    { 55589, 46427, 902, 53862 }, /* scheduling.k8s.io/v1alpha3 CompositePodGroup */
+    { 55589, 47205, 910, 53862 }, /* scheduling.k8s.io/v1alpha3 PodGroup */
+    { 55589, 47706, 922, 0 }, /* scheduling.k8s.io/v1alpha3 Workload */
+    { 55616, 47205, 944, 53862 }, /* scheduling.k8s.io/v1beta1 PodGroup */
+    { 55616, 1908, 952, 0 }, /* scheduling.k8s.io/v1beta1 PriorityClass */
+    { 55616, 47706, 957, 0 }, /* scheduling.k8s.io/v1beta1 Workload */
+    { 55642, 49084, 960, 0 }, /* storage.k8s.io/v1 CSIDriver */
+    { 55642, 49401, 962, 53862 }, /* storage.k8s.io/v1 CSINode */
+    { 55642, 49580, 966, 0 }, /* storage.k8s.io/v1 CSIStorageCapacity */
+    { 55642, 49630, 967, 0 }, /* storage.k8s.io/v1 StorageClass */
+    { 55642, 49872, 971, 55660 }, /* storage.k8s.io/v1 VolumeAttachment */
+    { 55642, 1922, 975, 0 }, /* storage.k8s.io/v1 VolumeAttributesClass */
+    { 55679, 49580, 978, 0 }, /* storage.k8s.io/v1alpha1 CSIStorageCapacity */
+    { 55679, 49872, 979, 55660 }, /* storage.k8s.io/v1alpha1 VolumeAttachment */
+    { 55679, 1922, 983, 0 }, /* storage.k8s.io/v1alpha1 VolumeAttributesClass */
+    { 55703, 49084, 985, 0 }, /* storage.k8s.io/v1beta1 CSIDriver */
+    { 55703, 49401, 987, 53862 }, /* storage.k8s.io/v1beta1 CSINode */
+    { 55703, 49580, 991, 0 }, /* storage.k8s.io/v1beta1 CSIStorageCapacity */
+    { 55703, 49630, 992, 0 }, /* storage.k8s.io/v1beta1 StorageClass */
+    { 55703, 49872, 996, 55660 }, /* storage.k8s.io/v1beta1 VolumeAttachment */
+    { 55703, 1922, 1000, 0 }, /* storage.k8s.io/v1beta1 VolumeAttributesClass */
+    { 55726, 50726, 1003, 53862 }, /* storagemigration.k8s.io/v1 StorageVersionMigration */
+    { 55753, 50726, 1006, 53862 }, /* storagemigration.k8s.io/v1beta1 StorageVersionMigration */
+    { 55785, 17127, 288, 0 }, /* v1 Binding */
+    { 55785, 17630, 299, 0 }, /* v1 ComponentStatus */
+    { 55785, 17668, 300, 0 }, /* v1 ConfigMap */
+    { 55785, 19666, 327, 0 }, /* v1 Endpoints */
+    { 55785, 20066, 334, 0 }, /* v1 Event */
+    { 55785, 21193, 361, 0 }, /* v1 LimitRange */
+    { 55785, 21653, 371, 53862 }, /* v1 Namespace */
+    { 55785, 21848, 375, 55788 }, /* v1 Node */
+    { 55785, 23626, 398, 53862 }, /* v1 PersistentVolume */
+    { 55785, 23693, 399, 53862 }, /* v1 PersistentVolumeClaim */
+    { 55785, 25534, 409, 53862 }, /* v1 Pod */
+    { 55785, 27750, 428, 0 }, /* v1 PodTemplate */
+    { 55785, 28184, 440, 0 }, /* v1 RangeAllocation */
+    { 55785, 28206, 441, 54175 }, /* v1 ReplicationController */
+    { 55785, 28562, 448, 53862 }, /* v1 ResourceQuota */
+    { 55785, 29139, 459, 0 }, /* v1 Secret */
+    { 55785, 29388, 466, 54946 }, /* v1 Service */
+    { 55785, 29428, 467, 0 }, /* v1 ServiceAccount */
 };
 const size_t luna_ds_sch_n_kinds = sizeof luna_ds_sch_kinds / sizeof *luna_ds_sch_kinds;
 
