@@ -58,6 +58,7 @@ static bool resource_in(const char *resource, const char *const *list)
  * it names by a mere path segment (RBAC, PodDisruptionBudget,
  * CertificateSigningRequest, APIService): read off v1.37.2
  * (spec/08-apiserver/24). */
+enum { LUNA_DS_SEGMENT_NAME_MAX = 253 * 2 };
 static const char *const LABEL_NAMED[] = { "namespaces", "services", "statefulsets", NULL };
 static const char *const SEGMENT_NAMED[] = { "apiservices", "roles", "clusterroles", "rolebindings",
                                              "clusterrolebindings", "poddisruptionbudgets",
@@ -136,6 +137,17 @@ int luna_ds_validate_name(const luna_ds_type *t, const char *name, const json_t 
                 snprintf(msg, sizeof msg, "may not contain '%s'", bad[i]);
                 add_invalid(causes, "metadata.name", name, msg);
             }
+        }
+        /* kube sets no length on these names; the dev server's keys
+         * ("namespace/name", luna_ds_doc_key) hold names of up to
+         * LUNA_DS_SEGMENT_NAME_MAX bytes, so a longer one is refused here
+         * rather than cut short in a key (two names would then be one
+         * object) */
+        if (strlen(name) > LUNA_DS_SEGMENT_NAME_MAX) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "must be no more than %d characters (a dev server limit: "
+                     "kube-apiserver has none for this kind)", LUNA_DS_SEGMENT_NAME_MAX);
+            add_invalid(causes, "metadata.name", name, msg);
         }
     } else if (!dns_subdomain(name)) {
         add_invalid(causes, "metadata.name", name, "a lowercase RFC 1123 subdomain must consist "
@@ -682,17 +694,27 @@ static void rule_plc_limited(const json_t *doc, json_t *causes)
                   "Forbidden: must be nil if the type is not Limited");
 }
 
-/* apiregistration ValidateAPIService: versionPriority in (0, 1000) */
+/* apiregistration ValidateAPIService: groupPriorityMinimum in [1, 20000],
+ * then versionPriority in [1, 1000] (kube's bounds; its messages say "less
+ * than" of both). */
+static void priority_in(const json_t *spec, const char *field, json_int_t max, json_t *causes)
+{
+    json_t *v = json_object_get(spec, field);
+    json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
+    if (n > 0 && n <= max)
+        return;
+    char m[128], path[64];
+    snprintf(m, sizeof m, "Invalid value: %" JSON_INTEGER_FORMAT
+             ": must be positive and less than %" JSON_INTEGER_FORMAT, n, max);
+    snprintf(path, sizeof path, "spec.%s", field);
+    add_cause(causes, "FieldValueInvalid", path, m);
+}
+
 static void rule_apiservice_priority(const json_t *doc, json_t *causes)
 {
-    json_t *v = json_object_get(json_object_get(doc, "spec"), "versionPriority");
-    json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
-    if (n <= 0 || n >= 1000) {
-        char m[128];
-        snprintf(m, sizeof m, "Invalid value: %" JSON_INTEGER_FORMAT
-                 ": must be positive and less than 1000", n);
-        add_cause(causes, "FieldValueInvalid", "spec.versionPriority", m);
-    }
+    const json_t *spec = json_object_get(doc, "spec");
+    priority_in(spec, "groupPriorityMinimum", 20000, causes);
+    priority_in(spec, "versionPriority", 1000, causes);
 }
 
 static const struct hand_rule {

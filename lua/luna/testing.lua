@@ -512,9 +512,14 @@ function Env:_exchange(method, path, body, content_type, raw)
   if ns then
     path = path:gsub("/namespaces/default$", "/namespaces/" .. ns)
                :gsub("/namespaces/default([/?])", "/namespaces/" .. ns .. "%1")
+    -- JSON text is decoded only to see its namespace: it is sent as the
+    -- test wrote it (duplicate keys, key order, big integers kept) unless
+    -- its namespace is rewritten below
     if type(body) == "string" and (content_type or "application/json"):find("json") then
-      local v = json.decode(body)
-      if type(v) == "table" then body = v end
+      local ok, v = pcall(json.decode, body)
+      if ok and type(v) == "table" and type(v.metadata) == "table" and v.metadata.namespace == "default" then
+        body = v
+      end
     end
     if type(body) == "table" and type(body.metadata) == "table" and body.metadata.namespace == "default" then
       local copy, md = {}, {}
