@@ -323,15 +323,15 @@ describe("bad input in every served group", function()
     if srv.real then return pending(client.DEV_ONLY .. "kube-apiserver sets no length on an RBAC name") end
     local path = "/apis/rbac.authorization.k8s.io/v1/clusterroles"
     local ok_name = srv.ns .. "-" .. ("a"):rep(506 - #srv.ns - 1)
-    local code = srv:request("POST", path, { apiVersion = "rbac.authorization.k8s.io/v1",
-      kind = "ClusterRole", metadata = { name = ok_name }, rules = {} })
-    assert.equal(201, code)
+    local code, got = srv:request("POST", path, { apiVersion = "rbac.authorization.k8s.io/v1",
+      kind = "ClusterRole", metadata = { name = ok_name } })
+    assert.equal(201, code, got and got.message)
     made[#made + 1] = path .. "/" .. ok_name
     assert.equal(200, (srv:request("GET", path .. "/" .. ok_name)))
     for _, suffix in ipairs { "x", "y" } do
       local st
       code, st = srv:request("POST", path, { apiVersion = "rbac.authorization.k8s.io/v1",
-        kind = "ClusterRole", metadata = { name = ok_name .. ("b"):rep(200) .. suffix }, rules = {} })
+        kind = "ClusterRole", metadata = { name = ok_name .. ("b"):rep(200) .. suffix } })
       invalid(code, st or {}, { { "metadata.name", "FieldValueInvalid", "must be no more than 506 characters" } })
     end
   end)
