@@ -8,7 +8,6 @@
 -- orphaning delete.  The dev server does not authorize by RBAC, so there
 -- the run is pending; 19-authoring/12 runs the specs on it.
 local helpers = require("helpers")
-local cjson = require("cjson")
 local client = require("support.apiserver_client")
 local support = require("16-deploy.support")
 local examples = require("support.doc_examples")
