@@ -20,26 +20,6 @@ local function generated_role(name)
   return role
 end
 
--- A kubeconfig for the cluster in $KUBECONFIG that authenticates with token.
-local function kubeconfig_with_token(token)
-  local cfg = cjson.decode((support.must("kubectl config view --raw --minify -o json")))
-  local cluster = cfg.clusters[1].cluster
-  local ca = cluster["certificate-authority-data"]
-  if not ca and cluster["certificate-authority"] then
-    ca = support.must("base64 -w0 " .. support.quote(cluster["certificate-authority"])):gsub("%s+$", "")
-  end
-  local path = helpers.tmpdir() .. "/kubeconfig"
-  helpers.write_file(path, ([[
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "%s", certificate-authority-data: "%s"}}]
-users: [{name: sa, user: {token: "%s"}}]
-contexts: [{name: c, context: {cluster: c, user: sa}}]
-current-context: c
-]]):format(cluster.server, ca or "", token))
-  return path
-end
-
 local function lines_matching(proc, pattern)
   local n = 0
   for _, l in ipairs(proc.out) do if l:find(pattern) then n = n + 1 end end
@@ -108,7 +88,7 @@ describe("the generated ClusterRole on a real API server", function()
     local files = support.controllers("controllers")
     for name, body in pairs(files) do helpers.write_file(dir .. "/" .. name, body) end
     luna = helpers.spawn({ helpers.luna, "run", "--log-level", "debug",
-      "--kubeconfig", kubeconfig_with_token(tr.status.token),
+      "--kubeconfig", support.kubeconfig_with_token(tr.status.token),
       "--metrics-bind-address=0", "--health-probe-bind-address=0", dir },
       { env = { POD_NAME = "luna-rbac-spec", KUBECONFIG = false } })
   end)

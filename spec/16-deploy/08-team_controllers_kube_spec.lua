@@ -8,31 +8,11 @@
 -- orphaning delete.  The dev server does not authorize by RBAC, so there
 -- the run is pending; 19-authoring/12 runs the specs on it.
 local helpers = require("helpers")
-local cjson = require("cjson")
 local client = require("support.apiserver_client")
 local support = require("16-deploy.support")
 local examples = require("support.doc_examples")
 
 local RBAC = "/apis/rbac.authorization.k8s.io/v1/"
-
-local function kubeconfig_with_token(token)
-  local cfg = cjson.decode((support.must("kubectl config view --raw --minify -o json")))
-  local cluster = cfg.clusters[1].cluster
-  local ca = cluster["certificate-authority-data"]
-  if not ca and cluster["certificate-authority"] then
-    ca = support.must("base64 -w0 " .. support.quote(cluster["certificate-authority"])):gsub("%s+$", "")
-  end
-  local path = helpers.tmpdir() .. "/kubeconfig"
-  helpers.write_file(path, ([[
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "%s", certificate-authority-data: "%s"}}]
-users: [{name: sa, user: {token: "%s"}}]
-contexts: [{name: c, context: {cluster: c, user: sa}}]
-current-context: c
-]]):format(cluster.server, ca or "", token))
-  return path
-end
 
 describe("the team controllers on a real API server", function()
   local srv, dir, luna, team_ns, role_name, bind_name
@@ -117,7 +97,7 @@ describe("the team controllers on a real API server", function()
       { apiVersion = "authentication.k8s.io/v1", kind = "TokenRequest", spec = { expirationSeconds = 3600 } })
     assert.equal(201, code)
     luna = helpers.spawn({ helpers.luna, "run", "--log-level", "debug",
-      "--kubeconfig", kubeconfig_with_token(tr.status.token),
+      "--kubeconfig", support.kubeconfig_with_token(tr.status.token),
       "--metrics-bind-address=0", "--health-probe-bind-address=0", both },
       { env = { POD_NAME = "luna-team-spec", KUBECONFIG = false } })
 

@@ -29,6 +29,28 @@ function M.must(cmd)
   return out
 end
 
+-- A kubeconfig file for the cluster in $KUBECONFIG that authenticates with
+-- `token` instead (a ServiceAccount's, from a TokenRequest): the specs that
+-- run luna with only the permissions a role grants.
+function M.kubeconfig_with_token(token)
+  local cfg = cjson.decode((M.must("kubectl config view --raw --minify -o json")))
+  local cluster = cfg.clusters[1].cluster
+  local ca = cluster["certificate-authority-data"]
+  if not ca and cluster["certificate-authority"] then
+    ca = M.must("base64 -w0 " .. M.quote(cluster["certificate-authority"])):gsub("%s+$", "")
+  end
+  local path = helpers.tmpdir() .. "/kubeconfig"
+  helpers.write_file(path, ([[
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "%s", certificate-authority-data: "%s"}}]
+users: [{name: sa, user: {token: "%s"}}]
+contexts: [{name: c, context: {cluster: c, user: sa}}]
+current-context: c
+]]):format(cluster.server, ca or "", token))
+  return path
+end
+
 function M.words(s)
   local list = {}
   for w in s:gmatch("%S+") do list[#list + 1] = w end
