@@ -18,15 +18,7 @@ describe("the team controllers on a real API server", function()
   local srv, dir, luna, team_ns, role_name, bind_name
   local created_crd = false
 
-  local function wait(fn, what, secs)
-    local deadline = helpers.now() + (secs or 60)
-    repeat
-      local ok, v = pcall(fn)
-      if ok and v then return v end
-      if luna then luna:read_line(0.1) else helpers.run("sleep 0.1") end
-    until helpers.now() > deadline
-    error("timed out waiting for " .. what .. "\nluna output:\n" .. table.concat(luna and luna.out or {}, "\n"), 2)
-  end
+  local function wait(fn, what, secs) return support.wait_for(luna, fn, what, secs or 60) end
 
   local function get(path)
     local code, obj = srv:request("GET", path)

@@ -29,6 +29,19 @@ function M.must(cmd)
   return out
 end
 
+-- Polls fn until it returns a true value (an error counts as not yet) and
+-- returns that, reading luna's output meanwhile (proc, a helpers.spawn
+-- process, or nil), or raises after secs with what and luna's output.
+function M.wait_for(proc, fn, what, secs)
+  local deadline = helpers.now() + secs
+  repeat
+    local ok, v = pcall(fn)
+    if ok and v then return v end
+    if proc then proc:read_line(0.1) else helpers.run("sleep 0.1") end
+  until helpers.now() > deadline
+  error("timed out waiting for " .. what .. "\nluna output:\n" .. table.concat(proc and proc.out or {}, "\n"), 3)
+end
+
 -- A kubeconfig file for the cluster in $KUBECONFIG that authenticates with
 -- `token` instead (a ServiceAccount's, from a TokenRequest): the specs that
 -- run luna with only the permissions a role grants.
