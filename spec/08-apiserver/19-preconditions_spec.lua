@@ -25,11 +25,7 @@ describe("apiserver preconditions", function()
           schema = { openAPIV3Schema = { type = "object", ["x-kubernetes-preserve-unknown-fields"] = true } } } } } })
     assert.equal(201, code)
     -- served once discovery has it (a real server establishes it shortly after)
-    local deadline = helpers.now() + 30
-    while srv:request("GET", gpath) ~= 200 do
-      assert(helpers.now() < deadline, "gizmos not served after 30 s")
-      os.execute("sleep 0.2")
-    end
+    helpers.eventually(function() return (srv:request("GET", gpath)) == 200 end, 30, "gizmos served")
   end)
   teardown(function()
     srv:request("DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos." .. group)
