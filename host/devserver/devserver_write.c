@@ -478,8 +478,8 @@ int luna_ds_write_create(luna_ds *ds, luna_ds_type *t, json_t *doc, const char *
                 json_object_set_new(md, "labels", labels);
             }
             json_object_set_new(labels, "kubernetes.io/metadata.name", json_string(name));
-        } else if (strcmp(t->resource, "services") == 0)
-            json_object_set_new(doc, "status", json_pack("{s:{}}", "loadBalancer"));
+        }
+        /* a Service's {"loadBalancer":{}} is its zero status, set above */
     }
     if (secret_defaults(t, doc, st) < 0) {
         json_decref(doc);
