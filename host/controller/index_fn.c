@@ -112,7 +112,7 @@ static int lua_index_fn(const struct luna_object *obj, struct luna_index_values 
     }
     lua_settop(L, top);
     if (g.stop == LUNA_WATCHDOG_MEMORY)
-        lua_gc(L, LUA_GCCOLLECT, 0);
+        luna_watchdog_collect(L);
     return rc;
 }
 

@@ -282,7 +282,7 @@ int luna_loader_load_file(lua_State *L, const char *path, luna_error *err)
         }
         lua_settop(L, top);
         if (g.stop == LUNA_WATCHDOG_MEMORY)
-            lua_gc(L, LUA_GCCOLLECT, 0);
+            luna_watchdog_collect(L);
         return LUNA_ELUA;
     }
     /* stack: traceback, deps, value */
@@ -417,7 +417,10 @@ int luna_loader_failure(lua_State *L, int i, const char **file, const char **err
     return 0;
 }
 
-int luna_loader_load_dir(lua_State *L, const char *dir, bool require_all, luna_error *err)
+int luna_loader_each_file(const char *dir, bool require_all,
+                          int (*load)(void *ud, const char *path, luna_error *err),
+                          void (*failed)(void *ud, const char *file, const char *msg), void *ud,
+                          luna_error *err)
 {
     struct dirent **names;
     int n = scandir(dir, &names, select_lua, compare_names);
@@ -427,33 +430,48 @@ int luna_loader_load_dir(lua_State *L, const char *dir, bool require_all, luna_e
         free(names);
         return luna_error_set(err, LUNA_ENOTFOUND, "%s: no *.lua controller files", dir);
     }
-    int loaded = 0, failed = 0;
+    int loaded = 0, nfailed = 0;
     luna_error first = { 0 };
     for (int i = 0; i < n; i++) {
         char path[PATH_MAX];
-        luna_error one;
+        luna_error one = { 0 };
         int len = snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
         if (len < 0 || (size_t)len >= sizeof path) {
             luna_error_set(&one, LUNA_EINVAL, "%s/%s: path too long", dir, names[i]->d_name);
             luna_error("controller load failed", "file", names[i]->d_name, "error", one.msg);
-            record_failure(L, names[i]->d_name, one.msg);
-            if (failed++ == 0)
+            failed(ud, names[i]->d_name, one.msg);
+            if (nfailed++ == 0)
                 first = one;
-        } else if (luna_loader_load_file(L, path, &one) == 0) {
+        } else if (load(ud, path, &one) == 0) {
             loaded++;
         } else {
             luna_error("controller load failed", "file", path, "error", one.msg);
-            record_failure(L, path, one.msg);
-            if (failed++ == 0)
+            failed(ud, path, one.msg);
+            if (nfailed++ == 0)
                 first = one;
         }
         free(names[i]);
     }
     free(names);
-    if (failed && (require_all || loaded == 0)) {
+    if (nfailed && (require_all || loaded == 0)) {
         luna_error_set(err, first.code, "%d of %d controller files failed to load; first: %s",
-                       failed, n, first.msg);
+                       nfailed, n, first.msg);
         return first.code;
     }
     return loaded;
+}
+
+static int load_into(void *ud, const char *path, luna_error *err)
+{
+    return luna_loader_load_file(ud, path, err);
+}
+
+static void failed_into(void *ud, const char *file, const char *msg)
+{
+    record_failure(ud, file, msg);
+}
+
+int luna_loader_load_dir(lua_State *L, const char *dir, bool require_all, luna_error *err)
+{
+    return luna_loader_each_file(dir, require_all, load_into, failed_into, L, err);
 }

@@ -21,6 +21,9 @@
  * controller files are sandboxed: luna's own Lua library runs with the
  * state's real globals.
  *
+ * `luna run` loads each controller file into a state of its own
+ * (controller/generation.h); `luna rbac` loads a directory into one.
+ *
  * Ownership: luna_loader_new returns a state owned by the caller, closed with
  * lua_close().  Loaded controller tables stay in the state's registry, in
  * the array `luna.controllers` (in load order), until the state is closed.
@@ -51,6 +54,21 @@ lua_State *luna_loader_new(const char *lib_dir, luna_error *err);
  * loaded, the first failure's code (with the count of failures in err's
  * message).  A directory with no controller file is an error. */
 int luna_loader_load_dir(lua_State *L, const char *dir, bool require_all, luna_error *err);
+
+/* luna_loader_load_dir's walk, for a caller that loads each file its own
+ * way (controller/generation.c: one state per file): load(ud, path, err)
+ * for every controller file of dir in name order, 0 when it loaded, else
+ * a negative code with err set; the failure is logged ("controller load
+ * failed") and handed to failed(ud, file, message).  Returns what
+ * luna_loader_load_dir returns. */
+int luna_loader_each_file(const char *dir, bool require_all,
+                          int (*load)(void *ud, const char *path, luna_error *err),
+                          void (*failed)(void *ud, const char *file, const char *msg), void *ud,
+                          luna_error *err);
+
+/* Loads the controller file at path into L (luna_loader_load_dir does it
+ * for each file): 0, or LUNA_ELUA with "file:line: message" in err. */
+int luna_loader_load_file(lua_State *L, const char *path, luna_error *err);
 
 /* The files luna_loader_load_dir could not load, in name order: their
  * count, and failure i's (1-based) path and error message (borrowed from

@@ -413,7 +413,7 @@ static void finish(struct luna_reconcile *r, int status, enum luna_watchdog_stop
     /* The heap went past the cap: collect what the failed reconcile left
      * (its coroutine is unreferenced now) before the next one runs. */
     if (stop == LUNA_WATCHDOG_MEMORY)
-        lua_gc(c->env.L, LUA_GCCOLLECT, 0);
+        luna_watchdog_collect(c->env.L);
     c->trim_burst++;
     if (c->active == 0 && !luna_workqueue_len(q)) {
         /* the queue ran dry: a burst ends here, trimmed if it was one (a

@@ -79,7 +79,7 @@ static int guarded_call(struct luna_controller *c, lua_State *T, int nargs, int 
              "traceback", reason[0] && msg ? msg : NULL, NULL);
     lua_pop(T, 1);
     if (g.stop == LUNA_WATCHDOG_MEMORY)
-        lua_gc(T, LUA_GCCOLLECT, 0);
+        luna_watchdog_collect(T);
     return LUNA_ELUA;
 }
 

@@ -49,6 +49,19 @@ struct account {
     char *name;                 /* owned; NULL: "" */
 };
 
+/* The heap budget states share (watchdog.h, "Shared budget").  A state
+ * not joined to one uses the budget inside its own watchdog. */
+struct luna_watchdog_budget {
+    size_t used;                /* bytes of every member's heap */
+    size_t charged;             /* C bytes charged by every member */
+    unsigned accounts;          /* every member's accounts but the hosts' */
+    unsigned refs;              /* the creator's and one per member */
+    size_t collected;           /* used after the last collection of every
+                                 * member at a leave */
+    struct luna_watchdog *members; /* joined watchdogs (borrowed), through
+                                 * their next_member */
+};
+
 struct luna_watchdog {
     lua_Alloc orig;             /* the allocator underneath: the state's own
                                  * (untagged), or LuaJIT's, borrowed from
@@ -64,13 +77,17 @@ struct luna_watchdog {
     size_t used;                /* bytes the Lua heap holds */
     size_t charged;             /* C bytes held for the state's scripts
                                    (luna_watchdog_charge_memory) */
-    size_t collected;           /* used after the last collection at a leave */
+    /* what the caps count: &own, or the shared budget joined (one
+     * reference held); used and charged are also added there */
+    struct luna_watchdog_budget *budget;
+    struct luna_watchdog_budget own;
+    lua_State *L;               /* the state (its main thread) */
+    struct luna_watchdog *next_member; /* in budget->members when joined */
     struct luna_watchdog_config cfg;
     struct luna_watchdog_guard *current;  /* innermost active guard */
     /* accounts[0] is the host's; [1, naccounts) made by account_new (owned) */
     struct account *accounts;
     unsigned naccounts, accounts_cap;
-    size_t fair;                /* cfg.memory / (naccounts - 1); 0: none */
     /* free[n]: freed blocks of n bytes, linked through their first word
      * (owned here until handed out again or given back to orig; with tags,
      * raw malloc blocks of n + TAG bytes) */
@@ -82,6 +99,10 @@ struct luna_watchdog {
  * clock (0: none).  Written from signal handlers: it must be lock-free. */
 static atomic_llong stop_all_ns;
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the shutdown deadline must be a lock-free atomic");
+
+/* The innermost active guard of any state (the loop thread's): the alarm
+ * follows it, whichever state it runs. */
+static struct luna_watchdog_guard *active;
 
 /* Registry key of the userdata whose __gc frees the watchdog at lua_close. */
 static char sentinel_key;
@@ -170,14 +191,14 @@ static enum luna_watchdog_stop past_deadline(const struct luna_watchdog_guard *g
     return LUNA_WATCHDOG_RUNNING;
 }
 
-/* Whether n more bytes on top of `base` heap bytes and the charged C
- * memory would pass the cap. */
+/* Whether n more bytes on top of `base` heap bytes (of the budget) and the
+ * budget's charged C memory would pass the cap. */
 static bool over_cap(const struct luna_watchdog *wd, size_t base, size_t n)
 {
     size_t cap = wd->cfg.memory;
     if (!cap)
         return false;
-    size_t held = base + wd->charged;
+    size_t held = base + wd->budget->charged;
     return held < base /* overflow */ || n > cap || held > cap - n;
 }
 
@@ -187,9 +208,11 @@ static bool over_cap(const struct luna_watchdog *wd, size_t base, size_t n)
 static void *watchdog_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
     struct luna_watchdog *wd = ud;
+    struct luna_watchdog_budget *b = wd->budget;
     if (!ptr)
         osize = 0;
     size_t rest = wd->used > osize ? wd->used - osize : 0;
+    size_t brest = b->used > osize ? b->used - osize : 0;
     if (nsize == 0) {
         if (osize >= FREE_MIN && osize <= FREE_MAX && wd->free_bytes + osize <= FREE_BYTES) {
             *(void **)ptr = wd->free[osize];
@@ -199,10 +222,11 @@ static void *watchdog_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
             wd->orig(wd->orig_ud, ptr, osize, 0);
         }
         wd->used = rest;
+        b->used = brest;
         return NULL;
     }
     struct luna_watchdog_guard *g = wd->current;
-    if (g && nsize > osize && over_cap(wd, rest, nsize))
+    if (g && nsize > osize && over_cap(wd, brest, nsize))
         return refuse(g, LUNA_WATCHDOG_MEMORY_HEAP);
     void *p;
     if (!ptr && nsize >= FREE_MIN && nsize <= FREE_MAX && wd->free[nsize]) {
@@ -212,8 +236,10 @@ static void *watchdog_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     } else {
         p = wd->orig(wd->orig_ud, ptr, osize, nsize);
     }
-    if (p)
+    if (p) {
         wd->used = rest + nsize;
+        b->used = brest + nsize;
+    }
     return p;
 }
 
@@ -239,8 +265,11 @@ static size_t account_cap(const struct luna_watchdog *wd, unsigned a)
     return own && (!def || own < def) ? own : def;
 }
 
+static void budget_leave(struct luna_watchdog *wd);
+
 static void watchdog_free(struct luna_watchdog *wd)
 {
+    budget_leave(wd);
     for (unsigned i = 0; i < wd->naccounts; i++)
         free(wd->accounts[i].name);
     free(wd->accounts);
@@ -278,6 +307,7 @@ static void *refuse(struct luna_watchdog_guard *g, enum luna_watchdog_memory_rul
 static void *tagged_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
     struct luna_watchdog *wd = ud;
+    struct luna_watchdog_budget *b = wd->budget;
     union tag *old = ptr ? (union tag *)ptr - 1 : NULL;
     unsigned owner = old ? old->account : 0;
     size_t oreal = old ? osize + TAG : 0;
@@ -285,6 +315,7 @@ static void *tagged_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         struct account *acc = &wd->accounts[owner];
         acc->used = acc->used > oreal ? acc->used - oreal : 0;
         wd->used = wd->used > oreal ? wd->used - oreal : 0;
+        b->used = b->used > oreal ? b->used - oreal : 0;
         if ((void *)old == wd->first) {
             /* lua_close's last free (LuaJIT's global state): the state is
              * gone, and the watchdog with it once lua_newstate returned. */
@@ -314,16 +345,17 @@ static void *tagged_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         a = 0;
     size_t nreal = add_sat(nsize, TAG);
     if (g && nsize > osize) {
-        size_t heap = add_sat(wd->used - oreal, nreal);
+        size_t base = b->used > oreal ? b->used - oreal : 0;
         size_t mine = add_sat(wd->accounts[a].used - (owner == a ? oreal : 0), nreal);
         size_t cap = a ? account_cap(wd, a) : 0;
         size_t memory = wd->cfg.memory;
-        if (over_cap(wd, wd->used > oreal ? wd->used - oreal : 0, nreal))
+        if (over_cap(wd, base, nreal))
             return refuse(g, LUNA_WATCHDOG_MEMORY_HEAP);
         if (cap && mine > cap)
             return refuse(g, LUNA_WATCHDOG_MEMORY_ACCOUNT);
-        if (a && wd->fair && mine > wd->fair &&
-            add_sat(heap, wd->charged) > memory - memory / 4)
+        /* the division only once the heap is in the reserve */
+        if (a && b->accounts > 1 && add_sat(add_sat(base, nreal), b->charged) > memory - memory / 4 &&
+            mine > memory / b->accounts)
             return refuse(g, LUNA_WATCHDOG_MEMORY_SHARE);
     }
     if (nreal == SIZE_MAX)
@@ -345,6 +377,7 @@ static void *tagged_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     struct account *o = &wd->accounts[owner];
     o->used = o->used > oreal ? o->used - oreal : 0;
     wd->used = (wd->used > oreal ? wd->used - oreal : 0) + nreal;
+    b->used = (b->used > oreal ? b->used - oreal : 0) + nreal;
     wd->accounts[a].used += nreal;
     t->account = a;
     return t + 1;
@@ -391,11 +424,77 @@ static void hook(lua_State *L, lua_Debug *ar)
     lua_error(L);
 }
 
-/* The fair share (rule 3) for the accounts there are now. */
-static void update_fair(struct luna_watchdog *wd)
+/* The fair share (rule 3) for the accounts of wd's budget now; 0: none. */
+static size_t fair_share(const struct luna_watchdog *wd)
 {
-    unsigned n = wd->naccounts > 1 ? wd->naccounts - 1 : 0;
-    wd->fair = n > 1 ? wd->cfg.memory / n : 0;
+    unsigned n = wd->budget->accounts;
+    return n > 1 ? wd->cfg.memory / n : 0;
+}
+
+/* Takes wd's heap, charges and accounts out of its budget, and lets go of
+ * a shared one.  wd then counts in its own budget again. */
+static void budget_leave(struct luna_watchdog *wd)
+{
+    struct luna_watchdog_budget *b = wd->budget;
+    b->used = b->used > wd->used ? b->used - wd->used : 0;
+    b->charged = b->charged > wd->charged ? b->charged - wd->charged : 0;
+    unsigned mine = wd->naccounts - 1;
+    b->accounts = b->accounts > mine ? b->accounts - mine : 0;
+    if (b != &wd->own) {
+        for (struct luna_watchdog **m = &b->members; *m; m = &(*m)->next_member)
+            if (*m == wd) {
+                *m = wd->next_member;
+                break;
+            }
+        wd->next_member = NULL;
+        luna_watchdog_budget_release(b);
+        wd->budget = &wd->own;
+        wd->own = (struct luna_watchdog_budget){ .used = wd->used, .charged = wd->charged,
+                                                 .accounts = mine };
+    }
+}
+
+struct luna_watchdog_budget *luna_watchdog_budget_new(void)
+{
+    struct luna_watchdog_budget *b = calloc(1, sizeof *b);
+    if (b)
+        b->refs = 1;
+    return b;
+}
+
+void luna_watchdog_budget_ref(struct luna_watchdog_budget *b)
+{
+    b->refs++;
+}
+
+void luna_watchdog_budget_release(struct luna_watchdog_budget *b)
+{
+    if (b && --b->refs == 0)
+        free(b);
+}
+
+size_t luna_watchdog_budget_used(const struct luna_watchdog_budget *b)
+{
+    return b ? b->used + b->charged : 0;
+}
+
+int luna_watchdog_join(lua_State *L, struct luna_watchdog_budget *b)
+{
+    struct luna_watchdog *wd = watchdog_of(L);
+    if (!wd || !b)
+        return -1;
+    if (wd->budget == b)
+        return 0;
+    budget_leave(wd);
+    wd->own = (struct luna_watchdog_budget){ 0 };
+    b->refs++;
+    b->used += wd->used;
+    b->charged += wd->charged;
+    b->accounts += wd->naccounts - 1;
+    wd->next_member = b->members;
+    b->members = wd;
+    wd->budget = b;
+    return 0;
 }
 
 static struct luna_watchdog *watchdog_new(const struct luna_watchdog_config *cfg)
@@ -411,6 +510,7 @@ static struct luna_watchdog *watchdog_new(const struct luna_watchdog_config *cfg
     wd->accounts_cap = 4;
     wd->naccounts = 1;
     wd->cfg = *cfg;
+    wd->budget = &wd->own;
     return wd;
 }
 
@@ -456,6 +556,7 @@ lua_State *luna_watchdog_newstate(const struct luna_watchdog_config *cfg, luna_e
         return NULL;
     }
     wd->born = true;
+    wd->L = L;
     if (!luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF)) {
         lua_close(L);
         luna_error_set(err, LUNA_ELUA, "cannot turn LuaJIT's compiler off");
@@ -482,7 +583,6 @@ int luna_watchdog_install(lua_State *L, const struct luna_watchdog_config *cfg, 
     struct luna_watchdog *wd = watchdog_of(L);
     if (wd) {
         wd->cfg = *cfg;
-        update_fair(wd);
         return 0;
     }
     wd = watchdog_new(cfg);
@@ -498,6 +598,8 @@ int luna_watchdog_install(lua_State *L, const struct luna_watchdog_config *cfg, 
     lua_setmetatable(L, -2);
     lua_rawset(L, LUA_REGISTRYINDEX);
     wd->used = heap_bytes(L);
+    wd->own.used = wd->used;
+    wd->L = L;
     lua_setallocf(L, watchdog_alloc, wd);
     return 0;
 }
@@ -505,10 +607,8 @@ int luna_watchdog_install(lua_State *L, const struct luna_watchdog_config *cfg, 
 void luna_watchdog_configure(lua_State *L, const struct luna_watchdog_config *cfg)
 {
     struct luna_watchdog *wd = watchdog_of(L);
-    if (wd && cfg) {
+    if (wd && cfg)
         wd->cfg = *cfg;
-        update_fair(wd);
-    }
 }
 
 struct luna_watchdog_config luna_watchdog_get_config(lua_State *L)
@@ -655,6 +755,8 @@ void luna_watchdog_enter(lua_State *L, struct luna_watchdog_guard *g)
         g->step = (int)g->lim.instructions > 0 ? (int)g->lim.instructions : 1;
     g->prev = wd->current;
     wd->current = g;
+    g->outer = active;
+    active = g;
     arm(g);
     alarm_follow(g);
 }
@@ -665,7 +767,8 @@ enum luna_watchdog_stop luna_watchdog_leave(struct luna_watchdog_guard *g)
     if (!wd)
         return LUNA_WATCHDOG_RUNNING;
     wd->current = g->prev;
-    alarm_follow(g->prev);
+    active = g->outer;
+    alarm_follow(active);
     if (g->prev)
         arm(g->prev);
     else if (g->stop != LUNA_WATCHDOG_RUNNING)
@@ -675,14 +778,31 @@ enum luna_watchdog_stop luna_watchdog_leave(struct luna_watchdog_guard *g)
      * (a sixth of a short one's host cost); with no guard active, it turns
      * itself off the next time it fires. */
     size_t memory = wd->cfg.memory;
-    if (!g->prev && memory && wd->used > memory - memory / 8 * 3 &&
-        wd->used - (wd->used < wd->collected ? wd->used : wd->collected) > memory / 32) {
+    struct luna_watchdog_budget *b = wd->budget;
+    if (!g->prev && memory && b->used > memory - memory / 8 * 3 &&
+        b->used - (b->used < b->collected ? b->used : b->collected) > memory / 32) {
         /* Garbage near the cap: collect it now, outside any guard, rather
-         * than let it fail whoever allocates next (watchdog.h). */
-        lua_gc(g->L, LUA_GCCOLLECT, 0);
-        wd->collected = wd->used;
+         * than let it fail whoever allocates next (watchdog.h).  In every
+         * member: each state paces its own collector at twice its own live
+         * heap, so idle states can sit on garbage the others need.  A
+         * member running a guard (below this one on the C stack) is left
+         * alone. */
+        luna_watchdog_collect(g->L);
     }
     return g->stop;
+}
+
+void luna_watchdog_collect(lua_State *L)
+{
+    struct luna_watchdog *wd = watchdog_of(L);
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    if (!wd)
+        return;
+    struct luna_watchdog_budget *b = wd->budget;
+    for (struct luna_watchdog *m = b == &wd->own ? NULL : b->members; m; m = m->next_member)
+        if (m != wd && !m->current)
+            lua_gc(m->L, LUA_GCCOLLECT, 0);
+    b->collected = b->used;
 }
 
 /* "file:line: " of the innermost frame of co that has a line, into buf
@@ -774,7 +894,7 @@ void luna_watchdog_describe(const struct luna_watchdog_guard *g, char *buf, size
                      *name ? name : "its account", cap);
         } else if (g->memory_rule == LUNA_WATCHDOG_MEMORY_SHARE && acc) {
             char reserve[32];
-            format_bytes(cap, sizeof cap, g->wd->fair);
+            format_bytes(cap, sizeof cap, fair_share(g->wd));
             format_bytes(reserve, sizeof reserve, memory - memory / 4);
             snprintf(buf, size,
                      "%s exceeded the fair share of %s (%s) of the Lua heap while the heap is "
@@ -806,20 +926,24 @@ int luna_watchdog_charge_memory(lua_State *L, size_t n)
     struct luna_watchdog *wd = watchdog_of(L);
     if (!wd || n == 0)
         return 0;
-    if (over_cap(wd, wd->used, n)) {
+    if (over_cap(wd, wd->budget->used, n)) {
         if (wd->current)
             refuse(wd->current, LUNA_WATCHDOG_MEMORY_HEAP);
         return -1;
     }
     wd->charged += n;
+    wd->budget->charged += n;
     return 0;
 }
 
 void luna_watchdog_release_memory(lua_State *L, size_t n)
 {
     struct luna_watchdog *wd = watchdog_of(L);
-    if (wd)
-        wd->charged = wd->charged > n ? wd->charged - n : 0;
+    if (!wd)
+        return;
+    size_t back = wd->charged < n ? wd->charged : n;
+    wd->charged -= back;
+    wd->budget->charged = wd->budget->charged > back ? wd->budget->charged - back : 0;
 }
 
 int luna_watchdog_charge_account(lua_State *L, unsigned account, size_t n)
@@ -831,9 +955,10 @@ int luna_watchdog_charge_account(lua_State *L, unsigned account, size_t n)
         account = 0;
     size_t cap = account ? account_cap(wd, account) : 0;
     struct account *acc = &wd->accounts[account];
-    if (over_cap(wd, wd->used, n) || (cap && (n > cap || acc->used > cap - n)))
+    if (over_cap(wd, wd->budget->used, n) || (cap && (n > cap || acc->used > cap - n)))
         return -1;
     wd->charged += n;
+    wd->budget->charged += n;
     acc->used += n;
     return 0;
 }
@@ -846,7 +971,9 @@ void luna_watchdog_release_account(lua_State *L, unsigned account, size_t n)
     if (account >= wd->naccounts)
         account = 0;
     struct account *acc = &wd->accounts[account];
-    wd->charged = wd->charged > n ? wd->charged - n : 0;
+    size_t back = wd->charged < n ? wd->charged : n;
+    wd->charged -= back;
+    wd->budget->charged = wd->budget->charged > back ? wd->budget->charged - back : 0;
     acc->used = acc->used > n ? acc->used - n : 0;
 }
 
@@ -873,7 +1000,7 @@ unsigned luna_watchdog_account_new(lua_State *L, const char *name)
         return 0;
     unsigned id = wd->naccounts++;
     wd->accounts[id] = (struct account){ .name = copy };
-    update_fair(wd);
+    wd->budget->accounts++;
     return id;
 }
 

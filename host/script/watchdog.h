@@ -90,10 +90,22 @@
  *      quarter of the heap, which stays for those below theirs.
  * A heap near its cap holds mostly garbage LuaJIT's collector would only
  * reach later (it paces itself at twice the live heap, which a big live
- * heap puts past the cap): when the outermost guard leaves with the heap
- * past 5/8 of cfg.memory and grown by 1/32 of it since the last such
- * collection, the watchdog runs a full collection, so garbage does not
- * fail an account that holds little.  A state made with luaL_newstate and
+ * heap puts past the cap): when the outermost guard of a state leaves with
+ * the heap (the budget's) past 5/8 of cfg.memory and grown by 1/32 of it
+ * since the last such collection, the watchdog runs a full collection of
+ * every state of the budget not running a guard (each paces its own
+ * collector, so an idle state can sit on garbage), so garbage does not
+ * fail an account that holds little.
+ *
+ * Shared budget.  "The heap" in the rules above is the budget's: by
+ * default a state's own, but states joined to one budget
+ * (luna_watchdog_join: `luna run` makes one state per controller file and
+ * joins them all) share it.  Rules 1 and 3 then read the heap and the
+ * charged C memory of every member together, and the fair share divides
+ * cfg.memory by the accounts of every member; rule 2 stays the account's.
+ * So --lua-memory-limit bounds all controller states of the process
+ * together, while each state's strings, module tables and registry are
+ * its own: a string one controller interns is never another's.  A state made with luaL_newstate and
  * given a watchdog by luna_watchdog_install has blocks from before the
  * install without a header: it counts the heap and applies rule 1 only
  * (luna_watchdog_account_new returns 0 there).
@@ -177,7 +189,8 @@ struct luna_watchdog_guard {
     const struct luna_watchdog_limits *limits; /* NULL: the state's; else lowers them */
     /* private */
     struct luna_watchdog *wd;
-    struct luna_watchdog_guard *prev;
+    struct luna_watchdog_guard *prev;   /* the enclosing guard of this state */
+    struct luna_watchdog_guard *outer;  /* the enclosing guard of any state */
     lua_State *L;
     struct luna_watchdog_limits lim;
     double deadline, executed;
@@ -190,6 +203,20 @@ struct luna_watchdog_guard {
      * reported at its caller's line), or "" */
     char where[192];
 };
+
+/* A shared heap budget ("Shared budget" above): refs 1, the caller's.
+ * NULL when out of memory. */
+struct luna_watchdog_budget;
+struct luna_watchdog_budget *luna_watchdog_budget_new(void);
+/* Takes one more reference; release drops one, the last one frees it. */
+void luna_watchdog_budget_ref(struct luna_watchdog_budget *b);
+void luna_watchdog_budget_release(struct luna_watchdog_budget *b);
+/* The bytes every member holds: their heaps plus their charged C memory. */
+size_t luna_watchdog_budget_used(const struct luna_watchdog_budget *b);
+/* L's heap, charges and accounts count in b from now on (b gains a
+ * reference, given back when L is closed).  Call right after making the
+ * state, before scripts run.  -1 when L has no watchdog or b is NULL. */
+int luna_watchdog_join(lua_State *L, struct luna_watchdog_budget *b);
 
 /* The configuration `luna run` starts from: the defaults above. */
 struct luna_watchdog_config luna_watchdog_config_default(void);
@@ -282,6 +309,11 @@ int luna_watchdog_check_cstack(lua_State *L);
 /* Bytes of C stack left below the caller's frame (SIZE_MAX if unknown; 0
  * once more than LUNA_WATCHDOG_CSTACK_MAX_USED is in use). */
 size_t luna_watchdog_cstack_left(void);
+
+/* A full collection of L's state and of every other state of its budget
+ * not running a guard (the memory a refused allocation wanted may be any
+ * member's garbage).  Not from inside a guard of L. */
+void luna_watchdog_collect(lua_State *L);
 
 /* Bytes in the Lua heap as the watchdog counts them (0 without one): every
  * allocation made through the state's allocator, the JSON writer's buffers
