@@ -12,17 +12,99 @@
 #include "script/sandbox.h"
 #include "script/watchdog.h"
 
+/* One controller file that loaded: its state and what came of it. */
+struct unit {
+    lua_State *L;                    /* owned: closed by luna_generation_free */
+    int thread_ref;                  /* the callback thread, in L's registry */
+    char *sha;                       /* the file's digest (owned) */
+};
+
+/* One that did not. */
+struct failure {
+    char *file, *error;              /* owned */
+};
+
 struct luna_generation {
-    lua_State *L;
-    int thread_ref;
+    struct unit *units;              /* in name order; controller i is unit i's */
+    size_t nunits, units_cap;
+    struct failure *failures;
+    size_t nfailures, failures_cap;
     struct luna_controller **controllers;
-    char **sha;                      /* per controller: file digest */
+    struct luna_watchdog_budget *budget; /* one reference held */
+    const struct luna_watchdog_config *limits; /* borrowed during load only */
+    const char *lib_dir;             /* borrowed during load only */
     const struct luna_generation_host *host; /* borrowed: the runtime's */
     size_t n;
     size_t draining;
     void (*drained)(void *ud);
     void *drained_ud;
 };
+
+static int grow(void **items, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    size_t more = *cap ? 2 * *cap : 8;
+    void *p = realloc(*items, more * size);
+    if (!p)
+        return -1;
+    *items = p;
+    *cap = more;
+    return 0;
+}
+
+/* luna_loader_each_file's load: a new state for the file, joined to the
+ * budget, with the script API; kept if the file loads, closed if not. */
+static int load_unit(void *ud, const char *path, luna_error *err)
+{
+    struct luna_generation *g = ud;
+    if (grow((void **)&g->units, &g->units_cap, g->nunits, sizeof *g->units) < 0)
+        return luna_error_set(err, LUNA_ENOMEM, "%s: out of memory", path);
+    lua_State *L = luna_loader_new(g->lib_dir, err);
+    if (!L)
+        return err ? err->code : LUNA_ENOMEM;
+    if (g->limits)
+        luna_watchdog_configure(L, g->limits);
+    luna_watchdog_join(L, g->budget);
+    g->host->install_api(L, g->host->ud);
+    int rc = luna_loader_load_file(L, path, err);
+    const char *file = NULL, *sha = NULL;
+    if (rc == 0 && luna_loader_source(L, 1, &file, &sha) == 0) {
+        char *copy = strdup(sha ? sha : "");
+        if (!copy)
+            rc = luna_error_set(err, LUNA_ENOMEM, "%s: out of memory", path);
+        else
+            g->units[g->nunits++] = (struct unit){ .L = L, .thread_ref = LUA_NOREF, .sha = copy };
+    } else if (rc == 0) {
+        rc = luna_error_set(err, LUNA_ELUA, "%s: no controller", path);
+    }
+    if (rc < 0)
+        lua_close(L);
+    return rc;
+}
+
+static void record_failure(void *ud, const char *file, const char *msg)
+{
+    struct luna_generation *g = ud;
+    if (grow((void **)&g->failures, &g->failures_cap, g->nfailures, sizeof *g->failures) < 0)
+        return;
+    char *f = strdup(file), *e = strdup(msg);
+    if (!f || !e) {
+        free(f);
+        free(e);
+        return;
+    }
+    g->failures[g->nfailures++] = (struct failure){ .file = f, .error = e };
+}
+
+static const struct luna_controller_spec *unit_spec(struct unit *u)
+{
+    lua_getfield(u->L, LUA_REGISTRYINDEX, "luna.controllers");
+    lua_rawgeti(u->L, -1, 1);
+    const struct luna_controller_spec *s = luna_controller_spec_get(u->L, -1);
+    lua_pop(u->L, 2); /* the registry keeps the spec */
+    return s;
+}
 
 int luna_generation_load(const char *lib_dir, const char *dir,
                      const struct luna_watchdog_config *limits,
@@ -33,89 +115,110 @@ int luna_generation_load(const char *lib_dir, const char *dir,
     struct luna_generation *g = calloc(1, sizeof *g);
     if (!g)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");
-    g->thread_ref = LUA_NOREF;
-    g->L = luna_loader_new(lib_dir, err);
-    if (!g->L) {
-        free(g);
-        return err ? err->code : LUNA_ENOMEM;
-    }
-    if (limits)
-        luna_watchdog_configure(g->L, limits);
     g->host = host;
-    g->host->install_api(g->L, g->host->ud);
-    int n = luna_loader_load_dir(g->L, dir, require_all, err);
+    /* the runtime's budget (every reload's states charge it), else one of
+     * this reload's own */
+    if (host->budget) {
+        g->budget = host->budget;
+        luna_watchdog_budget_ref(g->budget);
+    } else {
+        g->budget = luna_watchdog_budget_new();
+    }
+    if (!g->budget) {
+        free(g);
+        return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+    }
+    g->limits = limits;
+    g->lib_dir = lib_dir;
+    int n = luna_loader_each_file(dir, require_all, load_unit, record_failure, g, err);
+    g->limits = NULL;
+    g->lib_dir = NULL;
     if (n < 0) {
         luna_generation_free(g);
         return n;
     }
     /* Two files declaring the same controller name would fight over one
      * workqueue: refuse like any load error. */
-    lua_getfield(g->L, LUA_REGISTRYINDEX, "luna.controllers");
-    for (int i = 1; i <= n; i++) {
-        lua_rawgeti(g->L, -1, i);
-        const struct luna_controller_spec *si = luna_controller_spec_get(g->L, -1);
-        for (int j = 1; si && j < i; j++) {
-            lua_rawgeti(g->L, -2, j);
-            const struct luna_controller_spec *sj = luna_controller_spec_get(g->L, -1);
-            bool dup = sj && strcmp(si->name, sj->name) == 0;
-            lua_pop(g->L, 1);
-            if (dup) {
+    for (size_t i = 0; i < g->nunits; i++) {
+        const struct luna_controller_spec *si = unit_spec(&g->units[i]);
+        for (size_t j = 0; si && j < i; j++) {
+            const struct luna_controller_spec *sj = unit_spec(&g->units[j]);
+            if (sj && strcmp(si->name, sj->name) == 0) {
                 const char *file, *sha;
-                luna_loader_source(g->L, i, &file, &sha);
+                luna_loader_source(g->units[i].L, 1, &file, &sha);
                 luna_error_set(err, LUNA_ELUA, "%s: controller name \"%s\" is already used", file,
                                si->name);
-                lua_pop(g->L, 2);
                 luna_generation_free(g);
                 return LUNA_ELUA;
             }
         }
-        lua_pop(g->L, 1);
     }
-    lua_pop(g->L, 1);
     *out = g;
     return 0;
 }
 
 void luna_generation_connect(struct luna_generation *g)
 {
-    g->host->install_api(g->L, g->host->ud);
+    for (size_t i = 0; i < g->nunits; i++)
+        g->host->install_api(g->units[i].L, g->host->ud);
 }
 
 int luna_generation_build(struct luna_generation *g, struct luna_informer_factory *factory,
                           luna_error *err)
 {
-    lua_State *L = g->L;
-    int n = luna_loader_count(L);
-    g->controllers = calloc((size_t)(n ? n : 1), sizeof *g->controllers);
-    g->sha = calloc((size_t)(n ? n : 1), sizeof *g->sha);
-    if (!g->controllers || !g->sha)
+    g->controllers = calloc(g->nunits ? g->nunits : 1, sizeof *g->controllers);
+    if (!g->controllers)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");
-    lua_State *T = lua_newthread(L);
-    luna_sandbox_protect_top(L);
-    g->thread_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    struct luna_controller_env env = {
-        .factory = factory, .clock = g->host->clock, .sharding = g->host->sharding, .L = L,
-        .T = T,
-    };
-    lua_getfield(L, LUA_REGISTRYINDEX, "luna.controllers");
-    for (int i = 1; i <= n; i++) {
-        lua_rawgeti(L, -1, i);
-        env.account = luna_loader_account(L, i);
+    for (size_t i = 0; i < g->nunits; i++) {
+        struct unit *u = &g->units[i];
+        lua_State *L = u->L;
+        lua_State *T = lua_newthread(L);
+        luna_sandbox_protect_top(L);
+        u->thread_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        struct luna_controller_env env = {
+            .factory = factory, .clock = g->host->clock, .sharding = g->host->sharding, .L = L,
+            .T = T, .account = luna_loader_account(L, 1),
+        };
+        lua_getfield(L, LUA_REGISTRYINDEX, "luna.controllers");
+        lua_rawgeti(L, -1, 1);
         int rc = luna_controller_new(&env, -1, &g->controllers[g->n], err);
-        lua_pop(L, 1);
-        if (rc < 0) {
-            lua_pop(L, 1);
+        lua_pop(L, 2);
+        if (rc < 0)
             return rc;
-        }
-        const char *file, *sha;
-        g->sha[g->n] = strdup(luna_loader_source(L, i, &file, &sha) == 0 && sha ? sha : "");
         g->n++;
     }
-    lua_pop(L, 1);
     return 0;
 }
 
-lua_State *luna_generation_state(struct luna_generation *g) { return g->L; }
+size_t luna_generation_loaded(const struct luna_generation *g) { return g->nunits; }
+
+lua_State *luna_generation_state(struct luna_generation *g, size_t i)
+{
+    return i < g->nunits ? g->units[i].L : NULL;
+}
+
+size_t luna_generation_failure_count(const struct luna_generation *g) { return g->nfailures; }
+
+int luna_generation_failure(const struct luna_generation *g, size_t i, const char **file,
+                            const char **error)
+{
+    if (i >= g->nfailures)
+        return LUNA_ENOTFOUND;
+    *file = g->failures[i].file;
+    *error = g->failures[i].error;
+    return 0;
+}
+
+double luna_generation_lua_memory(void *ud)
+{
+    struct luna_generation *g = ud;
+    double bytes = 0;
+    for (size_t i = 0; i < g->nunits; i++)
+        bytes += (double)lua_gc(g->units[i].L, LUA_GCCOUNT, 0) * 1024.0 +
+                 (double)lua_gc(g->units[i].L, LUA_GCCOUNTB, 0);
+    return bytes;
+}
+
 size_t luna_generation_count(const struct luna_generation *g) { return g->n; }
 
 struct luna_controller *luna_generation_controller(struct luna_generation *g, size_t i)
@@ -125,7 +228,7 @@ struct luna_controller *luna_generation_controller(struct luna_generation *g, si
 
 const char *luna_generation_sha256(struct luna_generation *g, size_t i)
 {
-    return i < g->n && g->sha[i] ? g->sha[i] : "";
+    return i < g->n && g->units[i].sha ? g->units[i].sha : "";
 }
 
 struct luna_controller *luna_generation_find(struct luna_generation *g, const char *name)
@@ -213,13 +316,20 @@ void luna_generation_free(struct luna_generation *g)
 {
     if (!g)
         return;
-    for (size_t i = 0; i < g->n; i++) {
+    /* controllers first: they hold references into their states */
+    for (size_t i = 0; i < g->n; i++)
         luna_controller_free(g->controllers[i]);
-        free(g->sha[i]);
-    }
     free(g->controllers);
-    free(g->sha);
-    if (g->L)
-        lua_close(g->L);
+    for (size_t i = 0; i < g->nunits; i++) {
+        lua_close(g->units[i].L);
+        free(g->units[i].sha);
+    }
+    free(g->units);
+    for (size_t i = 0; i < g->nfailures; i++) {
+        free(g->failures[i].file);
+        free(g->failures[i].error);
+    }
+    free(g->failures);
+    luna_watchdog_budget_release(g->budget);
     free(g);
 }

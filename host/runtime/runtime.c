@@ -120,6 +120,8 @@ struct runtime {
     struct retiring *retiring;
     unsigned long generation;             /* number of successful loads */
     struct luna_generation_host gen_host; /* what every generation is given */
+    struct luna_watchdog_budget *budget;  /* every reload's states join it (owned
+                                           * reference; each reload holds one) */
     struct luna_api_host api;             /* what every Lua state's API uses */
     struct luna_kubeconfig *kcfg;
     luna_http_client *http;
@@ -842,8 +844,8 @@ static int setup_metrics(struct runtime *rt, luna_error *err)
     int rc = luna_runtime_metrics_new(rt->registry, &rt->rm, err);
     if (rc < 0)
         return rc;
-    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_generation_state(rt->gen),
-                                       NULL);
+    luna_runtime_metrics_lua_memory_add(rt->rm, "controllers", luna_generation_lua_memory, rt->gen,
+                                        NULL);
     luna_url_host(rt->kcfg->server, rt->api_host, sizeof rt->api_host);
     luna_kube_client_set_observer(rt->kc, on_api_request, rt);
     luna_runtime_metrics_http_received(rt->rm, http_received, rt->http, NULL);
@@ -1137,6 +1139,9 @@ static void teardown(struct runtime *rt)
     candidate_free(rt);
     luna_generation_free(rt->gen);
     rt->gen = NULL;
+    luna_watchdog_budget_release(rt->budget);
+    rt->budget = NULL;
+    rt->gen_host.budget = NULL;
     rt->api.events = NULL;
     luna_event_memories_free(rt->events);
     rt->events = NULL;
@@ -1260,12 +1265,12 @@ static void publish_code_state(struct runtime *rt)
                         NULL);
     if (!rt->rm || !rt->gen)
         return;
-    lua_State *L = luna_generation_state(rt->gen);
     const char *files[64];
     size_t n = 0;
-    for (int i = 1; i <= luna_loader_failure_count(L) && n < sizeof files / sizeof files[0]; i++) {
+    for (size_t i = 0; i < luna_generation_failure_count(rt->gen) && n < sizeof files / sizeof files[0];
+         i++) {
         const char *file, *msg;
-        if (luna_loader_failure(L, i, &file, &msg) == 0)
+        if (luna_generation_failure(rt->gen, i, &file, &msg) == 0)
             files[n++] = base_name(file);
     }
     luna_runtime_metrics_code_state(rt->rm, rt->stale, files, n);
@@ -1275,18 +1280,17 @@ static void publish_code_state(struct runtime *rt)
  * of the directory failed to load into it. */
 static void code_loaded(struct runtime *rt)
 {
-    lua_State *L = luna_generation_state(rt->gen);
-    int failed = luna_loader_failure_count(L);
+    size_t failed = luna_generation_failure_count(rt->gen);
     rt->stale = failed > 0;
     rt->stale_why[0] = '\0';
     if (failed) {
         size_t size = sizeof rt->stale_why;
-        int w = snprintf(rt->stale_why, size, "%d of %d controller files failed to load: ",
-                         failed, failed + luna_loader_count(L));
+        int w = snprintf(rt->stale_why, size, "%zu of %zu controller files failed to load: ",
+                         failed, failed + luna_generation_loaded(rt->gen));
         size_t len = w < 0 ? 0 : (size_t)w;
-        for (int i = 1; i <= failed && len + 1 < size; i++) {
+        for (size_t i = 0; i < failed && len + 1 < size; i++) {
             const char *file, *msg;
-            if (luna_loader_failure(L, i, &file, &msg) < 0)
+            if (luna_generation_failure(rt->gen, i, &file, &msg) < 0)
                 continue;
             /* the message names the file ("path:line: what"): the base name
              * stands for it, the line number stays */
@@ -1294,7 +1298,7 @@ static void code_loaded(struct runtime *rt)
             bool line = rest > msg && rest[0] == ':' && rest[1] >= '0' && rest[1] <= '9';
             if (!line)
                 rest += strspn(rest, ": ");
-            w = snprintf(rt->stale_why + len, size - len, "%s%s%s", i > 1 ? "; " : "",
+            w = snprintf(rt->stale_why + len, size - len, "%s%s%s", i > 0 ? "; " : "",
                          base_name(file), line ? "" : ": ");
             len = w < 0 || len + (size_t)w >= size ? size - 1 : len + (size_t)w;
             len = append_line(rt->stale_why, len, size, rest);
@@ -1322,16 +1326,15 @@ static void code_refused(struct runtime *rt, const char *why)
  * is refused. */
 static bool new_failure(struct runtime *rt, struct luna_generation *next, luna_error *err)
 {
-    lua_State *L = luna_generation_state(next);
-    lua_State *R = rt->gen ? luna_generation_state(rt->gen) : NULL;
-    for (int i = 1; i <= luna_loader_failure_count(L); i++) {
+    struct luna_generation *R = rt->gen;
+    for (size_t i = 0; i < luna_generation_failure_count(next); i++) {
         const char *file, *msg;
-        if (luna_loader_failure(L, i, &file, &msg) < 0)
+        if (luna_generation_failure(next, i, &file, &msg) < 0)
             continue;
         bool known = false;
-        for (int j = 1; R && !known && j <= luna_loader_failure_count(R); j++) {
+        for (size_t j = 0; R && !known && j < luna_generation_failure_count(R); j++) {
             const char *f, *m;
-            known = luna_loader_failure(R, j, &f, &m) == 0 && strcmp(f, file) == 0;
+            known = luna_generation_failure(R, j, &f, &m) == 0 && strcmp(f, file) == 0;
         }
         if (!known) {
             luna_error_set(err, LUNA_ELUA, "%s", msg);
@@ -1495,7 +1498,8 @@ static void try_in_shadow(struct runtime *rt, const char *trigger)
     struct luna_generation *next = load_and_build(rt);
     if (!next)
         return;
-    set_state_shadow(luna_generation_state(next));
+    for (size_t i = 0; i < luna_generation_loaded(next); i++)
+        set_state_shadow(luna_generation_state(next, i));
     for (size_t i = 0; i < luna_generation_count(next); i++)
         luna_controller_set_shadow(luna_generation_controller(next, i), true);
     rt->candidate = next;
@@ -1527,7 +1531,8 @@ static void finish_reload(struct runtime *rt)
     size_t changed = luna_generation_adopt(next, old);
     wire_metrics(rt, next, old);
     luna_runtime_metrics_lua_state_remove(rt->rm, "controllers");
-    luna_runtime_metrics_lua_state_add(rt->rm, "controllers", luna_generation_state(next), NULL);
+    luna_runtime_metrics_lua_memory_add(rt->rm, "controllers", luna_generation_lua_memory, next,
+                                        NULL);
     rt->gen = next;
     rt->generation++;
 
@@ -1706,8 +1711,17 @@ static int run(const struct luna_run_config *cfg)
     if (cfg->shadow)
         luna_warn("shadow mode: every write is sent as a server-side dry run (dryRun=All) and "
                   "logged as \"shadow write\"; nothing is written");
+    /* One heap budget for the states of every reload: --lua-memory-limit
+     * bounds them together (watchdog.h, "Shared budget"). */
+    rt.budget = luna_watchdog_budget_new();
+    if (!rt.budget) {
+        luna_error("startup failed", "error", "out of memory");
+        teardown(&rt);
+        return 1;
+    }
     rt.gen_host = (struct luna_generation_host){
         .install_api = install_api, .ud = &rt, .clock = luna_test_control_clock(),
+        .budget = rt.budget,
     };
     if (luna_generation_load(rt.lib, cfg->dir, cfg->limits, &rt.gen_host, cfg->require_all,
                              &rt.gen, &err) < 0) {
@@ -1722,24 +1736,23 @@ static int run(const struct luna_run_config *cfg)
         return 1;
     }
     char count[16];
-    snprintf(count, sizeof count, "%d", luna_loader_count(luna_generation_state(rt.gen)));
+    snprintf(count, sizeof count, "%zu", luna_generation_loaded(rt.gen));
     luna_info("controllers loaded", "dir", cfg->dir, LUNA_LOG_NUM("count"), count);
     code_loaded(&rt);
     if (rt.stale) {
         /* Loud: the pod runs, but not all of its code (--require-all exits). */
-        lua_State *L = luna_generation_state(rt.gen);
         char failed[16], files[512];
         size_t len = 0;
         files[0] = '\0';
-        for (int i = 1; i <= luna_loader_failure_count(L); i++) {
+        for (size_t i = 0; i < luna_generation_failure_count(rt.gen); i++) {
             const char *file, *msg;
-            if (luna_loader_failure(L, i, &file, &msg) == 0) {
+            if (luna_generation_failure(rt.gen, i, &file, &msg) == 0) {
                 int w = snprintf(files + len, sizeof files - len, "%s%s", len ? "," : "",
                                  base_name(file));
                 len = w < 0 || len + (size_t)w >= sizeof files ? sizeof files - 1 : len + (size_t)w;
             }
         }
-        snprintf(failed, sizeof failed, "%d", luna_loader_failure_count(L));
+        snprintf(failed, sizeof failed, "%zu", luna_generation_failure_count(rt.gen));
         luna_error("controllers started without some files", LUNA_LOG_NUM("failed"), failed, "files", files,
                    "why", rt.stale_why);
     }

@@ -368,7 +368,13 @@ static json_t *api(void)
         return json_pack("{s:s}", "error", "controllers not loaded yet");
     json_t *names = json_object();
     luna_error err = { 0 };
-    if (luna_sandbox_list_api(luna_generation_state(g), add_api, names, &err) < 0) {
+    /* every controller's state has the same API: the first one's */
+    lua_State *L = luna_generation_state(g, 0);
+    if (!L) {
+        json_decref(names);
+        return json_pack("{s:s}", "error", "no controller loaded");
+    }
+    if (luna_sandbox_list_api(L, add_api, names, &err) < 0) {
         json_decref(names);
         return json_pack("{s:s}", "error", err.msg);
     }

@@ -672,6 +672,12 @@ int luna_runtime_metrics_lua_state_add(struct luna_runtime_metrics *rm, const ch
                             err);
 }
 
+int luna_runtime_metrics_lua_memory_add(struct luna_runtime_metrics *rm, const char *name,
+                                        double (*bytes)(void *ud), void *ud, luna_error *err)
+{
+    return luna_metric_func(rm->fam[F_LUA_MEMORY], LABELS(name), bytes, ud, NULL, NULL, err);
+}
+
 void luna_runtime_metrics_lua_state_remove(struct luna_runtime_metrics *rm,
                                            const char *name)
 {

@@ -235,6 +235,11 @@ void luna_runtime_metrics_reload(struct luna_runtime_metrics *rm,
  * LUNA_EINVAL if name is taken. */
 int luna_runtime_metrics_lua_state_add(struct luna_runtime_metrics *rm, const char *name,
                                        struct lua_State *L, luna_error *err);
+/* The same for a set of states read by bytes(ud) (the controllers'
+ * states, one per file: controller/generation.h); ud is borrowed until
+ * lua_state_remove. */
+int luna_runtime_metrics_lua_memory_add(struct luna_runtime_metrics *rm, const char *name,
+                                        double (*bytes)(void *ud), void *ud, luna_error *err);
 void luna_runtime_metrics_lua_state_remove(struct luna_runtime_metrics *rm,
                                            const char *name);
 /* leader_election_master_status{name=lease} = 1 if leading, else 0. */

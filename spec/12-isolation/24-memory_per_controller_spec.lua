@@ -179,6 +179,75 @@ describe("memory per controller", function()
     assert.matches("%-%-controller%-memory%-limit must be > 0 and at most %-%-lua%-memory%-limit %(128 MiB%)", out)
   end)
 
+  -- The review's attack through interned strings (issue 23, 23.3): a
+  -- victim reads 90 ConfigMaps of ~900 KB from its cache at each
+  -- reconcile and keeps nothing; a hog reads the same values and keeps
+  -- them.  In one shared state the hog's copies were the victim's interned
+  -- strings, charged to the victim (first maker), whose reconciles failed
+  -- at its own cap.  Each controller file has its own state now: the hog's
+  -- copies are its own, and it fails at its cap.
+  it("a hog keeping the strings a victim reads from its cache fails itself, not the victim (default flags)", function()
+    -- 90 values of 900 KiB (12 bytes, 76,800 times), each its own
+    for i = 1, 90 do
+      local name = ("big-%02d"):format(i)
+      srv:create_cm(name, { v = string.rep(("%s:%04d;"):format(name, i), 76800) })
+    end
+    srv:create_cm("victim")
+    local VICTIM = [[
+local luna = require "luna"
+local runs = 0
+return luna.controller {
+  name = "victim", watch = { "v1/ConfigMap", namespace = "@NS@" },
+  reconcile = function(req)
+    if req.name ~= "victim" then return end
+    local cms, bytes = luna.cache("v1/ConfigMap"), 0
+    for i = 1, 90 do
+      bytes = bytes + #cms:get(req.namespace, ("big-%02d"):format(i)).data.v
+    end
+    runs = runs + 1
+    print("victim read " .. bytes .. " bytes, run " .. runs)
+    if runs < 30 then return { requeue_after = 0.05 } end
+  end,
+}
+]]
+    local HOG = [[
+local luna = require "luna"
+local kept = {}
+return luna.controller {
+  name = "hog", watch = { "v1/ConfigMap", namespace = "@NS@" },
+  reconcile = function(req)
+    if req.name ~= "hog" then return end
+    local cms = luna.cache("v1/ConfigMap")
+    for i = 1, 90 do
+      kept[i] = cms:get(req.namespace, ("big-%02d"):format(i)).data.v
+      print("hog holds " .. i)
+    end
+    return { requeue_after = 0.05 }
+  end,
+}
+]]
+    p = support.run(srv, { ["victim.lua"] = VICTIM, ["hog.lua"] = HOG }, METRICS)
+    support.wait_line(p, { "victim read", "run 1" }, 120)
+    srv:create_cm("hog")
+    -- the victim runs on to its 30th reconcile whatever the hog holds
+    support.wait_line(p, { "victim read", "run 30" }, 240)
+    local failed = support.lines(p, { "reconcile failed", "controller=victim" })
+    assert.same({}, failed, "the victim's reconciles failed:\n" .. table.concat(failed, "\n"))
+    for _, l in ipairs(support.lines(p, { "victim read" })) do
+      assert.matches("victim read " .. 90 * 921600 .. " bytes", l, 1, true)
+    end
+    -- the hog fails at its own cap, never holding all 90
+    local line = support.wait_line(p, { "reconcile failed", "controller=hog", "stopped=memory" }, 60)
+    assert.matches("reconcile exceeded the Lua memory limit of controller hog %(64 MiB%)", line)
+    assert.same({}, support.lines(p, { "hog holds 90" }))
+    local m = scrape(p)
+    assert.equal(0, exposition.get(m, "luna_controller_watchdog_stops_total",
+      { controller = "victim", reason = "memory" }))
+    assert.is_true(exposition.get(m, "luna_controller_watchdog_stops_total",
+      { controller = "hog", reason = "memory" }) >= 1)
+    assert.is_true(p:alive())
+  end)
+
   it("charges what a controller file keeps at load to that controller", function()
     local out, rc = support.load_only({ ["big.lua"] = [[
 local kept = {}
