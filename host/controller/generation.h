@@ -22,9 +22,12 @@
  * is shared with another: not its module tables, not its registry, not
  * the strings LuaJIT interns once per state (a hog that keeps the values
  * a neighbour reads from its cache holds copies charged to itself).  All
- * the states of every reload join one watchdog budget (watchdog.h,
- * "Shared budget"), the runtime's, so --lua-memory-limit bounds them
- * together.  The log and metrics
+ * the states of a reload join one watchdog budget (watchdog.h, "Shared
+ * budget"), so --lua-memory-limit bounds them together.  Each reload has
+ * its own unless the host gives one: a reload is loaded, and its old
+ * reload drains, each under the whole limit, as when a reload was one
+ * state (a shared one would make a reload fail whenever the running
+ * controllers hold more than half of it).  The log and metrics
  * count successful loads as "generation".
  *
  * Invariants:

@@ -120,8 +120,6 @@ struct runtime {
     struct retiring *retiring;
     unsigned long generation;             /* number of successful loads */
     struct luna_generation_host gen_host; /* what every generation is given */
-    struct luna_watchdog_budget *budget;  /* every reload's states join it (owned
-                                           * reference; each reload holds one) */
     struct luna_api_host api;             /* what every Lua state's API uses */
     struct luna_kubeconfig *kcfg;
     luna_http_client *http;
@@ -1139,9 +1137,6 @@ static void teardown(struct runtime *rt)
     candidate_free(rt);
     luna_generation_free(rt->gen);
     rt->gen = NULL;
-    luna_watchdog_budget_release(rt->budget);
-    rt->budget = NULL;
-    rt->gen_host.budget = NULL;
     rt->api.events = NULL;
     luna_event_memories_free(rt->events);
     rt->events = NULL;
@@ -1711,17 +1706,11 @@ static int run(const struct luna_run_config *cfg)
     if (cfg->shadow)
         luna_warn("shadow mode: every write is sent as a server-side dry run (dryRun=All) and "
                   "logged as \"shadow write\"; nothing is written");
-    /* One heap budget for the states of every reload: --lua-memory-limit
-     * bounds them together (watchdog.h, "Shared budget"). */
-    rt.budget = luna_watchdog_budget_new();
-    if (!rt.budget) {
-        luna_error("startup failed", "error", "out of memory");
-        teardown(&rt);
-        return 1;
-    }
+    /* No shared budget: each reload's states share one of their own
+     * (generation.h), so a reload is loaded beside the running one under
+     * its own --lua-memory-limit, as when a reload was one state. */
     rt.gen_host = (struct luna_generation_host){
         .install_api = install_api, .ud = &rt, .clock = luna_test_control_clock(),
-        .budget = rt.budget,
     };
     if (luna_generation_load(rt.lib, cfg->dir, cfg->limits, &rt.gen_host, cfg->require_all,
                              &rt.gen, &err) < 0) {

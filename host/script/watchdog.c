@@ -792,16 +792,33 @@ enum luna_watchdog_stop luna_watchdog_leave(struct luna_watchdog_guard *g)
     return g->stop;
 }
 
+/* A full collection of one state, again while a round frees a MiB or
+ * more (at most 8 rounds).  LuaJIT keeps the buffer string.rep and `..`
+ * build in and halves it once per full collection, so a state that built
+ * an 8 MiB string still holds 4 MiB of buffer after one; with a state per
+ * controller every state keeps its own, and a batch of them kept the heap
+ * past its reserve.  Without a big buffer the second round frees little
+ * and ends it. */
+static void collect_state(lua_State *S)
+{
+    for (int round = 0; round < 8; round++) {
+        int before = lua_gc(S, LUA_GCCOUNT, 0); /* KiB */
+        lua_gc(S, LUA_GCCOLLECT, 0);
+        if (before - lua_gc(S, LUA_GCCOUNT, 0) < 1024)
+            break;
+    }
+}
+
 void luna_watchdog_collect(lua_State *L)
 {
     struct luna_watchdog *wd = watchdog_of(L);
-    lua_gc(L, LUA_GCCOLLECT, 0);
+    collect_state(L);
     if (!wd)
         return;
     struct luna_watchdog_budget *b = wd->budget;
     for (struct luna_watchdog *m = b == &wd->own ? NULL : b->members; m; m = m->next_member)
         if (m != wd && !m->current)
-            lua_gc(m->L, LUA_GCCOLLECT, 0);
+            collect_state(m->L);
     b->collected = b->used;
 }
 
