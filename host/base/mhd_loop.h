@@ -48,6 +48,15 @@ void luna_mhd_loop_kick(struct luna_mhd_loop *ml);
  * when nothing is attached. */
 void luna_mhd_loop_stop(struct luna_mhd_loop *ml);
 
+/* Request smuggling: framings a proxy in front and this server could read
+ * differently.  After MHD has a request's headers (its first access
+ * callback), true if they are unsafe, with Go net/http's reason in why
+ * (without the "400 Bad Request: " prefix): Content-Length headers that
+ * differ (Go takes equal ones as one), or a Content-Length beside
+ * Transfer-Encoding (RFC 9112 6.1; Go drops the length instead, see
+ * docs/kube.md).  The caller answers 400 and closes the connection. */
+bool luna_mhd_bad_framing(struct MHD_Connection *c, char *why, size_t why_size);
+
 /* The port the daemon listens on (useful after port 0), or 0. */
 int luna_mhd_loop_port(const struct luna_mhd_loop *ml);
 

@@ -374,33 +374,6 @@ static struct MHD_Response *too_many_connections(luna_ds_http *srv, unsigned *co
     return r;
 }
 
-struct framing {
-    unsigned lengths, encodings;
-    const char *first_length;
-    bool lengths_differ;
-    char got[160];           /* Go's %q of the lengths, for its message */
-};
-
-static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
-                                     const char *value)
-{
-    (void)kind;
-    struct framing *f = cls;
-    if (!key || !value)
-        return MHD_YES;
-    if (strcasecmp(key, "Transfer-Encoding") == 0) {
-        f->encodings++;
-    } else if (strcasecmp(key, "Content-Length") == 0) {
-        if (f->lengths++ == 0)
-            f->first_length = value;
-        else if (strcmp(f->first_length, value) != 0)
-            f->lengths_differ = true;
-        size_t n = strlen(f->got);
-        snprintf(f->got + n, sizeof f->got - n, "%s\"%.32s\"", n ? " " : "[", value);
-    }
-    return MHD_YES;
-}
-
 /* Go's net/http answer to a malformed request: plain text, and the
  * connection closed (MHD reads nothing more from it). */
 static struct MHD_Response *bad_framing(const char *why, unsigned *code)
@@ -430,21 +403,10 @@ static struct MHD_Response *bad_framing(const char *why, unsigned *code)
 static struct MHD_Response *screen(struct request *r, struct MHD_Connection *c, unsigned *code)
 {
     luna_ds_http *srv = r->srv;
-    struct framing f = { 0 };
-    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
-    /* Request smuggling: two framings a proxy and this server could read
-     * differently.  Go refuses differing lengths (and takes equal ones as
-     * one); a length beside Transfer-Encoding is refused too, as RFC 9112
-     * 6.1 says it ought to be (Go drops the length; see docs/kube.md). */
-    if (f.lengths_differ) {
-        char why[256];
-        snprintf(why, sizeof why, "http: message cannot contain multiple Content-Length "
-                 "headers; got %s]", f.got);
+    /* Request smuggling (mhd_loop.h): refused before anything else. */
+    char why[256];
+    if (luna_mhd_bad_framing(c, why, sizeof why))
         return bad_framing(why, code);
-    }
-    if (f.lengths && f.encodings)
-        return bad_framing("http: message cannot contain both Content-Length and "
-                           "Transfer-Encoding headers", code);
     if (srv->token) {
         /* the --token, or a token the server issued (TokenRequest) */
         const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
@@ -455,9 +417,11 @@ static struct MHD_Response *screen(struct request *r, struct MHD_Connection *c, 
             return status_response(&st);
         }
     }
-    if (f.first_length) {
-        /* MHD has already refused a length that is not a number */
-        unsigned long long n = strtoull(f.first_length, NULL, 10);
+    const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (length) {
+        /* MHD has already refused a length that is not a number; several
+         * are equal here (luna_mhd_bad_framing) */
+        unsigned long long n = strtoull(length, NULL, 10);
         if (n > MAX_BODY)
             return too_large(code);
         if (!reserve(r, (size_t)n))

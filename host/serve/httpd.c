@@ -155,6 +155,8 @@ static enum MHD_Result send_text_allow(struct MHD_Connection *c, unsigned status
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
         MHD_add_response_header(r, "Retry-After", "1");
+    if (status == MHD_HTTP_BAD_REQUEST) /* a framing we will not guess at */
+        MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result rc = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return rc;
@@ -546,6 +548,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 {
     struct luna_httpd *s = cls;
     if (!*con_cls) {
+        /* Request smuggling (mhd_loop.h): answered at once, before any body
+         * byte is read; MHD then closes the connection. */
+        char why[256];
+        if (luna_mhd_bad_framing(c, why, sizeof why)) {
+            char *body = NULL;
+            int n = asprintf(&body, "400 Bad Request: %s", why);
+            if (n < 0)
+                return MHD_NO;
+            conn_phase(c, ANSWER);
+            return send_text(c, MHD_HTTP_BAD_REQUEST, TEXT_PLAIN, body, (size_t)n);
+        }
         *con_cls = &seen_head;
         conn_phase(c, READ_BODY);
         return MHD_YES;
