@@ -496,7 +496,11 @@ int luna_ds_write_create(luna_ds *ds, luna_ds_type *t, json_t *doc, const char *
         json_object_del(md, "finalizers");
     if (t->has_status) {
         /* kube's strategies reset status on create to its zero value */
-        json_t *zero = t->custom ? NULL : luna_ds_schema_zero_status(t);
+        json_t *zero = NULL;
+        if (!t->custom && luna_ds_schema_zero_status(t, &zero) < 0) {
+            json_decref(doc);
+            return luna_ds_status_oom(st);
+        }
         if (zero)
             json_object_set_new(doc, "status", zero);
         else
