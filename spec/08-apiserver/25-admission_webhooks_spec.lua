@@ -306,6 +306,83 @@ describe("admission webhooks", function()
     assert.same({ "All" }, req.options.dryRun)
   end)
 
+  it("calls an IfNeeded webhook again when a later one changed the object", function()
+    configure("mutating", {
+      webhook("reinvoke", "again", "/allow", { reinvocationPolicy = "IfNeeded" }),
+      webhook("reinvoke", "late", "/label?key=late&value=yes"),
+    })
+    local _, obj, _, name = until_create("reinvoke", function(c, _, _, n)
+      return c == 201 and #reviews(n) >= 3
+    end)
+    assert.equal("yes", obj.metadata.labels.late)
+    local seen = reviews(name)
+    local order = {}
+    for i, r in ipairs(seen) do order[i] = r.path end
+    -- "late" changed the object after "again": "again" sees it once more;
+    -- "late" is not called again (reinvocationPolicy Never, the default)
+    assert.same({ "/allow", "/label", "/allow" }, order)
+    assert.equal("yes", seen[3].request.object.metadata.labels.late)
+  end)
+
+  it("admits every item of a deletecollection, deleting none when denied", function()
+    configure("validating", { webhook("delcoll", "delcoll", "/deny?msg=keep%20them", {
+      rules = { { operations = { "DELETE" }, apiGroups = { "" }, apiVersions = { "v1" },
+                  resources = { "configmaps" } } } }) })
+    local a, b = fresh("keep"), fresh("keep")
+    assert.equal(201, (create_cm(a, { ["luna-test"] = "delcoll" })))
+    assert.equal(201, (create_cm(b, { ["luna-test"] = "delcoll" })))
+    local code, st
+    helpers.eventually(function()
+      code, st = srv:request("DELETE", srv:ns_path("configmaps") .. "?labelSelector=luna-test%3Ddelcoll")
+      return code ~= 200
+    end, 30, "the DELETE webhook to act")
+    assert.equal(400, code)
+    assert.equal('admission webhook "delcoll.luna.test" denied the request: keep them', st.message)
+    assert.equal(200, (srv:request("GET", srv:ns_path("configmaps", a))))
+    assert.equal(200, (srv:request("GET", srv:ns_path("configmaps", b))))
+  end)
+
+  it("matches another served version of the resource under matchPolicy Equivalent", function()
+    local group = srv.ns .. ".example.com"
+    local crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos." .. group
+    local schema = { openAPIV3Schema = { type = "object", ["x-kubernetes-preserve-unknown-fields"] = true } }
+    local code = srv:request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
+      apiVersion = "apiextensions.k8s.io/v1", kind = "CustomResourceDefinition",
+      metadata = { name = "gizmos." .. group },
+      spec = { group = group, scope = "Namespaced",
+               names = { plural = "gizmos", singular = "gizmo", kind = "Gizmo", listKind = "GizmoList" },
+               versions = { { name = "v1", served = true, storage = true, schema = schema },
+                            { name = "v2", served = true, storage = false, schema = schema } } } })
+    assert.equal(201, code)
+    paths[#paths + 1] = crd
+    local function rule(version)
+      return { rules = { { operations = { "CREATE" }, apiGroups = { group }, apiVersions = { version },
+                           resources = { "gizmos" } } } }
+    end
+    local exact = rule("v1")
+    exact.matchPolicy = "Exact"
+    configure("validating", {
+      webhook("equiv", "equivalent", "/allow", rule("v1")),
+      webhook("equiv", "exact", "/allow?warn=exact", exact),
+    })
+    local v2 = "/apis/" .. group .. "/v2/namespaces/" .. srv.ns .. "/gizmos"
+    local name
+    helpers.eventually(function()
+      name = fresh("gizmo")
+      local c = srv:request("POST", v2, { apiVersion = group .. "/v2", kind = "Gizmo",
+        metadata = { name = name, labels = { ["luna-test"] = "equiv" } } })
+      return c == 201 and #reviews(name) == 1
+    end, 30, "the webhook to act")
+    local seen = reviews(name)
+    assert.equal("/allow", seen[1].path)
+    local req = seen[1].request
+    assert.same({ group = group, version = "v1", kind = "Gizmo" }, req.kind)
+    assert.same({ group = group, version = "v1", resource = "gizmos" }, req.resource)
+    assert.same({ group = group, version = "v2", kind = "Gizmo" }, req.requestKind)
+    assert.same({ group = group, version = "v2", resource = "gizmos" }, req.requestResource)
+    assert.equal(group .. "/v1", req.object.apiVersion)
+  end)
+
   it("reaches a clientConfig.service through --webhook-service", function()
     if srv.real then return pending(client.DEV_ONLY .. "kube-apiserver reaches Services itself") end
     local port = url:match(":(%d+)$")
