@@ -383,6 +383,21 @@ describe("admission webhooks", function()
     assert.equal(group .. "/v1", req.object.apiVersion)
   end)
 
+  it("never sends webhook configurations through webhooks", function()
+    -- a webhook that would refuse its own configuration's deletion
+    local path = configure("validating", { webhook("exempt", "exempt", "/deny?msg=locked%20in", {
+      namespaceSelector = false,
+      objectSelector = { matchLabels = { ["luna-test"] = "exempt" } },
+      rules = { { operations = { "DELETE" }, apiGroups = { "admissionregistration.k8s.io" },
+                  apiVersions = { "v1" }, resources = { "validatingwebhookconfigurations" } } } }) })
+    local code, cfg = srv:request("GET", path)
+    assert.equal(200, code)
+    cfg.metadata.labels = { ["luna-test"] = "exempt" }
+    assert.equal(200, (srv:request("PUT", path, cfg)))
+    assert.equal(200, (srv:request("DELETE", path)))
+    assert.equal(404, (srv:request("GET", path)))
+  end)
+
   it("reaches a clientConfig.service through --webhook-service", function()
     if srv.real then return pending(client.DEV_ONLY .. "kube-apiserver reaches Services itself") end
     local port = url:match(":(%d+)$")
