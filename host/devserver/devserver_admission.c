@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/log.h"
 #include "base/loop.h"
@@ -1000,6 +1001,51 @@ static int check_enum(const luna_ds_type *t, const char *name, const json_t *w, 
                                   json_is_string(v) ? json_string_value(v) : "?", shown);
 }
 
+/* kube's ValidateWebhookURL: https, a host, no user information, no
+ * fragment, no query (kube adds its own ?timeout=).  true with st set. */
+static bool url_invalid(const luna_ds_type *t, const char *name, size_t i, const char *u,
+                        luna_ds_status *st)
+{
+    static const char form[] = "; desired format: https://host[/path]";
+    char path[128];
+    snprintf(path, sizeof path, "webhooks[%zu].clientConfig.url", i);
+    u = u ? u : "";
+    const char *sep = strstr(u, "://");
+    if (!sep || (size_t)(sep - u) != 5 || strncasecmp(u, "https", 5) != 0) {
+        luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid", path,
+                               "Invalid value: \"%.*s\": 'https' is the only allowed URL scheme%s",
+                               sep ? (int)(sep - u) : 0, u, form);
+        return true;
+    }
+    const char *auth = sep + 3;
+    size_t alen = strcspn(auth, "/?#");
+    const char *at = memchr(auth, '@', alen);
+    const char *frag = strchr(u, '#');
+    const char *query = strchr(u, '?');
+    if (query && frag && frag < query)
+        query = NULL;
+    if (alen == 0 || (at && at + 1 == auth + alen)) {
+        luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid", path,
+                               "Invalid value: \"\": host must be specified%s", form);
+    } else if (at) {
+        luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid", path,
+                               "Invalid value: \"%.*s\": user information is not permitted in "
+                               "the URL", (int)(at - auth), auth);
+    } else if (frag && frag[1]) {
+        luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid", path,
+                               "Invalid value: \"%s\": fragments are not permitted in the URL",
+                               frag + 1);
+    } else if (query && query[1]) {
+        size_t qlen = frag ? (size_t)(frag - query - 1) : strlen(query + 1);
+        luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid", path,
+                               "Invalid value: \"%.*s\": query parameters are not permitted in "
+                               "the URL", (int)qlen, query + 1);
+    } else {
+        return false;
+    }
+    return true;
+}
+
 int luna_ds_admission_validate_config(const luna_ds_type *t, const json_t *doc, luna_ds_status *st)
 {
     if (strcmp(t->group, ADMISSION_GROUP) != 0)
@@ -1036,8 +1082,19 @@ int luna_ds_admission_validate_config(const luna_ds_type *t, const json_t *doc, 
                                           "Invalid value: %s: must include at least one of v1, "
                                           "v1beta1", json_array_size(arv) ? "[...]" : "[]string{}");
         }
+        const char *wname = json_string_value(json_object_get(w, "name"));
+        const char *d1 = wname ? strchr(wname, '.') : NULL;
+        if (!d1 || !strchr(d1 + 1, '.')) {
+            snprintf(path, sizeof path, "webhooks[%zu].name", i);
+            return luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueInvalid", path,
+                                          "Invalid value: \"%s\": should be a domain with at "
+                                          "least three segments separated by dots",
+                                          wname ? wname : "");
+        }
         const json_t *cc = json_object_get(w, "clientConfig");
         bool url = json_object_get(cc, "url") != NULL, svc = json_object_get(cc, "service") != NULL;
+        if (url && !svc && url_invalid(t, name, i, json_string_value(json_object_get(cc, "url")), st))
+            return -st->code;
         if (url == svc) {
             snprintf(path, sizeof path, "webhooks[%zu].clientConfig", i);
             return luna_ds_status_invalid(st, t->group, t->kind, name, "FieldValueRequired", path,
