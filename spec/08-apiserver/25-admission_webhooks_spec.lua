@@ -220,6 +220,20 @@ describe("admission webhooks", function()
     until_create("goneok", function(c, _, _, name) return c == 201 and #reviews(name) == 1 end)
   end)
 
+  it("fails closed on an answer kube would not take", function()
+    configure("validating", { webhook("baduid", "bad-uid", "/bad-uid") })
+    local code, st = until_create("baduid", function(c) return c ~= 201 end)
+    assert.equal(500, code)
+    assert.matches('failed calling webhook "bad-uid.luna.test": received invalid webhook response: ' ..
+                   'expected response.uid="', st.message, 1, true)
+    -- a patch from a validating webhook
+    configure("validating", { webhook("valpatch", "val-patch", "/label/x/y") })
+    code, st = until_create("valpatch", function(c) return c ~= 201 end)
+    assert.equal(500, code)
+    assert.matches('failed calling webhook "val-patch.luna.test": received invalid webhook response: ' ..
+                   'validating webhook may not return response.patch', st.message, 1, true)
+  end)
+
   it("skips objects outside its objectSelector", function()
     configure("validating", { webhook("objsel", "objsel", "/deny/closed", {
       objectSelector = { matchLabels = { ["luna-test"] = "objsel", gate = "closed" } } }) })
