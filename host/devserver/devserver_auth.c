@@ -745,3 +745,18 @@ void luna_ds_auth_self_access_review(luna_ds *ds, const luna_ds_request *req,
     answer_review(ds, doc, &a, KIND, resp);
     json_decref(groups);
 }
+
+json_t *luna_ds_auth_user_info(luna_ds *ds, const char *authorization)
+{
+    size_t len = 0;
+    const char *token = bearer(authorization, &len);
+    struct luna_ds_token *t = token ? issued(ds, token, len) : NULL;
+    if (!t)
+        return json_pack("{s:s,s:[ss]}", "username", "admin", "groups", "system:masters",
+                         "system:authenticated");
+    char user[600], group[300];
+    snprintf(user, sizeof user, "system:serviceaccount:%s:%s", t->ns, t->name);
+    snprintf(group, sizeof group, "system:serviceaccounts:%s", t->ns);
+    return json_pack("{s:s,s:s,s:[sss]}", "username", user, "uid", t->uid, "groups",
+                     "system:serviceaccounts", group, "system:authenticated");
+}

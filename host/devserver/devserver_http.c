@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include "devserver/devserver_admission.h"
 #include "devserver/devserver_api.h"
 #include "devserver/devserver_auth.h"
 #include "devserver/devserver_faults.h"
@@ -102,8 +103,12 @@ struct request {
     bool too_big;
     bool refused;            /* no room in the in-flight bound: body discarded, 429 */
     bool delayed;            /* held back by a delay (counted in faults.waiting) */
-    struct MHD_Response *ready; /* the response to queue after the delay */
+    struct MHD_Response *ready; /* the response to queue after the delay or the webhooks */
     unsigned ready_code;
+    bool resumed;            /* resumed with an answer: NULL ready means out of memory */
+    luna_ds_admit_job *admission; /* the webhooks being called (owned) or NULL */
+    const char *url, *method; /* MHD's, valid until the request completes */
+    int admissions;          /* rounds of webhooks (the object moved meanwhile) */
     ev_timer delay;
     struct suspension link;
 };
@@ -566,8 +571,10 @@ static struct MHD_Response *reply(struct request *r, luna_ds_response *resp, con
 }
 
 
-static struct MHD_Response *dispatch(struct request *r, const char *url, const char *method,
-                                     unsigned *code)
+/* Hands the request to the API, leaving its answer in resp; or answers
+ * it first (a refusal, an injected fault): that response, resp unset. */
+static struct MHD_Response *handle(struct request *r, const char *url, const char *method,
+                                   luna_ds_response *resp, unsigned *code)
 {
     luna_ds_http *srv = r->srv;
     struct MHD_Connection *c = r->conn;
@@ -577,7 +584,9 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
     if (r->refused)
         return too_many(code);
     luna_ds_faults *f = &srv->ds->faults;
-    if (!is_admin_path(url) && luna_ds_faults_applies(f->error_on, method, is_watch(c)) &&
+    /* a request handled again after its webhooks had its fault roll */
+    if (!r->admissions && !is_admin_path(url) &&
+        luna_ds_faults_applies(f->error_on, method, is_watch(c)) &&
         luna_ds_faults_chance(f, f->error_rate)) {
         int ec = f->error_code;
         if (ec == 429)
@@ -621,23 +630,125 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
         .body = json_body ? json_body : r->body,
         .body_len = json_body ? json_len : r->len,
     };
-    luna_ds_response resp;
-    luna_ds_api_handle(srv->ds, &req, &resp);
+    luna_ds_api_handle(srv->ds, &req, resp);
     free(json_body);
-    *code = (unsigned)resp.code;
-    struct MHD_Response *mr = reply(r, &resp, url, code);
-    if (mr && resp.warnings) {
-        /* one header per warning, as kube-apiserver sends them */
-        size_t i;
-        json_t *w;
-        json_array_foreach(resp.warnings, i, w) {
-            char value[2048];
-            if (luna_ds_fields_warning_header(json_string_value(w), value, sizeof value))
-                MHD_add_response_header(mr, "Warning", value);
+    return NULL;
+}
+
+/* One header per warning, as kube-apiserver sends them. */
+static void add_warnings(struct MHD_Response *mr, const json_t *warnings)
+{
+    size_t i;
+    json_t *w;
+    json_array_foreach(warnings, i, w) {
+        char value[2048];
+        if (luna_ds_fields_warning_header(json_string_value(w), value, sizeof value))
+            MHD_add_response_header(mr, "Warning", value);
+    }
+}
+
+static void drop_response(luna_ds_response *resp)
+{
+    free(resp->body);
+    luna_ds_watch_free(resp->watch);
+    json_decref(resp->warnings);
+    memset(resp, 0, sizeof *resp);
+}
+
+/* Rounds of webhooks one request may take when the object keeps changing
+ * under it (kube's optimistic update retries likewise, boundedly). */
+#define MAX_ADMISSIONS 5
+
+static void on_admitted(void *ud, luna_ds_admit_job *job);
+
+/* The answer to what handle() left in resp, or NULL with *suspended set
+ * when the request waits for admission webhooks (its connection is
+ * suspended by the caller; on_admitted answers it). */
+static struct MHD_Response *answer(struct request *r, luna_ds_response *resp, const json_t *more,
+                                   unsigned *code, bool *suspended)
+{
+    luna_ds_http *srv = r->srv;
+    luna_ds_admit_job *job = luna_ds_admission_take(srv->ds);
+    if (job && r->admissions < MAX_ADMISSIONS) {
+        r->admissions++;
+        drop_response(resp);
+        r->admission = job;
+        luna_ds_admit_job_run(srv->ds, job, on_admitted, r);
+        *suspended = true;
+        return NULL;
+    }
+    if (job) {
+        luna_ds_admit_job_free(job);
+        drop_response(resp);
+        luna_ds_status st = { 0 };
+        luna_ds_status_set(&st, 409, "Conflict", "Operation cannot be fulfilled: the object "
+                           "kept changing while its admission webhooks ran; please try again");
+        *code = 409;
+        return status_response(&st);
+    }
+    *code = (unsigned)resp->code;
+    json_t *warnings = resp->warnings;
+    resp->warnings = NULL;
+    struct MHD_Response *mr = reply(r, resp, r->url, code);
+    if (mr) {
+        add_warnings(mr, warnings);
+        add_warnings(mr, more);
+    }
+    json_decref(warnings);
+    return mr;
+}
+
+/* The webhooks answered: a denial is the answer; otherwise the request is
+ * handled again with their verdict (devserver_admission.h). */
+static void on_admitted(void *ud, luna_ds_admit_job *job)
+{
+    struct request *r = ud;
+    luna_ds_http *srv = r->srv;
+    int dcode = 0;
+    const json_t *denial = luna_ds_admit_job_denial(job, &dcode);
+    struct MHD_Response *mr = NULL;
+    unsigned code = 500;
+    bool suspended = false;
+    if (denial) {
+        char *body = json_dumps(denial, JSON_COMPACT);
+        mr = body ? json_response(body, strlen(body)) : NULL;
+        code = (unsigned)dcode;
+        if (mr)
+            add_warnings(mr, luna_ds_admit_job_warnings(job));
+    } else {
+        luna_ds_response resp;
+        luna_ds_admission_replay(srv->ds, job);
+        mr = handle(r, r->url, r->method, &resp, &code);
+        luna_ds_admission_replay(srv->ds, NULL);
+        if (!mr) {
+            /* the job's warnings go out with whatever ends this request */
+            json_t *more = json_incref((json_t *)luna_ds_admit_job_warnings(job));
+            r->admission = NULL;
+            luna_ds_admit_job_free(job);
+            mr = answer(r, &resp, more, &code, &suspended);
+            json_decref(more);
+            if (suspended)
+                return;
+            job = NULL;
         }
     }
-    json_decref(resp.warnings);
-    return mr;
+    luna_ds_admit_job_free(job);
+    r->admission = NULL;
+    r->ready = mr;
+    r->ready_code = code;
+    r->resumed = true;
+    resume(srv, &r->link);
+    kick(srv);
+}
+
+static struct MHD_Response *dispatch(struct request *r, const char *url, const char *method,
+                                     unsigned *code, bool *suspended)
+{
+    luna_ds_response resp;
+    struct MHD_Response *early = handle(r, url, method, &resp, code);
+    if (early)
+        return early;
+    return answer(r, &resp, NULL, code, suspended);
 }
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
@@ -685,14 +796,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (r->ready) {
-        /* resumed after an injected delay */
+        /* resumed after an injected delay or the webhooks */
         enum MHD_Result rc = MHD_queue_response(c, r->ready_code, r->ready);
         MHD_destroy_response(r->ready);
         r->ready = NULL;
         return rc;
     }
+    if (r->resumed)
+        return MHD_NO; /* out of memory building the answer: MHD closes the connection */
     unsigned code = 500;
-    struct MHD_Response *resp = dispatch(r, url, method, &code);
+    bool suspended = false;
+    r->url = url;
+    r->method = method;
+    struct MHD_Response *resp = dispatch(r, url, method, &code, &suspended);
+    if (suspended) {
+        suspend(srv, &r->link, c);
+        return MHD_YES;
+    }
     if (!resp)
         return MHD_NO; /* out of memory: MHD closes the connection */
     luna_ds_faults *f = &srv->ds->faults;
@@ -737,6 +857,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         return;
     ev_timer_stop(luna_loop(), &r->delay);
     end_delay(r);
+    luna_ds_admit_job_free(r->admission);
     unlink_suspension(r->srv, &r->link);
     if (r->ready)
         MHD_destroy_response(r->ready);

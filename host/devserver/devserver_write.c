@@ -359,6 +359,11 @@ int luna_ds_write_update(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur, json_t 
                     return rc;
                 }
         }
+        if (luna_ds_admission_validate_config(t, result, st) < 0) {
+            json_decref(old);
+            json_decref(result);
+            return -st->code;
+        }
         if (strcmp(t->resource, "customresourcedefinitions") == 0 && !t->custom) {
             int rc = luna_ds_types_crd_validate(ds->types, result, st);
             if (rc < 0) {
@@ -471,6 +476,8 @@ int luna_ds_write_create(luna_ds *ds, luna_ds_type *t, json_t *doc, const char *
         rc = luna_ds_validate_namespace_usable(ds, t, ns, name, true, st);
     if (rc == 0 && strcmp(t->resource, "customresourcedefinitions") == 0 && !t->custom)
         rc = luna_ds_types_crd_validate(ds->types, doc, st);
+    if (rc == 0)
+        rc = luna_ds_admission_validate_config(t, doc, st);
     char key[600];
     luna_ds_doc_key(key, sizeof key, t, ns ? ns : "", name);
     if (rc == 0 && luna_ds_store_get(t->coll, key))
