@@ -411,7 +411,8 @@ int luna_ds_admit(luna_ds *ds, const luna_ds_admit_attrs *a, json_t **doc, luna_
     r.object = object ? json_deep_copy(object) : NULL;
     r.old = a->old ? json_deep_copy(a->old) : NULL;
     r.options = request_options(ds, ad->req);
-    r.user = luna_ds_auth_user_info(ds, ad->req->authorization);
+    r.user = ad->req->user ? json_incref(ad->req->user)
+                           : luna_ds_auth_user_info(ds, ad->req->authorization);
     r.dry_run = ds->dry_run;
     bool oom = !r.group || !r.version || !r.resource || !r.sub || !r.kind_group ||
                !r.kind_version || !r.kind || !r.ns || !r.name || !r.old_rv ||

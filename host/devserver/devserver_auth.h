@@ -67,8 +67,11 @@ bool luna_ds_auth_request(luna_ds *ds, const char *authorization);
 
 /* The requester of a request with this Authorization header (may be
  * NULL), as an authentication.k8s.io/v1 UserInfo: an issued token's
- * ServiceAccount, else the admin in system:masters.  A new object (caller
- * owns), NULL when out of memory. */
+ * ServiceAccount, else the admin in system:masters (luna_ds_auth_request
+ * let it in, or the server takes anyone).  The transport calls it on the
+ * headers, with the authentication, and the request carries the answer
+ * (luna_ds_request.user).  A new object (caller owns), NULL when out of
+ * memory. */
 json_t *luna_ds_auth_user_info(luna_ds *ds, const char *authorization);
 
 /* The endpoints (the router checks method and path). */

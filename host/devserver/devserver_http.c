@@ -107,6 +107,7 @@ struct request {
     unsigned ready_code;
     bool resumed;            /* resumed with an answer: NULL ready means out of memory */
     luna_ds_admit_job *admission; /* the webhooks being called (owned) or NULL */
+    json_t *user;            /* the requester, resolved on the headers (owned) */
     const char *url, *method; /* MHD's, valid until the request completes */
     int admissions;          /* rounds of webhooks (the object moved meanwhile) */
     ev_timer delay;
@@ -422,6 +423,15 @@ static struct MHD_Response *screen(struct request *r, struct MHD_Connection *c, 
             return status_response(&st);
         }
     }
+    /* who asks is settled now, with the authentication (devserver_request.h) */
+    r->user = luna_ds_auth_user_info(srv->ds,
+                                     MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"));
+    if (!r->user) {
+        luna_ds_status st = { 0 };
+        luna_ds_status_oom(&st);
+        *code = 500;
+        return status_response(&st);
+    }
     const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     if (length) {
         /* MHD has already refused a length that is not a number; several
@@ -627,6 +637,7 @@ static struct MHD_Response *handle(struct request *r, const char *url, const cha
         .user_agent = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "User-Agent"),
         .accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
         .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+        .user = r->user,
         .body = json_body ? json_body : r->body,
         .body_len = json_body ? json_len : r->len,
     };
@@ -863,6 +874,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         MHD_destroy_response(r->ready);
     release(r);
     free(r->body);
+    json_decref(r->user);
     free(r);
     *con_cls = NULL;
 }
