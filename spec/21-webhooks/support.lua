@@ -1,0 +1,65 @@
+-- Shared by the webhook specs: an RFC 6902 applier written apart from
+-- lua/luna/webhook.lua's diff (so a spec checks one against the other),
+-- and deep equality over decoded JSON.
+local core = require("luna.core")
+local json = core.json
+
+local S = {}
+
+local function copy(v)
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = copy(x) end
+  if json.is_array(v) then json.array(out) end
+  return out
+end
+
+local function unescape(s) return (s:gsub("~1", "/"):gsub("~0", "~")) end
+
+-- Applies ops (decoded JSON Patch) to a copy of doc; raises on a bad op.
+function S.apply(doc, ops)
+  doc = copy(doc)
+  for _, op in ipairs(ops) do
+    local parts = {}
+    for p in op.path:gmatch("/([^/]*)") do parts[#parts + 1] = unescape(p) end
+    local parent = doc
+    for i = 1, #parts - 1 do
+      local k = parts[i]
+      if json.is_array(parent) then k = tonumber(k) + 1 end
+      parent = parent[k]
+      assert(type(parent) == "table", "no parent for " .. op.path)
+    end
+    local last = parts[#parts]
+    if json.is_array(parent) then
+      local i = last == "-" and #parent + 1 or tonumber(last) + 1
+      if op.op == "add" then table.insert(parent, i, copy(op.value))
+      elseif op.op == "remove" then assert(parent[i] ~= nil, op.path); table.remove(parent, i)
+      elseif op.op == "replace" then assert(parent[i] ~= nil, op.path); parent[i] = copy(op.value)
+      else error("op " .. op.op) end
+    else
+      if op.op == "add" then parent[last] = copy(op.value)
+      elseif op.op == "remove" then assert(parent[last] ~= nil, op.path); parent[last] = nil
+      elseif op.op == "replace" then assert(parent[last] ~= nil, op.path); parent[last] = copy(op.value)
+      else error("op " .. op.op) end
+    end
+  end
+  return doc
+end
+
+-- Equal as JSON (canonical encoding with sorted keys).
+function S.canon(v)
+  if type(v) ~= "table" then return json.encode(v) end
+  if json.is_array(v) or (#v > 0) then
+    local out = {}
+    for i = 1, #v do out[i] = S.canon(v[i]) end
+    return "[" .. table.concat(out, ",") .. "]"
+  end
+  local keys = {}
+  for k in pairs(v) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local out = {}
+  for i, k in ipairs(keys) do out[i] = json.encode(k) .. ":" .. S.canon(v[k]) end
+  return "{" .. table.concat(out, ",") .. "}"
+end
+
+return S
