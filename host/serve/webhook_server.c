@@ -275,10 +275,16 @@ static int register_metrics(struct luna_webhook_server *s, struct luna_metrics *
     return 0;
 }
 
-int luna_webhook_server_register_metrics(struct luna_metrics *reg, luna_error *err)
+int luna_webhook_server_register_metrics(struct luna_metrics *reg, const char *path,
+                                         luna_error *err)
 {
     struct luna_webhook_server s = { 0 };
-    return register_metrics(&s, reg, err);
+    int rc = register_metrics(&s, reg, err);
+    if (rc < 0)
+        return rc;
+    in_flight(&s, path, 0);
+    count(&s, path, 200, 0.001);
+    return 0;
 }
 
 int luna_webhook_server_start(const struct luna_webhook_server_options *o,

@@ -100,8 +100,10 @@ const char *luna_webhook_server_address(const struct luna_webhook_server *s);
 int luna_webhook_server_set_certificate(struct luna_webhook_server *s, const char *cert_pem,
                                         const char *key_pem, luna_error *err);
 
-/* Registers the three families in reg (as the server does; specs). */
-int luna_webhook_server_register_metrics(struct luna_metrics *reg, luna_error *err);
+/* Registers the three families in reg, as the server does, with the
+ * series of one request answered 200 on path (specs: the names table). */
+int luna_webhook_server_register_metrics(struct luna_metrics *reg, const char *path,
+                                         luna_error *err);
 
 /* The budget of a call of a webhook with that timeoutSeconds. */
 double luna_webhook_budget(double timeout_seconds);
