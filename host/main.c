@@ -50,6 +50,9 @@ static void usage(FILE *out)
           "  test [DIR|FILE]...    run controller specs (*_test.lua) against the real runtime\n"
           "                        and an embedded dev server (--help for options)\n"
           "  stubs DIR             write LuaLS definitions of the script API into DIR\n"
+          "  webhooks manifest [options] DIR\n"
+          "                        print the webhook configurations of DIR's webhooks\n"
+          "                        (docs/webhooks.md)\n"
           "  rbac [options] DIR    print the ClusterRole DIR's controllers need, from their\n"
           "                        sources and the calls their specs make (--help for options)\n"
           "  trigger [options] ... reconcile keys now, pause or resume a controller of a\n"
@@ -658,7 +661,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "dev-server") == 0)
         return luna_devserver_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "test") == 0 || strcmp(cmd, "stubs") == 0 || strcmp(cmd, "rbac") == 0)
+    if (strcmp(cmd, "test") == 0 || strcmp(cmd, "stubs") == 0 || strcmp(cmd, "rbac") == 0 ||
+        strcmp(cmd, "webhooks") == 0)
         return cmd_lua_tool(argc, argv);
     if (strcmp(cmd, "trigger") == 0)
         return luna_admin_cli_main(argc - 1, argv + 1);

@@ -55,8 +55,10 @@ int luna_mhd_loop_attach(struct luna_mhd_loop *ml, struct MHD_Daemon *daemon,
     ml->daemon = daemon;
     ml->kicked = false;
     ev_io_init(&ml->io, on_io, info->epoll_fd, EV_READ);
+    ev_set_priority(&ml->io, ml->priority);
     ev_io_start(luna_loop(), &ml->io);
     ev_timer_init(&ml->timer, on_timer, 0.0, 0.0);
+    ev_set_priority(&ml->timer, ml->priority);
     run(ml);
     return 0;
 }

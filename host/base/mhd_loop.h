@@ -35,6 +35,8 @@ struct luna_mhd_loop {
     ev_io io;                   /* MHD's epoll fd */
     ev_timer timer;             /* MHD's next timeout, or a kick */
     bool kicked;                /* run MHD again as soon as possible */
+    int priority;               /* the watchers' libev priority (set before
+                                 * attach; 0: the default) */
 };
 
 /* Takes a daemon started with MHD_USE_EPOLL (no internal thread), starts

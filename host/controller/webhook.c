@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/clock.h"
+#include "controller/controller_impl.h"
 #include "controller/loader.h"
 #include "lua/lua_util.h"
 #include "script/watchdog.h"
@@ -116,7 +118,11 @@ enum luna_webhook_result luna_webhook_call(lua_State *L, int i, const char *body
     lua_pushlstring(L, body, len);
     struct luna_watchdog_limits lim = { .seconds = seconds };
     struct luna_watchdog_guard g = { .what = "webhook", .owner = name, .limits = &lim };
+    double t0 = luna_clock_now(luna_clock_monotonic());
     int rc = luna_watchdog_pcall(L, 2, 1, top + 1, &g);
+    /* the dispatch slice counts it: after a long call the reconciles
+     * give the loop a breather, as after a long reconcile */
+    luna_controller_charge(luna_clock_now(luna_clock_monotonic()) - t0);
     if (rc != 0) {
         if (g.stop != LUNA_WATCHDOG_RUNNING) {
             luna_watchdog_describe(&g, why, why_size);

@@ -830,6 +830,7 @@ int luna_httpd_start(const struct luna_httpd_options *o, struct luna_httpd **out
     s->admin = o->admin;
     s->admin_ud = o->admin_ud;
     s->post = o->post;
+    s->ml.priority = o->priority;
     s->post_ud = o->post_ud;
     s->post_max_body = o->post_max_body ? o->post_max_body : (size_t)7 << 20;
     s->tls = o->tls_cert_pem != NULL;

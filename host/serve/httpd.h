@@ -152,6 +152,10 @@ struct luna_httpd_options {
      * up to date; may be NULL. */
     void (*prepare)(void *ud, enum luna_httpd_endpoint endpoint);
     void *ud;
+    /* The libev priority of the server's watchers: EV_MAXPRI has its
+     * requests handled before other watchers of the same loop iteration
+     * (the admission webhooks: the API server waits).  0: the default. */
+    int priority;
     /* Seconds to read a request's head, and the whole request (0: the
      * defaults above). */
     double read_header_timeout, read_timeout;

@@ -1,6 +1,7 @@
 /* webhook_server.c — see webhook_server.h. */
 #include "serve/webhook_server.h"
 
+#include <ev.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,18 +223,18 @@ static int serve(void *ud, const char *path, const char *body, size_t len,
         luna_error("webhook failed", "webhook", info.name, "uid", uid, "operation", op,
                    "failure_policy", info.failure_policy,
                    "stopped", r == LUNA_WEBHOOK_STOPPED ? "true" : NULL, "error", why);
-    } else if (s->shadow && (!a.allowed || a.patch)) {
-        char ops[16];
-        snprintf(ops, sizeof ops, "%zu", a.ops);
+    }
+    char code[8], ops[16];
+    snprintf(code, sizeof code, "%d", a.code);
+    snprintf(ops, sizeof ops, "%zu", a.ops);
+    if (s->shadow && (!a.allowed || a.patch)) {
+        /* what it would have done, then allowed as it is */
         luna_info("webhook shadow", "webhook", info.name, "uid", uid, "operation", op, "would",
-                  a.allowed ? "patch" : "deny", LUNA_LOG_NUM("ops"), ops, "message",
-                  a.message ? a.message : "", "patch", a.patch ? a.patch : "");
+                  a.allowed ? "patch" : "deny", LUNA_LOG_NUM("code"), code, LUNA_LOG_NUM("ops"),
+                  ops, "message", a.message ? a.message : "", "patch", a.patch ? a.patch : "");
         luna_webhook_answer_free(&a);
         a.allowed = true;
-    } else {
-        char code[8], ops[16];
-        snprintf(code, sizeof code, "%d", a.code);
-        snprintf(ops, sizeof ops, "%zu", a.ops);
+    } else if (r == LUNA_WEBHOOK_OK) {
         luna_log(a.allowed ? LUNA_LOG_DEBUG : LUNA_LOG_INFO, "webhook request", "webhook",
                  info.name, "uid", uid, "operation", op, LUNA_LOG_BOOL("allowed"),
                  a.allowed ? "true" : "false", LUNA_LOG_NUM("code"), code, LUNA_LOG_NUM("ops"),
@@ -311,6 +312,9 @@ int luna_webhook_server_start(const struct luna_webhook_server_options *o,
         .post = serve,
         .post_ud = s,
         .post_max_body = LUNA_WEBHOOK_MAX_BODY,
+        /* ahead of everything else the loop has to do in an iteration:
+         * reconciles resumed by API answers, the dispatchers' starts */
+        .priority = EV_MAXPRI,
         .read_header_timeout = o->read_header_timeout,
         .read_timeout = o->read_timeout,
     };

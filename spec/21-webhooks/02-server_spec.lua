@@ -62,33 +62,7 @@ return luna.controller {
 ]]):format(version, extra or "")
 end
 
-local function review(uid, object, op)
-  return json.encode({
-    apiVersion = "admission.k8s.io/v1", kind = "AdmissionReview",
-    request = {
-      uid = uid, operation = op or "CREATE", name = object.metadata.name, namespace = "default",
-      kind = { group = "", version = "v1", kind = "ConfigMap" },
-      resource = { group = "", version = "v1", resource = "configmaps" },
-      userInfo = { username = "alice", groups = json.array({ "system:authenticated" }) },
-      object = object, dryRun = false,
-    },
-  })
-end
-
--- POSTs body (a string, or @file) to path; returns status and body.
-local function post(addr, cacert, path, body, method)
-  local dir = helpers.tmpdir()
-  local file = body
-  if body:sub(1, 1) ~= "@" then
-    helpers.write_file(dir .. "/body", body)
-    file = "@" .. dir .. "/body"
-  end
-  local out = helpers.run(("env -u LD_PRELOAD curl -s --max-time 20 --cacert %s -X %s "
-    .. "-H 'Content-Type: application/json' --data-binary %s -o %s/out -w '%%{http_code}' "
-    .. "https://localhost:%s%s"):format(cacert, method or "POST", file, dir, addr:match(":(%d+)$"),
-    path))
-  return tonumber(out), helpers.read_file(dir .. "/out") or ""
-end
+local review, post = S.review, S.post
 
 local function make_cert(dir, prefix)
   local out, rc = helpers.run(([[cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \

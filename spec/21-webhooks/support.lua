@@ -1,6 +1,7 @@
 -- Shared by the webhook specs: an RFC 6902 applier written apart from
 -- lua/luna/webhook.lua's diff (so a spec checks one against the other),
 -- and deep equality over decoded JSON.
+local helpers = require("helpers")
 local core = require("luna.core")
 local json = core.json
 
@@ -60,6 +61,38 @@ function S.canon(v)
   local out = {}
   for i, k in ipairs(keys) do out[i] = json.encode(k) .. ":" .. S.canon(v[k]) end
   return "{" .. table.concat(out, ",") .. "}"
+end
+
+-- An AdmissionReview v1 of a ConfigMap request (object: nil for DELETE,
+-- old: the old object).
+function S.review(uid, object, op, old)
+  return json.encode({
+    apiVersion = "admission.k8s.io/v1", kind = "AdmissionReview",
+    request = {
+      uid = uid, operation = op or "CREATE", name = (object or old).metadata.name, namespace = "default",
+      kind = { group = "", version = "v1", kind = "ConfigMap" },
+      resource = { group = "", version = "v1", resource = "configmaps" },
+      userInfo = { username = "alice", groups = json.array({ "system:authenticated" }) },
+      object = object, oldObject = old, dryRun = false,
+    },
+  })
+end
+
+-- POSTs body (a string, or @file) to path of the server at addr, checking
+-- its certificate against cacert (nil: not checked, a self-signed one);
+-- returns the status and the body.
+function S.post(addr, cacert, path, body, method)
+  local dir = helpers.tmpdir()
+  local file = body
+  if body:sub(1, 1) ~= "@" then
+    helpers.write_file(dir .. "/body", body)
+    file = "@" .. dir .. "/body"
+  end
+  local out = helpers.run(("env -u LD_PRELOAD curl -s --max-time 20 %s -X %s "
+    .. "-H 'Content-Type: application/json' --data-binary %s -o %s/out -w '%%{http_code}' "
+    .. "https://localhost:%s%s"):format(cacert and "--cacert " .. cacert or "-k", method or "POST", file, dir, addr:match(":(%d+)$"),
+    path))
+  return tonumber(out), helpers.read_file(dir .. "/out") or ""
 end
 
 return S
