@@ -233,8 +233,10 @@ static int check_controller(lua_State *L)
 }
 
 /* Appends each declaration of the list at idx to the state's webhooks, as
- * { file = path, decl = d }; a name already declared is an error. */
-static int add_webhooks(lua_State *L, int idx, const char *path, luna_error *err)
+ * { file = path, decl = d, account = the file's memory account }; a name
+ * already declared is an error. */
+static int add_webhooks(lua_State *L, int idx, const char *path, unsigned account,
+                        luna_error *err)
 {
     if (!lua_istable(L, idx))
         return 0;
@@ -266,9 +268,11 @@ static int add_webhooks(lua_State *L, int idx, const char *path, luna_error *err
             lua_pop(L, 4);
         }
         lua_pop(L, 1);
-        lua_createtable(L, 0, 2);
+        lua_createtable(L, 0, 3);
         lua_pushstring(L, path);
         lua_setfield(L, -2, "file");
+        lua_pushnumber(L, account);
+        lua_setfield(L, -2, "account");
         lua_insert(L, -2);
         lua_setfield(L, -2, "decl");
         lua_rawseti(L, all, ++have);
@@ -365,7 +369,7 @@ int luna_loader_load_file(lua_State *L, const char *path, luna_error *err)
         return LUNA_ELUA;
     }
     /* stack: traceback, deps, value, webhooks */
-    if (add_webhooks(L, lua_gettop(L), path, err) < 0) {
+    if (add_webhooks(L, lua_gettop(L), path, lim.account, err) < 0) {
         lua_settop(L, top);
         return LUNA_ELUA;
     }
@@ -559,4 +563,18 @@ int luna_loader_push_webhook(lua_State *L, int i)
     lua_getfield(L, -1, "decl");
     lua_remove(L, -2);
     return 0;
+}
+
+unsigned luna_loader_webhook_account(lua_State *L, int i)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, WEBHOOKS_KEY);
+    lua_rawgeti(L, -1, i);
+    unsigned id = 0;
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "account");
+        id = (unsigned)lua_tonumber(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+    return id;
 }

@@ -68,6 +68,9 @@ int luna_loader_failure(lua_State *L, int i, const char **file, const char **err
  * or LUNA_ENOTFOUND (nothing pushed). */
 int luna_loader_webhook_count(lua_State *L);
 int luna_loader_push_webhook(lua_State *L, int i);
+/* The memory account of the file webhook i was declared in (its calls are
+ * charged there, as its controller's reconciles are), or 0. */
+unsigned luna_loader_webhook_account(lua_State *L, int i);
 
 /* Number of controllers loaded so far. */
 int luna_loader_count(lua_State *L);

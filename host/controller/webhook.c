@@ -116,7 +116,8 @@ enum luna_webhook_result luna_webhook_call(lua_State *L, int i, const char *body
     const char *name = lua_tostring(L, -1);
     lua_pop(L, 1);
     lua_pushlstring(L, body, len);
-    struct luna_watchdog_limits lim = { .seconds = seconds };
+    struct luna_watchdog_limits lim = { .seconds = seconds,
+                                        .account = luna_loader_webhook_account(L, i) };
     struct luna_watchdog_guard g = { .what = "webhook", .owner = name, .limits = &lim };
     double t0 = luna_clock_now(luna_clock_monotonic());
     int rc = luna_watchdog_pcall(L, 2, 1, top + 1, &g);

@@ -8,7 +8,8 @@
  * the loop thread.
  *
  * A call runs to its end inside one watchdog guard ("webhook", owner the
- * webhook's name) whose time budget is the caller's (timeoutSeconds minus
+ * webhook's name, charged to its file's memory account) whose time budget
+ * is the caller's (timeoutSeconds minus
  * a margin, webhook_server.h): a webhook function cannot yield, so the API
  * server's answer never waits on the loop.  An error, a wrong answer shape
  * or a stop comes back as LUNA_WEBHOOK_ERROR or LUNA_WEBHOOK_STOPPED with

@@ -66,6 +66,8 @@
 #define CHECK_DECODED "objects-decoded"
 #define CHECK_LEADER "leader-or-standby"
 #define CHECK_CURRENT "controllers-current"
+/* only once a file declares a webhook: the webhook server serves */
+#define CHECK_WEBHOOKS "webhook-server"
 
 /* Why a watch ended, as luna_watch_restarts_total{reason} names it, in the
  * order of struct informer_metrics.ends. */
@@ -1066,8 +1068,12 @@ static int ensure_webhook_server(struct runtime *rt, luna_error *err)
     struct luna_serving_cert_options co = {
         .dir = rt->cfg->webhook_cert_path, .changed = webhook_cert_changed, .ud = rt,
     };
-    if (!rt->webhook_cert && (rc = luna_serving_cert_new(&co, &rt->webhook_cert, err)) < 0)
-        return luna_error_wrap(err, "webhook server");
+    if (!rt->webhook_cert && (rc = luna_serving_cert_new(&co, &rt->webhook_cert, err)) < 0) {
+        luna_error_wrap(err, "webhook server");
+        if (rt->health)
+            luna_health_set(rt->health, CHECK_WEBHOOKS, false, err->msg, NULL);
+        return rc;
+    }
     struct luna_webhook_server_options wo = {
         .address = addr,
         .cert_pem = luna_serving_cert_pem(rt->webhook_cert),
@@ -1078,8 +1084,13 @@ static int ensure_webhook_server(struct runtime *rt, luna_error *err)
         .read_header_timeout = rt->cfg->http_read_header_timeout,
         .read_timeout = rt->cfg->http_read_timeout,
     };
-    if ((rc = luna_webhook_server_start(&wo, &rt->webhook_srv, err)) < 0)
+    if ((rc = luna_webhook_server_start(&wo, &rt->webhook_srv, err)) < 0) {
+        if (rt->health)
+            luna_health_set(rt->health, CHECK_WEBHOOKS, false, err->msg, NULL);
         return rc;
+    }
+    if (rt->health)
+        luna_health_set(rt->health, CHECK_WEBHOOKS, true, NULL, NULL);
     char count[16], max[24];
     snprintf(count, sizeof count, "%d", n);
     snprintf(max, sizeof max, "%zu", (size_t)LUNA_WEBHOOK_MAX_BODY);

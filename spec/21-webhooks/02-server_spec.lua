@@ -88,7 +88,7 @@ local function metrics(addr)
 end
 
 describe("webhook server", function()
-  local proc, addr, ca1, ca2, dir, certs, work, maddr
+  local proc, addr, ca1, ca2, dir, certs, work, maddr, haddr
 
   setup(function()
     dir, certs, work = helpers.tmpdir(), helpers.tmpdir(), helpers.tmpdir()
@@ -100,6 +100,7 @@ describe("webhook server", function()
                            "--webhook-cert-path", certs, dir })
     local _
     _, maddr = proc:expect("metrics server listening address=(%S+)", 20)
+    _, haddr = proc:expect("health probe server listening address=(%S+)", 20)
     _, addr = proc:expect("webhook server listening address=(%S+) cert=files", 20)
   end)
 
@@ -200,6 +201,11 @@ describe("webhook server", function()
     status = post(addr, ca1, "/validate/cm.validate.example.com",
       review("uid-after", { metadata = { name = "ok" } }))
     assert.equal(200, status)
+  end)
+
+  it("is a readiness check once it serves", function()
+    local out = helpers.run(("env -u LD_PRELOAD curl -s http://%s/readyz/webhook-server"):format(haddr))
+    assert.equal("ok", out)
   end)
 
   it("counts requests in controller-runtime's metrics", function()
