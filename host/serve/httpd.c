@@ -297,6 +297,36 @@ static enum MHD_Result send_413(struct MHD_Connection *c, size_t max)
     return send_static(c, MHD_HTTP_CONTENT_TOO_LARGE, text);
 }
 
+/* The head of a request to a POST path: 405 for another method, 413 for a
+ * Content-Length past the bound (at once, the body unread: MHD closes the
+ * connection after the answer), else its body is read (struct post). */
+static enum MHD_Result start_post(struct luna_httpd *s, struct MHD_Connection *c,
+                                  const char *method, void **con_cls)
+{
+    if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
+        *con_cls = &seen_head;
+        char *text = strdup("method not allowed: POST an AdmissionReview\n");
+        if (!text)
+            return MHD_NO;
+        return send_text_allow(c, MHD_HTTP_METHOD_NOT_ALLOWED, TEXT_PLAIN, text, strlen(text),
+                               "POST");
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > s->post_max_body) {
+        *con_cls = &seen_head;
+        return send_413(c, s->post_max_body);
+    }
+    struct post *p = calloc(1, sizeof *p);
+    if (!p)
+        return MHD_NO;
+    p->post = true;
+    p->s = s;
+    *con_cls = p;
+    conn_phase(c, READ_BODY);
+    return MHD_YES;
+}
+
 /* A POST to s->post: the body read into a buffer (bounded), then
  * answered by the handler. */
 static enum MHD_Result serve_post(struct luna_httpd *s, struct MHD_Connection *c,
@@ -631,32 +661,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                 strncmp(url, "/healthz/", 9) == 0 ||
                                 strncmp(url, "/readyz/", 8) == 0)) ||
                  (s->admin && admin_path(url));
-    if (!*con_cls && s->post && !fixed) {
-        if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
-            *con_cls = &seen_head;
-            char *text = strdup("method not allowed: POST an AdmissionReview\n");
-            if (!text)
-                return MHD_NO;
-            return send_text_allow(c, MHD_HTTP_METHOD_NOT_ALLOWED, TEXT_PLAIN, text,
-                                   strlen(text), "POST");
-        }
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->post_max_body) {
-            *con_cls = &seen_head;
-            return send_413(c, s->post_max_body);
-        }
-        struct post *p = calloc(1, sizeof *p);
-        if (!p)
-            return MHD_NO;
-        p->post = true;
-        p->s = s;
-        *con_cls = p;
-        conn_phase(c, READ_BODY);
-        return MHD_YES;
-    }
-    if (*con_cls && *con_cls != &seen_head && *(bool *)*con_cls)
-        return serve_post(s, c, url, upload_data, upload_size, con_cls);
     if (!*con_cls) {
         /* Request smuggling (mhd_loop.h): answered at once, before any body
          * byte is read; MHD then closes the connection. */
@@ -669,10 +673,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             conn_phase(c, ANSWER);
             return send_text(c, MHD_HTTP_BAD_REQUEST, TEXT_PLAIN, body, (size_t)n);
         }
+        if (s->post && !fixed)
+            return start_post(s, c, method, con_cls);
         *con_cls = &seen_head;
         conn_phase(c, READ_BODY);
         return MHD_YES;
     }
+    if (*con_cls != &seen_head && *(bool *)*con_cls)
+        return serve_post(s, c, url, upload_data, upload_size, con_cls);
     if (*upload_size) {
         *upload_size = 0; /* bodies mean nothing here */
         return MHD_YES;

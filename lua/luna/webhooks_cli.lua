@@ -125,16 +125,35 @@ function M.render(webhooks, o)
          table.concat(docs, "---\n")
 end
 
-local function base64_file(path)
+local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+local function base64(s)
+  local out = {}
+  for i = 1, #s, 3 do
+    local a, b, c = s:byte(i, i + 2)
+    local n = a * 65536 + (b or 0) * 256 + (c or 0)
+    local q = {}
+    for k = 3, 0, -1 do
+      local v = math.floor(n / 64 ^ k) % 64
+      q[#q + 1] = B64:sub(v + 1, v + 1)
+    end
+    if not b then q[3], q[4] = "=", "="
+    elseif not c then q[4] = "=" end
+    out[#out + 1] = table.concat(q)
+  end
+  return table.concat(out)
+end
+
+-- The base64 of a PEM file holding a certificate, or nil and why.
+local function ca_bundle(path)
   local f = io.open(path, "rb")
-  if not f then return nil end
+  if not f then return nil, "cannot read it" end
   local s = f:read("*a")
   f:close()
-  local p = io.popen("base64 -w0 < '" .. path:gsub("'", "'\\''") .. "'")
-  local out = p:read("*a")
-  p:close()
-  if s == "" or out == "" then return nil end
-  return out
+  if not s:find("-----BEGIN CERTIFICATE-----", 1, true) then
+    return nil, "no PEM certificate in it"
+  end
+  return base64(s)
 end
 
 function M.main(cli, lib, args)
@@ -182,9 +201,11 @@ function M.main(cli, lib, args)
       o.url = v
     elseif flag == "--ca-bundle" then
       local v = value()
-      o.ca_bundle = v and base64_file(v)
+      local why
+      if v then o.ca_bundle, why = ca_bundle(v) end
       if not o.ca_bundle then
-        io.stderr:write("luna webhooks: --ca-bundle ", tostring(v), ": cannot read it\n")
+        io.stderr:write("luna webhooks: --ca-bundle ", tostring(v), ": ", why or "needs a file",
+                        "\n")
         return 2
       end
     elseif flag:sub(1, 1) == "-" then
