@@ -240,7 +240,22 @@ static int serve(void *ud, const char *path, const char *body, size_t len,
                  a.allowed ? "true" : "false", LUNA_LOG_NUM("code"), code, LUNA_LOG_NUM("ops"),
                  ops, "duration", took_s, "message", a.message, NULL);
     }
-    status = write_review(out, uid, &a) == 0 ? 200 : 500;
+    status = 200;
+    if (write_review(out, uid, &a) < 0) {
+        /* a message or warning that is not UTF-8 (JSON cannot carry it):
+         * a failure of the webhook, answered by its failure policy */
+        bool allow = s->shadow || strcmp(info.failure_policy, "Ignore") == 0;
+        char msg[512];
+        snprintf(msg, sizeof msg, "webhook %s failed (failurePolicy %s): its answer cannot be "
+                 "encoded as JSON (a message or warning that is not UTF-8)", info.name,
+                 info.failure_policy);
+        luna_error("webhook failed", "webhook", info.name, "uid", uid, "error", msg);
+        struct luna_webhook_answer f = { .allowed = allow, .code = allow ? 0 : 500,
+                                         .message = allow ? NULL : msg };
+        luna_textbuf_reset(out);
+        if (write_review(out, uid, &f) < 0)
+            status = 500;
+    }
     luna_webhook_answer_free(&a);
     *ctype = JSON_TYPE;
     in_flight(s, path, -1);

@@ -30,6 +30,7 @@ return luna.controller {
         if data.bad then return false, "bad data in " .. req.name end
         if data.code then return { allowed = false, message = "teapot", code = 418 } end
         if data.boom then error("kaboom") end
+        if data.binary then return false, "\255 not UTF-8" end
         if data.spin then while true do end end
         return { warnings = { %q .. " saw " .. req.operation .. " by " .. req.user_info.username } }
       end,
@@ -155,6 +156,15 @@ describe("webhook server", function()
     assert.is_false(r.allowed)
     assert.equal(500, r.status.code)
     assert.truthy(r.status.message:find("kaboom", 1, true), r.status.message)
+
+    status, body = post(addr, ca1, "/validate/cm.validate.example.com",
+      review("uid-u", { metadata = { name = "u" }, data = { binary = "1" } }))
+    assert.equal(200, status)
+    r = json.decode(body).response
+    assert.equal("uid-u", r.uid)
+    assert.is_false(r.allowed)
+    assert.equal(500, r.status.code)
+    assert.truthy(r.status.message:find("cannot be encoded", 1, true), r.status.message)
 
     status, body = post(addr, ca1, "/validate/cm.ignore.example.com",
       review("uid-i", { metadata = { name = "i" } }))
