@@ -50,6 +50,9 @@ static void usage(FILE *out)
           "  test [DIR|FILE]...    run controller specs (*_test.lua) against the real runtime\n"
           "                        and an embedded dev server (--help for options)\n"
           "  stubs DIR             write LuaLS definitions of the script API into DIR\n"
+          "  webhooks manifest [options] DIR\n"
+          "                        print the webhook configurations of DIR's webhooks\n"
+          "                        (docs/webhooks.md)\n"
           "  rbac [options] DIR    print the ClusterRole DIR's controllers need, from their\n"
           "                        sources and the calls their specs make (--help for options)\n"
           "  trigger [options] ... reconcile keys now, pause or resume a controller of a\n"
@@ -74,6 +77,13 @@ static void usage(FILE *out)
           "                        the metrics server's certificate and key, re-read when\n"
           "                        they change (default: a self-signed certificate)\n"
           "  --metrics-cert-name NAME  certificate file in DIR (default tls.crt)\n"
+          "  --webhook-bind-address ADDR\n"
+          "                        serve the admission webhooks the files declare on\n"
+          "                        HOST:PORT over HTTPS (default :9443; with --dev-server\n"
+          "                        127.0.0.1:0; 0: off); only when a file declares one\n"
+          "  --webhook-cert-path DIR\n"
+          "                        the webhook server's tls.crt and tls.key, re-read when\n"
+          "                        they change (default: a self-signed certificate)\n"
           "  --metrics-cert-key NAME   key file in DIR (default tls.key)\n"
           "  --admin-endpoints[=BOOL]\n"
           "                        serve /admin/ (luna trigger: reconcile now, pause, resume)\n"
@@ -234,6 +244,7 @@ enum run_flag {
     OPT_LEASE_DURATION, OPT_RENEW_DEADLINE, OPT_RETRY_PERIOD, OPT_GRACE, OPT_WATCH, OPT_REQUIRE_ALL,
     OPT_DEV_SERVER, OPT_SEED, OPT_INSTR_LIMIT, OPT_TIME_LIMIT, OPT_MEM_LIMIT,
     OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
+    OPT_WEBHOOK_ADDR, OPT_WEBHOOK_CERT_PATH,
     OPT_TEST_CONTROL, OPT_FAKE_CLOCK,
     OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD, OPT_WATCH_LIST, OPT_MIN_WATCH_TIMEOUT, OPT_SHARDS,
     OPT_SHARD_BY, OPT_SHARD_SET, OPT_SHARD_MARGIN, OPT_WATCH_IDLE, OPT_CTL_MEM_LIMIT,
@@ -269,6 +280,8 @@ static int cmd_run(int argc, char **argv)
         { "metrics-bind-address", required_argument, NULL, OPT_METRICS_ADDR },
         { "metrics-secure", optional_argument, NULL, OPT_METRICS_SECURE },
         { "metrics-cert-path", required_argument, NULL, OPT_METRICS_CERT_PATH },
+        { "webhook-bind-address", required_argument, NULL, OPT_WEBHOOK_ADDR },
+        { "webhook-cert-path", required_argument, NULL, OPT_WEBHOOK_CERT_PATH },
         { "metrics-cert-name", required_argument, NULL, OPT_METRICS_CERT_NAME },
         { "metrics-cert-key", required_argument, NULL, OPT_METRICS_CERT_KEY },
         { "health-probe-bind-address", required_argument, NULL, OPT_HEALTH_ADDR },
@@ -374,6 +387,12 @@ static int cmd_run(int argc, char **argv)
             if (ch == OPT_METRICS_CERT_PATH) cfg.metrics_cert_path = optarg;
             else if (ch == OPT_METRICS_CERT_NAME) cfg.metrics_cert_name = optarg;
             else cfg.metrics_cert_key = optarg;
+            break;
+        case OPT_WEBHOOK_ADDR: cfg.webhook_bind_address = optarg; break;
+        case OPT_WEBHOOK_CERT_PATH:
+            if (!*optarg)
+                return bad_flag(name, optarg, "want a directory");
+            cfg.webhook_cert_path = optarg;
             break;
         case OPT_LEADER_ID: cfg.leader_election_id = optarg; break;
         case OPT_LEADER_NS: cfg.leader_election_namespace = optarg; break;
@@ -642,7 +661,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "dev-server") == 0)
         return luna_devserver_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "test") == 0 || strcmp(cmd, "stubs") == 0 || strcmp(cmd, "rbac") == 0)
+    if (strcmp(cmd, "test") == 0 || strcmp(cmd, "stubs") == 0 || strcmp(cmd, "rbac") == 0 ||
+        strcmp(cmd, "webhooks") == 0)
         return cmd_lua_tool(argc, argv);
     if (strcmp(cmd, "trigger") == 0)
         return luna_admin_cli_main(argc - 1, argv + 1);

@@ -2,6 +2,9 @@
 #include "base/mhd_loop.h"
 
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
 
 #include "base/loop.h"
 
@@ -52,8 +55,10 @@ int luna_mhd_loop_attach(struct luna_mhd_loop *ml, struct MHD_Daemon *daemon,
     ml->daemon = daemon;
     ml->kicked = false;
     ev_io_init(&ml->io, on_io, info->epoll_fd, EV_READ);
+    ev_set_priority(&ml->io, ml->priority);
     ev_io_start(luna_loop(), &ml->io);
     ev_timer_init(&ml->timer, on_timer, 0.0, 0.0);
+    ev_set_priority(&ml->timer, ml->priority);
     run(ml);
     return 0;
 }
@@ -85,4 +90,48 @@ int luna_mhd_loop_port(const struct luna_mhd_loop *ml)
     const union MHD_DaemonInfo *info =
         MHD_get_daemon_info(ml->daemon, MHD_DAEMON_INFO_BIND_PORT);
     return info ? info->port : 0;
+}
+
+struct framing {
+    unsigned lengths, encodings;
+    const char *first_length;
+    bool lengths_differ;
+    char got[160]; /* Go's %q of the lengths, for its message */
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    struct framing *f = cls;
+    if (!key || !value)
+        return MHD_YES;
+    if (strcasecmp(key, "Transfer-Encoding") == 0) {
+        f->encodings++;
+    } else if (strcasecmp(key, "Content-Length") == 0) {
+        if (f->lengths++ == 0)
+            f->first_length = value;
+        else if (strcmp(f->first_length, value) != 0)
+            f->lengths_differ = true;
+        size_t n = strlen(f->got);
+        snprintf(f->got + n, sizeof f->got - n, "%s\"%.32s\"", n ? " " : "[", value);
+    }
+    return MHD_YES;
+}
+
+bool luna_mhd_bad_framing(struct MHD_Connection *c, char *why, size_t why_size)
+{
+    struct framing f = { 0 };
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
+    if (f.lengths_differ) {
+        snprintf(why, why_size, "http: message cannot contain multiple Content-Length "
+                 "headers; got %s]", f.got);
+        return true;
+    }
+    if (f.lengths && f.encodings) {
+        snprintf(why, why_size, "http: message cannot contain both Content-Length and "
+                 "Transfer-Encoding headers");
+        return true;
+    }
+    return false;
 }

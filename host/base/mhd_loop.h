@@ -35,6 +35,8 @@ struct luna_mhd_loop {
     ev_io io;                   /* MHD's epoll fd */
     ev_timer timer;             /* MHD's next timeout, or a kick */
     bool kicked;                /* run MHD again as soon as possible */
+    int priority;               /* the watchers' libev priority (set before
+                                 * attach; 0: the default) */
 };
 
 /* Takes a daemon started with MHD_USE_EPOLL (no internal thread), starts
@@ -47,6 +49,15 @@ void luna_mhd_loop_kick(struct luna_mhd_loop *ml);
 /* Stops the watchers and the daemon (closing its connections).  A no-op
  * when nothing is attached. */
 void luna_mhd_loop_stop(struct luna_mhd_loop *ml);
+
+/* Request smuggling: framings a proxy in front and this server could read
+ * differently.  After MHD has a request's headers (its first access
+ * callback), true if they are unsafe, with Go net/http's reason in why
+ * (without the "400 Bad Request: " prefix): Content-Length headers that
+ * differ (Go takes equal ones as one), or a Content-Length beside
+ * Transfer-Encoding (RFC 9112 6.1; Go drops the length instead, see
+ * docs/kube.md).  The caller answers 400 and closes the connection. */
+bool luna_mhd_bad_framing(struct MHD_Connection *c, char *why, size_t why_size);
 
 /* The port the daemon listens on (useful after port 0), or 0. */
 int luna_mhd_loop_port(const struct luna_mhd_loop *ml);

@@ -16,7 +16,9 @@
 struct unit {
     lua_State *L;                    /* owned: closed by luna_generation_free */
     int thread_ref;                  /* the callback thread, in L's registry */
-    char *sha;                       /* the file's digest (owned) */
+    char *sha;                       /* the file's digest (owned; "" without a controller) */
+    char *file;                      /* its path (owned) */
+    bool controller;                 /* it declares one (else webhooks only) */
 };
 
 /* One that did not. */
@@ -27,6 +29,7 @@ struct failure {
 struct luna_generation {
     struct unit *units;              /* in name order; controller i is unit i's */
     size_t nunits, units_cap;
+    size_t *unit_of;                 /* controller i's unit (owned; set by build) */
     struct failure *failures;
     size_t nfailures, failures_cap;
     struct luna_controller **controllers;
@@ -69,14 +72,20 @@ static int load_unit(void *ud, const char *path, luna_error *err)
     g->host->install_api(L, g->host->ud);
     int rc = luna_loader_load_file(L, path, err);
     const char *file = NULL, *sha = NULL;
-    if (rc == 0 && luna_loader_source(L, 1, &file, &sha) == 0) {
-        char *copy = strdup(sha ? sha : "");
-        if (!copy)
-            rc = luna_error_set(err, LUNA_ENOMEM, "%s: out of memory", path);
-        else
-            g->units[g->nunits++] = (struct unit){ .L = L, .thread_ref = LUA_NOREF, .sha = copy };
-    } else if (rc == 0) {
+    /* a file declares its controller, or returns webhooks only */
+    bool controller = rc == 0 && luna_loader_source(L, 1, &file, &sha) == 0;
+    if (rc == 0 && !controller && luna_loader_webhook_count(L) == 0)
         rc = luna_error_set(err, LUNA_ELUA, "%s: no controller", path);
+    if (rc == 0) {
+        char *copy = strdup(sha ? sha : ""), *name = strdup(path);
+        if (!copy || !name) {
+            free(copy);
+            free(name);
+            rc = luna_error_set(err, LUNA_ENOMEM, "%s: out of memory", path);
+        } else {
+            g->units[g->nunits++] = (struct unit){ .L = L, .thread_ref = LUA_NOREF, .sha = copy,
+                                                   .file = name, .controller = controller };
+        }
     }
     if (rc < 0)
         lua_close(L);
@@ -99,6 +108,8 @@ static void record_failure(void *ud, const char *file, const char *msg)
 
 static const struct luna_controller_spec *unit_spec(struct unit *u)
 {
+    if (!u->controller)
+        return NULL;
     lua_getfield(u->L, LUA_REGISTRYINDEX, "luna.controllers");
     lua_rawgeti(u->L, -1, 1);
     const struct luna_controller_spec *s = luna_controller_spec_get(u->L, -1);
@@ -153,6 +164,36 @@ int luna_generation_load(const char *lib_dir, const char *dir,
             }
         }
     }
+    /* Two files serving one webhook path: the server could call only one
+     * (in one state the loader refuses the second; here each file has its
+     * own state, so the reload compares them). */
+    for (size_t i = 0; i < g->nunits; i++) {
+        lua_State *L = g->units[i].L;
+        for (int a = 1; a <= luna_loader_webhook_count(L); a++) {
+            if (luna_loader_push_webhook(L, a) < 0)
+                continue;
+            lua_getfield(L, -1, "path");
+            const char *path = lua_tostring(L, -1);
+            for (size_t j = 0; path && j < i; j++) {
+                lua_State *M = g->units[j].L;
+                for (int b = 1; b <= luna_loader_webhook_count(M); b++) {
+                    if (luna_loader_push_webhook(M, b) < 0)
+                        continue;
+                    lua_getfield(M, -1, "path");
+                    bool dup = lua_tostring(M, -1) && strcmp(lua_tostring(M, -1), path) == 0;
+                    lua_pop(M, 2);
+                    if (dup) {
+                        luna_error_set(err, LUNA_ELUA, "%s: webhook %s is already declared in %s",
+                                       g->units[i].file, path, g->units[j].file);
+                        lua_pop(L, 2);
+                        luna_generation_free(g);
+                        return LUNA_ELUA;
+                    }
+                }
+            }
+            lua_pop(L, 2);
+        }
+    }
     *out = g;
     return 0;
 }
@@ -169,8 +210,13 @@ int luna_generation_build(struct luna_generation *g, struct luna_informer_factor
     g->controllers = calloc(g->nunits ? g->nunits : 1, sizeof *g->controllers);
     if (!g->controllers)
         return luna_error_set(err, LUNA_ENOMEM, "out of memory");
+    g->unit_of = calloc(g->nunits ? g->nunits : 1, sizeof *g->unit_of);
+    if (!g->unit_of)
+        return luna_error_set(err, LUNA_ENOMEM, "out of memory");
     for (size_t i = 0; i < g->nunits; i++) {
         struct unit *u = &g->units[i];
+        if (!u->controller)
+            continue; /* webhooks only: served from its state, nothing to build */
         lua_State *L = u->L;
         lua_State *T = lua_newthread(L);
         luna_sandbox_protect_top(L);
@@ -185,7 +231,7 @@ int luna_generation_build(struct luna_generation *g, struct luna_informer_factor
         lua_pop(L, 2);
         if (rc < 0)
             return rc;
-        g->n++;
+        g->unit_of[g->n++] = i;
     }
     return 0;
 }
@@ -228,7 +274,7 @@ struct luna_controller *luna_generation_controller(struct luna_generation *g, si
 
 const char *luna_generation_sha256(struct luna_generation *g, size_t i)
 {
-    return i < g->n && g->units[i].sha ? g->units[i].sha : "";
+    return i < g->n && g->units[g->unit_of[i]].sha ? g->units[g->unit_of[i]].sha : "";
 }
 
 struct luna_controller *luna_generation_find(struct luna_generation *g, const char *name)
@@ -323,8 +369,10 @@ void luna_generation_free(struct luna_generation *g)
     for (size_t i = 0; i < g->nunits; i++) {
         lua_close(g->units[i].L);
         free(g->units[i].sha);
+        free(g->units[i].file);
     }
     free(g->units);
+    free(g->unit_of);
     for (size_t i = 0; i < g->nfailures; i++) {
         free(g->failures[i].file);
         free(g->failures[i].error);

@@ -22,6 +22,7 @@
 #define CONTROLLERS_KEY "luna.controllers"
 #define SOURCES_KEY "luna.controller_sources"
 #define FAILURES_KEY "luna.controller_failures"
+#define WEBHOOKS_KEY "luna.webhooks"
 
 static int is_lib_dir(const char *dir)
 {
@@ -116,6 +117,8 @@ lua_State *luna_loader_new(const char *lib_dir, luna_error *err)
     lua_setfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
     lua_newtable(L);
     lua_setfield(L, LUA_REGISTRYINDEX, FAILURES_KEY);
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, WEBHOOKS_KEY);
     if (luna_watchdog_install(L, NULL, err) < 0 || luna_sandbox_install(L, err) < 0) {
         lua_close(L);
         return NULL;
@@ -195,15 +198,87 @@ static void controller_sha256(lua_State *L, const char *path, int deps, char out
     EVP_MD_CTX_free(ctx);
 }
 
-/* [-1, +1]: checks the value a controller file returned is a controller
- * luna.controller made; pushes it or raises. */
+/* Pushes package.loaded["luna.webhook"][fn] (nil when the module is not
+ * loaded: then no file declared a webhook). */
+static void webhook_fn(lua_State *L, const char *fn)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+    lua_getfield(L, -1, "luna.webhook");
+    if (lua_istable(L, -1))
+        lua_getfield(L, -1, fn);
+    else
+        lua_pushnil(L);
+    lua_replace(L, -3);
+    lua_pop(L, 1);
+}
+
+/* [-1, +2]: checks the value a controller file returned is a controller
+ * luna.controller made, or a set of webhooks luna.webhooks made; pushes it
+ * and the list of the webhook declarations it carries (or nil), or raises. */
 static int check_controller(lua_State *L)
 {
-    if (!luna_controller_spec_get(L, 1))
-        return luaL_error(L, "the file must return luna.controller{...}, got %s",
+    bool controller = luna_controller_spec_get(L, 1) != NULL;
+    webhook_fn(L, "collect");
+    if (lua_isfunction(L, -1)) {
+        lua_pushvalue(L, 1);
+        lua_call(L, 1, 1);
+    }
+    if (!controller && lua_isnil(L, -1))
+        return luaL_error(L, "the file must return luna.controller{...}, got %s "
+                             "(a file of webhooks only returns luna.webhooks{...})",
                           luaL_typename(L, 1));
     lua_pushvalue(L, 1);
-    return 1;
+    lua_insert(L, -2);
+    return 2;
+}
+
+/* Appends each declaration of the list at idx to the state's webhooks, as
+ * { file = path, decl = d, account = the file's memory account }; a name
+ * already declared is an error. */
+static int add_webhooks(lua_State *L, int idx, const char *path, unsigned account,
+                        luna_error *err)
+{
+    if (!lua_istable(L, idx))
+        return 0;
+    lua_getfield(L, LUA_REGISTRYINDEX, WEBHOOKS_KEY);
+    int all = lua_gettop(L);
+    int have = (int)lua_objlen(L, all), had = have;
+    int n = (int)lua_objlen(L, idx);
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, idx, i);
+        lua_getfield(L, -1, "path");
+        const char *p = lua_tostring(L, -1);
+        for (int j = 1; p && j <= have; j++) {
+            lua_rawgeti(L, all, j);
+            lua_getfield(L, -1, "decl");
+            lua_getfield(L, -1, "path");
+            bool dup = lua_tostring(L, -1) && strcmp(lua_tostring(L, -1), p) == 0;
+            lua_getfield(L, -3, "file");
+            if (dup) {
+                luna_error_set(err, LUNA_ELUA, "%s: webhook %s is already declared in %s", path,
+                               p, lua_tostring(L, -1));
+                lua_settop(L, all);
+                for (int k = have; k > had; k--) { /* none of this file's */
+                    lua_pushnil(L);
+                    lua_rawseti(L, all, k);
+                }
+                lua_settop(L, all - 1);
+                return LUNA_ELUA;
+            }
+            lua_pop(L, 4);
+        }
+        lua_pop(L, 1);
+        lua_createtable(L, 0, 3);
+        lua_pushstring(L, path);
+        lua_setfield(L, -2, "file");
+        lua_pushnumber(L, account);
+        lua_setfield(L, -2, "account");
+        lua_insert(L, -2);
+        lua_setfield(L, -2, "decl");
+        lua_rawseti(L, all, ++have);
+    }
+    lua_settop(L, all - 1);
+    return 0;
 }
 
 /* The load error of path when luna.controller refused the spec: "path:line:
@@ -288,10 +363,20 @@ int luna_loader_load_file(lua_State *L, const char *path, luna_error *err)
     /* stack: traceback, deps, value */
     lua_pushcfunction(L, check_controller);
     lua_insert(L, -2);
-    if (lua_pcall(L, 1, 1, -4) != 0) {
+    if (lua_pcall(L, 1, 2, -4) != 0) {
         luna_error_set(err, LUNA_ELUA, "%s: %s", path, lua_tostring(L, -1));
         lua_settop(L, top);
         return LUNA_ELUA;
+    }
+    /* stack: traceback, deps, value, webhooks */
+    if (add_webhooks(L, lua_gettop(L), path, lim.account, err) < 0) {
+        lua_settop(L, top);
+        return LUNA_ELUA;
+    }
+    lua_pop(L, 1);
+    if (!luna_controller_spec_get(L, -1)) {
+        lua_settop(L, top); /* webhooks only */
+        return 0;
     }
     lua_getfield(L, LUA_REGISTRYINDEX, CONTROLLERS_KEY);
     lua_pushvalue(L, -2);
@@ -474,4 +559,40 @@ static void failed_into(void *ud, const char *file, const char *msg)
 int luna_loader_load_dir(lua_State *L, const char *dir, bool require_all, luna_error *err)
 {
     return luna_loader_each_file(dir, require_all, load_into, failed_into, L, err);
+}
+
+int luna_loader_webhook_count(lua_State *L)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, WEBHOOKS_KEY);
+    int n = lua_istable(L, -1) ? (int)lua_objlen(L, -1) : 0;
+    lua_pop(L, 1);
+    return n;
+}
+
+int luna_loader_push_webhook(lua_State *L, int i)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, WEBHOOKS_KEY);
+    lua_rawgeti(L, -1, i);
+    lua_remove(L, -2);
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        return LUNA_ENOTFOUND;
+    }
+    lua_getfield(L, -1, "decl");
+    lua_remove(L, -2);
+    return 0;
+}
+
+unsigned luna_loader_webhook_account(lua_State *L, int i)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, WEBHOOKS_KEY);
+    lua_rawgeti(L, -1, i);
+    unsigned id = 0;
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "account");
+        id = (unsigned)lua_tonumber(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+    return id;
 }

@@ -76,6 +76,20 @@ int luna_loader_load_file(lua_State *L, const char *path, luna_error *err);
 int luna_loader_failure_count(lua_State *L);
 int luna_loader_failure(lua_State *L, int i, const char **file, const char **error);
 
+/* Admission webhooks (lua/luna/webhook.lua, docs/webhooks.md): a file
+ * may also return luna.webhooks{...} (webhooks only, no controller), and a
+ * controller may carry `webhooks`.  The loader keeps every declaration of
+ * the files that loaded, in load order, in the state's registry; a path
+ * (/validate/NAME, /mutate/NAME) declared twice fails the second file.
+ * Count, and push declaration i (1-based; the private table of
+ * luna.webhook: name, type, path, fn, failure_policy, timeout_seconds ...)
+ * or LUNA_ENOTFOUND (nothing pushed). */
+int luna_loader_webhook_count(lua_State *L);
+int luna_loader_push_webhook(lua_State *L, int i);
+/* The memory account of the file webhook i was declared in (its calls are
+ * charged there, as its controller's reconciles are), or 0. */
+unsigned luna_loader_webhook_account(lua_State *L, int i);
+
 /* Number of controllers loaded so far. */
 int luna_loader_count(lua_State *L);
 

@@ -51,7 +51,10 @@ static bool fail(struct check *ck, const char *field, const char *fmt, ...)
 static const char *const top_fields[] = {
     "name", "watch", "owns", "watches", "reconcile", "workers", "resync", "rate_limit",
     "indexes", "predicates", "keep_managed_fields", "limits", "every", "jitter",
-    "priority_queue", NULL,
+    "priority_queue",
+    /* checked and kept by luna.controller in Lua (lua/luna/webhook.lua):
+     * the host reads webhooks through the loader, not the spec */
+    "webhooks", NULL,
 };
 static const char *const source_fields[] = { "namespace", "labels", "fields", "map",
                                              "metadata_only", NULL };

@@ -50,7 +50,10 @@ static void usage(FILE *out)
           "  --idle-timeout S         seconds a connection may send and read nothing\n"
           "                           (default 90)\n"
           "  --watch-buffer BYTES     unread bytes a watcher may fall behind before its\n"
-          "                           watch is ended (default 4194304)\n",
+          "                           watch is ended (default 4194304)\n"
+          "  --webhook-service NS/NAME=HOST:PORT\n"
+          "                           where an admission webhook's clientConfig.service is\n"
+          "                           reached (repeatable; TLS still verifies NAME.NS.svc)\n",
           out);
 }
 
@@ -195,13 +198,18 @@ int luna_devserver_main(int argc, char **argv)
         { "read-header-timeout", required_argument, NULL, 'R' },
         { "idle-timeout", required_argument, NULL, 'I' },
         { "watch-buffer", required_argument, NULL, 'W' },
+        { "webhook-service", required_argument, NULL, 'S' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *listen = NULL, *token = NULL, *cert_file = NULL, *key_file = NULL;
     const char *faults = NULL, *dump = NULL;
     const char **seeds = calloc((size_t)argc + 1, sizeof *seeds);
-    if (!seeds) {
+    const char **services = calloc((size_t)argc + 1, sizeof *services);
+    int nservices = 0;
+    if (!seeds || !services) {
+        free(services);
+        free(seeds);
         fprintf(stderr, "luna dev-server: out of memory\n");
         return 1;
     }
@@ -221,6 +229,7 @@ int luna_devserver_main(int argc, char **argv)
         switch (ch) {
         case 'L': listen = optarg; break;
         case 's': seeds[nseeds++] = optarg; break;
+        case 'S': services[nservices++] = optarg; break;
         case 't': token = optarg; break;
         case 'c': cert_file = optarg; break;
         case 'k': key_file = optarg; break;
@@ -334,6 +343,14 @@ int luna_devserver_main(int argc, char **argv)
     }
     ds->faults = checked;
     ds->watches.max_queued = watch_buffer;
+    for (int i = 0; i < nservices; i++) {
+        char why[600];
+        if (luna_ds_admission_map_service(ds, services[i], why, sizeof why) < 0) {
+            fprintf(stderr, "luna dev-server: %s\n", why);
+            rc = 2;
+            goto out_api;
+        }
+    }
     if (token && luna_ds_auth_set_admin_token(ds, token) < 0) {
         luna_error("dev-server failed", "error", "out of memory");
         goto out_api;
@@ -391,6 +408,7 @@ out:
     free(cert);
     free(key);
     free(seeds);
+    free(services);
     return rc;
 }
 

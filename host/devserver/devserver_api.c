@@ -202,6 +202,8 @@ static bool write_dry_run(const luna_ds_request *req, bool *dry, char *bad, size
 void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_response *resp)
 {
     memset(resp, 0, sizeof *resp);
+    /* an admission the transport did not take belongs to no one now */
+    luna_ds_admit_job_free(luna_ds_admission_take(ds));
     char buf[2048];
     char *s[MAX_SEGS];
     int n = split_path(req->path, buf, sizeof buf, s);
@@ -374,7 +376,9 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
         return;
     }
     ds->dry_run = dry;
+    ds->admission.req = req;
     handle_resource(ds, req, t, ns, name, sub, resp);
+    ds->admission.req = NULL;
     ds->dry_run = false;
 }
 
@@ -425,6 +429,7 @@ void luna_ds_api_free(luna_ds *ds)
     if (!ds)
         return;
     luna_ds_gc_shutdown(ds);
+    luna_ds_admission_free(&ds->admission);
     luna_ds_auth_free(&ds->auth);
     luna_ds_types_free(ds->types);
     luna_ds_store_free(ds->store);

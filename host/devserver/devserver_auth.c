@@ -680,9 +680,8 @@ void luna_ds_auth_access_review(luna_ds *ds, const luna_ds_request *req, luna_ds
 
 /* authorization ValidateSelfSubjectAccessReview: metadata must be empty
  * (kube renders the ObjectMeta it decoded; here its JSON), and exactly one
- * of the attribute kinds.  The requester is the request's bearer token:
- * an issued one is its ServiceAccount, anything else the server's admin
- * (user "admin" in system:masters, as luna_ds_auth_request let it in). */
+ * of the attribute kinds.  The requester is the one the transport
+ * authenticated on the headers (req->user; luna_ds_auth_user_info). */
 void luna_ds_auth_self_access_review(luna_ds *ds, const luna_ds_request *req,
                                      luna_ds_response *resp)
 {
@@ -724,24 +723,31 @@ void luna_ds_auth_self_access_review(luna_ds *ds, const luna_ds_request *req,
                                "resourceAttributes must be specified");
         return reply_status(resp, &st);
     }
-    size_t len = 0;
-    const char *token = bearer(req->authorization, &len);
-    struct luna_ds_token *t = token ? issued(ds, token, len) : NULL;
-    char user[600], group[300];
-    json_t *groups;
-    if (t) {
-        snprintf(user, sizeof user, "system:serviceaccount:%s:%s", t->ns, t->name);
-        snprintf(group, sizeof group, "system:serviceaccounts:%s", t->ns);
-        groups = json_pack("[sss]", "system:serviceaccounts", group, "system:authenticated");
-    } else {
-        snprintf(user, sizeof user, "admin");
-        groups = json_pack("[ss]", "system:masters", "system:authenticated");
-    }
-    if (!groups) {
+    /* the requester as authenticated on the request's headers: a token
+     * that lapsed while the body came does not make it someone else */
+    json_t *who = req->user ? json_incref(req->user)
+                            : luna_ds_auth_user_info(ds, req->authorization);
+    if (!who) {
         json_decref(doc);
         return luna_ds_reply_oom(resp);
     }
-    struct attrs a = { .user = user, .groups = groups };
+    struct attrs a = { .user = json_string_value(json_object_get(who, "username")),
+                       .groups = json_object_get(who, "groups") };
     answer_review(ds, doc, &a, KIND, resp);
-    json_decref(groups);
+    json_decref(who);
+}
+
+json_t *luna_ds_auth_user_info(luna_ds *ds, const char *authorization)
+{
+    size_t len = 0;
+    const char *token = bearer(authorization, &len);
+    struct luna_ds_token *t = token ? issued(ds, token, len) : NULL;
+    if (!t)
+        return json_pack("{s:s,s:[ss]}", "username", "admin", "groups", "system:masters",
+                         "system:authenticated");
+    char user[600], group[300];
+    snprintf(user, sizeof user, "system:serviceaccount:%s:%s", t->ns, t->name);
+    snprintf(group, sizeof group, "system:serviceaccounts:%s", t->ns);
+    return json_pack("{s:s,s:s,s:[sss]}", "username", user, "uid", t->uid, "groups",
+                     "system:serviceaccounts", group, "system:authenticated");
 }

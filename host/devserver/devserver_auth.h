@@ -44,6 +44,7 @@
 #ifndef LUNA_DEVSERVER_AUTH_H
 #define LUNA_DEVSERVER_AUTH_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "devserver/devserver_request.h"
@@ -63,6 +64,15 @@ int luna_ds_auth_set_admin_token(luna_ds *ds, const char *token);
 /* Whether an Authorization header value carries the --token or a live
  * issued token. */
 bool luna_ds_auth_request(luna_ds *ds, const char *authorization);
+
+/* The requester of a request with this Authorization header (may be
+ * NULL), as an authentication.k8s.io/v1 UserInfo: an issued token's
+ * ServiceAccount, else the admin in system:masters (luna_ds_auth_request
+ * let it in, or the server takes anyone).  The transport calls it on the
+ * headers, with the authentication, and the request carries the answer
+ * (luna_ds_request.user).  A new object (caller owns), NULL when out of
+ * memory. */
+json_t *luna_ds_auth_user_info(luna_ds *ds, const char *authorization);
 
 /* The endpoints (the router checks method and path). */
 void luna_ds_auth_token_request(luna_ds *ds, const luna_ds_request *req, const char *ns,

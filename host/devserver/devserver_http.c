@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include "devserver/devserver_admission.h"
 #include "devserver/devserver_api.h"
 #include "devserver/devserver_auth.h"
 #include "devserver/devserver_faults.h"
@@ -102,8 +103,13 @@ struct request {
     bool too_big;
     bool refused;            /* no room in the in-flight bound: body discarded, 429 */
     bool delayed;            /* held back by a delay (counted in faults.waiting) */
-    struct MHD_Response *ready; /* the response to queue after the delay */
+    struct MHD_Response *ready; /* the response to queue after the delay or the webhooks */
     unsigned ready_code;
+    bool resumed;            /* resumed with an answer: NULL ready means out of memory */
+    luna_ds_admit_job *admission; /* the webhooks being called (owned) or NULL */
+    json_t *user;            /* the requester, resolved on the headers (owned) */
+    const char *url, *method; /* MHD's, valid until the request completes */
+    int admissions;          /* rounds of webhooks (the object moved meanwhile) */
     ev_timer delay;
     struct suspension link;
 };
@@ -374,33 +380,6 @@ static struct MHD_Response *too_many_connections(luna_ds_http *srv, unsigned *co
     return r;
 }
 
-struct framing {
-    unsigned lengths, encodings;
-    const char *first_length;
-    bool lengths_differ;
-    char got[160];           /* Go's %q of the lengths, for its message */
-};
-
-static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
-                                     const char *value)
-{
-    (void)kind;
-    struct framing *f = cls;
-    if (!key || !value)
-        return MHD_YES;
-    if (strcasecmp(key, "Transfer-Encoding") == 0) {
-        f->encodings++;
-    } else if (strcasecmp(key, "Content-Length") == 0) {
-        if (f->lengths++ == 0)
-            f->first_length = value;
-        else if (strcmp(f->first_length, value) != 0)
-            f->lengths_differ = true;
-        size_t n = strlen(f->got);
-        snprintf(f->got + n, sizeof f->got - n, "%s\"%.32s\"", n ? " " : "[", value);
-    }
-    return MHD_YES;
-}
-
 /* Go's net/http answer to a malformed request: plain text, and the
  * connection closed (MHD reads nothing more from it). */
 static struct MHD_Response *bad_framing(const char *why, unsigned *code)
@@ -430,21 +409,10 @@ static struct MHD_Response *bad_framing(const char *why, unsigned *code)
 static struct MHD_Response *screen(struct request *r, struct MHD_Connection *c, unsigned *code)
 {
     luna_ds_http *srv = r->srv;
-    struct framing f = { 0 };
-    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
-    /* Request smuggling: two framings a proxy and this server could read
-     * differently.  Go refuses differing lengths (and takes equal ones as
-     * one); a length beside Transfer-Encoding is refused too, as RFC 9112
-     * 6.1 says it ought to be (Go drops the length; see docs/kube.md). */
-    if (f.lengths_differ) {
-        char why[256];
-        snprintf(why, sizeof why, "http: message cannot contain multiple Content-Length "
-                 "headers; got %s]", f.got);
+    /* Request smuggling (mhd_loop.h): refused before anything else. */
+    char why[256];
+    if (luna_mhd_bad_framing(c, why, sizeof why))
         return bad_framing(why, code);
-    }
-    if (f.lengths && f.encodings)
-        return bad_framing("http: message cannot contain both Content-Length and "
-                           "Transfer-Encoding headers", code);
     if (srv->token) {
         /* the --token, or a token the server issued (TokenRequest) */
         const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
@@ -455,9 +423,20 @@ static struct MHD_Response *screen(struct request *r, struct MHD_Connection *c, 
             return status_response(&st);
         }
     }
-    if (f.first_length) {
-        /* MHD has already refused a length that is not a number */
-        unsigned long long n = strtoull(f.first_length, NULL, 10);
+    /* who asks is settled now, with the authentication (devserver_request.h) */
+    r->user = luna_ds_auth_user_info(srv->ds,
+                                     MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"));
+    if (!r->user) {
+        luna_ds_status st = { 0 };
+        luna_ds_status_oom(&st);
+        *code = 500;
+        return status_response(&st);
+    }
+    const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (length) {
+        /* MHD has already refused a length that is not a number; several
+         * are equal here (luna_mhd_bad_framing) */
+        unsigned long long n = strtoull(length, NULL, 10);
         if (n > MAX_BODY)
             return too_large(code);
         if (!reserve(r, (size_t)n))
@@ -602,8 +581,10 @@ static struct MHD_Response *reply(struct request *r, luna_ds_response *resp, con
 }
 
 
-static struct MHD_Response *dispatch(struct request *r, const char *url, const char *method,
-                                     unsigned *code)
+/* Hands the request to the API, leaving its answer in resp; or answers
+ * it first (a refusal, an injected fault): that response, resp unset. */
+static struct MHD_Response *handle(struct request *r, const char *url, const char *method,
+                                   luna_ds_response *resp, unsigned *code)
 {
     luna_ds_http *srv = r->srv;
     struct MHD_Connection *c = r->conn;
@@ -613,7 +594,9 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
     if (r->refused)
         return too_many(code);
     luna_ds_faults *f = &srv->ds->faults;
-    if (!is_admin_path(url) && luna_ds_faults_applies(f->error_on, method, is_watch(c)) &&
+    /* a request handled again after its webhooks had its fault roll */
+    if (!r->admissions && !is_admin_path(url) &&
+        luna_ds_faults_applies(f->error_on, method, is_watch(c)) &&
         luna_ds_faults_chance(f, f->error_rate)) {
         int ec = f->error_code;
         if (ec == 429)
@@ -654,26 +637,129 @@ static struct MHD_Response *dispatch(struct request *r, const char *url, const c
         .user_agent = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "User-Agent"),
         .accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
         .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+        .user = r->user,
         .body = json_body ? json_body : r->body,
         .body_len = json_body ? json_len : r->len,
     };
-    luna_ds_response resp;
-    luna_ds_api_handle(srv->ds, &req, &resp);
+    luna_ds_api_handle(srv->ds, &req, resp);
     free(json_body);
-    *code = (unsigned)resp.code;
-    struct MHD_Response *mr = reply(r, &resp, url, code);
-    if (mr && resp.warnings) {
-        /* one header per warning, as kube-apiserver sends them */
-        size_t i;
-        json_t *w;
-        json_array_foreach(resp.warnings, i, w) {
-            char value[2048];
-            if (luna_ds_fields_warning_header(json_string_value(w), value, sizeof value))
-                MHD_add_response_header(mr, "Warning", value);
+    return NULL;
+}
+
+/* One header per warning, as kube-apiserver sends them. */
+static void add_warnings(struct MHD_Response *mr, const json_t *warnings)
+{
+    size_t i;
+    json_t *w;
+    json_array_foreach(warnings, i, w) {
+        char value[2048];
+        if (luna_ds_fields_warning_header(json_string_value(w), value, sizeof value))
+            MHD_add_response_header(mr, "Warning", value);
+    }
+}
+
+static void drop_response(luna_ds_response *resp)
+{
+    free(resp->body);
+    luna_ds_watch_free(resp->watch);
+    json_decref(resp->warnings);
+    memset(resp, 0, sizeof *resp);
+}
+
+/* Rounds of webhooks one request may take when the object keeps changing
+ * under it (kube's optimistic update retries likewise, boundedly). */
+#define MAX_ADMISSIONS 5
+
+static void on_admitted(void *ud, luna_ds_admit_job *job);
+
+/* The answer to what handle() left in resp, or NULL with *suspended set
+ * when the request waits for admission webhooks (its connection is
+ * suspended by the caller; on_admitted answers it). */
+static struct MHD_Response *answer(struct request *r, luna_ds_response *resp, const json_t *more,
+                                   unsigned *code, bool *suspended)
+{
+    luna_ds_http *srv = r->srv;
+    luna_ds_admit_job *job = luna_ds_admission_take(srv->ds);
+    if (job && r->admissions < MAX_ADMISSIONS) {
+        r->admissions++;
+        drop_response(resp);
+        r->admission = job;
+        luna_ds_admit_job_run(srv->ds, job, on_admitted, r);
+        *suspended = true;
+        return NULL;
+    }
+    if (job) {
+        luna_ds_admit_job_free(job);
+        drop_response(resp);
+        luna_ds_status st = { 0 };
+        luna_ds_status_set(&st, 409, "Conflict", "Operation cannot be fulfilled: the object "
+                           "kept changing while its admission webhooks ran; please try again");
+        *code = 409;
+        return status_response(&st);
+    }
+    *code = (unsigned)resp->code;
+    json_t *warnings = resp->warnings;
+    resp->warnings = NULL;
+    struct MHD_Response *mr = reply(r, resp, r->url, code);
+    if (mr) {
+        add_warnings(mr, warnings);
+        add_warnings(mr, more);
+    }
+    json_decref(warnings);
+    return mr;
+}
+
+/* The webhooks answered: a denial is the answer; otherwise the request is
+ * handled again with their verdict (devserver_admission.h). */
+static void on_admitted(void *ud, luna_ds_admit_job *job)
+{
+    struct request *r = ud;
+    luna_ds_http *srv = r->srv;
+    int dcode = 0;
+    const json_t *denial = luna_ds_admit_job_denial(job, &dcode);
+    struct MHD_Response *mr = NULL;
+    unsigned code = 500;
+    bool suspended = false;
+    if (denial) {
+        char *body = json_dumps(denial, JSON_COMPACT);
+        mr = body ? json_response(body, strlen(body)) : NULL;
+        code = (unsigned)dcode;
+        if (mr)
+            add_warnings(mr, luna_ds_admit_job_warnings(job));
+    } else {
+        luna_ds_response resp;
+        luna_ds_admission_replay(srv->ds, job);
+        mr = handle(r, r->url, r->method, &resp, &code);
+        luna_ds_admission_replay(srv->ds, NULL);
+        if (!mr) {
+            /* the job's warnings go out with whatever ends this request */
+            json_t *more = json_incref((json_t *)luna_ds_admit_job_warnings(job));
+            r->admission = NULL;
+            luna_ds_admit_job_free(job);
+            mr = answer(r, &resp, more, &code, &suspended);
+            json_decref(more);
+            if (suspended)
+                return;
+            job = NULL;
         }
     }
-    json_decref(resp.warnings);
-    return mr;
+    luna_ds_admit_job_free(job);
+    r->admission = NULL;
+    r->ready = mr;
+    r->ready_code = code;
+    r->resumed = true;
+    resume(srv, &r->link);
+    kick(srv);
+}
+
+static struct MHD_Response *dispatch(struct request *r, const char *url, const char *method,
+                                     unsigned *code, bool *suspended)
+{
+    luna_ds_response resp;
+    struct MHD_Response *early = handle(r, url, method, &resp, code);
+    if (early)
+        return early;
+    return answer(r, &resp, NULL, code, suspended);
 }
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
@@ -721,14 +807,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (r->ready) {
-        /* resumed after an injected delay */
+        /* resumed after an injected delay or the webhooks */
         enum MHD_Result rc = MHD_queue_response(c, r->ready_code, r->ready);
         MHD_destroy_response(r->ready);
         r->ready = NULL;
         return rc;
     }
+    if (r->resumed)
+        return MHD_NO; /* out of memory building the answer: MHD closes the connection */
     unsigned code = 500;
-    struct MHD_Response *resp = dispatch(r, url, method, &code);
+    bool suspended = false;
+    r->url = url;
+    r->method = method;
+    struct MHD_Response *resp = dispatch(r, url, method, &code, &suspended);
+    if (suspended) {
+        suspend(srv, &r->link, c);
+        return MHD_YES;
+    }
     if (!resp)
         return MHD_NO; /* out of memory: MHD closes the connection */
     luna_ds_faults *f = &srv->ds->faults;
@@ -773,11 +868,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         return;
     ev_timer_stop(luna_loop(), &r->delay);
     end_delay(r);
+    luna_ds_admit_job_free(r->admission);
     unlink_suspension(r->srv, &r->link);
     if (r->ready)
         MHD_destroy_response(r->ready);
     release(r);
     free(r->body);
+    json_decref(r->user);
     free(r);
     *con_cls = NULL;
 }

@@ -29,6 +29,13 @@ typedef struct luna_ds_request {
     const char *user_agent;       /* may be NULL */
     const char *accept;           /* the Accept header; may be NULL */
     const char *authorization;    /* the Authorization header; may be NULL */
+    /* The requester as an authentication.k8s.io/v1 UserInfo, resolved
+     * when the request was authenticated (on its headers), borrowed: a
+     * token that expires or whose ServiceAccount goes while the body is
+     * read changes nothing, as in kube-apiserver, whose authentication
+     * filter runs once, first.  NULL (callers without a transport): it is
+     * resolved from authorization when needed. */
+    json_t *user;
     const char *body;             /* borrowed for the call; may be NULL */
     size_t body_len;
 } luna_ds_request;

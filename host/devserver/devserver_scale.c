@@ -1,5 +1,6 @@
 /* devserver_scale.c — see devserver_scale.h. */
 #include "devserver/devserver_scale.h"
+#include "devserver/devserver_admission.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,6 +224,16 @@ void luna_ds_scale_serve(luna_ds *ds, const luna_ds_request *req, luna_ds_type *
         rc = luna_ds_status_conflict(&st, t->group, t->resource, name,
                                      "the object has been modified; please apply your changes "
                                      "to the latest version and try again");
+    if (rc == 0) {
+        /* the webhooks get (and may change) the Scale, as kube sends it */
+        json_t *old_scale = scale_of(doc);
+        luna_ds_admit_attrs a = { .t = t, .op = LUNA_DS_ADMIT_UPDATE, .ns = ns, .name = name,
+                                  .sub = "scale", .kind_api_version = "autoscaling/v1",
+                                  .kind = "Scale", .old = old_scale };
+        rc = old_scale ? luna_ds_admit(ds, &a, &scale, &st) : luna_ds_status_oom(&st);
+        json_decref(old_scale);
+        r = json_object_get(json_object_get(scale, "spec"), "replicas");
+    }
     if (rc < 0) {
         json_decref(scale);
         json_decref(doc);

@@ -189,12 +189,15 @@ static void dec_struct(struct dec *d, int s, const json_t *obj)
     }
 }
 
-json_t *luna_ds_schema_zero_status(const luna_ds_type *t)
+int luna_ds_schema_zero_status(const luna_ds_type *t, json_t **out)
 {
+    *out = NULL;
     const luna_ds_sch_kind *k = kind_of(t);
     if (!k || !k->zero_status)
-        return NULL;
-    return json_loads(STR(k->zero_status), 0, NULL);
+        return 0;
+    /* generated text that parses: only memory can fail it */
+    *out = json_loads(STR(k->zero_status), 0, NULL);
+    return *out ? 0 : LUNA_ENOMEM;
 }
 
 int luna_ds_schema_decode(const luna_ds_type *t, const json_t *doc, int patch,

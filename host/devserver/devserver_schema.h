@@ -118,10 +118,11 @@ int luna_ds_schema_decode(const luna_ds_type *t, const json_t *doc, int patch,
                           luna_ds_status *st);
 
 /* The status kube gives a new object of type t (its Go zero value, as
- * encoding/json writes it: {"loadBalancer":{}} for an Ingress), a new
- * reference the caller owns; NULL when t's type has no status struct or
- * is not a built-in kind, or when out of memory. */
-json_t *luna_ds_schema_zero_status(const luna_ds_type *t);
+ * encoding/json writes it: {"loadBalancer":{}} for an Ingress): *out is a
+ * new reference the caller owns, or NULL when t's type has no status
+ * struct or is not a built-in kind.  LUNA_ENOMEM when out of memory (the
+ * caller answers 500 rather than store an object without its status). */
+int luna_ds_schema_zero_status(const luna_ds_type *t, json_t **out);
 
 /* Applies t's defaults to doc, then appends to causes (a JSON array of
  * {reason, message, field}) what t's validation finds; old: the stored

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 
+#include "devserver/devserver_admission.h"
 #include "devserver/devserver_auth.h"
 #include "devserver/devserver_faults.h"
 #include "devserver/devserver_gc.h"
@@ -35,6 +36,7 @@ struct luna_ds {
     luna_ds_gc gc;
     const struct luna_ds_write_hooks *write_hooks; /* the collector's (static) */
     luna_ds_auth auth;            /* issued tokens, the --token (devserver_auth) */
+    luna_ds_admission admission;  /* webhooks: the request handled, captured calls (devserver_admission) */
     bool dry_run;                 /* the request being handled has dryRun=All:
                                      its writes are computed, not stored */
 };

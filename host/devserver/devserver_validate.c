@@ -615,6 +615,25 @@ static int configmap_types(const luna_ds_type *t, const json_t *doc, luna_ds_sta
     return 0;
 }
 
+/* The bytes base64 text decodes to (it decoded: configmap_types and the
+ * schema checked it); newlines are skipped as Go's decoder skips them. */
+static size_t b64_decoded_len(const char *s, size_t len)
+{
+    size_t chars = 0, pad = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '=')
+            pad++;
+        else if (s[i] != '\n' && s[i] != '\r')
+            chars++;
+    }
+    size_t quads = (chars + pad) / 4;
+    return quads * 3 - (pad > 2 ? 2 : pad);
+}
+
+/* core.MaxSecretSize: what a ConfigMap's data and binaryData, or a
+ * Secret's data, may hold in all. */
+#define MAX_DATA_SIZE ((size_t)1024 * 1024)
+
 static void configmap_keys(json_t *causes, const json_t *doc)
 {
     json_t *data = json_object_get(doc, "data"), *bin = json_object_get(doc, "binaryData");
@@ -633,6 +652,51 @@ static void configmap_keys(json_t *causes, const json_t *doc)
     if (json_is_object(bin))
         json_object_foreach(bin, k, v)
             configmap_key(causes, "binaryData", k);
+}
+
+/* core ValidateConfigMap: data's strings and binaryData's bytes at most
+ * 1 MiB together, reported on the whole object (field "[]") */
+static void rule_configmap_size(const json_t *doc, json_t *causes)
+{
+    size_t total = 0;
+    const char *k;
+    json_t *v;
+    json_t *data = json_object_get(doc, "data"), *bin = json_object_get(doc, "binaryData");
+    if (json_is_object(data))
+        json_object_foreach(data, k, v)
+            total += json_is_string(v) ? json_string_length(v) : 0;
+    if (json_is_object(bin))
+        json_object_foreach(bin, k, v)
+            total += json_is_string(v) ? b64_decoded_len(json_string_value(v),
+                                                         json_string_length(v)) : 0;
+    if (total > MAX_DATA_SIZE)
+        add_cause(causes, "FieldValueTooLong", "[]", "Too long: may not be more than 1048576 bytes");
+}
+
+/* core ValidateSecret: data's keys are config keys and its bytes at most
+ * 1 MiB.  Validation sees data after stringData folded into it (the
+ * v1-to-internal conversion; a stringData key replaces data's), which the
+ * dev server does after validating, so both bags are read here. */
+static void rule_secret_data(const json_t *doc, json_t *causes)
+{
+    json_t *data = json_object_get(doc, "data"), *sd = json_object_get(doc, "stringData");
+    size_t total = 0;
+    const char *k;
+    json_t *v;
+    if (json_is_object(data))
+        json_object_foreach(data, k, v) {
+            if (!json_is_object(sd) || !json_object_get(sd, k))
+                configmap_key(causes, "data", k);
+            if (json_is_string(v) && !(json_is_object(sd) && json_object_get(sd, k)))
+                total += b64_decoded_len(json_string_value(v), json_string_length(v));
+        }
+    if (json_is_object(sd))
+        json_object_foreach(sd, k, v) {
+            configmap_key(causes, "data", k);
+            total += json_is_string(v) ? json_string_length(v) : 0;
+        }
+    if (total > MAX_DATA_SIZE)
+        add_cause(causes, "FieldValueTooLong", "data", "Too long: may not be more than 1048576 bytes");
 }
 
 /* ---- hand rules: kube validation the generated schema tables cannot say
@@ -723,6 +787,8 @@ static const struct hand_rule {
     void (*check)(const json_t *doc, json_t *causes);
 } HAND_RULES[] = {
     { "", "services", false, rule_service_ports },
+    { "", "configmaps", false, rule_configmap_size },
+    { "", "secrets", false, rule_secret_data },
     { "networking.k8s.io", "ingressclasses", false, rule_ingressclass_controller },
     { "autoscaling", "horizontalpodautoscalers", false, rule_hpa_target_group },
     { "flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations", true, rule_plc_limited },

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devserver/devserver_admission.h"
 #include "devserver/devserver_apply.h"
 #include "devserver/devserver_doc.h"
 #include "devserver/devserver_fields.h"
@@ -62,6 +63,31 @@ static int custom_kind_invalid(const luna_ds_type *t, const char *name, const ch
                                   "Invalid value: \"%s\": must be %s", wrong, t->kind);
 }
 
+/* The admission webhooks of a client's write (devserver_admission.h),
+ * right before it changes the store: 0 with *doc the object to write, or
+ * a negative code with st set (and, on error, *doc consumed). */
+static int admit(luna_ds *ds, luna_ds_type *t, enum luna_ds_admit_op op, const char *ns,
+                 const char *name, const char *sub, luna_ds_obj *cur, json_t **doc,
+                 luna_ds_status *st)
+{
+    json_t *old = cur ? luna_ds_doc_as(ds, t, cur) : NULL;
+    if (cur && !old) {
+        if (doc) {
+            json_decref(*doc);
+            *doc = NULL;
+        }
+        return luna_ds_status_oom(st);
+    }
+    luna_ds_admit_attrs a = { .t = t, .op = op, .ns = ns, .name = name, .sub = sub, .old = old };
+    int rc = luna_ds_admit(ds, &a, doc, st);
+    json_decref(old);
+    if (rc < 0 && doc) {
+        json_decref(*doc);
+        *doc = NULL;
+    }
+    return rc;
+}
+
 void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const char *ns,
                           luna_ds_response *resp)
 {
@@ -87,7 +113,11 @@ void luna_ds_verbs_create(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
     char mb[128];
     const char *manager = luna_ds_request_manager(req, mb, sizeof mb);
     json_t *out = NULL;
-    if (luna_ds_write_create(ds, t, doc, manager, &out, &st) < 0) {
+    char cname[300];
+    snprintf(cname, sizeof cname, "%s", luna_ds_doc_str(luna_ds_doc_meta(doc), "name") ?
+             luna_ds_doc_str(luna_ds_doc_meta(doc), "name") : "");
+    if (admit(ds, t, LUNA_DS_ADMIT_CREATE, ns, cname, NULL, NULL, &doc, &st) < 0 ||
+        luna_ds_write_create(ds, t, doc, manager, &out, &st) < 0) {
         luna_ds_reply_status(resp, &st);
         return;
     }
@@ -204,6 +234,8 @@ static int update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, cons
             return rc;
         }
         *code = 201;
+        if (admit(ds, t, LUNA_DS_ADMIT_CREATE, ns, name, NULL, NULL, &doc, st) < 0)
+            return -st->code;
         return luna_ds_write_create(ds, t, doc, manager, out, st);
     }
     if (luna_ds_write_preconditions(t, cur, doc, true, st) < 0 ||
@@ -211,6 +243,8 @@ static int update(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, cons
         json_decref(doc);
         return -st->code;
     }
+    if (admit(ds, t, LUNA_DS_ADMIT_UPDATE, ns, name, sub, cur, &doc, st) < 0)
+        return -st->code;
     return luna_ds_write_update(ds, t, cur, doc, sub, manager, out, st);
 }
 
@@ -311,7 +345,8 @@ void luna_ds_verbs_delete(luna_ds *ds, const luna_ds_request *req, luna_ds_type 
     json_decref(opts);
     json_t *out = NULL;
     bool removed;
-    if (luna_ds_gc_delete(ds, t, cur, prop, &out, &removed, &st) < 0) {
+    if (admit(ds, t, LUNA_DS_ADMIT_DELETE, ns, name, NULL, cur, NULL, &st) < 0 ||
+        luna_ds_gc_delete(ds, t, cur, prop, &out, &removed, &st) < 0) {
         json_decref(out);
         luna_ds_reply_status(resp, &st);
         return;
@@ -354,6 +389,28 @@ void luna_ds_verbs_delete_collection(luna_ds *ds, const luna_ds_request *req, lu
         free(keys);
         json_decref(opts);
         luna_ds_reply_oom(resp);
+        return;
+    }
+    /* every item's admission before the first delete, so a denial or a
+     * call to make leaves the collection as it was */
+    bool stop = false;
+    for (size_t i = 0; i < nk; i++) {
+        luna_ds_obj *o = luna_ds_store_get(t->coll, keys[i]);
+        luna_ds_status ast = { 0 };
+        if (o && admit(ds, t, LUNA_DS_ADMIT_DELETE, o->ns, o->name, NULL, o, NULL, &ast) < 0) {
+            if (!stop)
+                st = ast;
+            else
+                luna_ds_status_clear(&ast);
+            stop = true;
+        }
+    }
+    if (stop) {
+        for (size_t i = 0; i < nk; i++)
+            free(keys[i]);
+        free(keys);
+        json_decref(opts);
+        luna_ds_reply_status(resp, &st);
         return;
     }
     struct luna_textbuf b = LUNA_TEXTBUF_INIT;
@@ -474,6 +531,8 @@ static int apply(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const
             json_decref(result);
             return -st->code;
         }
+        if (admit(ds, t, LUNA_DS_ADMIT_UPDATE, ns, name, sub, cur, &result, st) < 0)
+            return -st->code;
         return luna_ds_write_update(ds, t, cur, result, sub, NULL, out, st);
     }
     if (sub) {
@@ -483,6 +542,8 @@ static int apply(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const
     json_object_set_new(result, "kind", json_string(t->kind));
     json_object_set_new(result, "apiVersion", json_string(t->api_version));
     *code = 201;
+    if (admit(ds, t, LUNA_DS_ADMIT_CREATE, ns, name, NULL, NULL, &result, st) < 0)
+        return -st->code;
     return luna_ds_write_create(ds, t, result, NULL, out, st);
 }
 
@@ -547,6 +608,8 @@ static int patch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t, const
         json_decref(doc);
         return rc;
     }
+    if (admit(ds, t, LUNA_DS_ADMIT_UPDATE, ns, name, sub, cur, &doc, st) < 0)
+        return -st->code;
     char mb[128];
     const char *manager = luna_ds_request_manager(req, mb, sizeof mb);
     return luna_ds_write_update(ds, t, cur, doc, sub, manager, out, st);

@@ -104,6 +104,42 @@ luna_ds_obj *luna_ds_write_remove(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur
 }
 
 /* Content of doc without metadata (and status when it is a subresource). */
+/* etcd's default --max-request-bytes: the largest transaction it takes.
+ * kube-apiserver stores a custom resource as its JSON (with a newline),
+ * in a transaction that names its key (/registry/GROUP/RESOURCE/NS/NAME)
+ * in a compare, a put and, for an update, a read-back; the rest of the
+ * request is a few dozen bytes.  REQUEST_OVERHEAD rounds that up, so the
+ * bound below agrees with etcd's to within a few hundred bytes. */
+#define ETCD_MAX_REQUEST ((size_t)1536 * 1024)
+#define REQUEST_OVERHEAD 128u
+
+/* Whether doc (a custom resource about to be stored) fits in one etcd
+ * request.  Built-in kinds are stored as protobuf, smaller than their JSON
+ * and bounded first by their own validation (ConfigMap and Secret data at
+ * 1 MiB, annotations at 256 KiB), so they are not measured here.  Past the
+ * bound kube-apiserver tries once more without managedFields (which may be
+ * large and are safe to lose), then answers etcd's error as a 500
+ * (k8s.io/apiserver handlers, isTooLargeError); so does this, dropping
+ * managedFields from doc.  0: fits; < 0 with st set: does not. */
+static int storage_fits(const luna_ds *ds, const luna_ds_type *t, json_t *doc, const char *ns,
+                        const char *name, luna_ds_status *st)
+{
+    if (!t->custom || ds->dry_run)
+        return 0; /* a dry run reaches no storage */
+    size_t key = strlen("/registry///") + strlen(t->group) + strlen(t->resource) +
+                 (ns && *ns ? strlen(ns) + 1 : 0) + strlen(name);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        size_t value = json_dumpb(doc, NULL, 0, JSON_COMPACT) + 1;
+        if (value + 3 * key + REQUEST_OVERHEAD <= ETCD_MAX_REQUEST)
+            return 0;
+        json_t *md = luna_ds_doc_meta(doc);
+        if (attempt == 1 || !json_object_get(md, "managedFields"))
+            break;
+        json_object_del(md, "managedFields");
+    }
+    return luna_ds_status_set(st, 500, "", "etcdserver: request is too large");
+}
+
 static json_t *spec_part(const json_t *doc, bool drop_status)
 {
     json_t *c = json_deep_copy(doc);
@@ -323,6 +359,11 @@ int luna_ds_write_update(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur, json_t 
                     return rc;
                 }
         }
+        if (luna_ds_admission_validate_config(t, result, st) < 0) {
+            json_decref(old);
+            json_decref(result);
+            return -st->code;
+        }
         if (strcmp(t->resource, "customresourcedefinitions") == 0 && !t->custom) {
             int rc = luna_ds_types_crd_validate(ds->types, result, st);
             if (rc < 0) {
@@ -370,6 +411,11 @@ int luna_ds_write_update(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur, json_t 
     if (json_is_array(fin) && json_array_size(fin) == 0)
         json_object_del(rmd, "finalizers");
     bool deleting = json_object_get(rmd, "deletionTimestamp") != NULL;
+    int fits = storage_fits(ds, t, result, cur->ns, name, st);
+    if (fits < 0) {
+        json_decref(result);
+        return fits;
+    }
     luna_ds_obj *o = luna_ds_write_store(ds, t, LUNA_DS_MODIFIED, result);
     if (!o)
         return luna_ds_status_oom(st);
@@ -430,6 +476,8 @@ int luna_ds_write_create(luna_ds *ds, luna_ds_type *t, json_t *doc, const char *
         rc = luna_ds_validate_namespace_usable(ds, t, ns, name, true, st);
     if (rc == 0 && strcmp(t->resource, "customresourcedefinitions") == 0 && !t->custom)
         rc = luna_ds_types_crd_validate(ds->types, doc, st);
+    if (rc == 0)
+        rc = luna_ds_admission_validate_config(t, doc, st);
     char key[600];
     luna_ds_doc_key(key, sizeof key, t, ns ? ns : "", name);
     if (rc == 0 && luna_ds_store_get(t->coll, key))
@@ -455,7 +503,11 @@ int luna_ds_write_create(luna_ds *ds, luna_ds_type *t, json_t *doc, const char *
         json_object_del(md, "finalizers");
     if (t->has_status) {
         /* kube's strategies reset status on create to its zero value */
-        json_t *zero = t->custom ? NULL : luna_ds_schema_zero_status(t);
+        json_t *zero = NULL;
+        if (!t->custom && luna_ds_schema_zero_status(t, &zero) < 0) {
+            json_decref(doc);
+            return luna_ds_status_oom(st);
+        }
         if (zero)
             json_object_set_new(doc, "status", zero);
         else
@@ -491,6 +543,11 @@ int luna_ds_write_create(luna_ds *ds, luna_ds_type *t, json_t *doc, const char *
             json_decref(doc);
             return luna_ds_status_oom(st);
         }
+    }
+    rc = storage_fits(ds, t, doc, ns, name, st);
+    if (rc < 0) {
+        json_decref(doc);
+        return rc;
     }
     luna_ds_obj *o = luna_ds_write_store(ds, t, LUNA_DS_ADDED, doc);
     if (!o)

@@ -95,8 +95,79 @@ static int luna_lua_rbac_controller_sources(lua_State *L)
     return 1;
 }
 
+/* Copies the plain data at the top of C (strings, numbers, booleans and
+ * tables of them; functions are left out) onto L. */
+static void copy_plain(lua_State *L, lua_State *C, int depth)
+{
+    switch (lua_type(C, -1)) {
+    case LUA_TSTRING: {
+        size_t n;
+        const char *s = lua_tolstring(C, -1, &n);
+        lua_pushlstring(L, s, n);
+        return;
+    }
+    case LUA_TNUMBER: lua_pushnumber(L, lua_tonumber(C, -1)); return;
+    case LUA_TBOOLEAN: lua_pushboolean(L, lua_toboolean(C, -1)); return;
+    case LUA_TTABLE: break;
+    default: lua_pushnil(L); return;
+    }
+    lua_newtable(L);
+    if (depth > 16) /* declarations are a few levels deep */
+        return;
+    lua_pushnil(C);
+    while (lua_next(C, -2)) {
+        int kt = lua_type(C, -2), vt = lua_type(C, -1);
+        if ((kt == LUA_TSTRING || kt == LUA_TNUMBER) && vt != LUA_TFUNCTION) {
+            lua_pushvalue(C, -2);
+            copy_plain(L, C, depth + 1); /* the key */
+            lua_pop(C, 1);
+            copy_plain(L, C, depth + 1); /* the value */
+            lua_rawset(L, -3);
+        }
+        lua_pop(C, 1);
+    }
+}
+
+/* core.webhook_sources(lib, dir) → { declaration, ... } | nil, message:
+ * the webhooks DIR declares (lua/luna/webhook.lua's checked declarations
+ * with their defaults, functions left out, plus `file`), loaded as
+ * controller_sources loads them. */
+static int luna_lua_webhook_sources(lua_State *L)
+{
+    const char *lib = luaL_checkstring(L, 1);
+    const char *dir = luaL_checkstring(L, 2);
+    luna_error err = { 0 };
+    lua_State *C = luna_loader_new(lib, &err);
+    if (!C) {
+        lua_pushnil(L);
+        lua_pushstring(L, err.msg);
+        return 2;
+    }
+    struct luna_api_host host = { 0 };
+    luna_api_install(C, &host);
+    if (luna_loader_load_dir(C, dir, true, &err) < 0) {
+        lua_close(C);
+        lua_pushnil(L);
+        lua_pushstring(L, err.msg);
+        return 2;
+    }
+    int n = luna_loader_webhook_count(C);
+    lua_createtable(L, n, 0);
+    for (int i = 1; i <= n; i++) {
+        if (luna_loader_push_webhook(C, i) < 0)
+            continue;
+        copy_plain(L, C, 0);
+        lua_pop(C, 1);
+        lua_rawseti(L, -2, i);
+    }
+    lua_close(C);
+    return 1;
+}
+
 void luna_lua_rbac_sources_register(lua_State *L)
 {
+    lua_pushcfunction(L, luna_lua_webhook_sources);
+    lua_setfield(L, -2, "webhook_sources");
     lua_pushcfunction(L, luna_lua_rbac_controller_sources);
     lua_setfield(L, -2, "controller_sources");
 }

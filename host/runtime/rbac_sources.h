@@ -9,6 +9,11 @@
  *       group =, version =, kind_name =, namespace = (nil: all),
  *       metadata_only = bool }, ... } }, ... } in load order.
  *
+ *   core.webhook_sources(lib, dir) → webhooks | nil, message
+ *     the admission webhooks DIR declares, for `luna webhooks manifest`
+ *     (lua/luna/webhooks_cli.lua): each declaration as lua/luna/webhook.lua
+ *     checked it (defaults filled in), without its function.
+ *
  * Uses: controller/loader (the directory is loaded exactly as `luna run`
  * loads it: same sandbox, same spec validation, same refusal of a broken
  * file), api/api (the script API, installed with no client, as the
@@ -23,7 +28,7 @@
 
 #include <lua.h>
 
-/* Adds controller_sources to the table on top of L's stack. */
+/* Adds controller_sources and webhook_sources to the table on top of L's stack. */
 void luna_lua_rbac_sources_register(lua_State *L);
 
 #endif

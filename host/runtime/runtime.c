@@ -6,6 +6,7 @@
 #include "runtime/runtime.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <lauxlib.h>
 #include <openssl/rand.h>
 #include <signal.h>
@@ -45,6 +46,8 @@
 #include "serve/metrics.h"
 #include "serve/metrics_auth.h"
 #include "serve/serving_cert.h"
+#include "serve/webhook_server.h"
+#include "controller/webhook.h"
 #include "serve/runtime_metrics.h"
 #include "serve/workqueue_export.h"
 #include "runtime/test_control.h"
@@ -64,6 +67,8 @@
 #define CHECK_DECODED "objects-decoded"
 #define CHECK_LEADER "leader-or-standby"
 #define CHECK_CURRENT "controllers-current"
+/* only once a file declares a webhook: the webhook server serves */
+#define CHECK_WEBHOOKS "webhook-server"
 
 /* Why a watch ended, as luna_watch_restarts_total{reason} names it, in the
  * order of struct informer_metrics.ends. */
@@ -159,6 +164,8 @@ struct runtime {
     struct luna_httpd *metrics_srv, *health_srv;
     struct luna_serving_cert *metrics_cert;  /* secure metrics: the certificate */
     struct luna_metrics_auth *metrics_auth;  /* secure metrics: who may scrape */
+    struct luna_webhook_server *webhook_srv; /* once a file declares a webhook */
+    struct luna_serving_cert *webhook_cert;
     struct luna_leader *leader;
     struct luna_shard_set *shards;        /* --shards, or NULL */
     char identity[320];
@@ -1009,6 +1016,128 @@ static int start_server(struct runtime *rt, const char *address, bool metrics, b
     return 0;
 }
 
+/* ---- admission webhooks (serve/webhook_server.h) ---------------------------- */
+
+/* The webhooks of the running code: a request finds its webhook in rt->gen
+ * at the moment it is served, and runs to its end at once, so a reload
+ * swaps every webhook together and no request sees two codes. */
+/* A webhook's handle: its file's state (the reload's state index) and its
+ * place among that file's webhooks.  The server finds and calls at once,
+ * so the reload cannot change between the two. */
+#define WEBHOOKS_PER_STATE 65536
+
+static int webhook_find(void *ud, const char *path, struct luna_webhook_info *info)
+{
+    struct runtime *rt = ud;
+    if (!rt->gen)
+        return 0;
+    lua_State *L;
+    for (size_t s = 0; (L = luna_generation_state(rt->gen, s)) != NULL; s++) {
+        int i = luna_webhook_find(L, path, info);
+        if (i > 0 && i < WEBHOOKS_PER_STATE && s < INT_MAX / WEBHOOKS_PER_STATE)
+            return (int)s * WEBHOOKS_PER_STATE + i;
+    }
+    return 0;
+}
+
+static enum luna_webhook_result webhook_call(void *ud, int h, const char *body, size_t len,
+                                             double seconds, struct luna_webhook_answer *answer,
+                                             char *why, size_t why_size)
+{
+    struct runtime *rt = ud;
+    lua_State *L = rt->gen ? luna_generation_state(rt->gen, (size_t)(h / WEBHOOKS_PER_STATE)) : NULL;
+    if (!L) {
+        snprintf(why, why_size, "the webhook is no longer loaded");
+        return LUNA_WEBHOOK_ERROR;
+    }
+    return luna_webhook_call(L, h % WEBHOOKS_PER_STATE, body, len, seconds, answer, why, why_size);
+}
+
+/* The webhooks the running reload declares, over its files' states. */
+static int webhook_count(struct runtime *rt)
+{
+    int n = 0;
+    lua_State *L;
+    for (size_t s = 0; rt->gen && (L = luna_generation_state(rt->gen, s)) != NULL; s++)
+        n += luna_loader_webhook_count(L);
+    return n;
+}
+
+static void webhook_cert_changed(void *ud, const char *cert_pem, const char *key_pem)
+{
+    struct runtime *rt = ud;
+    luna_error err = { 0 };
+    if (rt->webhook_srv &&
+        luna_webhook_server_set_certificate(rt->webhook_srv, cert_pem, key_pem, &err) < 0)
+        luna_error("webhook certificate not served", "error", err.msg);
+    else
+        luna_info("webhook certificate reloaded");
+}
+
+static const char *webhook_address(const struct luna_run_config *cfg)
+{
+    return cfg->webhook_bind_address ? cfg->webhook_bind_address
+           : cfg->dev_server         ? DEV_ADDRESS
+                                     : ":9443";
+}
+
+/* Starts the webhook server when the running code declares webhooks and
+ * it is not serving yet (at start, or at the reload that adds the first
+ * one).  0, or the error (logged by the caller). */
+static int ensure_webhook_server(struct runtime *rt, luna_error *err)
+{
+    const char *addr = webhook_address(rt->cfg);
+    if (rt->webhook_srv || strcmp(addr, "0") == 0 || !rt->gen)
+        return 0;
+    int n = webhook_count(rt);
+    if (n == 0)
+        return 0;
+    int rc;
+    struct luna_serving_cert_options co = {
+        .dir = rt->cfg->webhook_cert_path, .changed = webhook_cert_changed, .ud = rt,
+    };
+    if (!rt->webhook_cert && (rc = luna_serving_cert_new(&co, &rt->webhook_cert, err)) < 0) {
+        luna_error_wrap(err, "webhook server");
+        if (rt->health)
+            luna_health_set(rt->health, CHECK_WEBHOOKS, false, err->msg, NULL);
+        return rc;
+    }
+    struct luna_webhook_server_options wo = {
+        .address = addr,
+        .cert_pem = luna_serving_cert_pem(rt->webhook_cert),
+        .key_pem = luna_serving_cert_key_pem(rt->webhook_cert),
+        .metrics = rt->registry,
+        .calls = { .find = webhook_find, .call = webhook_call, .ud = rt },
+        .shadow = rt->cfg->shadow,
+        .read_header_timeout = rt->cfg->http_read_header_timeout,
+        .read_timeout = rt->cfg->http_read_timeout,
+    };
+    if ((rc = luna_webhook_server_start(&wo, &rt->webhook_srv, err)) < 0) {
+        if (rt->health)
+            luna_health_set(rt->health, CHECK_WEBHOOKS, false, err->msg, NULL);
+        return rc;
+    }
+    if (rt->health)
+        luna_health_set(rt->health, CHECK_WEBHOOKS, true, NULL, NULL);
+    char count[16], max[24];
+    snprintf(count, sizeof count, "%d", n);
+    snprintf(max, sizeof max, "%zu", (size_t)LUNA_WEBHOOK_MAX_BODY);
+    luna_info("webhook server listening", "address", luna_webhook_server_address(rt->webhook_srv),
+              "cert", luna_serving_cert_self_signed(rt->webhook_cert) ? "self-signed" : "files",
+              LUNA_LOG_NUM("webhooks"), count, LUNA_LOG_NUM("max_body"), max,
+              LUNA_LOG_BOOL("shadow"), rt->cfg->shadow ? "true" : "false");
+    lua_State *L;
+    for (size_t s = 0; (L = luna_generation_state(rt->gen, s)) != NULL; s++) {
+        for (int i = 1; i <= luna_loader_webhook_count(L); i++) {
+            struct luna_webhook_info info;
+            if (luna_webhook_info(L, i, &info) == 0)
+                luna_info("webhook registered", "webhook", info.name, "path", info.path, "type",
+                          info.type, "failure_policy", info.failure_policy);
+        }
+    }
+    return 0;
+}
+
 /* Health state, then the metrics and probe servers ("0" turns one off;
  * one address serves both). */
 static int setup_servers(struct runtime *rt, luna_error *err)
@@ -1129,6 +1258,10 @@ static void teardown(struct runtime *rt)
     /* the servers first: closing their connections cancels pending checks */
     luna_httpd_free(rt->metrics_srv);
     luna_httpd_free(rt->health_srv);
+    luna_webhook_server_free(rt->webhook_srv);
+    rt->webhook_srv = NULL;
+    luna_serving_cert_free(rt->webhook_cert);
+    rt->webhook_cert = NULL;
     luna_metrics_auth_free(rt->metrics_auth);
     luna_serving_cert_free(rt->metrics_cert);
     free_retiring(rt);
@@ -1574,6 +1707,9 @@ static void finish_reload(struct runtime *rt)
              luna_reload_result_name(result), "unresolved", len ? unresolved : NULL, NULL);
     luna_runtime_metrics_reload(rt->rm, result, ev_time());
     code_loaded(rt);
+    luna_error werr = { 0 };
+    if (ensure_webhook_server(rt, &werr) < 0)
+        luna_error("webhook server failed", "error", werr.msg);
 }
 
 static void sighup_cb(struct ev_loop *loop, ev_signal *w, int revents)
@@ -1775,7 +1911,8 @@ static int run(const struct luna_run_config *cfg)
         return 1;
     }
     if (setup_metrics(&rt, &err) < 0 || (cfg->leader_elect && setup_leader(&rt, &err) < 0) ||
-        setup_servers(&rt, &err) < 0 || (cfg->test_control && setup_test_control(&rt, &err) < 0)) {
+        setup_servers(&rt, &err) < 0 || ensure_webhook_server(&rt, &err) < 0 ||
+        (cfg->test_control && setup_test_control(&rt, &err) < 0)) {
         luna_error("startup failed", "error", err.msg);
         teardown(&rt);
         return 1;

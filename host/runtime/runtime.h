@@ -134,6 +134,11 @@ struct luna_run_config {
     const char *metrics_cert_key;           /* NULL: "tls.key" */
     /* NULL: ":8081", with dev_server "127.0.0.1:0"; "0": off */
     const char *health_probe_bind_address;
+    /* The admission webhook server (serve/webhook_server.h), started once
+     * a loaded file declares a webhook.  NULL: ":9443", with dev_server
+     * "127.0.0.1:0"; "0": off. */
+    const char *webhook_bind_address;
+    const char *webhook_cert_path;          /* NULL: a self-signed certificate */
     enum luna_admin_mode admin;             /* --admin-endpoints */
     /* --shadow: every write the controllers make is a server-side dry run
      * (dryRun=All) and is logged with what it would have changed

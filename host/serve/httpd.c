@@ -71,6 +71,10 @@ struct luna_httpd {
     struct luna_health *health;
     struct luna_metrics_auth *auth;     /* borrowed; NULL: /metrics is open */
     luna_httpd_admin_fn admin;          /* NULL: no /admin/ */
+    luna_httpd_post_fn post;            /* NULL: no POST paths */
+    void *post_ud;
+    size_t post_max_body;
+    size_t post_bytes;                  /* bodies being read now, in all */
     void *admin_ud;
     bool tls;
     void (*prepare)(void *ud, enum luna_httpd_endpoint endpoint);
@@ -85,6 +89,7 @@ static char seen_head;
 /* con_cls of a /metrics request being authorized: owned by the connection
  * (freed when MHD reports the request completed). */
 struct scrape {
+    bool post;                         /* false: this is a scrape (struct post below) */
     struct luna_httpd *s;
     bool admin;                        /* /admin/, else /metrics */
     struct MHD_Connection *conn;
@@ -155,6 +160,8 @@ static enum MHD_Result send_text_allow(struct MHD_Connection *c, unsigned status
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
         MHD_add_response_header(r, "Retry-After", "1");
+    if (status == MHD_HTTP_BAD_REQUEST) /* a framing we will not guess at */
+        MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result rc = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return rc;
@@ -261,6 +268,105 @@ static enum MHD_Result serve_check(struct luna_httpd *s, struct MHD_Connection *
     else
         luna_textbuf_printf(&b, "[-]%s failed\n", name);
     return send_buffer(c, ok ? MHD_HTTP_OK : MHD_HTTP_INTERNAL_SERVER_ERROR, TEXT_PLAIN, &b);
+}
+
+static void conn_phase(struct MHD_Connection *c, enum conn_phase phase);
+
+/* con_cls of a POST whose body is being read: owned by the connection
+ * (freed when MHD reports the request completed).  Its first member says
+ * it is not a struct scrape. */
+struct post {
+    bool post;                         /* true */
+    struct luna_httpd *s;
+    char *buf;                         /* the body so far (malloc'd) */
+    size_t len, cap;
+    bool too_big;                      /* past post_max_body: dropped */
+};
+
+static void post_free(struct post *p)
+{
+    p->s->post_bytes -= p->cap;
+    free(p->buf);
+    free(p);
+}
+
+static enum MHD_Result send_413(struct MHD_Connection *c, size_t max)
+{
+    char text[160];
+    snprintf(text, sizeof text, "request body too large: at most %zu bytes\n", max);
+    return send_static(c, MHD_HTTP_CONTENT_TOO_LARGE, text);
+}
+
+/* The head of a request to a POST path: 405 for another method, 413 for a
+ * Content-Length past the bound (at once, the body unread: MHD closes the
+ * connection after the answer), else its body is read (struct post). */
+static enum MHD_Result start_post(struct luna_httpd *s, struct MHD_Connection *c,
+                                  const char *method, void **con_cls)
+{
+    if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
+        *con_cls = &seen_head;
+        char *text = strdup("method not allowed: POST an AdmissionReview\n");
+        if (!text)
+            return MHD_NO;
+        return send_text_allow(c, MHD_HTTP_METHOD_NOT_ALLOWED, TEXT_PLAIN, text, strlen(text),
+                               "POST");
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > s->post_max_body) {
+        *con_cls = &seen_head;
+        return send_413(c, s->post_max_body);
+    }
+    struct post *p = calloc(1, sizeof *p);
+    if (!p)
+        return MHD_NO;
+    p->post = true;
+    p->s = s;
+    *con_cls = p;
+    conn_phase(c, READ_BODY);
+    return MHD_YES;
+}
+
+/* A POST to s->post: the body read into a buffer (bounded), then
+ * answered by the handler. */
+static enum MHD_Result serve_post(struct luna_httpd *s, struct MHD_Connection *c,
+                                  const char *url, const char *upload_data,
+                                  size_t *upload_size, void **con_cls)
+{
+    struct post *p = *con_cls;
+    if (*upload_size) {
+        if (!p->too_big && p->len + *upload_size > s->post_max_body) {
+            p->too_big = true;
+        } else if (!p->too_big && p->len + *upload_size > p->cap) {
+            size_t want = p->cap ? p->cap : 16384;
+            while (want < p->len + *upload_size)
+                want *= 2;
+            if (want > s->post_max_body)
+                want = s->post_max_body;
+            char *nb = s->post_bytes + (want - p->cap) > 4 * s->post_max_body
+                           ? NULL : realloc(p->buf, want);
+            if (!nb)
+                return send_static(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+                                   "too many request bodies being read\n");
+            s->post_bytes += want - p->cap;
+            p->buf = nb;
+            p->cap = want;
+        }
+        if (!p->too_big) {
+            memcpy(p->buf + p->len, upload_data, *upload_size);
+            p->len += *upload_size;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    conn_phase(c, ANSWER);
+    if (p->too_big)
+        return send_413(c, s->post_max_body);
+    struct luna_textbuf b = LUNA_TEXTBUF_INIT;
+    const char *ctype = TEXT_PLAIN;
+    int status = s->post(s->post_ud, url, p->buf ? p->buf : "", p->len, &b, &ctype);
+    return send_buffer(c, status < 0 ? MHD_HTTP_INTERNAL_SERVER_ERROR : (unsigned)status,
+                       ctype, &b);
 }
 
 /* ---- authorized scrapes ------------------------------------------------------ */
@@ -534,6 +640,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn_phase(c, READ_HEAD); /* a kept-alive connection waits for its next request */
     if (!*con_cls || *con_cls == &seen_head)
         return;
+    if (*(bool *)*con_cls) {
+        post_free(*con_cls);
+        *con_cls = NULL;
+        return;
+    }
     struct scrape *sc = *con_cls;
     luna_metrics_auth_cancel(sc->check);
     free(sc);
@@ -545,11 +656,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *upload_data, size_t *upload_size, void **con_cls)
 {
     struct luna_httpd *s = cls;
+    bool fixed = (s->metrics && strcmp(url, "/metrics") == 0) ||
+                 (s->health && (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0 ||
+                                strncmp(url, "/healthz/", 9) == 0 ||
+                                strncmp(url, "/readyz/", 8) == 0)) ||
+                 (s->admin && admin_path(url));
     if (!*con_cls) {
+        /* Request smuggling (mhd_loop.h): answered at once, before any body
+         * byte is read; MHD then closes the connection. */
+        char why[256];
+        if (luna_mhd_bad_framing(c, why, sizeof why)) {
+            char *body = NULL;
+            int n = asprintf(&body, "400 Bad Request: %s", why);
+            if (n < 0)
+                return MHD_NO;
+            conn_phase(c, ANSWER);
+            return send_text(c, MHD_HTTP_BAD_REQUEST, TEXT_PLAIN, body, (size_t)n);
+        }
+        if (s->post && !fixed)
+            return start_post(s, c, method, con_cls);
         *con_cls = &seen_head;
         conn_phase(c, READ_BODY);
         return MHD_YES;
     }
+    if (*con_cls != &seen_head && *(bool *)*con_cls)
+        return serve_post(s, c, url, upload_data, upload_size, con_cls);
     if (*upload_size) {
         *upload_size = 0; /* bodies mean nothing here */
         return MHD_YES;
@@ -686,7 +817,7 @@ int luna_httpd_start(const struct luna_httpd_options *o, struct luna_httpd **out
     int rc = luna_httpd_parse_address(o->address, host, sizeof host, &port, err);
     if (rc < 0)
         return rc;
-    if (!o->metrics && !o->health)
+    if (!o->metrics && !o->health && !o->post)
         return luna_error_set(err, LUNA_EINVAL, "HTTP server %s: nothing to serve", o->address);
     struct luna_httpd *s = calloc(1, sizeof *s);
     if (!s)
@@ -706,6 +837,10 @@ int luna_httpd_start(const struct luna_httpd_options *o, struct luna_httpd **out
     s->auth = o->auth;
     s->admin = o->admin;
     s->admin_ud = o->admin_ud;
+    s->post = o->post;
+    s->ml.priority = o->priority;
+    s->post_ud = o->post_ud;
+    s->post_max_body = o->post_max_body ? o->post_max_body : (size_t)7 << 20;
     s->tls = o->tls_cert_pem != NULL;
     s->prepare = o->prepare;
     s->ud = o->ud;

@@ -110,6 +110,11 @@ struct luna_httpd;
 typedef int (*luna_httpd_admin_fn)(void *ud, const struct luna_admin_request *req,
                                    struct luna_textbuf *body);
 
+/* Answers a POST (see post below): writes the body to out and its
+ * content type to *ctype (static), returns the status. */
+typedef int (*luna_httpd_post_fn)(void *ud, const char *path, const char *body, size_t len,
+                                  struct luna_textbuf *out, const char **ctype);
+
 enum luna_httpd_endpoint { LUNA_HTTPD_METRICS, LUNA_HTTPD_HEALTHZ, LUNA_HTTPD_READYZ };
 
 /* The defaults of the limits above (--http-read-header-timeout,
@@ -134,10 +139,23 @@ struct luna_httpd_options {
      * lowercased method); with no auth it is open.  NULL: no /admin/. */
     luna_httpd_admin_fn admin;
     void *admin_ud;
+    /* POST requests to any other path (the admission webhooks,
+     * webhook_server.h), answered by this function with the whole body
+     * read; the body is bounded by post_max_body (a larger one gets 413,
+     * read and dropped or refused from its Content-Length), and the
+     * bodies being read at once by 4 x post_max_body (503 past it).  Other
+     * methods on those paths get 405 (Allow: POST).  NULL: none. */
+    luna_httpd_post_fn post;
+    void *post_ud;
+    size_t post_max_body;
     /* Called before each render, e.g. to bring collected values or checks
      * up to date; may be NULL. */
     void (*prepare)(void *ud, enum luna_httpd_endpoint endpoint);
     void *ud;
+    /* The libev priority of the server's watchers: EV_MAXPRI has its
+     * requests handled before other watchers of the same loop iteration
+     * (the admission webhooks: the API server waits).  0: the default. */
+    int priority;
     /* Seconds to read a request's head, and the whole request (0: the
      * defaults above). */
     double read_header_timeout, read_timeout;

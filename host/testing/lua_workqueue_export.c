@@ -4,6 +4,7 @@
 #include <lauxlib.h>
 
 #include "lua/lua_util.h"
+#include "serve/webhook_server.h"
 #include "serve/workqueue_export.h"
 #include "testing/lua_metrics.h"
 #include "testing/lua_workqueue.h"
@@ -46,8 +47,23 @@ static int luna_lua_workqueue_export_detach(lua_State *L)
     return 0;
 }
 
+/* core.metrics.webhook(reg, path): the webhook server's families with
+ * one request's series (serve/webhook_server.h), for the names table. */
+static int luna_lua_metrics_webhook(lua_State *L)
+{
+    struct luna_metrics *reg = luna_lua_metrics_check(L, 1);
+    const char *path = luaL_checkstring(L, 2);
+    luna_error err;
+    int rc = luna_webhook_server_register_metrics(reg, path, &err);
+    if (rc)
+        return luna_lua_metrics_fail(L, rc, &err);
+    return 0;
+}
+
 void luna_lua_workqueue_export_register(lua_State *L)
 {
+    lua_pushcfunction(L, luna_lua_metrics_webhook);
+    lua_setfield(L, -2, "webhook");
     static const luaL_Reg export_methods[] = {
         { "detach", luna_lua_workqueue_export_detach },
         { NULL, NULL },

@@ -8,6 +8,7 @@ local luna = {}
 
 local core = require("luna.core")
 local util = require("luna.util")
+local webhook = require("luna.webhook")
 
 local KIND_PATTERN = "^[%w%.%-]*/?v[%w]+/[%u][%w]*$"
 
@@ -57,10 +58,28 @@ end
 -- remove (0 is refused); fields left out take the flags' values.
 -- limits.memory = MiB lowers the cap on what this controller may hold in
 -- the Lua heap (--controller-memory-limit, never more).
+--
+-- webhooks = { luna.webhook{...}, ... }: admission webhooks declared with
+-- the controller (docs/webhooks.md); luna serves them while it runs.
 function luna.controller(spec)
+  local whs = type(spec) == "table" and rawget(spec, "webhooks") or nil
+  local decls = whs ~= nil and webhook.check_field(whs) or nil
   local c, msg = core.controller_spec(spec)
   if not c then fail(msg) end
+  if decls then webhook.attach(c, decls) end
   return c
+end
+
+-- luna.webhook{name =, validate = fn | mutate = fn, rules =, ...}: one
+-- admission webhook, checked at the caller's line, with Kubernetes'
+-- defaults for what is left out (docs/webhooks.md).
+function luna.webhook(spec)
+  return webhook.declare(spec)
+end
+
+-- A file of webhooks only: `return luna.webhooks{ luna.webhook{...}, ... }`.
+function luna.webhooks(list)
+  return webhook.set(list)
 end
 
 -- Only values luna.controller made: a script cannot forge one.

@@ -459,6 +459,7 @@ function cli.main(exe, lib, args)
   local cmd = table.remove(args, 1)
   if cmd == "stubs" then return cmd_stubs(args, lib) end
   if cmd == "rbac" then return require("luna.rbac_cli").main(cli, lib, args) end
+  if cmd == "webhooks" then return require("luna.webhooks_cli").main(cli, lib, args) end
   return cmd_test(args)
 end
 

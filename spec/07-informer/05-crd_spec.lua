@@ -42,13 +42,11 @@ describe("informer for a CRD created after start", function()
     local path = "/apis/" .. group .. "/v1/namespaces/" .. srv.ns .. "/widgets"
     -- A real server takes a moment to serve a new CRD.
     local code
-    for _ = 1, 100 do
+    helpers.eventually(function()
       code = srv:request("POST", path, { apiVersion = group .. "/v1", kind = "Widget",
         metadata = { name = "w1" }, spec = { size = 1 } })
-      if code == 201 then break end
-      os.execute("sleep 0.1")
-    end
-    assert.equal(201, code)
+      return code == 201
+    end, 30, "the new CRD served")
 
     helpers.eventually(function() return inf:has_synced() end, 20, "sync after the CRD appeared")
     local res = inf:resource()

@@ -45,11 +45,10 @@ describe("informer with deeply nested objects", function()
 
   local function create(name, depth)
     local code, _, raw
-    for _ = 1, 100 do -- a real server takes a moment to serve a new CRD
+    helpers.eventually(function() -- a real server takes a moment to serve a new CRD
       code, _, raw = srv:request("POST", path, deep(group, name, depth))
-      if code ~= 404 then break end
-      os.execute("sleep 0.1")
-    end
+      return code ~= 404
+    end, 30, "the new CRD served")
     return code, raw
   end
 

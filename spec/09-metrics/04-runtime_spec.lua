@@ -23,6 +23,12 @@ end
 -- name -> { type, sorted label names, HELP } as controller-runtime v0.16+ and
 -- client-go register them.
 local EXPECTED = {
+  controller_runtime_webhook_requests_total = { "counter", "code,webhook",
+    "Total number of admission requests by HTTP status code." },
+  controller_runtime_webhook_latency_seconds = { "histogram", "webhook",
+    "Histogram of the latency of processing admission requests" },
+  controller_runtime_webhook_requests_in_flight = { "gauge", "webhook",
+    "Current number of admission requests being served." },
   controller_runtime_reconcile_total = { "counter", "controller,result",
     "Total number of reconciliations per controller" },
   controller_runtime_reconcile_errors_total = { "counter", "controller",
@@ -110,6 +116,7 @@ describe("runtime metrics names", function()
     rt:version_check("v1/ConfigMap", false)
     rt:lua_state("main")
     ctl:script(string.rep("ab", 32))
+    core.metrics.webhook(reg, "/validate/widgets.validate.example.com")
     local parsed = parse(reg)
     local names = {}
     for name in pairs(EXPECTED) do names[#names + 1] = name end

@@ -170,6 +170,39 @@ describe("probe and metrics servers under hostile clients", function()
     assert.not_matches('"paused":%s*true', body)
   end)
 
+  -- Request smuggling on luna's own server: a proxy in front that reads
+  -- the other framing would see a second request where luna saw a body
+  -- (or the reverse), so both are refused before any body byte is read.
+  for _, case in ipairs({
+    { "two differing Content-Lengths", { "Content-Length: 0", "Content-Length: %d" },
+      'http: message cannot contain multiple Content-Length headers; got ["0" "%d"]' },
+    { "Content-Length beside Transfer-Encoding", { "Content-Length: %d", "Transfer-Encoding: chunked" },
+      "http: message cannot contain both Content-Length and Transfer-Encoding headers" },
+  }) do
+    it("refuses " .. case[1] .. " with 400, closes, and acts on neither request", function()
+      start({ "--metrics-secure=false", "--admin-endpoints" })
+      local inner = "POST /admin/controllers/cms/pause HTTP/1.1\r\nHost: luna\r\nContent-Length: 0\r\n\r\n"
+      local head = "POST /admin/controllers/cms/pause HTTP/1.1\r\nHost: luna\r\n"
+      for _, h in ipairs(case[2]) do head = head .. h:format(#inner) .. "\r\n" end
+      local c = raw.connect(port_of(luna.metrics))
+      c:send(head .. "\r\n" .. inner)
+      local code, got = c:response(10)
+      assert(code == 400, tostring(got))
+      assert.matches("400 Bad Request: " .. case[3]:format(#inner), got, 1, true)
+      assert.is_true(c:closed(10))
+      c:close()
+      local status, body = S.get(luna.metrics .. "/admin/controllers")
+      assert.equal(200, status)
+      assert.not_matches('"paused":%s*true', body)
+      -- /healthz on the probe port too
+      c = raw.connect(port_of(luna.health))
+      c:send("GET /healthz HTTP/1.1\r\nHost: luna\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nx")
+      code, got = c:response(10)
+      assert(code == 400, tostring(got))
+      c:close()
+    end)
+  end
+
   it("rejects bad limits with a clear error", function()
     for _, flag in ipairs({ "--http-read-header-timeout=0", "--http-read-timeout=-1",
                             "--http-read-header-timeout=soon" }) do

@@ -83,7 +83,8 @@ for b in etcd kube-apiserver kube-controller-manager kubectl; do
   [ -x "$tmp/$b" ] || { echo "build.sh: $b was not built" >&2; exit 1; }
 done
 "$tmp/kube-apiserver" --version
-"$tmp/etcd" --version | head -n 1
+# sed reads to the end: with pipefail, head could end etcd by SIGPIPE (141)
+"$tmp/etcd" --version | sed -n 1p
 echo "$kube_version $etcd_version built in $(( $(date +%s) - start ))s on $(date -u +%FT%TZ)" \
   > "$tmp/complete"
 rm -rf "$dir"

@@ -81,7 +81,63 @@
 ---@field priority_queue? boolean live events before first-list and resync keys (default true); false: one FIFO
 ---@field every? number|string periodic work: seconds (1..31536000) or a cron schedule ("*/5 * * * *"); reconcile then also gets req.periodic
 ---@field jitter? number each tick up to this fraction (0..1) of the period late, at random; only with `every`
+---@field webhooks? luna.Webhook[] admission webhooks served with this controller (docs/webhooks.md)
 ---@field reconcile fun(req: luna.Request): luna.Result, luna.Error|string|nil
+
+---One rule of the requests a webhook sees (admissionregistration.k8s.io/v1 RuleWithOperations).
+---@class luna.WebhookRule
+---@field api_groups string[] "" is the core group; "*" any
+---@field api_versions string[]
+---@field resources string[] "widgets", "pods/status", "*"
+---@field operations ("CREATE"|"UPDATE"|"DELETE"|"CONNECT"|"*")[]
+---@field scope? "*"|"Cluster"|"Namespaced" default "*"
+
+---A label selector of a webhook (namespaceSelector, objectSelector); empty: everything.
+---@class luna.WebhookSelector
+---@field match_labels? table<string, string>
+---@field match_expressions? {key: string, operator: "In"|"NotIn"|"Exists"|"DoesNotExist", values?: string[]}[]
+
+---An AdmissionReview request, as a webhook function gets it.
+---@class luna.AdmissionRequest
+---@field uid string
+---@field operation "CREATE"|"UPDATE"|"DELETE"|"CONNECT"
+---@field kind {group: string, version: string, kind: string}
+---@field resource {group: string, version: string, resource: string}
+---@field sub_resource? string
+---@field name? string
+---@field namespace? string
+---@field user_info {username: string, uid?: string, groups?: string[], extra?: table}
+---@field object? luna.Object nil for DELETE
+---@field old_object? luna.Object UPDATE and DELETE
+---@field dry_run boolean
+---@field options? table
+
+---What a webhook function answers: nothing or true (allowed), false and a message (denied, code 403), or this table.
+---@class luna.AdmissionAnswer
+---@field allowed? boolean default true
+---@field message? string
+---@field code? integer HTTP status of a denial (default 403)
+---@field reason? string
+---@field warnings? string[]
+
+---@class luna.WebhookSpec
+---@field name string a DNS subdomain of three or more segments ("widgets.validate.example.com")
+---@field validate? fun(req: luna.AdmissionRequest): (boolean|luna.AdmissionAnswer|nil), string|nil
+---@field mutate? fun(req: luna.AdmissionRequest, obj: luna.Object): (boolean|luna.AdmissionAnswer|nil), string|nil change obj (a copy of req.object); luna sends the JSON patch
+---@field rules luna.WebhookRule[]
+---@field namespace_selector? luna.WebhookSelector
+---@field object_selector? luna.WebhookSelector
+---@field failure_policy? "Fail"|"Ignore" default "Fail"
+---@field side_effects? "None"|"NoneOnDryRun" default "None"
+---@field timeout_seconds? integer 1..30, default 10
+---@field match_policy? "Equivalent"|"Exact" default "Equivalent"
+---@field reinvocation_policy? "Never"|"IfNeeded" mutating only, default "Never"
+
+---What luna.webhook returns (read-only).
+---@class luna.Webhook
+
+---What luna.webhooks returns: a file of webhooks only.
+---@class luna.WebhookSet
 
 ---What luna.controller returns (read-only).
 ---@class luna.Controller
@@ -130,6 +186,16 @@ local luna = {}
 ---@param spec luna.ControllerSpec
 ---@return luna.Controller
 function luna.controller(spec) end
+
+---Declares an admission webhook, checked at load with Kubernetes' defaults (docs/webhooks.md).
+---@param spec luna.WebhookSpec
+---@return luna.Webhook
+function luna.webhook(spec) end
+
+---A file of webhooks only: `return luna.webhooks { luna.webhook { ... } }`.
+---@param list luna.Webhook[]
+---@return luna.WebhookSet
+function luna.webhooks(list) end
 
 ---True only for values luna.controller made.
 ---@param v any

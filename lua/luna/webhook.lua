@@ -1,0 +1,491 @@
+-- luna.webhook: admission webhooks written in Lua (docs/webhooks.md).
+--
+--   luna.webhook{...}        validates a declaration at the caller's line and
+--                            returns a read-only handle to it
+--   luna.webhooks{w, ...}    a file of webhooks only (no controller)
+--   webhook.diff(a, b)       the RFC 6902 operations that turn a into b
+--   webhook.pointer(parts)   an RFC 6901 pointer ("~" → "~0", "/" → "~1")
+--
+-- Host side (host/controller/webhook.c; not for scripts):
+--   webhook.collect(v)       the declarations of a controller or webhook set
+--   webhook.serve(decl, body) runs one AdmissionReview request's body
+--                            through the declaration's function and returns
+--                            what to answer (see serve below)
+--
+-- Declarations are copied once, checked field by field (a bad value is an
+-- error naming the field, raised at the caller's line), and filled with
+-- Kubernetes' defaults (admissionregistration.k8s.io/v1): failure_policy
+-- "Fail", match_policy "Equivalent", side_effects "None" (v1 requires the
+-- field; None is what kubebuilder markers write), timeout_seconds 10,
+-- reinvocation_policy "Never", empty selectors (everything), scope "*".
+
+local core = require("luna.core")
+local util = require("luna.util")
+
+local json = core.json
+local NULL = json.null
+
+local M = {}
+
+-- handle → private declaration; set → list of private declarations.  Weak
+-- keys: a handle the script drops goes with its declaration.
+local private = setmetatable({}, { __mode = "k" })
+local sets = setmetatable({}, { __mode = "k" })
+-- controller userdata → its declarations (luna.controller{webhooks = ...}).
+local attached = setmetatable({}, { __mode = "k" })
+
+local FIELDS = {
+  name = true, validate = true, mutate = true, rules = true, namespace_selector = true,
+  object_selector = true, failure_policy = true, side_effects = true, timeout_seconds = true,
+  match_policy = true, reinvocation_policy = true,
+}
+local RULE_FIELDS = { api_groups = true, api_versions = true, resources = true,
+                      operations = true, scope = true }
+local SELECTOR_FIELDS = { match_labels = true, match_expressions = true }
+local EXPRESSION_FIELDS = { key = true, operator = true, values = true }
+local OPERATIONS = { CREATE = true, UPDATE = true, DELETE = true, CONNECT = true, ["*"] = true }
+local MAX_LIST = 64
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in next, t do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  return keys
+end
+
+local function check_keys(t, known, where)
+  for _, k in ipairs(sorted_keys(t)) do
+    if type(k) ~= "string" or not known[k] then
+      util.raise("webhook field '%s' has unknown key '%s'", where, tostring(k))
+    end
+  end
+end
+
+local function one_of(v, field, allowed, default)
+  if v == nil then return default end
+  for _, a in ipairs(allowed) do
+    if v == a then return v end
+  end
+  local quoted = {}
+  for i, a in ipairs(allowed) do quoted[i] = string.format("%q", a) end
+  util.raise("webhook field '%s' must be %s, got %s", field, table.concat(quoted, " or "),
+             type(v) == "string" and string.format("%q", v) or tostring(v))
+end
+
+-- A non-empty list (at most MAX_LIST) of strings each passing ok(s).
+local function string_list(v, field, ok, what)
+  if type(v) ~= "table" then
+    util.raise("webhook field '%s' must be a list of %s, got %s", field, what, type(v))
+  end
+  local n = #v
+  if n == 0 or n > MAX_LIST then
+    util.raise("webhook field '%s' must list 1 to %d %s", field, MAX_LIST, what)
+  end
+  for k in next, v do
+    if type(k) ~= "number" or k < 1 or k > n or k % 1 ~= 0 then
+      util.raise("webhook field '%s' must be a list (keys 1..n)", field)
+    end
+  end
+  local out = {}
+  for i = 1, n do
+    local s = rawget(v, i)
+    if type(s) ~= "string" or not ok(s) then
+      util.raise("webhook field '%s[%d]' must be %s, got %s", field, i, what,
+                 type(s) == "string" and string.format("%q", s) or type(s))
+    end
+    out[i] = s
+  end
+  return out
+end
+
+local function any_string() return true end
+local function non_empty(s) return s ~= "" end
+
+local function read_rule(r, field)
+  if type(r) ~= "table" then util.raise("webhook field '%s' must be a table", field) end
+  check_keys(r, RULE_FIELDS, field)
+  local out = {}
+  for _, f in ipairs({ "api_groups", "api_versions", "resources", "operations" }) do
+    if rawget(r, f) == nil then
+      util.raise("webhook field '%s.%s' is required", field, f)
+    end
+  end
+  out.api_groups = string_list(rawget(r, "api_groups"), field .. ".api_groups", any_string,
+                               "API groups (\"\" is the core group)")
+  out.api_versions = string_list(rawget(r, "api_versions"), field .. ".api_versions", non_empty,
+                                 "API versions")
+  out.resources = string_list(rawget(r, "resources"), field .. ".resources", non_empty,
+                              "resources (\"widgets\", \"pods/status\", \"*\")")
+  out.operations = string_list(rawget(r, "operations"), field .. ".operations",
+                               function(s) return OPERATIONS[s] end,
+                               "operations (CREATE, UPDATE, DELETE, CONNECT or *)")
+  out.scope = one_of(rawget(r, "scope"), field .. ".scope", { "*", "Cluster", "Namespaced" }, "*")
+  return out
+end
+
+local function read_selector(s, field)
+  if s == nil then return { match_labels = {}, match_expressions = {} } end
+  if type(s) ~= "table" then util.raise("webhook field '%s' must be a table", field) end
+  check_keys(s, SELECTOR_FIELDS, field)
+  local out = { match_labels = {}, match_expressions = {} }
+  local ml = rawget(s, "match_labels")
+  if ml ~= nil then
+    if type(ml) ~= "table" then
+      util.raise("webhook field '%s.match_labels' must be a table of label = value", field)
+    end
+    for _, k in ipairs(sorted_keys(ml)) do
+      local v = rawget(ml, k)
+      local ok, why = true, nil
+      if type(k) ~= "string" then ok, why = false, "keys must be strings"
+      else ok, why = util.qualified_name(k:match("[^/]*$")) end
+      if ok and type(v) ~= "string" then ok, why = false, "values must be strings" end
+      if ok then ok, why = util.label_value(v) end
+      if not ok then
+        util.raise("webhook field '%s.match_labels.%s': %s", field, tostring(k), why)
+      end
+      out.match_labels[k] = v
+    end
+  end
+  local me = rawget(s, "match_expressions")
+  if me ~= nil then
+    if type(me) ~= "table" then
+      util.raise("webhook field '%s.match_expressions' must be a list", field)
+    end
+    for i = 1, #me do
+      local e, where = rawget(me, i), string.format("%s.match_expressions[%d]", field, i)
+      if type(e) ~= "table" then util.raise("webhook field '%s' must be a table", where) end
+      check_keys(e, EXPRESSION_FIELDS, where)
+      local key = rawget(e, "key")
+      if type(key) ~= "string" or key == "" then
+        util.raise("webhook field '%s.key' must be a label key", where)
+      end
+      local op = one_of(rawget(e, "operator"), where .. ".operator",
+                        { "In", "NotIn", "Exists", "DoesNotExist" }, nil)
+      if op == nil then util.raise("webhook field '%s.operator' is required", where) end
+      local values = rawget(e, "values")
+      if op == "In" or op == "NotIn" then
+        values = string_list(values, where .. ".values", any_string, "label values")
+      elseif values ~= nil and (type(values) ~= "table" or #values > 0) then
+        util.raise("webhook field '%s.values' must be empty with operator %s", where, op)
+      else
+        values = nil
+      end
+      out.match_expressions[i] = { key = key, operator = op, values = values }
+    end
+  end
+  return out
+end
+
+-- The declaration at t, checked and copied (raw reads: no metamethod runs).
+local function read(t)
+  if type(t) ~= "table" then util.raise("luna.webhook takes a table, got %s", type(t)) end
+  check_keys(t, FIELDS, "webhook")
+  local d = {}
+  local name = rawget(t, "name")
+  local ok, why = false, "it is not a string"
+  if type(name) == "string" then ok, why = util.dns_subdomain(name) end
+  if ok and not name:match("^[^.]+%.[^.]+%.[^.]+") then
+    ok, why = false, "Kubernetes wants a name with at least three segments, as " ..
+                     "\"widgets.validate.example.com\""
+  end
+  if not ok then
+    util.raise("webhook field 'name' must be a DNS subdomain of three or more segments, got %s (%s)",
+               type(name) == "string" and string.format("%q", name) or tostring(name), why)
+  end
+  d.name = name
+  local v, m = rawget(t, "validate"), rawget(t, "mutate")
+  if (v == nil) == (m == nil) then
+    util.raise("webhook '%s' needs exactly one of 'validate' and 'mutate' (a function)", name)
+  end
+  if v ~= nil and type(v) ~= "function" then
+    util.raise("webhook field 'validate' must be a function, got %s", type(v))
+  end
+  if m ~= nil and type(m) ~= "function" then
+    util.raise("webhook field 'mutate' must be a function, got %s", type(m))
+  end
+  d.type = v and "validating" or "mutating"
+  d.fn = v or m
+  d.path = (v and "/validate/" or "/mutate/") .. name
+  local rules = rawget(t, "rules")
+  if rules == nil then
+    util.raise("webhook '%s' needs 'rules' (which requests it sees)", name)
+  end
+  if type(rules) ~= "table" or #rules == 0 or #rules > MAX_LIST then
+    util.raise("webhook field 'rules' must list 1 to %d rules", MAX_LIST)
+  end
+  d.rules = {}
+  for i = 1, #rules do d.rules[i] = read_rule(rawget(rules, i), string.format("rules[%d]", i)) end
+  d.namespace_selector = read_selector(rawget(t, "namespace_selector"), "namespace_selector")
+  d.object_selector = read_selector(rawget(t, "object_selector"), "object_selector")
+  d.failure_policy = one_of(rawget(t, "failure_policy"), "failure_policy", { "Fail", "Ignore" },
+                            "Fail")
+  d.side_effects = one_of(rawget(t, "side_effects"), "side_effects", { "None", "NoneOnDryRun" },
+                          "None")
+  d.match_policy = one_of(rawget(t, "match_policy"), "match_policy", { "Equivalent", "Exact" },
+                          "Equivalent")
+  local to = rawget(t, "timeout_seconds")
+  if to == nil then to = 10 end
+  if type(to) ~= "number" or to % 1 ~= 0 or to < 1 or to > 30 then
+    util.raise("webhook field 'timeout_seconds' must be an integer from 1 to 30, got %s",
+               tostring(to))
+  end
+  d.timeout_seconds = to
+  local rp = rawget(t, "reinvocation_policy")
+  if rp ~= nil and d.type ~= "mutating" then
+    util.raise("webhook field 'reinvocation_policy' is for mutating webhooks only")
+  end
+  if d.type == "mutating" then
+    d.reinvocation_policy = one_of(rp, "reinvocation_policy", { "Never", "IfNeeded" }, "Never")
+  end
+  return d
+end
+
+-- A read-only view of a private declaration: reading gives copies of the
+-- plain fields, writing raises.
+local function deep_copy(v)
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in next, v do out[k] = deep_copy(x) end
+  if json.is_array(v) then json.array(out) end
+  return out
+end
+
+local handle_mt = {
+  __index = function(h, k)
+    local d = private[h]
+    if k == "fn" then return nil end
+    return deep_copy(d[k])
+  end,
+  __newindex = function() util.raise("a webhook is read-only") end,
+  __metatable = false,
+  __tostring = function(h) return "webhook " .. private[h].path end,
+}
+
+function M.declare(t)
+  local d = read(t)
+  local h = setmetatable({}, handle_mt)
+  private[h] = d
+  return h
+end
+
+function M.is_webhook(v) return private[v] ~= nil end
+
+-- The private declarations of the list l (of handles); raises naming
+-- field[i] for anything else.
+local function declarations(l, field)
+  if type(l) ~= "table" then
+    util.raise("%s must be a list of luna.webhook{...}, got %s", field, type(l))
+  end
+  local out, seen = {}, {}
+  for i = 1, #l do
+    local d = private[rawget(l, i)]
+    if not d then util.raise("%s[%d] must be a value of luna.webhook{...}", field, i) end
+    if seen[d.path] then util.raise("%s[%d]: webhook '%s' is listed twice", field, i, d.name) end
+    seen[d.path] = true
+    out[i] = d
+  end
+  return out
+end
+
+function M.set(l)
+  local ds = declarations(l, "luna.webhooks")
+  if #ds == 0 then util.raise("luna.webhooks needs at least one luna.webhook{...}") end
+  local s = setmetatable({}, { __metatable = false,
+                               __newindex = function() util.raise("read-only") end })
+  sets[s] = ds
+  return s
+end
+
+function M.is_set(v) return sets[v] ~= nil end
+
+-- luna.controller{webhooks = ...}: checked before the host reads the rest.
+function M.check_field(l) return declarations(l, "controller field 'webhooks'") end
+function M.attach(c, ds) attached[c] = ds end
+
+-- The declarations a file's value carries (host: the loader), or nil.
+function M.collect(v)
+  return sets[v] or attached[v]
+end
+
+-- ---- RFC 6901 / 6902 -------------------------------------------------------
+
+local function escape(p) return (tostring(p):gsub("~", "~0"):gsub("/", "~1")) end
+
+function M.pointer(parts)
+  local out = {}
+  for i, p in ipairs(parts) do out[i] = "/" .. escape(p) end
+  return table.concat(out)
+end
+
+-- "array", "object" or "scalar", as the JSON encoder reads the value.
+local function shape(v)
+  if type(v) ~= "table" then return "scalar" end
+  if json.is_array(v) then return "array" end
+  if json.is_object(v) then return "object" end
+  local n = #v
+  if n == 0 then return "object" end
+  for k in next, v do
+    if type(k) ~= "number" then return "object" end
+  end
+  return "array"
+end
+
+local function equal(a, b)
+  local sa, sb = shape(a), shape(b)
+  if sa ~= sb then return false end
+  if sa == "scalar" then return a == b end
+  if sa == "array" then
+    if #a ~= #b then return false end
+    for i = 1, #a do
+      if not equal(a[i], b[i]) then return false end
+    end
+    return true
+  end
+  for k, x in next, a do
+    if b[k] == nil or not equal(x, b[k]) then return false end
+  end
+  for k in next, b do
+    if a[k] == nil then return false end
+  end
+  return true
+end
+M.equal = equal
+
+local function diff(a, b, path, ops)
+  local sa, sb = shape(a), shape(b)
+  if sa ~= sb or sa == "scalar" then
+    if not equal(a, b) then ops[#ops + 1] = { op = "replace", path = path, value = b } end
+    return
+  end
+  if sa == "object" then
+    local ka, kb = sorted_keys(a), sorted_keys(b)
+    for _, k in ipairs(ka) do
+      if b[k] == nil then ops[#ops + 1] = { op = "remove", path = path .. "/" .. escape(k) } end
+    end
+    for _, k in ipairs(kb) do
+      local p = path .. "/" .. escape(k)
+      if a[k] == nil then
+        ops[#ops + 1] = { op = "add", path = p, value = b[k] }
+      else
+        diff(a[k], b[k], p, ops)
+      end
+    end
+    return
+  end
+  local n, m = #a, #b
+  for i = 1, math.min(n, m) do diff(a[i], b[i], path .. "/" .. (i - 1), ops) end
+  for i = n + 1, m do ops[#ops + 1] = { op = "add", path = path .. "/" .. (i - 1), value = b[i] } end
+  -- from the end, so each index is still the element it names
+  for i = n, m + 1, -1 do ops[#ops + 1] = { op = "remove", path = path .. "/" .. (i - 1) } end
+end
+
+-- The operations turning a into b (a list; empty when they are equal).
+function M.diff(a, b)
+  local ops = json.array()
+  diff(a, b, "", ops)
+  return ops
+end
+
+-- ---- serving (host) ----------------------------------------------------------
+
+local function present(v)
+  if v == NULL then return nil end
+  return v
+end
+
+local RESULT_FIELDS = { allowed = true, message = true, code = true, reason = true,
+                        warnings = true }
+
+-- The request table a webhook function gets, from AdmissionReview.request.
+local function request_of(r)
+  return {
+    uid = present(r.uid),
+    kind = present(r.kind),
+    resource = present(r.resource),
+    sub_resource = present(r.subResource),
+    request_kind = present(r.requestKind),
+    request_resource = present(r.requestResource),
+    request_sub_resource = present(r.requestSubResource),
+    name = present(r.name),
+    namespace = present(r.namespace),
+    operation = present(r.operation),
+    user_info = present(r.userInfo),
+    object = present(r.object),
+    old_object = present(r.oldObject),
+    dry_run = r.dryRun == true,
+    options = present(r.options),
+  }
+end
+
+local function answer_of(d, a, b)
+  local out = { allowed = true }
+  if a == nil and b == nil or a == true then return out end
+  if a == false or (a == nil and b ~= nil) then
+    out.allowed = false
+    out.message = b ~= nil and tostring(b) or nil
+    out.code = 403
+    return out
+  end
+  if type(a) ~= "table" then
+    error(string.format("webhook %s returned a %s: want nothing, true, false and a message, " ..
+                        "or a table {allowed=, message=, code=, reason=, warnings=}",
+                        d.name, type(a)), 0)
+  end
+  for k in next, a do
+    if not RESULT_FIELDS[k] then
+      error(string.format("webhook %s returned a table with unknown key '%s'", d.name,
+                          tostring(k)), 0)
+    end
+  end
+  local allowed = rawget(a, "allowed")
+  if allowed ~= nil and type(allowed) ~= "boolean" then
+    error(string.format("webhook %s: 'allowed' must be a boolean", d.name), 0)
+  end
+  out.allowed = allowed ~= false
+  local msg = rawget(a, "message")
+  if msg ~= nil then out.message = tostring(msg) end
+  local code = rawget(a, "code")
+  if code ~= nil and (type(code) ~= "number" or code % 1 ~= 0 or code < 100 or code > 599) then
+    error(string.format("webhook %s: 'code' must be an HTTP status (100 to 599)", d.name), 0)
+  end
+  out.code = code or (not out.allowed and 403 or nil)
+  local reason = rawget(a, "reason")
+  if reason ~= nil then out.reason = tostring(reason) end
+  local w = rawget(a, "warnings")
+  if w ~= nil then
+    if type(w) ~= "table" then
+      error(string.format("webhook %s: 'warnings' must be a list of strings", d.name), 0)
+    end
+    out.warnings = {}
+    for i = 1, #w do out.warnings[i] = tostring(w[i]) end
+  end
+  return out
+end
+
+-- Runs the AdmissionReview (body, checked by the host: apiVersion, kind,
+-- request.uid) through d's function.  Returns { allowed, message, code,
+-- reason, warnings, patch (JSON text of the operations, or nil), ops }.
+-- Raises (the host answers by failure_policy) when the function does or
+-- returns something that is not an answer.
+function M.serve(d, body)
+  local review, err = json.decode(body)
+  if not review then error(tostring(err), 0) end
+  local req = request_of(review.request)
+  if d.type == "validating" then
+    return answer_of(d, d.fn(req))
+  end
+  local copy = req.object ~= nil and deep_copy(req.object) or nil
+  local out = answer_of(d, d.fn(req, copy))
+  if out.allowed and req.object ~= nil and copy ~= nil then
+    local ops = M.diff(req.object, copy)
+    out.ops = #ops
+    if #ops > 0 then
+      local text, eerr = json.encode(ops)
+      if not text then error("the mutated object cannot be encoded: " .. tostring(eerr), 0) end
+      out.patch = text
+    end
+  end
+  return out
+end
+
+return M
