@@ -100,7 +100,7 @@
  * Shared budget.  "The heap" in the rules above is the budget's: by
  * default a state's own, but states joined to one budget
  * (luna_watchdog_join: `luna run` makes one state per controller file and
- * joins them all) share it.  Rules 1 and 3 then read the heap and the
+ * joins those of one reload) share it.  Rules 1 and 3 then read the heap and the
  * charged C memory of every member together, and the fair share divides
  * cfg.memory by the accounts of every member; rule 2 stays the account's.
  * So --lua-memory-limit bounds all controller states of the process
