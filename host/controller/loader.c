@@ -416,9 +416,10 @@ int luna_loader_source(lua_State *L, int i, const char **file, const char **sha2
     return 0;
 }
 
-unsigned luna_loader_account(lua_State *L, int i)
+/* The "account" field of entry i of the registry list at key, or 0. */
+static unsigned entry_account(lua_State *L, const char *key, int i)
 {
-    lua_getfield(L, LUA_REGISTRYINDEX, SOURCES_KEY);
+    lua_getfield(L, LUA_REGISTRYINDEX, key);
     lua_rawgeti(L, -1, i);
     unsigned id = 0;
     if (lua_istable(L, -1)) {
@@ -428,6 +429,11 @@ unsigned luna_loader_account(lua_State *L, int i)
     }
     lua_pop(L, 2);
     return id;
+}
+
+unsigned luna_loader_account(lua_State *L, int i)
+{
+    return entry_account(L, SOURCES_KEY, i);
 }
 
 int luna_loader_count(lua_State *L)
@@ -585,14 +591,5 @@ int luna_loader_push_webhook(lua_State *L, int i)
 
 unsigned luna_loader_webhook_account(lua_State *L, int i)
 {
-    lua_getfield(L, LUA_REGISTRYINDEX, WEBHOOKS_KEY);
-    lua_rawgeti(L, -1, i);
-    unsigned id = 0;
-    if (lua_istable(L, -1)) {
-        lua_getfield(L, -1, "account");
-        id = (unsigned)lua_tonumber(L, -1);
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 2);
-    return id;
+    return entry_account(L, WEBHOOKS_KEY, i);
 }

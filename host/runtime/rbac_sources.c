@@ -55,31 +55,37 @@ static void push_controller(lua_State *L, lua_State *C, int i, const struct luna
     lua_setfield(L, -2, "sources");
 }
 
-/* core.controller_sources(lib, dir): a second Lua state, so the scripts
- * run in the sandbox `luna run` gives them and never in the tool's own
- * (unsandboxed) state; only plain strings and booleans cross over. */
-static int luna_lua_rbac_controller_sources(lua_State *L)
+/* Loads every file of dir (a role or manifest for part of it would
+ * mislead) into a second Lua state, so the scripts run in the sandbox
+ * `luna run` gives them and never in the tool's own (unsandboxed) state:
+ * the new state (the caller closes it) and its controller count, or NULL
+ * with nil and the message pushed on L. */
+static lua_State *load_apart(lua_State *L, const char *lib, const char *dir, int *n)
 {
-    const char *lib = luaL_checkstring(L, 1);
-    const char *dir = luaL_checkstring(L, 2);
     luna_error err = { 0 };
     lua_State *C = luna_loader_new(lib, &err);
-    if (!C) {
-        lua_pushnil(L);
-        lua_pushstring(L, err.msg);
-        return 2;
-    }
-    /* No client and no discovery: the runtime's state looks the same
-     * before it has connected, and loading must not need either. */
-    struct luna_api_host host = { 0 };
-    luna_api_install(C, &host);
-    int n = luna_loader_load_dir(C, dir, true, &err); /* a role for part of DIR would mislead */
-    if (n < 0) {
+    if (C) {
+        /* No client and no discovery: the runtime's state looks the same
+         * before it has connected, and loading must not need either. */
+        struct luna_api_host host = { 0 };
+        luna_api_install(C, &host);
+        if ((*n = luna_loader_load_dir(C, dir, true, &err)) >= 0)
+            return C;
         lua_close(C);
-        lua_pushnil(L);
-        lua_pushstring(L, err.msg);
-        return 2;
     }
+    lua_pushnil(L);
+    lua_pushstring(L, err.msg);
+    return NULL;
+}
+
+/* core.controller_sources(lib, dir): the controllers of dir, loaded apart
+ * (load_apart); only plain strings and booleans cross over. */
+static int luna_lua_rbac_controller_sources(lua_State *L)
+{
+    int n = 0;
+    lua_State *C = load_apart(L, luaL_checkstring(L, 1), luaL_checkstring(L, 2), &n);
+    if (!C)
+        return 2;
     lua_createtable(L, n, 0);
     lua_getfield(C, LUA_REGISTRYINDEX, "luna.controllers");
     for (int i = 1; i <= n; i++) {
@@ -134,23 +140,10 @@ static void copy_plain(lua_State *L, lua_State *C, int depth)
  * controller_sources loads them. */
 static int luna_lua_webhook_sources(lua_State *L)
 {
-    const char *lib = luaL_checkstring(L, 1);
-    const char *dir = luaL_checkstring(L, 2);
-    luna_error err = { 0 };
-    lua_State *C = luna_loader_new(lib, &err);
-    if (!C) {
-        lua_pushnil(L);
-        lua_pushstring(L, err.msg);
+    int loaded = 0;
+    lua_State *C = load_apart(L, luaL_checkstring(L, 1), luaL_checkstring(L, 2), &loaded);
+    if (!C)
         return 2;
-    }
-    struct luna_api_host host = { 0 };
-    luna_api_install(C, &host);
-    if (luna_loader_load_dir(C, dir, true, &err) < 0) {
-        lua_close(C);
-        lua_pushnil(L);
-        lua_pushstring(L, err.msg);
-        return 2;
-    }
     int n = luna_loader_webhook_count(C);
     lua_createtable(L, n, 0);
     for (int i = 1; i <= n; i++) {
