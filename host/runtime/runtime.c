@@ -789,6 +789,17 @@ static void detach_metrics(struct runtime *rt, struct luna_generation *old, cons
             luna_controller_set_metrics(c, NULL);
 }
 
+/* luna_lua_memory_bytes{state="controllers"}: the running reload's
+ * states, read through the runtime at each scrape.  Not the reload
+ * itself as the callback's data: the metrics server outlives it (a
+ * scrape while the Lease is released after the grace period found it
+ * freed). */
+static double running_lua_memory(void *ud)
+{
+    struct runtime *rt = ud;
+    return rt->gen ? luna_generation_lua_memory(rt->gen) : 0;
+}
+
 static void wire_metrics(struct runtime *rt, struct luna_generation *gen,
                          struct luna_generation *old)
 {
@@ -849,8 +860,7 @@ static int setup_metrics(struct runtime *rt, luna_error *err)
     int rc = luna_runtime_metrics_new(rt->registry, &rt->rm, err);
     if (rc < 0)
         return rc;
-    luna_runtime_metrics_lua_memory_add(rt->rm, "controllers", luna_generation_lua_memory, rt->gen,
-                                        NULL);
+    luna_runtime_metrics_lua_memory_add(rt->rm, "controllers", running_lua_memory, rt, NULL);
     luna_url_host(rt->kcfg->server, rt->api_host, sizeof rt->api_host);
     luna_kube_client_set_observer(rt->kc, on_api_request, rt);
     luna_runtime_metrics_http_received(rt->rm, http_received, rt->http, NULL);
@@ -1658,9 +1668,6 @@ static void finish_reload(struct runtime *rt)
     struct luna_generation *old = rt->gen;
     size_t changed = luna_generation_adopt(next, old);
     wire_metrics(rt, next, old);
-    luna_runtime_metrics_lua_state_remove(rt->rm, "controllers");
-    luna_runtime_metrics_lua_memory_add(rt->rm, "controllers", luna_generation_lua_memory, next,
-                                        NULL);
     rt->gen = next;
     rt->generation++;
 

@@ -114,6 +114,26 @@ describe("luna run shutdown", function()
     assert.is_nil(out:find("slow reconcile end", 1, true), out)
   end)
 
+  -- After the grace period the reload is freed, but with a Lease the
+  -- loop and the metrics server run on while it is released: a scrape
+  -- then read the freed reload's states (luna_lua_memory_bytes).
+  it("answers scrapes while the Lease is released after the grace period", function()
+    start({ name = "pod-g", leader = true, lease = { 15, 10, 2 },
+            args = { "--shutdown-grace-period=0.5" } })
+    faults("delay=4")
+    create_slowly({ "a", "b" })
+    await_begins(2)
+    luna:kill(15)
+    luna:await("shutdown grace period over", 10)
+    local code, body = S.get(luna.metrics .. "/metrics")
+    assert.equal(200, code)
+    assert.matches('luna_lua_memory_bytes{state="controllers"} 0\n', body, 1, true)
+    assert.equal(0, luna:wait(20))
+    faults("")
+    local out = luna:output()
+    assert.is_true(at(out, "leader lease released") > at(out, "shutdown grace period over"), out)
+  end)
+
   it("exits 1 at once on a second signal", function()
     start()
     faults("delay=5")
