@@ -174,7 +174,7 @@ static int on_response_chunk(void *ud, const char *data, size_t len, luna_error 
                               "response body of more than %zu bytes does not fit %s: the "
                               "controllers' Lua heap and the C memory they hold use %zu bytes",
                               p->resp_len + len, what,
-                              luna_watchdog_memory(L) + luna_watchdog_charged_memory(L));
+                              luna_watchdog_heap_used(L));
     }
     char *b = realloc(p->resp, cap);
     if (!b) {

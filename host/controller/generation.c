@@ -72,10 +72,9 @@ static int load_unit(void *ud, const char *path, luna_error *err)
     g->host->install_api(L, g->host->ud);
     int rc = luna_loader_load_file(L, path, err);
     const char *file = NULL, *sha = NULL;
-    /* a file declares its controller, or returns webhooks only */
+    /* a file declares its controller, or returns webhooks only (the
+     * loader's check: luna.webhooks{} with an empty list loads too) */
     bool controller = rc == 0 && luna_loader_source(L, 1, &file, &sha) == 0;
-    if (rc == 0 && !controller && luna_loader_webhook_count(L) == 0)
-        rc = luna_error_set(err, LUNA_ELUA, "%s: no controller", path);
     if (rc == 0) {
         char *copy = strdup(sha ? sha : ""), *name = strdup(path);
         if (!copy || !name) {
@@ -237,6 +236,14 @@ int luna_generation_build(struct luna_generation *g, struct luna_informer_factor
 }
 
 size_t luna_generation_loaded(const struct luna_generation *g) { return g->nunits; }
+
+size_t luna_generation_declared(const struct luna_generation *g)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g->nunits; i++)
+        n += g->units[i].controller;
+    return n;
+}
 
 lua_State *luna_generation_state(struct luna_generation *g, size_t i)
 {

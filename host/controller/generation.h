@@ -31,8 +31,9 @@
  * count successful loads as "generation".
  *
  * Invariants:
- *   - controller i runs its Lua in state i, which holds nothing of
- *     another controller's (a file declares exactly one controller);
+ *   - each loaded file has a state, which holds nothing of another
+ *     file's; a file declares at most one controller (none: webhooks
+ *     only), which runs its Lua in that state;
  *   - a controller name appears at most once per reload.
  *
  * Ownership: a reload owns its states, their callback threads, its
@@ -93,9 +94,13 @@ void luna_generation_connect(struct luna_generation *g);
 int luna_generation_build(struct luna_generation *g, struct luna_informer_factory *factory,
                           luna_error *err);
 
-/* The files that loaded, and state i (0-based, name order; controller i's
- * once built), or NULL past the end. */
+/* The files that loaded, and file i's state (0-based, name order; not
+ * controller i's when a webhooks-only file comes before it), or NULL past
+ * the end. */
 size_t luna_generation_loaded(const struct luna_generation *g);
+/* The controllers its files declare (a webhooks-only file declares none):
+ * what luna_generation_build will build. */
+size_t luna_generation_declared(const struct luna_generation *g);
 lua_State *luna_generation_state(struct luna_generation *g, size_t i);
 /* The files that failed to load, in name order: their count, and failure
  * i's (0-based) path and message (borrowed from g; LUNA_ENOTFOUND past the

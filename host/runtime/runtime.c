@@ -1868,7 +1868,7 @@ static int run(const struct luna_run_config *cfg)
         return 1;
     }
     char count[16];
-    snprintf(count, sizeof count, "%zu", luna_generation_loaded(rt.gen));
+    snprintf(count, sizeof count, "%zu", luna_generation_declared(rt.gen));
     luna_info("controllers loaded", "dir", cfg->dir, LUNA_LOG_NUM("count"), count);
     code_loaded(&rt);
     if (rt.stale) {

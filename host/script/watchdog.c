@@ -932,6 +932,12 @@ void luna_watchdog_describe(const struct luna_watchdog_guard *g, char *buf, size
     }
 }
 
+size_t luna_watchdog_heap_used(lua_State *L)
+{
+    struct luna_watchdog *wd = watchdog_of(L);
+    return wd ? luna_watchdog_budget_used(wd->budget) : 0;
+}
+
 size_t luna_watchdog_memory(lua_State *L)
 {
     struct luna_watchdog *wd = watchdog_of(L);

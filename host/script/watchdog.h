@@ -213,6 +213,9 @@ void luna_watchdog_budget_ref(struct luna_watchdog_budget *b);
 void luna_watchdog_budget_release(struct luna_watchdog_budget *b);
 /* The bytes every member holds: their heaps plus their charged C memory. */
 size_t luna_watchdog_budget_used(const struct luna_watchdog_budget *b);
+/* What the heap cap is checked against for L: its budget's heaps and
+ * charged C memory (L's own when it joined none); 0 without a watchdog. */
+size_t luna_watchdog_heap_used(lua_State *L);
 /* L's heap, charges and accounts count in b from now on (b gains a
  * reference, given back when L is closed).  Call right after making the
  * state, before scripts run.  -1 when L has no watchdog or b is NULL. */
