@@ -103,9 +103,10 @@
  * joins those of one reload) share it.  Rules 1 and 3 then read the heap and the
  * charged C memory of every member together, and the fair share divides
  * cfg.memory by the accounts of every member; rule 2 stays the account's.
- * So --lua-memory-limit bounds all controller states of the process
+ * So --lua-memory-limit bounds the controller states of one reload
  * together, while each state's strings, module tables and registry are
- * its own: a string one controller interns is never another's.  A state made with luaL_newstate and
+ * its own: a string one controller interns is never another's.
+ * A state made with luaL_newstate and
  * given a watchdog by luna_watchdog_install has blocks from before the
  * install without a header: it counts the heap and applies rule 1 only
  * (luna_watchdog_account_new returns 0 there).
