@@ -558,7 +558,7 @@ static int b64val(int c)
 
 /* Standard base64 (padding optional); a malloc'd buffer with a NUL after
  * its *len bytes, or NULL when s is not base64 or memory is out. */
-static char *b64decode(const char *s, size_t *len)
+char *luna_ds_b64decode(const char *s, size_t *len)
 {
     size_t n = strlen(s);
     char *out = malloc(n / 4 * 3 + 4);
@@ -699,7 +699,7 @@ static bool call(luna_ds_admit_job *job, struct record *r, struct hook *h)
     size_t ca_len = 0;
     char *ca = NULL;
     const char *bundle = json_string_value(json_object_get(cc, "caBundle"));
-    if (bundle && *bundle && !(ca = b64decode(bundle, &ca_len))) {
+    if (bundle && *bundle && !(ca = luna_ds_b64decode(bundle, &ca_len))) {
         free(body);
         call_failed(job, h, "could not get REST client: caBundle is not base64");
         return false;
@@ -798,7 +798,7 @@ static void answered(luna_ds_admit_job *job, struct record *r, struct hook *h, c
         return;
     }
     size_t plen = 0;
-    char *raw = b64decode(patch, &plen);
+    char *raw = luna_ds_b64decode(patch, &plen);
     json_t *ops = raw ? json_loadb(raw, plen, 0, &je) : NULL;
     free(raw);
     json_decref(review);

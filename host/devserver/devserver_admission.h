@@ -105,6 +105,11 @@ int luna_ds_admission_map_service(luna_ds *ds, const char *spec, char *err, size
  * 0, or a negative code with st set (422 Invalid). */
 int luna_ds_admission_validate_config(const luna_ds_type *t, const json_t *doc, luna_ds_status *st);
 
+/* Standard base64 (padding optional; also the URL alphabet), as kube reads
+ * a caBundle or a patch: a malloc'd buffer with a NUL after its *len
+ * bytes, or NULL when s is not base64 or memory is out. */
+char *luna_ds_b64decode(const char *s, size_t *len);
+
 void luna_ds_admission_free(luna_ds_admission *a);
 
 #endif

@@ -204,6 +204,7 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
     memset(resp, 0, sizeof *resp);
     /* an admission the transport did not take belongs to no one now */
     luna_ds_admit_job_free(luna_ds_admission_take(ds));
+    luna_ds_convert_job_free(luna_ds_conversion_take(ds));
     char buf[2048];
     char *s[MAX_SEGS];
     int n = split_path(req->path, buf, sizeof buf, s);
@@ -377,7 +378,13 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
     }
     ds->dry_run = dry;
     ds->admission.req = req;
+    ds->conversion.active = true;
+    ds->conversion.want = t;
+    ds->conversion.answers = req->conversions;
     handle_resource(ds, req, t, ns, name, sub, resp);
+    ds->conversion.active = false;
+    ds->conversion.want = NULL;
+    ds->conversion.answers = NULL;
     ds->admission.req = NULL;
     ds->dry_run = false;
 }
@@ -430,6 +437,7 @@ void luna_ds_api_free(luna_ds *ds)
         return;
     luna_ds_gc_shutdown(ds);
     luna_ds_admission_free(&ds->admission);
+    luna_ds_conversion_free(&ds->conversion);
     luna_ds_auth_free(&ds->auth);
     luna_ds_types_free(ds->types);
     luna_ds_store_free(ds->store);

@@ -194,7 +194,18 @@ static void describe(luna_ds_hook_call *call, CURLcode rc, char *out, size_t n)
         long port = 0;
         curl_easy_getinfo(call->easy, CURLINFO_PRIMARY_IP, &ip);
         curl_easy_getinfo(call->easy, CURLINFO_PRIMARY_PORT, &port);
-        snprintf(out, n, "dial tcp %s:%ld: connect: connection refused", ip && *ip ? ip : "?", port);
+        if (ip && *ip) {
+            snprintf(out, n, "dial tcp %s:%ld: connect: connection refused", ip, port);
+        } else {
+            /* curl names no peer when none answered: the URL's host:port */
+            char *u = NULL;
+            curl_easy_getinfo(call->easy, CURLINFO_EFFECTIVE_URL, &u);
+            const char *h = u && strstr(u, "://") ? strstr(u, "://") + 3 : "";
+            size_t hl = strcspn(h, "/?#");
+            bool has_port = hl && memchr(h, ':', hl) && h[0] != '[';
+            snprintf(out, n, "dial tcp %.*s%s: connect: connection refused", (int)hl, h,
+                     has_port ? "" : u && strncmp(u, "https", 5) == 0 ? ":443" : ":80");
+        }
         break;
     }
     case CURLE_COULDNT_RESOLVE_HOST:

@@ -107,6 +107,10 @@ struct request {
     unsigned ready_code;
     bool resumed;            /* resumed with an answer: NULL ready means out of memory */
     luna_ds_admit_job *admission; /* the webhooks being called (owned) or NULL */
+    luna_ds_convert_job *conversion; /* the conversion webhooks being called (owned) or NULL */
+    json_t *answers;         /* conversions answered for this request (owned) or NULL */
+    int conversions;         /* rounds of conversion webhooks */
+    json_t *more;            /* warnings of earlier passes, kept across a conversion (owned) */
     json_t *user;            /* the requester, resolved on the headers (owned) */
     const char *url, *method; /* MHD's, valid until the request completes */
     int admissions;          /* rounds of webhooks (the object moved meanwhile) */
@@ -595,7 +599,7 @@ static struct MHD_Response *handle(struct request *r, const char *url, const cha
         return too_many(code);
     luna_ds_faults *f = &srv->ds->faults;
     /* a request handled again after its webhooks had its fault roll */
-    if (!r->admissions && !is_admin_path(url) &&
+    if (!r->admissions && !r->conversions && !is_admin_path(url) &&
         luna_ds_faults_applies(f->error_on, method, is_watch(c)) &&
         luna_ds_faults_chance(f, f->error_rate)) {
         int ec = f->error_code;
@@ -638,6 +642,7 @@ static struct MHD_Response *handle(struct request *r, const char *url, const cha
         .accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
         .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
         .user = r->user,
+        .conversions = r->answers,
         .body = json_body ? json_body : r->body,
         .body_len = json_body ? json_len : r->len,
     };
@@ -671,6 +676,12 @@ static void drop_response(luna_ds_response *resp)
 #define MAX_ADMISSIONS 5
 
 static void on_admitted(void *ud, luna_ds_admit_job *job);
+static void on_converted(void *ud, luna_ds_convert_job *job);
+
+/* Rounds of conversion webhooks one request may take: a write converts
+ * what it got, then what it stores back (two rounds), and each round of
+ * its admission webhooks may change the object once more. */
+#define MAX_CONVERSIONS 12
 
 /* The answer to what handle() left in resp, or NULL with *suspended set
  * when the request waits for admission webhooks (its connection is
@@ -679,6 +690,27 @@ static struct MHD_Response *answer(struct request *r, luna_ds_response *resp, co
                                    unsigned *code, bool *suspended)
 {
     luna_ds_http *srv = r->srv;
+    /* conversions first: the pass that wanted them computed the rest on
+     * objects converted apiVersion-only, its admission included */
+    luna_ds_convert_job *cj = luna_ds_conversion_take(srv->ds);
+    if (cj) {
+        luna_ds_admit_job_free(luna_ds_admission_take(srv->ds));
+        drop_response(resp);
+        if (r->conversions >= MAX_CONVERSIONS || (!r->answers && !(r->answers = json_object()))) {
+            luna_ds_convert_job_free(cj);
+            luna_ds_status st = { 0 };
+            luna_ds_status_set(&st, 409, "Conflict", "Operation cannot be fulfilled: the object "
+                               "kept changing while its conversion webhooks ran; please try again");
+            *code = 409;
+            return status_response(&st);
+        }
+        r->conversions++;
+        r->conversion = cj;
+        r->more = json_incref((json_t *)more);
+        luna_ds_convert_job_run(srv->ds, cj, r->answers, on_converted, r);
+        *suspended = true;
+        return NULL;
+    }
     luna_ds_admit_job *job = luna_ds_admission_take(srv->ds);
     if (job && r->admissions < MAX_ADMISSIONS) {
         r->admissions++;
@@ -745,6 +777,46 @@ static void on_admitted(void *ud, luna_ds_admit_job *job)
     }
     luna_ds_admit_job_free(job);
     r->admission = NULL;
+    r->ready = mr;
+    r->ready_code = code;
+    r->resumed = true;
+    resume(srv, &r->link);
+    kick(srv);
+}
+
+/* The conversion webhooks answered: a failure is the answer (kube's 500);
+ * otherwise the request is handled again with their answers. */
+static void on_converted(void *ud, luna_ds_convert_job *job)
+{
+    struct request *r = ud;
+    luna_ds_http *srv = r->srv;
+    const json_t *failure = luna_ds_convert_job_failure(job);
+    struct MHD_Response *mr = NULL;
+    unsigned code = 500;
+    bool suspended = false;
+    json_t *more = r->more;
+    r->more = NULL;
+    r->conversion = NULL;
+    if (failure) {
+        char *body = json_dumps(failure, JSON_COMPACT);
+        mr = body ? json_response(body, strlen(body)) : NULL;
+        code = (unsigned)json_integer_value(json_object_get(failure, "code"));
+        luna_ds_convert_job_free(job);
+        if (mr)
+            add_warnings(mr, more);
+    } else {
+        luna_ds_convert_job_free(job);
+        luna_ds_response resp;
+        mr = handle(r, r->url, r->method, &resp, &code);
+        if (!mr) {
+            mr = answer(r, &resp, more, &code, &suspended);
+            if (suspended) {
+                json_decref(more);
+                return;
+            }
+        }
+    }
+    json_decref(more);
     r->ready = mr;
     r->ready_code = code;
     r->resumed = true;
@@ -869,6 +941,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     ev_timer_stop(luna_loop(), &r->delay);
     end_delay(r);
     luna_ds_admit_job_free(r->admission);
+    luna_ds_convert_job_free(r->conversion);
+    json_decref(r->answers);
+    json_decref(r->more);
     unlink_suspension(r->srv, &r->link);
     if (r->ready)
         MHD_destroy_response(r->ready);

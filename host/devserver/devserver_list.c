@@ -490,6 +490,7 @@ static void handle_watch(luna_ds *ds, const luna_ds_request *req, luna_ds_type *
         .store = ds->store,
         .type = t,
         .storage = luna_ds_types_storage_of(ds->types, t),
+        .ds = ds,
         .bookmark_interval = ds->bookmark_interval,
         .partial = out->as == LUNA_DS_AS_PARTIAL ? out->meta_version : NULL,
         /* as=PartialObjectMetadataList: kube's embedded encoder fails on

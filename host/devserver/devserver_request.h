@@ -36,6 +36,9 @@ typedef struct luna_ds_request {
      * filter runs once, first.  NULL (callers without a transport): it is
      * resolved from authorization when needed. */
     json_t *user;
+    /* The conversions answered for this request in earlier passes, key ->
+     * object (borrowed; devserver_convert.h), or NULL. */
+    json_t *conversions;
     const char *body;             /* borrowed for the call; may be NULL */
     size_t body_len;
 } luna_ds_request;

@@ -17,6 +17,7 @@
 
 #include "devserver/devserver_admission.h"
 #include "devserver/devserver_auth.h"
+#include "devserver/devserver_convert.h"
 #include "devserver/devserver_faults.h"
 #include "devserver/devserver_gc.h"
 #include "devserver/devserver_store.h"
@@ -37,6 +38,7 @@ struct luna_ds {
     const struct luna_ds_write_hooks *write_hooks; /* the collector's (static) */
     luna_ds_auth auth;            /* issued tokens, the --token (devserver_auth) */
     luna_ds_admission admission;  /* webhooks: the request handled, captured calls (devserver_admission) */
+    luna_ds_conversion conversion; /* conversion webhooks: this pass's (devserver_convert) */
     bool dry_run;                 /* the request being handled has dryRun=All:
                                      its writes are computed, not stored */
 };

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devserver/devserver_convert.h"
 #include "devserver/devserver_faults.h"
 #include "devserver/devserver_negotiate.h"
 #include "devserver/devserver_store.h"
@@ -60,6 +61,20 @@ struct luna_ds_watch {
     void (*wake)(void *ctx);
     void *wake_ctx;
     struct luna_ds_watch *prev_open, *next_open;
+    /* conversion webhooks: the events waiting for an answer, in order */
+    struct luna_ds *ds;             /* borrowed, or NULL */
+    json_t *answers;                /* answered conversions (owned) or NULL */
+    luna_ds_convert_job *job;       /* the call for the first waiting event (owned) */
+    struct waiting *waiting, *waiting_tail;
+};
+
+/* An event waiting for a conversion webhook (obj NULL: the
+ * initial-events-end bookmark). */
+struct waiting {
+    const char *type;               /* static */
+    luna_ds_obj *obj;               /* one reference */
+    uint64_t rv_override;
+    struct waiting *next;
 };
 
 static void end_stream(luna_ds_watch *w);
@@ -143,16 +158,20 @@ static const char *type_name(enum luna_ds_event_type t)
     return "ERROR";
 }
 
+static void send_bookmark(luna_ds_watch *w, bool initial_end);
+
 /* Queues one event line for obj; rv_override != 0 rewrites the object's
- * resourceVersion (a DELETED made from a previous state). */
-static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *obj,
-                       uint64_t rv_override)
+ * resourceVersion (a DELETED made from a previous state).  1 when its
+ * object waits for a conversion webhook (*job, owned, is the call):
+ * nothing was queued. */
+static int emit(luna_ds_watch *w, const char *type, const luna_ds_obj *obj,
+                uint64_t rv_override, luna_ds_convert_job **job)
 {
     if (w->ended)
-        return;
+        return 0;
     if (w->end_on_object) {
         end_stream(w);
-        return;
+        return 0;
     }
     luna_ds_faults *f = w->faults;
     char *converted = NULL;
@@ -164,7 +183,7 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
         if (tb.failed) {
             luna_textbuf_free(&tb);
             drop(w);
-            return;
+            return 0;
         }
         converted = luna_textbuf_steal(&tb, &len);
         bytes = converted;
@@ -172,10 +191,27 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
         json_t *doc = luna_ds_obj_doc(obj);
         if (!doc) {
             drop(w);
-            return;
+            return 0;
         }
-        if (w->type != w->storage)
+        if (w->type != w->storage && w->ds) {
+            if (!w->answers && !(w->answers = json_object())) {
+                json_decref(doc);
+                drop(w);
+                return 0;
+            }
+            json_t *out = NULL;
+            int rc = luna_ds_convert_with(w->ds, w->answers, doc, w->storage, w->type, &out, job);
+            json_decref(doc);
+            if (rc == 1)
+                return 1;
+            if (rc < 0) {
+                drop(w);
+                return 0;
+            }
+            doc = out;
+        } else if (w->type != w->storage) {
             luna_ds_types_convert(doc, w->storage, w->type);
+        }
         if (rv_override) {
             char rv[32];
             snprintf(rv, sizeof rv, "%llu", (unsigned long long)rv_override);
@@ -184,13 +220,13 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
         }
         if (w->partial && !(doc = luna_ds_partial_object(doc, w->partial))) {
             drop(w);
-            return;
+            return 0;
         }
         converted = json_dumps(doc, JSON_COMPACT);
         json_decref(doc);
         if (!converted) {
             drop(w);
-            return;
+            return 0;
         }
         bytes = converted;
         len = strlen(converted);
@@ -221,6 +257,108 @@ static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *ob
     if ((f->watch_close_after > 0 && w->events_sent >= f->watch_close_after) ||
         luna_ds_faults_chance(f, f->watch_close_random))
         end_stream(w);
+    return 0;
+}
+
+static void on_converted(void *ud, luna_ds_convert_job *job);
+
+static void wait_event(luna_ds_watch *w, const char *type, const luna_ds_obj *obj,
+                       uint64_t rv_override)
+{
+    struct waiting *e = calloc(1, sizeof *e);
+    if (!e) {
+        drop(w);
+        return;
+    }
+    e->type = type;
+    e->obj = obj ? luna_ds_obj_ref((luna_ds_obj *)obj) : NULL;
+    e->rv_override = rv_override;
+    if (w->waiting_tail)
+        w->waiting_tail->next = e;
+    else
+        w->waiting = e;
+    w->waiting_tail = e;
+}
+
+/* Sends the waiting events until one waits for a call (started). */
+static void pump(luna_ds_watch *w)
+{
+    while (w->waiting && !w->job) {
+        struct waiting *e = w->waiting;
+        luna_ds_convert_job *job = NULL;
+        if (!e->obj) {
+            w->waiting = e->next;
+            if (!w->waiting)
+                w->waiting_tail = NULL;
+            free(e);
+            send_bookmark(w, true);
+            continue;
+        }
+        if (emit(w, e->type, e->obj, e->rv_override, &job) == 1) {
+            w->job = job;
+            luna_ds_convert_job_run(w->ds, job, w->answers, on_converted, w);
+            return;
+        }
+        w->waiting = e->next;
+        if (!w->waiting)
+            w->waiting_tail = NULL;
+        luna_ds_obj_unref(e->obj);
+        free(e);
+    }
+}
+
+static void drop_waiting(luna_ds_watch *w)
+{
+    luna_ds_convert_job_free(w->job);
+    w->job = NULL;
+    while (w->waiting) {
+        struct waiting *e = w->waiting;
+        w->waiting = e->next;
+        luna_ds_obj_unref(e->obj);
+        free(e);
+    }
+    w->waiting_tail = NULL;
+}
+
+static void queue_line(luna_ds_watch *w, json_t *doc);
+
+static void on_converted(void *ud, luna_ds_convert_job *job)
+{
+    luna_ds_watch *w = ud;
+    w->job = NULL;
+    const json_t *failure = luna_ds_convert_job_failure(job);
+    if (failure) {
+        /* as kube's watch of a version it cannot decode into: an ERROR
+         * event, and the stream ends; the client watches again */
+        queue_line(w, json_pack("{s:s,s:O}", "type", "ERROR", "object", failure));
+        luna_ds_convert_job_free(job);
+        drop_waiting(w);
+        end_stream(w);
+    } else {
+        luna_ds_convert_job_free(job);
+        pump(w);
+    }
+    recount(w);
+    wake(w);
+}
+
+/* Queues one event line for obj, behind the events waiting for a
+ * conversion webhook. */
+static void send_event(luna_ds_watch *w, const char *type, const luna_ds_obj *obj,
+                       uint64_t rv_override)
+{
+    if (w->ended)
+        return;
+    if (w->waiting) {
+        wait_event(w, type, obj, rv_override);
+        return;
+    }
+    luna_ds_convert_job *job = NULL;
+    if (emit(w, type, obj, rv_override, &job) == 1) {
+        luna_ds_convert_job_free(job);
+        wait_event(w, type, obj, rv_override);
+        pump(w);
+    }
 }
 
 /* Queues doc (consumed) as one line. */
@@ -239,6 +377,13 @@ static void queue_line(luna_ds_watch *w, json_t *doc)
 
 static void send_bookmark(luna_ds_watch *w, bool initial_end)
 {
+    if (w->waiting) {
+        /* behind events waiting for a conversion webhook: the initial
+         * state's end waits with them; a periodic one is skipped */
+        if (initial_end)
+            wait_event(w, "BOOKMARK", NULL, 0);
+        return;
+    }
     if (w->end_on_object) {
         end_stream(w);
         return;
@@ -438,6 +583,7 @@ luna_ds_watch *luna_ds_watch_start(luna_ds_watch_opts *opts)
     memset(&opts->filter, 0, sizeof opts->filter);
     w->bookmarks = opts->bookmarks;
     w->partial = opts->partial;
+    w->ds = opts->ds;
     w->end_on_object = opts->end_on_object;
     w->listener.fn = on_listener;
     ev_timer_init(&w->timeout_timer, on_timeout, opts->timeout, 0);
@@ -539,6 +685,8 @@ void luna_ds_watch_free(luna_ds_watch *w)
     if (w->next_open)
         w->next_open->prev_open = w->prev_open;
     luna_ds_filter_clear(&w->filter);
+    drop_waiting(w);
+    json_decref(w->answers);
     drop_state(w);
     free(w->q.buf);
     free(w->live.buf);

@@ -36,6 +36,13 @@
  * The open watches of one server are linked in its luna_ds_watches, so
  * the server can end them all at shutdown.
  *
+ * Conversion webhooks (devserver_convert.h): an event whose object must be
+ * converted by a webhook waits for its answer, and the events after it
+ * wait behind it, so the stream keeps the store's order; periodic
+ * bookmarks are skipped meanwhile (their resourceVersion would pass the
+ * events still waiting).  A failed conversion ends the stream with an
+ * ERROR event holding kube's 500 Status.
+ *
  * Invariants: `ended` is true if and only if no more bytes will be queued;
  * the watch is subscribed if and only if !ended; a watch is in its
  * registry's list if and only if it is not freed.  Runs on the loop thread.
@@ -92,6 +99,8 @@ typedef struct luna_ds_watch_opts {
     double bookmark_interval;       /* seconds between BOOKMARKs */
     bool too_large;                 /* a watch list from a version the store has
                                        not reached: one ERROR event (504) */
+    struct luna_ds *ds;             /* the server, for conversion webhooks (borrowed;
+                                       NULL: apiVersion rewritten only) */
 } luna_ds_watch_opts;
 
 /* Starts a watch; the filter is moved out of opts.  A too-old RV yields a

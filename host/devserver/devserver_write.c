@@ -57,8 +57,18 @@ luna_ds_obj *luna_ds_write_store(luna_ds *ds, luna_ds_type *t, enum luna_ds_even
     if (!doc)
         return NULL;
     luna_ds_type *s = luna_ds_types_storage_of(ds->types, t);
-    if (s != t)
-        luna_ds_types_convert(doc, t, s);
+    if (s != t && luna_ds_convert(ds, &doc, t, s) < 0) {
+        json_decref(doc);
+        return NULL;
+    }
+    /* what this write answers, in the request's version, is converted
+     * before anything is stored; while a conversion webhook's answer is
+     * awaited, nothing is (the request is handled again with it) */
+    luna_ds_convert_before_store(ds, doc, s);
+    if (luna_ds_conversion_pending(ds)) {
+        json_decref(doc);
+        return NULL;
+    }
     if (ds->dry_run) {
         /* dryRun=All: the state the write would store, stored nowhere,
          * seen by no watch, running no hook */
