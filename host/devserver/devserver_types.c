@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "devserver/devserver_convert.h"
 #include "devserver/devserver_resources.h"
 #include "devserver/devserver_store.h"
 
@@ -757,7 +756,7 @@ int luna_ds_types_crd_validate(const luna_ds_types *reg, const json_t *crd, luna
             return luna_ds_status_invalid(st, "apiextensions.k8s.io", "CustomResourceDefinition",
                                           name, "FieldValueInvalid", "spec.names.plural",
                                           "Invalid value: \"%s\": resource is already served", plural);
-    return luna_ds_conversion_validate_crd(crd, st);
+    return 0;
 }
 
 int luna_ds_types_crd_sync(luna_ds_types *reg, const json_t *crd)

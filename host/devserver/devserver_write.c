@@ -376,6 +376,8 @@ int luna_ds_write_update(luna_ds *ds, luna_ds_type *t, luna_ds_obj *cur, json_t 
         }
         if (strcmp(t->resource, "customresourcedefinitions") == 0 && !t->custom) {
             int rc = luna_ds_types_crd_validate(ds->types, result, st);
+            if (rc == 0)
+                rc = luna_ds_conversion_validate_crd(result, st);
             if (rc < 0) {
                 json_decref(old);
                 json_decref(result);
@@ -486,6 +488,8 @@ int luna_ds_write_create(luna_ds *ds, luna_ds_type *t, json_t *doc, const char *
         rc = luna_ds_validate_namespace_usable(ds, t, ns, name, true, st);
     if (rc == 0 && strcmp(t->resource, "customresourcedefinitions") == 0 && !t->custom)
         rc = luna_ds_types_crd_validate(ds->types, doc, st);
+    if (rc == 0 && strcmp(t->resource, "customresourcedefinitions") == 0 && !t->custom)
+        rc = luna_ds_conversion_validate_crd(doc, st);
     if (rc == 0)
         rc = luna_ds_admission_validate_config(t, doc, st);
     char key[600];
