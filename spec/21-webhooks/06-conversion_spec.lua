@@ -32,6 +32,10 @@ local function trap(obj)
   if t == "kind" then obj.kind = "Gadget" end
   if t == "number" then return 42 end
   if t == "badlabel" then obj.metadata.labels = { ["bad key!"] = "x" } end
+  if t == "hog" then
+    local keep, i = {}, 0
+    while true do i = i + 1; keep[i] = string.rep("x", 4096) .. i end
+  end
 end
 
 return luna.webhooks {
@@ -118,6 +122,7 @@ describe("conversion webhooks", function()
     -- --shadow: conversion is not an admission decision, served as it is
     proc = helpers.spawn({ helpers.luna, "run", "--dev-server", "--metrics-secure=false",
                            "--shadow", "--reconcile-instruction-limit=0",
+                           "--controller-memory-limit=16",
                            "--webhook-cert-path", certs, dir })
     local _
     _, maddr = proc:expect("metrics server listening address=(%S+)", 20)
@@ -213,7 +218,7 @@ describe("conversion webhooks", function()
     assert.truthy(r.result.message:find('has apiVersion "other.io/v1"', 1, true), r.result.message)
   end)
 
-  it("stops a converter at its budget and answers Failure before the deadline", function()
+  it("stops a converter at its time and memory budgets and answers Failure before the deadline", function()
     local t0 = helpers.now()
     local r = convert(addr, ca, "uid-spin", "example.com/v1alpha1",
                       { widget("v1", "slow", { replicas = 1, trap = "spin" }) })
@@ -224,6 +229,13 @@ describe("conversion webhooks", function()
     assert.truthy(r.result.message:find("time budget", 1, true), r.result.message)
     -- timeout_seconds 2: a budget of 1.5 s, answered well before 2 s
     assert.truthy(took < 2, took)
+    proc:expect("conversion failed converter=widgets.example.com uid=uid%-spin .*stopped=true", 5)
+
+    -- past the file's share of the Lua heap (--controller-memory-limit 16)
+    r = convert(addr, ca, "uid-hog", "example.com/v2", { widget("v1", "hog", { replicas = 1, trap = "hog" }) })
+    assert.equal("Failure", r.result.status)
+    assert.truthy(r.result.message:find("converter widgets.example.com stopped: converter exceeded the Lua memory limit", 1, true),
+                  r.result.message)
     -- and it still converts
     r = convert(addr, ca, "uid-after", "example.com/v1", { widget("v1alpha1", "h", { size = "1" }) })
     assert.equal("Success", r.result.status)
