@@ -161,7 +161,7 @@ static char *dup_printf(const char *fmt, const char *a, const char *b)
 }
 
 /* The ConversionReview answering uid: Success with the converted objects
- * (a's JSON text, spliced as it is: webhook.lua encoded it), or Failure
+ * (converted: JSON text webhook.lua encoded, spliced as it is), or Failure
  * with message (convertedObjects then empty, as the field is required). */
 static int write_conversion(struct luna_textbuf *out, const char *uid, const char *converted,
                             const char *message)
@@ -198,6 +198,19 @@ static int write_conversion(struct luna_textbuf *out, const char *uid, const cha
     }
     luna_json_writer_free(&w);
     return rc;
+}
+
+/* Replaces, in place, each byte of s that is not part of valid UTF-8 with
+ * '?': a reason from error() may carry any bytes, JSON cannot, and the
+ * rest of the reason is worth keeping. */
+static void make_utf8(char *s)
+{
+    size_t len = strlen(s);
+    for (size_t i = 0; i < len;) {
+        i += luna_json_utf8_valid_prefix(s + i, len - i);
+        if (i < len)
+            s[i++] = '?';
+    }
 }
 
 /* The type of the value at path of the review, or -1 when it has none. */
@@ -263,12 +276,18 @@ static int serve_conversion(struct luna_webhook_server *s, int h,
     snprintf(took_s, sizeof took_s, "%.6f", took);
     char *message = NULL;
     if (r != LUNA_WEBHOOK_OK || !a.converted) {
-        if (r == LUNA_WEBHOOK_OK)
+        /* a failed call leaves the answer unset (the runtime's call may
+         * not touch it); only an OK one holds anything to free */
+        if (r == LUNA_WEBHOOK_OK) {
             snprintf(why, sizeof why, "no converted objects");
-        luna_webhook_answer_free(&a);
+            luna_webhook_answer_free(&a);
+        } else {
+            memset(&a, 0, sizeof a);
+        }
         message = dup_printf(r == LUNA_WEBHOOK_STOPPED ? "converter %s stopped: %s"
                                                        : "converter %s failed: %s",
                              info->name, why);
+        make_utf8(message ? message : why);
         luna_error("conversion failed", "converter", info->name, "uid", uid, "desired",
                    desired, "stopped", r == LUNA_WEBHOOK_STOPPED ? "true" : NULL, "error",
                    message ? message : why, "duration", took_s);
@@ -279,11 +298,11 @@ static int serve_conversion(struct luna_webhook_server *s, int h,
     }
     status = 200;
     if (write_conversion(out, uid, a.converted, message ? message : why) < 0) {
-        /* a reason that is not UTF-8 (an error() with bytes JSON cannot
-         * carry): Failure all the same, with a message that can */
+        /* cannot happen with a UTF-8 message and encoded objects; if it
+         * does, Failure all the same, with a message JSON can carry */
         char msg[512];
-        snprintf(msg, sizeof msg, "converter %s failed: its error message cannot be encoded as "
-                 "JSON (not UTF-8)", info->name);
+        snprintf(msg, sizeof msg, "converter %s failed: its answer cannot be encoded as JSON",
+                 info->name);
         luna_error("conversion failed", "converter", info->name, "uid", uid, "error", msg);
         luna_textbuf_reset(out);
         if (write_conversion(out, uid, NULL, msg) < 0)

@@ -26,6 +26,7 @@ local luna = require "luna"
 local function trap(obj)
   local t = obj.spec and obj.spec.trap
   if t == "boom" then error("kaboom") end
+  if t == "binary" then error("bytes \255\254 not UTF-8") end
   if t == "spin" then while true do end end
   if t == "rename" then obj.metadata.name = "other" end
   if t == "finalizer" then obj.metadata.finalizers = { "example.com/x" } end
@@ -188,6 +189,8 @@ describe("conversion webhooks", function()
       { "kind", 'changed kind from "Widget" to "Gadget"' },
       { "number", "returned a number" },
       { "badlabel", 'metadata.labels key "bad key!"' },
+      -- a reason JSON cannot carry as it is: its stray bytes become '?'
+      { "binary", "bytes ?? not UTF-8" },
     }) do
       local r = convert(addr, ca, "uid-" .. case[1], "example.com/v1", {
         widget("v1alpha1", "fine", { size = "1" }),
