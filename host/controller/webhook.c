@@ -75,6 +75,7 @@ static bool read_answer(lua_State *L, int t, struct luna_webhook_answer *a)
     a->message = dup_field(L, t, "message", NULL);
     a->reason = dup_field(L, t, "reason", NULL);
     a->patch = dup_field(L, t, "patch", NULL);
+    a->converted = dup_field(L, t, "converted", NULL);
     lua_getfield(L, t, "warnings");
     if (lua_istable(L, -1)) {
         size_t n = lua_objlen(L, -1);
@@ -114,11 +115,16 @@ enum luna_webhook_result luna_webhook_call(lua_State *L, int i, const char *body
     }
     lua_getfield(L, -1, "name");
     const char *name = lua_tostring(L, -1);
-    lua_pop(L, 1);
+    lua_getfield(L, -2, "type");
+    const char *type = lua_tostring(L, -1);
+    /* the declaration keeps both strings alive */
+    lua_pop(L, 2);
     lua_pushlstring(L, body, len);
     struct luna_watchdog_limits lim = { .seconds = seconds,
                                         .account = luna_loader_webhook_account(L, i) };
-    struct luna_watchdog_guard g = { .what = "webhook", .owner = name, .limits = &lim };
+    bool converter = type && strcmp(type, "conversion") == 0;
+    struct luna_watchdog_guard g = { .what = converter ? "converter" : "webhook", .owner = name,
+                                     .limits = &lim };
     double t0 = luna_clock_now(luna_clock_monotonic());
     int rc = luna_watchdog_pcall(L, 2, 1, top + 1, &g);
     /* the dispatch slice counts it: after a long call the reconciles

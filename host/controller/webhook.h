@@ -1,6 +1,6 @@
 /*
- * controller/webhook.h — calling the admission webhooks a reload's files
- * declared (lua/luna/webhook.lua, docs/webhooks.md).
+ * controller/webhook.h — calling the admission webhooks and CRD converters
+ * a reload's files declared (lua/luna/webhook.lua, docs/webhooks.md).
  *
  * Uses: the loader (the declarations in the state's registry), the
  * watchdog, lua/luna/webhook.lua's serve (which decodes the review, builds
@@ -36,7 +36,9 @@ int luna_webhook_find(lua_State *L, const char *path, struct luna_webhook_info *
 int luna_webhook_info(lua_State *L, int i, struct luna_webhook_info *info);
 
 /* Runs AdmissionReview body (its envelope already checked) through webhook
- * i under a guard of `seconds`; fills out (OK) or why (ERROR, STOPPED). */
+ * i under a guard of `seconds`; fills out (OK) or why (ERROR, STOPPED).
+ * A converter (type "conversion") takes a ConversionReview and fills
+ * out->converted (and out->ops: how many objects). */
 enum luna_webhook_result luna_webhook_call(lua_State *L, int i, const char *body, size_t len,
                                            double seconds, struct luna_webhook_answer *out,
                                            char *why, size_t why_size);

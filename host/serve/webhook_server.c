@@ -31,6 +31,7 @@ void luna_webhook_answer_free(struct luna_webhook_answer *a)
         free(a->warnings[i]);
     free(a->warnings);
     free(a->patch);
+    free(a->converted);
     memset(a, 0, sizeof *a);
 }
 
@@ -159,6 +160,162 @@ static char *dup_printf(const char *fmt, const char *a, const char *b)
     return s;
 }
 
+/* The ConversionReview answering uid: Success with the converted objects
+ * (converted: JSON text webhook.lua encoded, spliced as it is), or Failure
+ * with message (convertedObjects then empty, as the field is required). */
+static int write_conversion(struct luna_textbuf *out, const char *uid, const char *converted,
+                            const char *message)
+{
+    luna_json_writer w;
+    luna_json_writer_init(&w);
+    luna_json_write_object_start(&w);
+    write_str(&w, "apiVersion", LUNA_CONVERSION_API_VERSION);
+    write_str(&w, "kind", "ConversionReview");
+    luna_json_write_key(&w, "response", 8);
+    luna_json_write_object_start(&w);
+    write_str(&w, "uid", uid);
+    luna_json_write_key(&w, "convertedObjects", 16);
+    if (converted) {
+        luna_json_write_raw(&w, converted, strlen(converted));
+    } else {
+        luna_json_write_array_start(&w);
+        luna_json_write_array_end(&w);
+    }
+    luna_json_write_key(&w, "result", 6);
+    luna_json_write_object_start(&w);
+    write_str(&w, "status", converted ? "Success" : "Failure");
+    if (!converted)
+        write_str(&w, "message", message);
+    luna_json_write_object_end(&w);
+    luna_json_write_object_end(&w);
+    luna_json_write_object_end(&w);
+    luna_error err = { 0 };
+    int rc = luna_json_writer_finish(&w, &err);
+    if (rc == 0) {
+        size_t len = 0;
+        const char *data = luna_json_writer_data(&w, &len);
+        luna_textbuf_append(out, data, len);
+    }
+    luna_json_writer_free(&w);
+    return rc;
+}
+
+/* Replaces, in place, each byte of s that is not part of valid UTF-8 with
+ * '?': a reason from error() may carry any bytes, JSON cannot, and the
+ * rest of the reason is worth keeping. */
+static void make_utf8(char *s)
+{
+    size_t len = strlen(s);
+    for (size_t i = 0; i < len;) {
+        i += luna_json_utf8_valid_prefix(s + i, len - i);
+        if (i < len)
+            s[i++] = '?';
+    }
+}
+
+/* The type of the value at path of the review, or -1 when it has none. */
+static int lookup_type(const char *body, size_t len, const char *path)
+{
+    luna_json_value v;
+    char buf[8];
+    luna_error err = { 0 };
+    return luna_json_lookup(body, len, path, &v, buf, sizeof buf, &err) == 0 ? (int)v.type : -1;
+}
+
+/* POST /convert/NAME: a ConversionReview through converter h.  The
+ * envelope is checked as an AdmissionReview's (400 with the reason); the
+ * converter's error or stop answers Failure naming it and the reason.
+ * Conversion is not an admission decision, so --shadow does not touch it:
+ * a conversion the API server does not get fails its reads and writes of
+ * stored objects. */
+static int serve_conversion(struct luna_webhook_server *s, int h,
+                            const struct luna_webhook_info *info, const char *path,
+                            const char *body, size_t len, struct luna_textbuf *out,
+                            const char **ctype)
+{
+    double start = luna_clock_now(luna_clock_monotonic());
+    luna_error err = { 0 };
+    char apiv[128], kind[64], uid[256], desired[256];
+    int status = 0;
+    /* one uncomplicated check per field, each naming what is wrong */
+    if (luna_json_parse(body, len, NULL, no_events, NULL, &err) < 0)
+        status = bad_request(out, ctype, "malformed ConversionReview: %s", err.msg);
+    else if (!lookup_string(body, len, "apiVersion", apiv, sizeof apiv) ||
+             strcmp(apiv, LUNA_CONVERSION_API_VERSION) != 0)
+        status = bad_request(out, ctype, "ConversionReview apiVersion must be "
+                             LUNA_CONVERSION_API_VERSION ", got %s",
+                             lookup_string(body, len, "apiVersion", apiv, sizeof apiv) ? apiv
+                                                                                       : "none");
+    else if (!lookup_string(body, len, "kind", kind, sizeof kind) ||
+             strcmp(kind, "ConversionReview") != 0)
+        status = bad_request(out, ctype, "kind must be ConversionReview, got %s",
+                             lookup_string(body, len, "kind", kind, sizeof kind) ? kind : "none");
+    else if (!lookup_string(body, len, "request.uid", uid, sizeof uid) || !uid[0])
+        status = bad_request(out, ctype, "ConversionReview has no request.uid%s", "");
+    else if (!lookup_string(body, len, "request.desiredAPIVersion", desired, sizeof desired) ||
+             !desired[0])
+        status = bad_request(out, ctype, "ConversionReview has no request.desiredAPIVersion%s",
+                             "");
+    else if (lookup_type(body, len, "request.objects") != LUNA_JSON_ARRAY_START)
+        status = bad_request(out, ctype, "ConversionReview request.objects must be a list%s", "");
+    if (status) {
+        luna_info("webhook request refused", "webhook", info->name, "path", path,
+                  LUNA_LOG_NUM("status"), "400", "error", err.msg[0] ? err.msg : NULL);
+        count(s, path, status, luna_clock_now(luna_clock_monotonic()) - start);
+        return status;
+    }
+
+    in_flight(s, path, 1);
+    struct luna_webhook_answer a;
+    char why[512] = "";
+    enum luna_webhook_result r = s->calls.call(s->calls.ud, h, body, len,
+                                               luna_webhook_budget(info->timeout_seconds), &a,
+                                               why, sizeof why);
+    double took = luna_clock_now(luna_clock_monotonic()) - start;
+    char took_s[32], objects[16];
+    snprintf(took_s, sizeof took_s, "%.6f", took);
+    char *message = NULL;
+    if (r != LUNA_WEBHOOK_OK || !a.converted) {
+        /* a failed call leaves the answer unset (the runtime's call may
+         * not touch it); only an OK one holds anything to free */
+        if (r == LUNA_WEBHOOK_OK) {
+            snprintf(why, sizeof why, "no converted objects");
+            luna_webhook_answer_free(&a);
+        } else {
+            memset(&a, 0, sizeof a);
+        }
+        message = dup_printf(r == LUNA_WEBHOOK_STOPPED ? "converter %s stopped: %s"
+                                                       : "converter %s failed: %s",
+                             info->name, why);
+        make_utf8(message ? message : why);
+        luna_error("conversion failed", "converter", info->name, "uid", uid, "desired",
+                   desired, "stopped", r == LUNA_WEBHOOK_STOPPED ? "true" : NULL, "error",
+                   message ? message : why, "duration", took_s);
+    } else {
+        snprintf(objects, sizeof objects, "%zu", a.ops);
+        luna_debug("conversion request", "converter", info->name, "uid", uid, "desired",
+                   desired, LUNA_LOG_NUM("objects"), objects, "duration", took_s);
+    }
+    status = 200;
+    if (write_conversion(out, uid, a.converted, message ? message : why) < 0) {
+        /* cannot happen with a UTF-8 message and encoded objects; if it
+         * does, Failure all the same, with a message JSON can carry */
+        char msg[512];
+        snprintf(msg, sizeof msg, "converter %s failed: its answer cannot be encoded as JSON",
+                 info->name);
+        luna_error("conversion failed", "converter", info->name, "uid", uid, "error", msg);
+        luna_textbuf_reset(out);
+        if (write_conversion(out, uid, NULL, msg) < 0)
+            status = 500;
+    }
+    free(message);
+    luna_webhook_answer_free(&a);
+    *ctype = JSON_TYPE;
+    in_flight(s, path, -1);
+    count(s, path, status, took);
+    return status;
+}
+
 static int serve(void *ud, const char *path, const char *body, size_t len,
                  struct luna_textbuf *out, const char **ctype)
 {
@@ -170,6 +327,8 @@ static int serve(void *ud, const char *path, const char *body, size_t len,
         luna_textbuf_printf(out, "no webhook serves %s\n", path);
         return 404;
     }
+    if (strcmp(info.type, "conversion") == 0)
+        return serve_conversion(s, h, &info, path, body, len, out, ctype);
     double start = luna_clock_now(luna_clock_monotonic());
     luna_error err = { 0 };
     char apiv[128], kind[64], uid[256], op[32];

@@ -5,6 +5,12 @@
  *   POST /validate/NAME, /mutate/NAME   an AdmissionReview v1; the answer
  *                                       is an AdmissionReview v1 with the
  *                                       request's uid
+ *   POST /convert/CRD                   a ConversionReview v1
+ *                                       (apiextensions.k8s.io/v1); the
+ *                                       answer has the request's uid and
+ *                                       convertedObjects with result
+ *                                       Success, or result Failure with
+ *                                       the converter's name and reason
  *
  * A body that is not JSON, not apiVersion admission.k8s.io/v1 and kind
  * AdmissionReview, or has no request.uid gets 400 with the reason; a path
@@ -18,6 +24,11 @@
  * encoded with patchType JSONPatch.  Shadow (luna run --shadow) allows
  * every request, without patch, and logs what the webhook would have
  * denied ("webhook shadow", would=deny) or patched (would=patch, ops=N).
+ * A ConversionReview is checked as an AdmissionReview is (400 for a body
+ * that is not JSON, another apiVersion or kind, no request.uid, no
+ * request.desiredAPIVersion, request.objects not a list); a converter
+ * that errors or is stopped answers result Failure, and shadow serves
+ * conversions as they are (conversion is not an admission decision).
  *
  * Metrics, controller-runtime's (pkg/webhook/internal/metrics), labelled
  * by the webhook's path:
@@ -48,10 +59,13 @@
  * oldObject. */
 #define LUNA_WEBHOOK_MAX_BODY ((size_t)7 << 20)
 #define LUNA_WEBHOOK_API_VERSION "admission.k8s.io/v1"
+#define LUNA_CONVERSION_API_VERSION "apiextensions.k8s.io/v1"
 
 struct luna_webhook_info {
-    const char *name, *type, *path;   /* type: "validating" or "mutating" */
-    const char *failure_policy;       /* "Fail" or "Ignore" */
+    const char *name, *type, *path;   /* type: "validating", "mutating" or
+                                       * "conversion" (a converter: name is
+                                       * the CRD's) */
+    const char *failure_policy;       /* "Fail" or "Ignore" (a converter: "Fail") */
     double timeout_seconds;           /* 1..30 */
 };
 
@@ -64,7 +78,8 @@ struct luna_webhook_answer {
     char **warnings;
     size_t nwarnings;
     char *patch;             /* JSON text of the RFC 6902 operations, or NULL */
-    size_t ops;              /* how many operations */
+    size_t ops;              /* how many operations (a conversion: objects) */
+    char *converted;         /* a conversion: JSON text of convertedObjects */
 };
 
 /* How the server reaches the webhooks of the running code (runtime.c). */

@@ -59,8 +59,9 @@ end
 -- limits.memory = MiB lowers the cap on what this controller may hold in
 -- the Lua heap (--controller-memory-limit, never more).
 --
--- webhooks = { luna.webhook{...}, ... }: admission webhooks declared with
--- the controller (docs/webhooks.md); luna serves them while it runs.
+-- webhooks = { luna.webhook{...}, luna.converter{...}, ... }: admission
+-- webhooks and CRD converters declared with the controller
+-- (docs/webhooks.md); luna serves them while it runs.
 function luna.controller(spec)
   local whs = type(spec) == "table" and rawget(spec, "webhooks") or nil
   local decls = whs ~= nil and webhook.check_field(whs) or nil
@@ -75,6 +76,14 @@ end
 -- defaults for what is left out (docs/webhooks.md).
 function luna.webhook(spec)
   return webhook.declare(spec)
+end
+
+-- luna.converter{group =, kind =, plural =, hub =, versions = { V = {
+-- to_hub = fn, from_hub = fn } }, timeout_seconds =}: a CRD's version
+-- converter, a conversion webhook listed with the others (webhooks = {...}
+-- or luna.webhooks{...}); checked at the caller's line (docs/webhooks.md).
+function luna.converter(spec)
+  return webhook.converter(spec)
 end
 
 -- A file of webhooks only: `return luna.webhooks{ luna.webhook{...}, ... }`.

@@ -1,16 +1,20 @@
--- luna.webhook: admission webhooks written in Lua (docs/webhooks.md).
+-- luna.webhook: admission and conversion webhooks written in Lua
+-- (docs/webhooks.md).
 --
 --   luna.webhook{...}        validates a declaration at the caller's line and
 --                            returns a read-only handle to it
+--   luna.converter{...}      the same for a CRD's version converter (a
+--                            conversion webhook: listed with the others)
 --   luna.webhooks{w, ...}    a file of webhooks only (no controller)
 --   webhook.diff(a, b)       the RFC 6902 operations that turn a into b
 --   webhook.pointer(parts)   an RFC 6901 pointer ("~" → "~0", "/" → "~1")
 --
 -- Host side (host/controller/webhook.c; not for scripts):
 --   webhook.collect(v)       the declarations of a controller or webhook set
---   webhook.serve(decl, body) runs one AdmissionReview request's body
---                            through the declaration's function and returns
---                            what to answer (see serve below)
+--   webhook.serve(decl, body) runs one AdmissionReview (or, for a converter,
+--                            ConversionReview) request's body through the
+--                            declaration's functions and returns what to
+--                            answer (see serve below)
 --
 -- Declarations are copied once, checked field by field (a bad value is an
 -- error naming the field, raised at the caller's line), and filled with
@@ -258,7 +262,10 @@ local handle_mt = {
   end,
   __newindex = function() util.raise("a webhook is read-only") end,
   __metatable = false,
-  __tostring = function(h) return "webhook " .. private[h].path end,
+  __tostring = function(h)
+    local d = private[h]
+    return (d.type == "conversion" and "converter " or "webhook ") .. d.path
+  end,
 }
 
 function M.declare(t)
@@ -270,6 +277,138 @@ end
 
 function M.is_webhook(v) return private[v] ~= nil end
 
+-- ---- converters (CustomResourceDefinition conversion) ----------------------
+--
+-- luna.converter{ group =, kind =, plural =, hub =, versions = { V = {
+-- to_hub = fn, from_hub = fn }, ... }, timeout_seconds = }: a hub and
+-- spokes, as controller-runtime's Hub/Convertible.  Every version other
+-- than the hub converts to the hub and back, both required, so any version
+-- reaches any other through the hub (at most two calls) and no pair can be
+-- forgotten.  The declaration is a conversion webhook: type "conversion",
+-- name the CRD's (plural.group), path "/convert/" .. name.
+
+local CONVERTER_FIELDS = { group = true, kind = true, plural = true, hub = true, versions = true,
+                           timeout_seconds = true }
+local SPOKE_FIELDS = { to_hub = true, from_hub = true }
+
+local function converter_raise(fmt, ...)
+  util.raise("converter " .. fmt, ...)
+end
+
+-- A CRD version name: a DNS-1035 label ("v1", "v1alpha1", "v2beta3").
+local function version_name(v)
+  return type(v) == "string" and #v <= 63 and
+         (v:match("^[a-z]$") or v:match("^[a-z][-a-z0-9]*[a-z0-9]$")) ~= nil
+end
+
+local function quote(v)
+  return type(v) == "string" and string.format("%q", v) or tostring(v)
+end
+
+local function read_converter(t)
+  if type(t) ~= "table" then util.raise("luna.converter takes a table, got %s", type(t)) end
+  for _, k in ipairs(sorted_keys(t)) do
+    if type(k) ~= "string" or not CONVERTER_FIELDS[k] then
+      converter_raise("has unknown field '%s' (group, kind, plural, hub, versions, " ..
+                      "timeout_seconds)", tostring(k))
+    end
+  end
+  local d = { type = "conversion", failure_policy = "Fail" }
+  local group = rawget(t, "group")
+  local ok, why = false, "it is not a string"
+  if type(group) == "string" then ok, why = util.dns_subdomain(group) end
+  if ok and not group:find(".", 1, true) then
+    ok, why = false, "a CRD's group has a dot, as \"example.com\""
+  end
+  if not ok then
+    converter_raise("field 'group' must be the CRD's API group, got %s (%s)", quote(group), why)
+  end
+  d.group = group
+  local kind = rawget(t, "kind")
+  if type(kind) ~= "string" or #kind > 63 or not kind:match("^[A-Za-z][A-Za-z0-9]*$") then
+    converter_raise("field 'kind' must be the CRD's kind, as \"Widget\", got %s", quote(kind))
+  end
+  d.kind = kind
+  local plural = rawget(t, "plural")
+  if plural == nil then plural = kind:lower() .. "s" end
+  if type(plural) ~= "string" or #plural > 63 or
+     not (plural:match("^[a-z]$") or plural:match("^[a-z][-a-z0-9]*[a-z0-9]$")) then
+    converter_raise("field 'plural' must be the CRD's plural resource name, as \"widgets\", " ..
+                    "got %s", quote(plural))
+  end
+  d.plural = plural
+  d.name = plural .. "." .. group
+  ok = util.dns_subdomain(d.name)
+  if not ok then
+    converter_raise("field 'plural': the CRD name %q is longer than 253 characters", d.name)
+  end
+  d.path = "/convert/" .. d.name
+  local hub = rawget(t, "hub")
+  if not version_name(hub) then
+    converter_raise("field 'hub' must be a version name of the CRD, as \"v1\", got %s",
+                    quote(hub))
+  end
+  d.hub = hub
+  local versions = rawget(t, "versions")
+  if type(versions) ~= "table" then
+    converter_raise("field 'versions' must be a table { VERSION = { to_hub = fn, " ..
+                    "from_hub = fn }, ... }, got %s", type(versions))
+  end
+  d.fn = {}
+  d.versions = { hub }
+  local spokes = sorted_keys(versions)
+  if #spokes == 0 or #spokes > MAX_LIST then
+    converter_raise("field 'versions' must name 1 to %d versions other than the hub", MAX_LIST)
+  end
+  for _, v in ipairs(spokes) do
+    local where = "versions." .. tostring(v)
+    if not version_name(v) then
+      converter_raise("field 'versions' has key %s: want a version name, as \"v1alpha1\"",
+                      quote(v))
+    end
+    if v == hub then
+      converter_raise("field '%s': the hub version converts to nothing (list the other " ..
+                      "versions, each with to_hub and from_hub)", where)
+    end
+    local spoke = rawget(versions, v)
+    if type(spoke) ~= "table" then
+      converter_raise("field '%s' must be a table { to_hub = fn, from_hub = fn }, got %s",
+                      where, type(spoke))
+    end
+    for _, k in ipairs(sorted_keys(spoke)) do
+      if type(k) ~= "string" or not SPOKE_FIELDS[k] then
+        converter_raise("field '%s' has unknown key '%s' (to_hub, from_hub)", where,
+                        tostring(k))
+      end
+    end
+    for _, k in ipairs({ "to_hub", "from_hub" }) do
+      local f = rawget(spoke, k)
+      if type(f) ~= "function" then
+        converter_raise("field '%s.%s' must be a function (%s), got %s", where, k,
+                        k == "to_hub" and ("converting " .. v .. " to " .. hub)
+                                      or ("converting " .. hub .. " to " .. v), type(f))
+      end
+    end
+    d.fn[v] = { to_hub = rawget(spoke, "to_hub"), from_hub = rawget(spoke, "from_hub") }
+    d.versions[#d.versions + 1] = v
+  end
+  local to = rawget(t, "timeout_seconds")
+  if to == nil then to = 10 end
+  if type(to) ~= "number" or to % 1 ~= 0 or to < 1 or to > 30 then
+    converter_raise("field 'timeout_seconds' must be an integer from 1 to 30, got %s",
+                    tostring(to))
+  end
+  d.timeout_seconds = to
+  return d
+end
+
+function M.converter(t)
+  local d = read_converter(t)
+  local h = setmetatable({}, handle_mt)
+  private[h] = d
+  return h
+end
+
 -- The private declarations of the list l (of handles); raises naming
 -- field[i] for anything else.
 local function declarations(l, field)
@@ -279,7 +418,9 @@ local function declarations(l, field)
   local out, seen = {}, {}
   for i = 1, #l do
     local d = private[rawget(l, i)]
-    if not d then util.raise("%s[%d] must be a value of luna.webhook{...}", field, i) end
+    if not d then
+      util.raise("%s[%d] must be a value of luna.webhook{...} or luna.converter{...}", field, i)
+    end
     if seen[d.path] then util.raise("%s[%d]: webhook '%s' is listed twice", field, i, d.name) end
     seen[d.path] = true
     out[i] = d
@@ -462,6 +603,160 @@ local function answer_of(d, a, b)
   return out
 end
 
+-- ---- conversion ------------------------------------------------------------
+
+-- The fields of metadata a converter may change: kube-apiserver
+-- (apiextensions-apiserver's webhook converter) refuses a converted object
+-- whose kind, name, namespace or uid differ, and puts every other field of
+-- metadata back from the original except labels and annotations, which it
+-- keeps once they pass its validation.  luna refuses all of it first, so
+-- the converter's author hears it at once, with the field, instead of
+-- seeing a change silently dropped.
+local CONVERTIBLE_METADATA = { labels = true, annotations = true }
+local MAX_ANNOTATIONS = 256 * 1024 -- kube's TotalAnnotationSizeLimitB
+
+local function describe(obj, i)
+  local md = type(obj) == "table" and obj.metadata
+  local name = type(md) == "table" and present(md.name)
+  local ns = type(md) == "table" and present(md.namespace)
+  if type(name) ~= "string" then return string.format("objects[%d]", i - 1) end
+  if type(ns) == "string" and ns ~= "" then name = ns .. "/" .. name end
+  return string.format("objects[%d] (%s)", i - 1, name)
+end
+
+-- labels or annotations of a converted object, as kube-apiserver checks
+-- them when they changed: a map of strings, labels' keys and values as
+-- ValidateLabels wants them, annotations' keys qualified names and their
+-- total size bounded.
+local function check_string_map(m, field)
+  if m == nil or m == NULL then return end
+  if type(m) ~= "table" or (json.is_array(m) and next(m) ~= nil) then
+    error(string.format("metadata.%s must be a map of strings", field), 0)
+  end
+  local size = 0
+  for _, k in ipairs(sorted_keys(m)) do
+    local v = m[k]
+    if type(k) ~= "string" or type(v) ~= "string" then
+      error(string.format("metadata.%s[%s] must be a string", field, tostring(k)), 0)
+    end
+    local ok, why = util.qualified_name(k)
+    if not ok then error(string.format("metadata.%s key %q: %s", field, k, why), 0) end
+    if field == "labels" then
+      ok, why = util.label_value(v)
+      if not ok then error(string.format("metadata.labels[%s] value: %s", k, why), 0) end
+    end
+    size = size + #k + #v
+  end
+  if field == "annotations" and size > MAX_ANNOTATIONS then
+    error(string.format("metadata.annotations: %d bytes, more than kube-apiserver's %d",
+                        size, MAX_ANNOTATIONS), 0)
+  end
+end
+
+-- Raises unless converted keeps original's kind and metadata (but labels
+-- and annotations).
+local function check_converted(original, converted)
+  if converted.kind ~= original.kind then
+    error(string.format("changed kind from %s to %s (a conversion keeps the kind)",
+                        quote(original.kind), quote(converted.kind)), 0)
+  end
+  local om, cm = original.metadata, converted.metadata
+  if type(cm) ~= "table" or json.is_array(cm) and next(cm) ~= nil then
+    error("the converted object has no metadata (keep the object's metadata)", 0)
+  end
+  if type(om) ~= "table" then om = {} end
+  local keys = {}
+  for k in next, om do keys[k] = true end
+  for k in next, cm do keys[k] = true end
+  for _, k in ipairs(sorted_keys(keys)) do
+    if not CONVERTIBLE_METADATA[k] and not equal(om[k], cm[k]) then
+      error(string.format("changed metadata.%s: a conversion may change only " ..
+                          "metadata.labels and metadata.annotations (kube-apiserver refuses a " ..
+                          "changed name, namespace or uid and drops other changes)",
+                          tostring(k)), 0)
+    end
+  end
+  for f in next, CONVERTIBLE_METADATA do
+    if not equal(om[f], cm[f]) then check_string_map(cm[f], f) end
+  end
+end
+
+-- Calls fn (a converter's to_hub or from_hub) on a copy of obj, and returns
+-- what it returned (or the copy it changed, when it returned nothing),
+-- with apiVersion group/to.  Raises naming the step.
+local function step(d, obj, fn, from, to, what)
+  local copy = deep_copy(obj)
+  local ok, out = pcall(fn, copy)
+  local where = string.format("%s (%s to %s)", what, from, to)
+  if not ok then error(where .. ": " .. tostring(out), 0) end
+  if out == nil then out = copy end
+  if type(out) ~= "table" then
+    error(string.format("%s: returned a %s (want the converted object, or nothing to " ..
+                        "return the object it changed)", where, type(out)), 0)
+  end
+  out.apiVersion = d.group .. "/" .. to
+  local cok, why = pcall(check_converted, obj, out)
+  if not cok then error(where .. ": " .. tostring(why), 0) end
+  return out
+end
+
+local function version_of(d, api_version)
+  if type(api_version) ~= "string" then return nil end
+  local g, v = api_version:match("^(.*)/([^/]*)$")
+  if g ~= d.group then return nil end
+  if v == d.hub or d.fn[v] then return v end
+  return nil
+end
+
+-- The ConversionReview (checked by the host: apiVersion, kind,
+-- request.uid, request.desiredAPIVersion, request.objects a list) through
+-- the converter d: { allowed = true, converted = JSON text of the list },
+-- or raises naming the converter, the object and the reason.
+local function convert(d, review)
+  local req = review.request
+  local desired = req.desiredAPIVersion
+  local to = version_of(d, desired)
+  if not to then
+    error(string.format("desiredAPIVersion %s is not one of %s/{%s}", quote(desired), d.group,
+                        table.concat(d.versions, ",")), 0)
+  end
+  local objects = req.objects
+  local out = json.array()
+  for i = 1, #objects do
+    local obj = objects[i]
+    local what = describe(obj, i)
+    if type(obj) ~= "table" or json.is_array(obj) and next(obj) ~= nil then
+      error(string.format("%s is not an object", what), 0)
+    end
+    local from = version_of(d, obj.apiVersion)
+    if not from then
+      error(string.format("%s has apiVersion %s, not one of %s/{%s}", what,
+                          quote(present(obj.apiVersion)), d.group,
+                          table.concat(d.versions, ",")), 0)
+    end
+    if obj.kind ~= d.kind then
+      error(string.format("%s has kind %s, not %s", what, quote(present(obj.kind)), d.kind), 0)
+    end
+    local ok, res = pcall(function()
+      local o = obj
+      if from ~= to and from ~= d.hub then
+        o = step(d, o, d.fn[from].to_hub, from, d.hub, "to_hub")
+      end
+      if from ~= to and to ~= d.hub then
+        o = step(d, o, d.fn[to].from_hub, d.hub, to, "from_hub")
+      end
+      return o
+    end)
+    if not ok then error(string.format("%s: %s", what, tostring(res)), 0) end
+    out[i] = res
+  end
+  local text, err = json.encode(out)
+  if not text then
+    error("the converted objects cannot be encoded: " .. tostring(err), 0)
+  end
+  return { allowed = true, converted = text, ops = #objects }
+end
+
 -- Runs the AdmissionReview (body, checked by the host: apiVersion, kind,
 -- request.uid) through d's function.  Returns { allowed, message, code,
 -- reason, warnings, patch (JSON text of the operations, or nil), ops }.
@@ -470,6 +765,7 @@ end
 function M.serve(d, body)
   local review, err = json.decode(body)
   if not review then error(tostring(err), 0) end
+  if d.type == "conversion" then return convert(d, review) end
   local req = request_of(review.request)
   if d.type == "validating" then
     return answer_of(d, d.fn(req))

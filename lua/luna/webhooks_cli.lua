@@ -1,6 +1,7 @@
 -- `luna webhooks manifest [options] DIR`: the ValidatingWebhookConfiguration
--- and MutatingWebhookConfiguration for the webhooks DIR declares
--- (docs/webhooks.md), for GitOps users to apply as YAML.
+-- and MutatingWebhookConfiguration for the webhooks DIR declares, and a
+-- CRD conversion patch for each converter (docs/webhooks.md), for GitOps
+-- users to apply as YAML.
 --
 -- DIR is loaded as `luna run` loads it (core.webhook_sources,
 -- runtime/rbac_sources.h): a file that does not load is an error (exit 2).
@@ -14,6 +15,13 @@
 -- left out; none at all is an error (exit 1).  Values are JSON strings,
 -- valid YAML whatever they hold; the same DIR and options print the same
 -- bytes.
+--
+-- A converter's patch is a partial CustomResourceDefinition: apiVersion,
+-- kind, metadata.name and spec.conversion only.  That one document is a
+-- kustomize patch (`patches:`), a merge patch (`kubectl patch crd NAME
+-- --type merge --patch-file`) and a server-side apply object; plain
+-- `kubectl apply` would take it for the whole CRD, so `--only admission`
+-- and `--only conversion` print the two parts apart.
 local core = require "luna.core"
 
 local json = core.json
@@ -30,7 +38,10 @@ local function usage(to)
     "  --service-namespace NS    its namespace (default luna)\n" ..
     "  --service-port PORT       its port (default 443)\n" ..
     "  --url BASE                call BASE/<path> instead of a Service\n" ..
-    "  --ca-bundle FILE          PEM of the CA that signed luna's serving certificate\n")
+    "  --ca-bundle FILE          PEM of the CA that signed luna's serving certificate\n" ..
+    "  --only admission|conversion\n" ..
+    "                            print only the webhook configurations, or only the\n" ..
+    "                            CRD conversion patches\n")
 end
 
 local function q(s) return json.encode(s) end
@@ -67,20 +78,25 @@ local function selector(lines, field, s)
   end
 end
 
+-- clientConfig of w, indented by pad.
+local function client_config(lines, w, o, pad)
+  lines[#lines + 1] = pad .. "clientConfig:"
+  if o.url then
+    lines[#lines + 1] = ("%s  url: %s"):format(pad, q(o.url:gsub("/+$", "") .. w.path))
+  else
+    lines[#lines + 1] = pad .. "  service:"
+    lines[#lines + 1] = ("%s    name: %s"):format(pad, q(o.service_name))
+    lines[#lines + 1] = ("%s    namespace: %s"):format(pad, q(o.service_namespace))
+    lines[#lines + 1] = ("%s    path: %s"):format(pad, q(w.path))
+    lines[#lines + 1] = ("%s    port: %d"):format(pad, o.service_port)
+  end
+  if o.ca_bundle then lines[#lines + 1] = ("%s  caBundle: %s"):format(pad, o.ca_bundle) end
+end
+
 local function entry(lines, w, o)
   lines[#lines + 1] = ("- name: %s"):format(q(w.name))
   lines[#lines + 1] = "  admissionReviewVersions: [\"v1\"]"
-  lines[#lines + 1] = "  clientConfig:"
-  if o.url then
-    lines[#lines + 1] = ("    url: %s"):format(q(o.url:gsub("/+$", "") .. w.path))
-  else
-    lines[#lines + 1] = "    service:"
-    lines[#lines + 1] = ("      name: %s"):format(q(o.service_name))
-    lines[#lines + 1] = ("      namespace: %s"):format(q(o.service_namespace))
-    lines[#lines + 1] = ("      path: %s"):format(q(w.path))
-    lines[#lines + 1] = ("      port: %d"):format(o.service_port)
-  end
-  if o.ca_bundle then lines[#lines + 1] = ("    caBundle: %s"):format(o.ca_bundle) end
+  client_config(lines, w, o, "  ")
   lines[#lines + 1] = "  rules:"
   for _, r in ipairs(w.rules) do
     lines[#lines + 1] = ("  - apiGroups: %s"):format(list(r.api_groups))
@@ -100,11 +116,34 @@ local function entry(lines, w, o)
   end
 end
 
--- The two configurations' YAML (nil when there is no webhook).
+-- The conversion patch of converter w's CRD.
+local function conversion_patch(w, o)
+  local lines = {
+    ("# the conversion of CRD %s (converter hub %s; versions %s): a patch, applied"):format(
+      w.name, w.hub, table.concat(w.versions, ", ")),
+    "# with kustomize patches:, kubectl patch --type merge or kubectl apply --server-side",
+    "apiVersion: apiextensions.k8s.io/v1",
+    "kind: CustomResourceDefinition",
+    "metadata:",
+    "  name: " .. q(w.name),
+    "spec:",
+    "  conversion:",
+    "    strategy: Webhook",
+    "    webhook:",
+    "      conversionReviewVersions: [\"v1\"]",
+  }
+  client_config(lines, w, o, "      ")
+  return table.concat(lines, "\n") .. "\n"
+end
+
+-- The two configurations' YAML and the converters' CRD patches (nil when
+-- there is none); o.only: "admission" or "conversion" keeps one part.
 function M.render(webhooks, o)
   local docs = {}
-  for _, kind in ipairs({ { "validating", "ValidatingWebhookConfiguration" },
-                          { "mutating", "MutatingWebhookConfiguration" } }) do
+  local kinds = { { "validating", "ValidatingWebhookConfiguration" },
+                  { "mutating", "MutatingWebhookConfiguration" } }
+  if o.only == "conversion" then kinds = {} end
+  for _, kind in ipairs(kinds) do
     local lines = {}
     for _, w in ipairs(webhooks) do
       if w.type == kind[1] then entry(lines, w, o) end
@@ -119,6 +158,14 @@ function M.render(webhooks, o)
         table.concat(lines, "\n"),
       }, "\n") .. "\n"
     end
+  end
+  if o.only ~= "admission" then
+    local converters = {}
+    for _, w in ipairs(webhooks) do
+      if w.type == "conversion" then converters[#converters + 1] = w end
+    end
+    table.sort(converters, function(a, b) return a.name < b.name end)
+    for _, w in ipairs(converters) do docs[#docs + 1] = conversion_patch(w, o) end
   end
   if #docs == 0 then return nil end
   return "# luna webhooks manifest: generated from the controllers directory\n" ..
@@ -208,6 +255,13 @@ function M.main(cli, lib, args)
                         "\n")
         return 2
       end
+    elseif flag == "--only" then
+      local v = value()
+      if v ~= "admission" and v ~= "conversion" then
+        io.stderr:write("luna webhooks: --only ", tostring(v), ": want admission or conversion\n")
+        return 2
+      end
+      o.only = v
     elseif flag:sub(1, 1) == "-" then
       io.stderr:write("luna webhooks: unknown option ", flag, "\n")
       usage(io.stderr)
@@ -231,7 +285,8 @@ function M.main(cli, lib, args)
   end
   local text = M.render(webhooks, o)
   if not text then
-    io.stderr:write("luna webhooks: ", dir, " declares no webhook\n")
+    io.stderr:write("luna webhooks: ", dir, " declares no webhook",
+                    o.only and (" (" .. o.only .. ")") or "", "\n")
     return 1
   end
   io.stdout:write(text)

@@ -81,7 +81,7 @@
 ---@field priority_queue? boolean live events before first-list and resync keys (default true); false: one FIFO
 ---@field every? number|string periodic work: seconds (1..31536000) or a cron schedule ("*/5 * * * *"); reconcile then also gets req.periodic
 ---@field jitter? number each tick up to this fraction (0..1) of the period late, at random; only with `every`
----@field webhooks? luna.Webhook[] admission webhooks served with this controller (docs/webhooks.md)
+---@field webhooks? luna.Webhook[] admission webhooks and converters served with this controller (docs/webhooks.md)
 ---@field reconcile fun(req: luna.Request): luna.Result, luna.Error|string|nil
 
 ---One rule of the requests a webhook sees (admissionregistration.k8s.io/v1 RuleWithOperations).
@@ -132,6 +132,19 @@
 ---@field timeout_seconds? integer 1..30, default 10
 ---@field match_policy? "Equivalent"|"Exact" default "Equivalent"
 ---@field reinvocation_policy? "Never"|"IfNeeded" mutating only, default "Never"
+
+---One version of a CRD other than the hub: both directions, each given a copy of the object and returning the converted one (or nothing: the copy it changed); luna sets apiVersion.
+---@class luna.ConverterSpoke
+---@field to_hub fun(obj: luna.Object): luna.Object|nil this version → the hub
+---@field from_hub fun(obj: luna.Object): luna.Object|nil the hub → this version
+
+---@class luna.ConverterSpec
+---@field group string the CRD's API group ("example.com")
+---@field kind string the CRD's kind ("Widget")
+---@field plural? string the CRD's plural (default the kind lowercased with "s"); the CRD's name is plural.group
+---@field hub string the version every other converts through ("v1")
+---@field versions table<string, luna.ConverterSpoke> every served version but the hub
+---@field timeout_seconds? integer 1..30, default 10: the call's budget is this minus a margin
 
 ---What luna.webhook returns (read-only).
 ---@class luna.Webhook
@@ -191,6 +204,11 @@ function luna.controller(spec) end
 ---@param spec luna.WebhookSpec
 ---@return luna.Webhook
 function luna.webhook(spec) end
+
+---Declares a CRD's version converter (a conversion webhook), checked at load (docs/webhooks.md).
+---@param spec luna.ConverterSpec
+---@return luna.Webhook
+function luna.converter(spec) end
 
 ---A file of webhooks only: `return luna.webhooks { luna.webhook { ... } }`.
 ---@param list luna.Webhook[]
