@@ -5,9 +5,19 @@
 -- (so deleting the Widget garbage-collects it), and watched through `owns`:
 -- a change to the Deployment, such as pods becoming ready, reconciles its
 -- Widget again. The CRD is deploy/crd-widgets.yaml.
+--
+-- Two admission webhooks come with it (docs/webhooks.md): a defaulter fills
+-- in spec.image and spec.replicas, and a validator refuses what the
+-- reconcile could not run well: more than MAX_REPLICAS pods, an image
+-- without a pinned tag or digest, and a name whose Deployment already
+-- exists without this Widget as its controller (server-side apply with
+-- force would take it over). It reads that from the Deployment cache the
+-- controller has through `owns`: a webhook reads its controller's caches.
 local luna = require "luna"
 
 local MANAGER = "luna-widget"
+local DEFAULT_IMAGE = "nginx:1.27"
+local MAX_REPLICAS = 10
 
 local function desired_deployment(w)
   local app = "widget-" .. w.metadata.name
@@ -20,7 +30,7 @@ local function desired_deployment(w)
       selector = { matchLabels = { ["app.kubernetes.io/name"] = app } },
       template = {
         metadata = { labels = { ["app.kubernetes.io/name"] = app } },
-        spec = { containers = { { name = "main", image = w.spec and w.spec.image or "nginx:1.27" } } },
+        spec = { containers = { { name = "main", image = w.spec and w.spec.image or DEFAULT_IMAGE } } },
       },
     },
   }
@@ -28,11 +38,56 @@ local function desired_deployment(w)
   return dep
 end
 
+local WIDGETS = { { api_groups = { "example.com" }, api_versions = { "v1" }, resources = { "widgets" },
+                    operations = { "CREATE", "UPDATE" }, scope = "Namespaced" } }
+
+-- "nginx:1.27" and "reg:5000/app@sha256:..." are pinned; "nginx",
+-- "nginx:latest" and "reg:5000/app" are not (a port is not a tag).
+local function pinned(image)
+  if image:find("@sha256:", 1, true) then return true end
+  local tag = image:match(":([^:/]+)$")
+  return tag ~= nil and tag ~= "latest"
+end
+
+local function validate(req)
+  local w = req.object
+  local spec = w.spec or {}
+  local problems = {}
+  local replicas = spec.replicas or 1
+  if replicas > MAX_REPLICAS then
+    problems[#problems + 1] = ("spec.replicas: at most %d, got %d"):format(MAX_REPLICAS, replicas)
+  end
+  if type(spec.image) == "string" and not pinned(spec.image) then
+    problems[#problems + 1] = ("spec.image: %q has no pinned tag or digest (not :latest)"):format(spec.image)
+  end
+  if req.operation == "CREATE" then
+    local dep = luna.cache("apps/v1/Deployment"):get(req.namespace, w.metadata.name)
+    local owner = dep and luna.meta.controller_of(dep)
+    if dep and not (owner and owner.kind == "Widget" and owner.name == w.metadata.name) then
+      problems[#problems + 1] = ("metadata.name: Deployment %s/%s exists and is not this Widget's")
+        :format(req.namespace, w.metadata.name)
+    end
+  end
+  if #problems > 0 then return false, table.concat(problems, "; ") end
+  if replicas == 0 then return { warnings = { "spec.replicas is 0: the Widget runs no pods" } } end
+end
+
+local function default(_, w)
+  w.spec = w.spec or {}
+  if w.spec.image == nil or w.spec.image == "" then w.spec.image = DEFAULT_IMAGE end
+  if w.spec.replicas == nil then w.spec.replicas = 1 end
+end
+
 return luna.controller {
   name = "widget",
   watch = "example.com/v1/Widget",
   owns = { "apps/v1/Deployment" },
   workers = 4,
+
+  webhooks = {
+    luna.webhook { name = "widgets.validate.example.com", rules = WIDGETS, validate = validate },
+    luna.webhook { name = "widgets.default.example.com", rules = WIDGETS, mutate = default },
+  },
 
   reconcile = function(req)
     local w = luna.cache("example.com/v1/Widget"):get(req.namespace, req.name)

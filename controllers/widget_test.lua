@@ -1,11 +1,81 @@
--- widget.lua on the real runtime, as fixture cases: objects before, the
--- objects, Events and API calls expected once the controller is idle
--- (docs/authoring.md: "Fixture files").  The CRD is deploy/crd-widgets.yaml.
-local function widget(replicas)
+-- widget.lua on the real runtime: its two webhooks called directly and
+-- through the API server (docs/webhooks.md: "Testing webhooks"), then the
+-- reconcile as fixture cases: objects before, the objects, Events and API
+-- calls expected once the controller is idle (docs/authoring.md: "Fixture
+-- files").  The CRD is deploy/crd-widgets.yaml.
+local testing = require "luna.testing"
+
+local function widget(replicas, image, name)
   return { apiVersion = "example.com/v1", kind = "Widget",
-    metadata = { name = "w1", namespace = "default" },
-    spec = { image = "nginx:1.27", replicas = replicas } }
+    metadata = { name = name or "w1", namespace = "default" },
+    spec = { image = image or "nginx:1.27", replicas = replicas } }
 end
+
+describe("widget webhooks", function()
+  local env
+  before_each(function()
+    env = testing.start{ controllers = { "widget.lua" }, seed = { "../deploy/crd-widgets.yaml" } }
+  end)
+
+  it("the defaulter fills in the image and the replicas, and leaves the rest", function()
+    local w = widget(nil, nil)
+    w.spec = {}
+    local res = env:admit("widgets.default.example.com", { operation = "CREATE", object = w })
+    assert.allowed(res)
+    assert.patched({ { op = "add", path = "/spec/image", value = "nginx:1.27" },
+                     { op = "add", path = "/spec/replicas", value = 1 } }, res)
+    assert.same({ image = "nginx:1.27", replicas = 1 }, res.object.spec)
+    -- what is given is kept: no patch at all
+    res = env:admit("widgets.default.example.com", { operation = "UPDATE", object = widget(3, "app:2"),
+                                                     old_object = widget(2, "app:2") })
+    assert.patched({}, res)
+  end)
+
+  it("the validator refuses too many replicas and unpinned images, and warns at zero", function()
+    assert.allowed(env:admit("widgets.validate.example.com", { object = widget(10) }))
+    assert.denied(env:admit("widgets.validate.example.com", { object = widget(11) }),
+                  "spec.replicas: at most 10, got 11")
+    for _, image in ipairs { "nginx", "nginx:latest", "registry:5000/app" } do
+      assert.denied(env:admit("widgets.validate.example.com", { object = widget(1, image) }),
+                    "has no pinned tag or digest")
+    end
+    assert.allowed(env:admit("widgets.validate.example.com", { object = widget(1, "registry:5000/app@sha256:0123") }))
+    local res = env:admit("widgets.validate.example.com", { operation = "UPDATE", object = widget(0),
+                                                            old_object = widget(2) })
+    assert.allowed(res)
+    assert.same({ "spec.replicas is 0: the Widget runs no pods" }, res.warnings)
+    assert.equal(403, env:admit("widgets.validate.example.com", { object = widget(11) }).code)
+  end)
+
+  it("the validator refuses a name whose Deployment is not the Widget's, from the cache", function()
+    env:create{ apiVersion = "apps/v1", kind = "Deployment",
+      metadata = { name = "taken", namespace = "default" },
+      spec = { selector = { matchLabels = { app = "taken" } },
+        template = { metadata = { labels = { app = "taken" } },
+                     spec = { containers = { { name = "main", image = "nginx:1.27" } } } } } }
+    env:wait_idle()
+    assert.denied(env:admit("widgets.validate.example.com", { object = widget(1, nil, "taken") }),
+                  "Deployment default/taken exists and is not this Widget's")
+    assert.allowed(env:admit("widgets.validate.example.com", { object = widget(1, nil, "free") }))
+  end)
+
+  it("the API server calls both: kubectl-like writes are defaulted, or refused with the message", function()
+    env:stop()
+    env = testing.start{ controllers = { "widget.lua" }, seed = { "../deploy/crd-widgets.yaml" }, webhooks = true }
+    local w = widget(nil, nil)
+    w.spec = {}
+    local stored = env:create(w)
+    assert.same({ image = "nginx:1.27", replicas = 1 }, stored.spec)
+    assert.has_error(function() env:create(widget(11, "nginx:1.27", "big")) end,
+      'admission webhook "widgets.validate.example.com" denied the request: spec.replicas: at most 10, got 11')
+    assert.is_nil(env:get("example.com/v1/Widget", "default", "big"))
+    env:wait_idle()
+    assert.equal(1, env:get("apps/v1/Deployment", "default", "w1").spec.replicas)
+    -- the Widget's own Deployment does not count as taken on UPDATE
+    env:patch("example.com/v1/Widget", "default", "w1", { spec = { replicas = 0 } })
+    assert.same({ "spec.replicas is 0: the Widget runs no pods" }, env.last_warnings)
+  end)
+end)
 
 return {
   controllers = { "widget.lua" },

@@ -18,8 +18,14 @@
 static struct luna_informer *informer_arg(lua_State *L, const char *fn)
 {
     struct luna_controller *c = luna_controller_current(L, NULL);
+    const char *webhook = luna_controller_in_webhook();
+    if (!c && webhook)
+        luaL_error(L, "%s in webhook %s: its file declares no controller, so it has no caches "
+                      "(declare the webhook in a controller's `webhooks` and the kind in its "
+                      "watch, owns or watches)", fn, webhook);
     if (!c)
-        luaL_error(L, "%s can only be called inside reconcile or a watches map function", fn);
+        luaL_error(L, "%s can only be called inside reconcile, a watches map function or a "
+                      "webhook", fn);
     const char *text = luaL_checkstring(L, 1);
     luna_error err;
     struct luna_informer *inf = luna_controller_lister_informer(c, text, &err);
@@ -28,6 +34,10 @@ static struct luna_informer *informer_arg(lua_State *L, const char *fn)
     if (!inf)
         luaL_error(L, "controller %s does not watch %s: add it to watch, owns or watches",
                    luna_controller_name(c), text);
+    /* a webhook deciding on half a cache would answer wrongly without
+     * knowing it: it fails instead, and answers by its failure_policy */
+    if (webhook && !luna_informer_has_synced(inf))
+        luaL_error(L, "%s in webhook %s: the cache of %s is not synced yet", fn, webhook, text);
     return inf;
 }
 

@@ -261,6 +261,21 @@ unsigned long luna_controller_oldest_running(const struct luna_controller *c);
  * reconcile L is the coroutine of, or NULL in a handler. */
 struct luna_controller *luna_controller_current(lua_State *L, struct luna_reconcile **reconcile);
 
+/* Admission webhooks read the caches of their file's controller
+ * (docs/webhooks.md, "Reading the caches"): while webhook `name` runs,
+ * luna_controller_current answers c (NULL for a file of webhooks only),
+ * with no reconcile, so listers work and API calls still raise.  enter
+ * returns the scope it replaced; leave restores it. */
+struct luna_controller_scope {
+    struct luna_controller *c;
+    const char *webhook;
+};
+struct luna_controller_scope luna_controller_webhook_enter(struct luna_controller *c,
+                                                           const char *name);
+void luna_controller_webhook_leave(struct luna_controller_scope outer);
+/* The name of the webhook running now (borrowed), or NULL. */
+const char *luna_controller_in_webhook(void);
+
 /* The informer a controller declared for a kind ("v1/ConfigMap"); NULL if
  * none of its sources watches that kind.  With several sources of the
  * kind, the first that caches whole objects wins over metadata-only ones. */

@@ -250,6 +250,14 @@ lua_State *luna_generation_state(struct luna_generation *g, size_t i)
     return i < g->nunits ? g->units[i].L : NULL;
 }
 
+struct luna_controller *luna_generation_state_controller(struct luna_generation *g, size_t i)
+{
+    for (size_t c = 0; g->unit_of && c < g->n; c++)
+        if (g->unit_of[c] == i)
+            return g->controllers[c];
+    return NULL;
+}
+
 size_t luna_generation_failure_count(const struct luna_generation *g) { return g->nfailures; }
 
 int luna_generation_failure(const struct luna_generation *g, size_t i, const char **file,

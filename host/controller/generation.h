@@ -102,6 +102,9 @@ size_t luna_generation_loaded(const struct luna_generation *g);
  * what luna_generation_build will build. */
 size_t luna_generation_declared(const struct luna_generation *g);
 lua_State *luna_generation_state(struct luna_generation *g, size_t i);
+/* The controller file i declares, once built; NULL for a file of webhooks
+ * only, or before luna_generation_build. */
+struct luna_controller *luna_generation_state_controller(struct luna_generation *g, size_t i);
 /* The files that failed to load, in name order: their count, and failure
  * i's (0-based) path and message (borrowed from g; LUNA_ENOTFOUND past the
  * end). */

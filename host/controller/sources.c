@@ -19,6 +19,26 @@ static struct luna_controller *in_handler;
 
 struct luna_controller *luna_controller_in_handler(void) { return in_handler; }
 
+/* The webhook running now, if any (its name, borrowed from its state). */
+static const char *in_webhook;
+
+struct luna_controller_scope luna_controller_webhook_enter(struct luna_controller *c,
+                                                           const char *name)
+{
+    struct luna_controller_scope outer = { in_handler, in_webhook };
+    in_handler = c;
+    in_webhook = name;
+    return outer;
+}
+
+void luna_controller_webhook_leave(struct luna_controller_scope outer)
+{
+    in_handler = outer.c;
+    in_webhook = outer.webhook;
+}
+
+const char *luna_controller_in_webhook(void) { return in_webhook; }
+
 struct tombstone {
     char *key;
     char uid[64];

@@ -96,9 +96,10 @@ static bool read_answer(lua_State *L, int t, struct luna_webhook_answer *a)
     return true;
 }
 
-enum luna_webhook_result luna_webhook_call(lua_State *L, int i, const char *body, size_t len,
-                                           double seconds, struct luna_webhook_answer *out,
-                                           char *why, size_t why_size)
+enum luna_webhook_result luna_webhook_call(lua_State *L, int i, struct luna_controller *c,
+                                           const char *body, size_t len, double seconds,
+                                           struct luna_webhook_answer *out, char *why,
+                                           size_t why_size)
 {
     memset(out, 0, sizeof *out);
     int top = lua_gettop(L);
@@ -126,7 +127,9 @@ enum luna_webhook_result luna_webhook_call(lua_State *L, int i, const char *body
     struct luna_watchdog_guard g = { .what = converter ? "converter" : "webhook", .owner = name,
                                      .limits = &lim };
     double t0 = luna_clock_now(luna_clock_monotonic());
+    struct luna_controller_scope outer = luna_controller_webhook_enter(c, name);
     int rc = luna_watchdog_pcall(L, 2, 1, top + 1, &g);
+    luna_controller_webhook_leave(outer);
     /* the dispatch slice counts it: after a long call the reconciles
      * give the loop a breather, as after a long reconcile */
     luna_controller_charge(luna_clock_now(luna_clock_monotonic()) - t0);

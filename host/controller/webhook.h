@@ -11,7 +11,8 @@
  * webhook's name, charged to its file's memory account) whose time budget
  * is the caller's (timeoutSeconds minus
  * a margin, webhook_server.h): a webhook function cannot yield, so the API
- * server's answer never waits on the loop.  An error, a wrong answer shape
+ * server's answer never waits on the loop.  It may read the caches of its
+ * file's controller (they never yield), not call the API.  An error, a wrong answer shape
  * or a stop comes back as LUNA_WEBHOOK_ERROR or LUNA_WEBHOOK_STOPPED with
  * the reason; the caller answers by the failure policy.
  *
@@ -38,9 +39,14 @@ int luna_webhook_info(lua_State *L, int i, struct luna_webhook_info *info);
 /* Runs AdmissionReview body (its envelope already checked) through webhook
  * i under a guard of `seconds`; fills out (OK) or why (ERROR, STOPPED).
  * A converter (type "conversion") takes a ConversionReview and fills
- * out->converted (and out->ops: how many objects). */
-enum luna_webhook_result luna_webhook_call(lua_State *L, int i, const char *body, size_t len,
-                                           double seconds, struct luna_webhook_answer *out,
-                                           char *why, size_t why_size);
+ * out->converted (and out->ops: how many objects).
+ * c is the controller of the webhook's file (NULL: a file of webhooks
+ * only): the function reads c's caches (controller.h,
+ * luna_controller_webhook_enter), never another controller's. */
+struct luna_controller;
+enum luna_webhook_result luna_webhook_call(lua_State *L, int i, struct luna_controller *c,
+                                           const char *body, size_t len, double seconds,
+                                           struct luna_webhook_answer *out, char *why,
+                                           size_t why_size);
 
 #endif

@@ -1060,7 +1060,10 @@ static enum luna_webhook_result webhook_call(void *ud, int h, const char *body, 
         snprintf(why, why_size, "the webhook is no longer loaded");
         return LUNA_WEBHOOK_ERROR;
     }
-    return luna_webhook_call(L, h % WEBHOOKS_PER_STATE, body, len, seconds, answer, why, why_size);
+    struct luna_controller *c =
+        luna_generation_state_controller(rt->gen, (size_t)(h / WEBHOOKS_PER_STATE));
+    return luna_webhook_call(L, h % WEBHOOKS_PER_STATE, c, body, len, seconds, answer, why,
+                             why_size);
 }
 
 /* The webhooks the running reload declares, over its files' states. */
@@ -1762,11 +1765,31 @@ static char *tc_documents(void *ud, const char *text, size_t len, luna_error *er
     return rt->cfg->documents(text, len, err);
 }
 
+static int tc_admit(void *ud, const char *path, const char *body, size_t len,
+                    struct luna_textbuf *out, const char **ctype, luna_error *err)
+{
+    struct runtime *rt = ud;
+    if (!rt->webhook_srv)
+        return luna_error_set(err, LUNA_EINVAL, "the webhook server does not serve (no file "
+                              "declares a webhook, or --webhook-bind-address=0)");
+    return luna_webhook_server_handle(rt->webhook_srv, path, body, len, out, ctype);
+}
+
+static bool tc_webhook_server(void *ud, const char **address, const char **cert_pem)
+{
+    struct runtime *rt = ud;
+    if (!rt->webhook_srv)
+        return false;
+    *address = luna_webhook_server_address(rt->webhook_srv);
+    *cert_pem = rt->webhook_cert ? luna_serving_cert_pem(rt->webhook_cert) : NULL;
+    return true;
+}
+
 static int setup_test_control(struct runtime *rt, luna_error *err)
 {
     struct luna_test_control_source src = {
         .current = tc_current, .factory = tc_factory, .server_rv = tc_server_rv, .server_busy = tc_server_busy, .seed = tc_seed,
-        .documents = tc_documents,
+        .documents = tc_documents, .admit = tc_admit, .webhook_server = tc_webhook_server,
         .reload_pending = tc_reload_pending, .client = tc_client, .url = rt->dev_url, .ud = rt,
     };
     return luna_test_control_start(&src, err);

@@ -298,8 +298,66 @@ static void on_request_done(void *ud, const luna_http_response *resp, const luna
         answer(json_pack("{s:s}", "error", fail->err.msg));
         return;
     }
-    answer(json_pack("{s:i,s:s%}", "status", (int)resp->status, "body",
-                     resp->body ? resp->body : "", resp->body ? resp->body_len : (size_t)0));
+    /* the Warning headers' texts (299 - "TEXT"), as kubectl shows them:
+     * what an admission webhook warned, among others */
+    json_t *warnings = json_array();
+    for (size_t i = 0; warnings && i < resp->nheaders; i++) {
+        const luna_http_header *h = &resp->headers[i];
+        if (strcmp(h->name, "warning") != 0)
+            continue;
+        const char *q = strchr(h->value, '"');
+        const char *end = q ? strrchr(h->value, '"') : NULL;
+        json_t *text = q && end > q ? json_stringn(q + 1, (size_t)(end - q - 1))
+                                    : json_string(h->value);
+        if (text)
+            json_array_append_new(warnings, text);
+    }
+    answer(json_pack("{s:i,s:s%,s:o}", "status", (int)resp->status, "body",
+                     resp->body ? resp->body : "", resp->body ? resp->body_len : (size_t)0,
+                     "warnings", warnings ? warnings : json_array()));
+}
+
+/* admit {"path":…, "body":…}: the webhook server's answer to that POST. */
+static json_t *admit(const char *arg)
+{
+    json_error_t jerr;
+    json_t *o = json_loads(arg, 0, &jerr);
+    const char *path = NULL, *body = NULL;
+    size_t body_len = 0;
+    if (!o || json_unpack(o, "{s:s,s:s%}", "path", &path, "body", &body, &body_len) < 0) {
+        json_decref(o);
+        return json_pack("{s:s}", "error", "admit wants {\"path\": \"/validate/NAME\", "
+                                           "\"body\": \"AdmissionReview JSON\"}");
+    }
+    if (!tc.src.admit) {
+        json_decref(o);
+        return json_pack("{s:s}", "error", "no webhook server");
+    }
+    struct luna_textbuf out = LUNA_TEXTBUF_INIT;
+    const char *ctype = NULL;
+    luna_error err = { 0 };
+    int status = tc.src.admit(tc.src.ud, path, body, body_len, &out, &ctype, &err);
+    json_decref(o);
+    json_t *ans;
+    if (status < 0)
+        ans = json_pack("{s:s}", "error", err.msg);
+    else if (out.failed)
+        ans = json_pack("{s:s}", "error", "admit: out of memory");
+    else
+        ans = json_pack("{s:i,s:s%}", "status", status, "body", out.data ? out.data : "",
+                        out.len);
+    luna_textbuf_free(&out);
+    return ans;
+}
+
+/* webhook: where the webhook server listens, and its certificate. */
+static json_t *webhook(void)
+{
+    const char *address = NULL, *cert = NULL;
+    if (!tc.src.webhook_server || !tc.src.webhook_server(tc.src.ud, &address, &cert))
+        return json_pack("{s:s}", "error", "the webhook server does not serve (no file declares "
+                                           "a webhook, or --webhook-bind-address=0)");
+    return json_pack("{s:s,s:s}", "address", address, "cert", cert ? cert : "");
 }
 
 /* request {"method":…, "path":…, "content_type":…, "body":…}: the request
@@ -459,6 +517,10 @@ static void command(char *line)
         answer(seed(line + 5));
     else if (strncmp(line, "documents ", 10) == 0)
         answer(documents(line + 10));
+    else if (strncmp(line, "admit ", 6) == 0)
+        answer(admit(line + 6));
+    else if (strcmp(line, "webhook") == 0)
+        answer(webhook());
     else if (strcmp(line, "api") == 0)
         answer(api());
     else if (strcmp(line, "calls") == 0)

@@ -44,7 +44,8 @@
  *   request {"method":M,"path":"/…","content_type":T,"body":B}
  *                   sends the request to the API server through the
  *                   runtime's own client (so `luna test` needs no HTTP
- *                   client of its own): {"status":N,"body":…} once answered,
+ *                   client of its own): {"status":N,"body":…,"warnings":
+ *                   [text…]} (the Warning headers' texts) once answered,
  *                   or {"error":…}; not recorded as a controller's call
  *   seed "TEXT"     (a JSON string holding YAML or JSON manifests, several
  *                   documents allowed) creates or replaces each object in
@@ -53,6 +54,14 @@
  *                   {"documents":[…]}: the objects of the text, parsed as
  *                   --seed parses, for the kit to create in a real cluster;
  *                   or {"error"} naming the bad line
+ *   admit {"path":"/validate/NAME","body":"{AdmissionReview}"}
+ *                   runs the review through the webhook server's own
+ *                   handler (its checks, the call, failurePolicy, shadow,
+ *                   log, metrics) without a connection:
+ *                   {"status":N,"body":"…"} or {"error":…} (no server)
+ *   webhook         {"address":"HOST:PORT","cert":"PEM"} of the webhook
+ *                   server (for the kit to register the webhooks with the
+ *                   API server), or {"error":…} when it does not serve
  *   api             {"api":{"luna.get":"function",…},"fields":{…}}: every
  *                   name a script can reach through require (script/sandbox.h:
  *                   luna_sandbox_list_api), and the fields of the
@@ -92,6 +101,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/textbuf.h"
 
 struct luna_generation;
 struct luna_informer_factory;
@@ -109,6 +119,14 @@ struct luna_test_control_source {
     int (*seed)(void *ud, const char *text, size_t len, luna_error *err); /* for `seed` */
     /* for `documents`: a malloc'd JSON array text, or NULL with err set */
     char *(*documents)(void *ud, const char *text, size_t len, luna_error *err);
+    /* for `admit`: answers one AdmissionReview POST to path as the webhook
+     * server would; returns the HTTP status (body and type into *out and
+     * *ctype), or -1 with err set when no webhook server serves */
+    int (*admit)(void *ud, const char *path, const char *body, size_t len,
+                 struct luna_textbuf *out, const char **ctype, luna_error *err);
+    /* for `webhook`: the webhook server's address and the PEM of its
+     * certificate (borrowed), or false when it does not serve */
+    bool (*webhook_server)(void *ud, const char **address, const char **cert_pem);
     const char *url;                                    /* copied */
     void *ud;
 };

@@ -422,6 +422,12 @@ static int serve(void *ud, const char *path, const char *body, size_t len,
     return status;
 }
 
+int luna_webhook_server_handle(struct luna_webhook_server *s, const char *path, const char *body,
+                               size_t len, struct luna_textbuf *out, const char **ctype)
+{
+    return serve(s, path, body, len, out, ctype);
+}
+
 static int register_metrics(struct luna_webhook_server *s, struct luna_metrics *reg,
                             luna_error *err)
 {

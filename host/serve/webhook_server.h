@@ -115,6 +115,14 @@ const char *luna_webhook_server_address(const struct luna_webhook_server *s);
 int luna_webhook_server_set_certificate(struct luna_webhook_server *s, const char *cert_pem,
                                         const char *key_pem, luna_error *err);
 
+/* Answers one POST of body to path as the server would (the same checks,
+ * call, failure policy, shadow, log and metrics) without a connection:
+ * `luna test`'s direct calls (runtime/test_control.h, `admit`).  Returns
+ * the HTTP status; the body is appended to out, its type in *ctype. */
+struct luna_textbuf;
+int luna_webhook_server_handle(struct luna_webhook_server *s, const char *path, const char *body,
+                               size_t len, struct luna_textbuf *out, const char **ctype);
+
 /* Registers the three families in reg, as the server does, with the
  * series of one request answered 200 on path (specs: the names table). */
 int luna_webhook_server_register_metrics(struct luna_metrics *reg, const char *path,

@@ -15,7 +15,10 @@
 --     objects = { {...}, ... },                 -- objects the server starts with
 --     fake_clock = true,                        -- default true: delays and the scripts' time wait for env:advance
 --     args = { "--reconcile-time-limit=1" },    -- extra `luna run` flags
+--     webhooks = true,                          -- register the directory's webhooks with the
+--                                               --   API server, which then calls them on writes
 --   }
+--   env:admit(webhook, request) -> answer: calls one webhook directly (below)
 --   env:create(obj) env:update(obj) env:apply(obj) env:delete(kind, ns, name)
 --   env:patch(kind, ns, name, patch [, type])  -- type: "merge" (default), "json", "strategic"
 --   env:seed(objs | yaml_or_json_text)         -- creates (or replaces) each object
@@ -157,9 +160,57 @@ local function show(v, indent)
 end
 testing.show = show
 
+-- The differences between two JSON-like values, one line each
+-- ("  .spec.replicas: want 3, have 5"), at most `max` (20) lines.
+local function differences(want, have, max)
+  max = max or 20
+  local lines, more = {}, 0
+  local function note(path, text)
+    if #lines < max then lines[#lines + 1] = "  " .. (path == "" and "(the value)" or path) .. ": " .. text
+    else more = more + 1 end
+  end
+  local function walk(w, h, path)
+    if same(w, h) then return end
+    if type(w) ~= "table" or type(h) ~= "table" or w == json.null or h == json.null then
+      if h == nil then note(path, "want " .. show(w) .. ", missing")
+      elseif w == nil then note(path, "not wanted, have " .. show(h))
+      else note(path, "want " .. show(w) .. ", have " .. show(h)) end
+      return
+    end
+    local keys, seen = {}, {}
+    for k in pairs(w) do if not seen[k] then seen[k] = true; keys[#keys + 1] = k end end
+    for k in pairs(h) do if not seen[k] then seen[k] = true; keys[#keys + 1] = k end end
+    table.sort(keys, function(a, b)
+      if type(a) == type(b) and type(a) ~= "table" then return a < b end
+      return type(a) < type(b)
+    end)
+    for _, k in ipairs(keys) do
+      walk(w[k], h[k], path .. (type(k) == "number" and ("[" .. k .. "]") or ("." .. tostring(k))))
+    end
+  end
+  walk(want, have, "")
+  if more > 0 then lines[#lines + 1] = ("  ... and %d more"):format(more) end
+  return table.concat(lines, "\n")
+end
+testing.differences = differences
+
 -- ---- assertions (busted's names for the common ones) ---------------------
 
 local function fail(msg, level) error(msg, (level or 1) + 2) end
+
+local function deep_copy_plain(v)
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = deep_copy_plain(x) end
+  return out
+end
+
+local function admission(res, name)
+  if type(res) ~= "table" or res.allowed == nil or not res.review then
+    fail(("assert.%s takes what env:admit returned, got %s"):format(name, show(res)), 2)
+  end
+  return ("webhook %s on %s"):format(res.webhook, res.what)
+end
 
 local assertions = {
   equal = function(want, have, msg)
@@ -167,7 +218,40 @@ local assertions = {
   end,
   same = function(want, have, msg)
     if not same(want, have) then
-      fail((msg and msg .. ": " or "") .. "expected (deep)\n" .. show(want) .. "\ngot\n" .. show(have))
+      local diff = type(want) == "table" and type(have) == "table" and
+        ("\ndifferences:\n" .. differences(want, have)) or ""
+      fail((msg and msg .. ": " or "") .. "expected (deep)\n" .. show(want) .. "\ngot\n" .. show(have) .. diff)
+    end
+  end,
+  -- webhooks: what env:admit returned was allowed / denied (with a
+  -- message containing `text`, plain), and the patch it sent
+  allowed = function(res, msg)
+    local what = admission(res, "allowed")
+    if not res.allowed then
+      fail((msg and msg .. ": " or "") .. ("%s: expected allowed, was denied (code %s): %s")
+        :format(what, tostring(res.code), tostring(res.message)))
+    end
+  end,
+  denied = function(res, text, msg)
+    local what = admission(res, "denied")
+    if res.allowed then
+      fail((msg and msg .. ": " or "") .. ("%s: expected denied, was allowed%s"):format(what,
+        #res.patch > 0 and (" with patch " .. show(res.patch)) or ""))
+    end
+    if text and not tostring(res.message):find(text, 1, true) then
+      fail((msg and msg .. ": " or "") .. ("%s: denied with message %s, expected it to contain %q")
+        :format(what, show(res.message), text))
+    end
+  end,
+  patched = function(want_ops, res, msg)
+    local what = admission(res, "patched")
+    if not same(json.array(deep_copy_plain(want_ops)), res.patch) then
+      local lines = { ("%s: the patch differs"):format(what), "expected:" }
+      for _, op in ipairs(want_ops) do lines[#lines + 1] = "  " .. show(op) end
+      lines[#lines + 1] = "sent:"
+      for _, op in ipairs(res.patch) do lines[#lines + 1] = "  " .. show(op) end
+      if #res.patch == 0 then lines[#lines + 1] = "  (no patch)" end
+      fail((msg and msg .. ": " or "") .. table.concat(lines, "\n"))
     end
   end,
   contains = function(want, have, msg)
@@ -342,6 +426,9 @@ function testing.start(opts)
                  "--metrics-bind-address=0", "--health-probe-bind-address=0",
                  "--log-level", opts.log_level or "debug" }
   if not testing.kube then table.insert(argv, 3, "--dev-server") end
+  -- the webhook server on a free loopback port (under --kube the default
+  -- would be :9443, which two runtimes of one test cannot share)
+  argv[#argv + 1] = "--webhook-bind-address=127.0.0.1:0"
   if opts.fake_clock ~= false then argv[#argv + 1] = "--fake-clock" end
   if testing.kube then
     -- what the dev server would start with is in the cluster before the
@@ -370,11 +457,12 @@ function testing.start(opts)
   local pid, inp, out = spawn(argv, log)
   local env = setmetatable({ pid = pid, inp = inp, out = out, buf = "", logfile = log, work = work,
     resources = {}, links = links, timeout = opts.timeout or 30, fake_clock = opts.fake_clock ~= false,
-    namespace = testing._ns or "default" }, Env)
+    namespace = testing._ns or "default", dir = dir }, Env)
   testing._running[#testing._running + 1] = env
   local st = env:command("status")
   env.url = st.url
   env:wait_idle(opts.start_timeout or 60)
+  if opts.webhooks then env:register_webhooks() end
   return env
 end
 
@@ -533,6 +621,8 @@ function Env:_exchange(method, path, body, content_type, raw)
   local cmd = assert(json.encode { method = method, path = path, body = body,
     content_type = body ~= nil and (content_type or "application/json") or nil })
   local ans = self:command("request " .. cmd)
+  -- what the server warned (an admission webhook's warnings among them)
+  self.last_warnings = self:_unalias(ans.warnings or {})
   local obj = nil
   if type(ans.body) == "string" and ans.body ~= "" then obj = json.decode(ans.body) end
   if testing.kube and not raw then testing._kube_track(method, path, ans.status, obj) end
@@ -763,6 +853,269 @@ function testing._stop_all()
   end
   testing._running = {}
   return bad
+end
+
+-- ---- webhooks (docs/webhooks.md, "Testing webhooks") ---------------------
+
+local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+local B64_VALUE = {}
+for i = 1, 64 do B64_VALUE[B64:byte(i)] = i - 1 end
+
+local function base64_decode(s)
+  local out, bits, n = {}, 0, 0
+  for i = 1, #s do
+    local v = B64_VALUE[s:byte(i)]
+    if v then
+      bits, n = bits * 64 + v, n + 6
+      if n >= 8 then
+        n = n - 8
+        local byte = math.floor(bits / 2 ^ n)
+        out[#out + 1] = string.char(byte)
+        bits = bits - byte * 2 ^ n
+      end
+    end
+  end
+  return table.concat(out)
+end
+
+local function base64_encode(s)
+  local out = {}
+  for i = 1, #s, 3 do
+    local a, b, c = s:byte(i, i + 2)
+    local n = a * 65536 + (b or 0) * 256 + (c or 0)
+    for k = 3, 0, -1 do
+      local v = math.floor(n / 64 ^ k) % 64
+      out[#out + 1] = B64:sub(v + 1, v + 1)
+    end
+    if not b then out[#out - 1], out[#out] = "=", "="
+    elseif not c then out[#out] = "=" end
+  end
+  return table.concat(out)
+end
+testing._base64_decode = base64_decode
+
+local function deep_copy(v)
+  if type(v) ~= "table" or v == json.null then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = deep_copy(x) end
+  if json.is_array(v) then json.array(out) end
+  return out
+end
+
+-- RFC 6902 operations applied to a copy of doc (what the API server
+-- stores); raises naming the operation that does not apply.
+local function apply_patch(doc, ops)
+  local root = { deep_copy(doc) }
+  for i, op in ipairs(ops) do
+    local parts = { 1 }
+    for p in tostring(op.path):gmatch("/([^/]*)") do parts[#parts + 1] = (p:gsub("~1", "/"):gsub("~0", "~")) end
+    local parent = root
+    local function bad(why) error(("patch operation %d (%s %s): %s"):format(i, tostring(op.op), tostring(op.path), why), 0) end
+    for k = 1, #parts - 1 do
+      local key = parts[k]
+      if k > 1 and json.is_array(parent) then key = tonumber(key) and tonumber(key) + 1 end
+      parent = parent[key]
+      if type(parent) ~= "table" or parent == json.null then bad("no such parent") end
+    end
+    local last = parts[#parts]
+    if #parts > 1 and json.is_array(parent) then
+      local idx = last == "-" and #parent + 1 or (tonumber(last) and tonumber(last) + 1)
+      if not idx or idx < 1 or idx > #parent + 1 then bad("index out of range") end
+      if op.op == "add" then table.insert(parent, idx, deep_copy(op.value))
+      elseif op.op == "remove" then if parent[idx] == nil then bad("nothing to remove") end table.remove(parent, idx)
+      elseif op.op == "replace" then if parent[idx] == nil then bad("nothing to replace") end parent[idx] = deep_copy(op.value)
+      else bad("luna sends add, remove and replace only") end
+    else
+      if op.op == "add" then parent[last] = deep_copy(op.value)
+      elseif op.op == "remove" then if parent[last] == nil then bad("nothing to remove") end parent[last] = nil
+      elseif op.op == "replace" then if parent[last] == nil then bad("nothing to replace") end parent[last] = deep_copy(op.value)
+      else bad("luna sends add, remove and replace only") end
+    end
+  end
+  return root[1]
+end
+testing.apply_patch = apply_patch
+
+-- What an author writes as a request (the fields the webhook function
+-- gets) → AdmissionReview.request.
+local REQUEST_FIELDS = {
+  uid = "uid", operation = "operation", object = "object", old_object = "oldObject",
+  user_info = "userInfo", dry_run = "dryRun", sub_resource = "subResource", name = "name",
+  namespace = "namespace", kind = "kind", resource = "resource", options = "options",
+  request_kind = "requestKind", request_resource = "requestResource",
+  request_sub_resource = "requestSubResource",
+}
+
+local uid_serial = 0
+
+-- One object: a table, or a manifest file (relative to the spec file)
+-- holding one document.
+function Env:_object(v, field)
+  if type(v) ~= "string" then return v end
+  local text = read_file(resolve(v))
+  if not text then error(("%s: cannot read %s"):format(field, resolve(v)), 0) end
+  local docs = self:command("documents " .. assert(json.encode(text))).documents
+  if #docs ~= 1 or type(docs[1]) ~= "table" then
+    error(("%s: %s holds %d documents, want one"):format(field, resolve(v), #docs), 0)
+  end
+  return docs[1]
+end
+
+-- The AdmissionReview of a request table (or file), as the API server
+-- would send it: defaults filled in from the object.
+function Env:_review(req)
+  if type(req) == "string" then
+    local doc = self:_object(req, "admit")
+    if doc.kind == "AdmissionReview" then return doc end
+    req = { object = doc }
+  end
+  if type(req) ~= "table" then
+    error("admit: the request is a table { operation =, object =, old_object =, ... }, an " ..
+      "AdmissionReview, or a YAML/JSON file of either; got " .. type(req), 0)
+  end
+  if req.kind == "AdmissionReview" or req.apiVersion then return req end
+  local r = {}
+  for k, v in pairs(req) do
+    local field = REQUEST_FIELDS[k]
+    if not field then
+      local known = {}
+      for name in pairs(REQUEST_FIELDS) do known[#known + 1] = name end
+      table.sort(known)
+      error(("admit: unknown request field %q (the fields a webhook gets: %s)")
+        :format(tostring(k), table.concat(known, ", ")), 0)
+    end
+    r[field] = v
+  end
+  r.object = self:_object(r.object, "object")
+  r.oldObject = self:_object(r.oldObject, "old_object")
+  local obj = r.object or r.oldObject
+  if type(obj) ~= "table" then
+    error("admit: the request needs object (CREATE, UPDATE) or old_object (DELETE)", 0)
+  end
+  r.operation = r.operation or (r.object and r.oldObject and "UPDATE") or (r.object and "CREATE") or "DELETE"
+  local md = type(obj.metadata) == "table" and obj.metadata or {}
+  r.name = r.name or md.name
+  r.namespace = r.namespace or md.namespace
+  uid_serial = uid_serial + 1
+  r.uid = r.uid or ("luna-test-%d-%d"):format(self.pid, uid_serial)
+  if not r.kind or not r.resource then
+    if type(obj.apiVersion) ~= "string" or type(obj.kind) ~= "string" then
+      error("admit: the object needs apiVersion and kind (or give kind and resource)", 0)
+    end
+    local group, version = obj.apiVersion:match("^(.*)/([^/]+)$")
+    if not group then group, version = "", obj.apiVersion end
+    r.kind = r.kind or { group = group, version = version, kind = obj.kind }
+    if not r.resource then
+      -- the resource as discovery names it (the kind's CRD seeded), else
+      -- the lowercase plural kube would most likely give it
+      local ok, res = pcall(self.resource, self, obj.apiVersion .. "/" .. obj.kind)
+      r.resource = { group = group, version = version,
+                     resource = ok and res.name or (obj.kind:lower() .. "s") }
+    end
+  end
+  r.requestKind = r.requestKind or r.kind
+  r.requestResource = r.requestResource or r.resource
+  r.userInfo = r.userInfo or { username = "luna-test", groups = json.array { "system:authenticated" } }
+  r.dryRun = r.dryRun == true
+  return { apiVersion = "admission.k8s.io/v1", kind = "AdmissionReview", request = r }
+end
+
+-- Calls one webhook directly, as the API server would (the runtime's own
+-- webhook server handler: the same sandbox, guard, failure policy, shadow):
+-- webhook is its name ("widgets.default.example.com") or its path
+-- ("/mutate/NAME"); request as Env:_review takes it.  Returns
+-- { allowed, code, message, reason, warnings = {...}, patch = { ops },
+--   object = the request's object with the patch applied, webhook, uid,
+--   operation, review = the AdmissionReview answered }.
+function Env:admit(webhook, request)
+  if type(webhook) ~= "string" or webhook == "" then
+    error("admit: the first argument is the webhook's name or path", 2)
+  end
+  local ok, review = pcall(self._review, self, request)
+  if not ok then error(review, 2) end
+  local body = assert(json.encode(review))
+  local paths = webhook:sub(1, 1) == "/" and { webhook } or { "/validate/" .. webhook, "/mutate/" .. webhook }
+  local ans
+  for _, p in ipairs(paths) do
+    ans = self:command("admit " .. assert(json.encode { path = p, body = body }))
+    if ans.status ~= 404 then break end
+  end
+  if ans.status == 404 then
+    local names = {}
+    local hooks = testing._lib and self.dir and core.webhook_sources(testing._lib, self.dir)
+    for _, h in ipairs(hooks or {}) do names[#names + 1] = h.name end
+    table.sort(names)
+    error(("admit: no webhook %s is loaded (loaded: %s)"):format(webhook,
+      #names > 0 and table.concat(names, ", ") or "none"), 2)
+  end
+  if ans.status ~= 200 then
+    error(("admit %s: HTTP %d: %s"):format(webhook, ans.status, tostring(ans.body):gsub("%s+$", "")), 2)
+  end
+  local answered = json.decode(ans.body)
+  local resp = answered.response
+  local st = type(resp.status) == "table" and resp.status or {}
+  local r = review.request
+  local out = {
+    webhook = webhook, uid = resp.uid, operation = r.operation,
+    what = ("%s %s%s"):format(tostring(r.operation), r.namespace and (r.namespace .. "/") or "", tostring(r.name)),
+    allowed = resp.allowed == true, code = st.code, message = st.message, reason = st.reason,
+    warnings = resp.warnings or json.array(), patch = json.array(), object = r.object,
+    review = answered,
+  }
+  if resp.patch then
+    out.patch = json.decode(base64_decode(resp.patch))
+    out.object = apply_patch(r.object, out.patch)
+  end
+  return out
+end
+
+-- The webhook server of the runtime: { address = "127.0.0.1:PORT", cert = PEM }.
+function Env:webhook_server() return self:command("webhook") end
+
+local PROBE_LABEL = "luna.dev/test-probe"
+
+-- Registers the directory's webhooks with the API server (the dev server,
+-- or the cluster under --kube) as `luna webhooks manifest --url` would,
+-- pointing at this runtime's webhook server, and returns once the server
+-- calls them (a real API server picks configurations up from a watch: a
+-- probe webhook that fails proves it has).
+function Env:register_webhooks()
+  if not testing._lib then error("register_webhooks: runs under `luna test`", 2) end
+  local srv = self:webhook_server()
+  local hooks, err = core.webhook_sources(testing._lib, self.dir)
+  if not hooks then error("webhooks: " .. tostring(err), 2) end
+  if #hooks == 0 then error("webhooks = true: the controllers declare no webhook", 2) end
+  local name = testing.kube and ("luna-test-" .. testing._ns) or "luna-test"
+  local url = "https://" .. srv.address
+  local ca = base64_encode(srv.cert)
+  self:seed(require("luna.webhooks_cli").render(hooks, { name = name, url = url, ca_bundle = ca }))
+  self.webhook_configurations = name
+  for _, kind in ipairs { "Mutating", "Validating" } do
+    local probe_name = "probe-" .. kind:lower() .. ".luna-test.luna.dev"
+    local cfg = self:create {
+      apiVersion = "admissionregistration.k8s.io/v1", kind = kind .. "WebhookConfiguration",
+      metadata = { name = name .. "-probe" },
+      webhooks = { { name = probe_name, admissionReviewVersions = { "v1" }, sideEffects = "None",
+        failurePolicy = "Fail", timeoutSeconds = 5,
+        clientConfig = { url = url .. "/luna-test-probe", caBundle = ca },
+        objectSelector = { matchLabels = { [PROBE_LABEL] = kind:lower() } },
+        rules = { { apiGroups = { "" }, apiVersions = { "v1" }, resources = { "configmaps" },
+                    operations = { "CREATE" } } } } },
+    }
+    local deadline = now() + 60
+    while true do
+      local st, obj = self:request("POST", "/api/v1/namespaces/default/configmaps?dryRun=All", {
+        apiVersion = "v1", kind = "ConfigMap",
+        metadata = { name = "luna-test-probe", namespace = "default", labels = { [PROBE_LABEL] = kind:lower() } } })
+      if st ~= 201 and type(obj) == "table" and tostring(obj.message):find(probe_name, 1, true) then break end
+      if now() > deadline then
+        error(("webhooks: the API server does not call the %s webhooks after 60 s (last answer: HTTP %s %s)")
+          :format(kind:lower(), tostring(st), type(obj) == "table" and tostring(obj.message) or ""), 2)
+      end
+      pause(0.05)
+    end
+    self:request("DELETE", self:path(kind_of(cfg), nil, cfg.metadata.name))
+  end
 end
 
 -- ---- a real control plane (`luna test --kube`) -------------------------

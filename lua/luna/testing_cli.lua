@@ -8,8 +8,8 @@
 --   plane `make kube` built (started for the run by spec/kube/cluster.sh),
 --   each test in a namespace of its own (lua/luna/testing.lua; docs/
 --   testing.md "Against a real control plane").  A spec file is either busted-style (describe/it/before_each/
---   after_each/pending, assert.*) or a table of fixture cases it returns
---   (run_fixture below).  Every test runs in order; the runtimes a test
+--   after_each/pending, assert.*), a table of fixture cases it returns
+--   (run_fixture below), or both (its describe/it tests first).  Every test runs in order; the runtimes a test
 --   started are stopped after it.  Prints one line a test, the failures
 --   with luna's log, and "N passed, N failed, N pending"; exits 0 when
 --   nothing failed, 1 otherwise, 2 on bad usage.
@@ -368,9 +368,15 @@ function cli.run_paths(paths, filter, verbose, kube)
       local cok, t, returned = pcall(collect, env, chunk)
       if not cok then
         lerr = t
-      elseif #t == 0 and type(returned) == "table" then
+      elseif type(returned) == "table" and (#t == 0 or returned.cases ~= nil) then
+        -- fixture cases, after the file's describe/it tests if it has both
         local fok, ft = pcall(fixture_tests, returned, file)
-        if fok then tests = ft else lerr = ft end
+        if fok then
+          for _, f in ipairs(ft) do t[#t + 1] = f end
+          tests = t
+        else
+          lerr = ft
+        end
       else
         tests = t
       end
@@ -456,6 +462,7 @@ end
 -- "test", "stubs" or "rbac".  Returns the exit status.
 function cli.main(exe, lib, args)
   testing._exe = exe
+  testing._lib = lib -- the webhooks of a directory (Env:register_webhooks, admit's errors)
   local cmd = table.remove(args, 1)
   if cmd == "stubs" then return cmd_stubs(args, lib) end
   if cmd == "rbac" then return require("luna.rbac_cli").main(cli, lib, args) end

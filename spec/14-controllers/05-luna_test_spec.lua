@@ -15,9 +15,9 @@ describe("luna test controllers", function()
     local passed, failed, skipped = out:match("(%d+) passed, (%d+) failed, (%d+) pending")
     assert.equal("0", failed, out)
     -- under --kube a case may be skipped, with its reason, never silently
-    assert.equal(12, tonumber(passed) + tonumber(skipped), out)
+    assert.equal(16, tonumber(passed) + tonumber(skipped), out)
     if client.real() then
-      assert.is_true(tonumber(passed) >= 11, out)
+      assert.is_true(tonumber(passed) >= 15, out)
       assert.matches("luna test %-%-kube: ", out)
       for reason in out:gmatch("skip  [^\n]*%((.-)%)\n") do assert.matches("^dev server only: ", reason) end
     else

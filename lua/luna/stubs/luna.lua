@@ -104,6 +104,9 @@
 ---@field kind {group: string, version: string, kind: string}
 ---@field resource {group: string, version: string, resource: string}
 ---@field sub_resource? string
+---@field request_kind? {group: string, version: string, kind: string}
+---@field request_resource? {group: string, version: string, resource: string}
+---@field request_sub_resource? string
 ---@field name? string
 ---@field namespace? string
 ---@field user_info {username: string, uid?: string, groups?: string[], extra?: table}

@@ -104,7 +104,62 @@ function Env:log(lines) end
 ---@return integer exit status
 function Env:stop() end
 
----@param opts? {controllers?: string[], dir?: string, seed?: string[], objects?: luna.Object[], fake_clock?: boolean, args?: string[], timeout?: number, start_timeout?: number, log_level?: string}
+---What the API server warned on the kit's last request (an admission webhook's warnings among them).
+---@type string[]
+Env.last_warnings = {}
+
+---A webhook request as a test writes it: the fields a webhook function gets (luna.AdmissionRequest),
+---each optional but object or old_object; object and old_object may be YAML/JSON file paths.
+---The rest is filled in as the API server would (operation from the objects, uid, kind,
+---resource, name, namespace, user_info luna-test).
+---@class luna.TestAdmission
+---@field operation? "CREATE"|"UPDATE"|"DELETE"|"CONNECT"
+---@field object? luna.Object|string
+---@field old_object? luna.Object|string
+---@field user_info? {username: string, uid?: string, groups?: string[], extra?: table}
+---@field dry_run? boolean
+---@field sub_resource? string
+---@field name? string
+---@field namespace? string
+---@field kind? {group: string, version: string, kind: string}
+---@field resource? {group: string, version: string, resource: string}
+---@field request_kind? {group: string, version: string, kind: string}
+---@field request_resource? {group: string, version: string, resource: string}
+---@field request_sub_resource? string
+---@field options? table
+---@field uid? string
+
+---What env:admit returns.
+---@class luna.TestAdmissionResult
+---@field allowed boolean
+---@field code? integer status.code (403 for a plain denial, 500 for a failure under failurePolicy Fail)
+---@field message? string
+---@field reason? string
+---@field warnings string[]
+---@field patch {op: "add"|"remove"|"replace", path: string, value?: any}[] the RFC 6902 operations sent (empty: none)
+---@field object? luna.Object the request's object with the patch applied
+---@field webhook string
+---@field uid string
+---@field operation string
+---@field review table the AdmissionReview answered
+
+---Calls one webhook directly, as the API server would, through the runtime's own webhook server
+---(the same sandbox, guard, failure policy and shadow). Raises on a bad request, an unknown
+---webhook (naming the loaded ones) or an answer other than 200.
+---@param webhook string its name ("widgets.default.example.com") or path ("/mutate/NAME")
+---@param request luna.TestAdmission|table|string a request table, an AdmissionReview, or a YAML/JSON file of either (or of an object: CREATE)
+---@return luna.TestAdmissionResult
+function Env:admit(webhook, request) end
+
+---Registers the directory's webhooks with the API server (what start{webhooks = true} does) and
+---returns once the server calls them.
+function Env:register_webhooks() end
+
+---The runtime's webhook server.
+---@return {address: string, cert: string}
+function Env:webhook_server() end
+
+---@param opts? {controllers?: string[], dir?: string, seed?: string[], objects?: luna.Object[], fake_clock?: boolean, args?: string[], timeout?: number, start_timeout?: number, log_level?: string, webhooks?: boolean}
 ---@return luna.TestEnv
 function testing.start(opts) end
 
@@ -126,6 +181,31 @@ function testing.contains(have, want) end
 ---@param b any
 ---@return boolean
 function testing.same(a, b) end
+
+---The differences between two JSON-like values, one line each ("  .spec.replicas: want 3, have 5").
+---@param want any
+---@param have any
+---@param max? integer lines at most (20)
+---@return string
+function testing.differences(want, have, max) end
+
+---RFC 6902 operations applied to a copy of doc (add, remove, replace).
+---@param doc table
+---@param ops table[]
+---@return table
+function testing.apply_patch(doc, ops) end
+
+---The spec files' `assert` (busted's names: equal, same, contains, is_nil, truthy, matches,
+---has_error, ...), and for webhooks: allowed(res), denied(res [, text]) (the message contains
+---text, plain) and patched(ops, res) on what env:admit returned, each failing with what differs.
+---@class luna.TestAssert
+---@field allowed fun(res: luna.TestAdmissionResult, msg?: string)
+---@field denied fun(res: luna.TestAdmissionResult, text?: string, msg?: string)
+---@field patched fun(ops: table[], res: luna.TestAdmissionResult, msg?: string)
+---@field same fun(want: any, have: any, msg?: string)
+---@field contains fun(want: any, have: any, msg?: string)
+---@type luna.TestAssert
+testing.assert = {}
 
 ---@param name string
 ---@param fn fun()
