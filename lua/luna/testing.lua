@@ -19,6 +19,7 @@
 --                                               --   API server, which then calls them on writes
 --   }
 --   env:admit(webhook, request) -> answer: calls one webhook directly (below)
+--   env:convert(crd, objects, api_version) -> answer: calls one converter directly
 --   env:create(obj) env:update(obj) env:apply(obj) env:delete(kind, ns, name)
 --   env:patch(kind, ns, name, patch [, type])  -- type: "merge" (default), "json", "strategic"
 --   env:seed(objs | yaml_or_json_text)         -- creates (or replaces) each object
@@ -1069,6 +1070,50 @@ function Env:admit(webhook, request)
   return out
 end
 
+-- Calls one converter directly, as the API server would: crd is the CRD's
+-- name ("widgets.example.com", the converter's name) or its path
+-- ("/convert/widgets.example.com"); objects a list of objects (or one);
+-- api_version the version wanted ("example.com/v1").  Returns
+-- { ok = Success?, message, objects = the converted list, uid,
+--   review = the ConversionReview answered }.  A Failure is an answer,
+-- not an error: assert on ok and message.
+function Env:convert(crd, objects, api_version)
+  if type(crd) ~= "string" or crd == "" then
+    error("convert: the first argument is the converter's CRD name or path", 2)
+  end
+  if type(objects) ~= "table" then error("convert: objects is a list of objects", 2) end
+  if objects.apiVersion then objects = { objects } end
+  if type(api_version) ~= "string" or not api_version:find("/", 1, true) then
+    error("convert: api_version is the group/version wanted (e.g. example.com/v1)", 2)
+  end
+  local list = json.array()
+  for i, o in ipairs(objects) do list[i] = o end
+  uid_serial = uid_serial + 1
+  local uid = ("luna-test-%d-%d"):format(self.pid, uid_serial)
+  local review = { apiVersion = "apiextensions.k8s.io/v1", kind = "ConversionReview",
+                   request = { uid = uid, desiredAPIVersion = api_version, objects = list } }
+  local path = crd:sub(1, 1) == "/" and crd or ("/convert/" .. crd)
+  local ans = self:command("admit " .. assert(json.encode { path = path, body = assert(json.encode(review)) }))
+  if ans.status == 404 then
+    local names = {}
+    local hooks = testing._lib and self.dir and core.webhook_sources(testing._lib, self.dir)
+    for _, h in ipairs(hooks or {}) do
+      if h.type == "conversion" then names[#names + 1] = h.name end
+    end
+    table.sort(names)
+    error(("convert: no converter %s is loaded (loaded: %s)"):format(crd,
+      #names > 0 and table.concat(names, ", ") or "none"), 2)
+  end
+  if ans.status ~= 200 then
+    error(("convert %s: HTTP %d: %s"):format(crd, ans.status, tostring(ans.body):gsub("%s+$", "")), 2)
+  end
+  local answered = json.decode(ans.body)
+  local resp = answered.response or {}
+  local result = type(resp.result) == "table" and resp.result or {}
+  return { ok = result.status == "Success", message = result.message, uid = resp.uid,
+           objects = resp.convertedObjects or json.array(), review = answered }
+end
+
 -- The webhook server of the runtime: { address = "127.0.0.1:PORT", cert = PEM }.
 function Env:webhook_server() return self:command("webhook") end
 
@@ -1088,8 +1133,28 @@ function Env:register_webhooks()
   local name = testing.kube and ("luna-test-" .. testing._ns) or "luna-test"
   local url = "https://" .. srv.address
   local ca = base64_encode(srv.cert)
-  self:seed(require("luna.webhooks_cli").render(hooks, { name = name, url = url, ca_bundle = ca }))
+  -- the admission configurations are created; a converter's CRD (seeded
+  -- by the test, as its controller needs it) is pointed at this runtime
+  -- with the manifest's conversion stanza, as a merge patch would
+  local yaml = require("luna.webhooks_cli").render(hooks, { name = name, url = url, ca_bundle = ca,
+                                                             only = "admission" })
+  if yaml then self:seed(yaml) end
   self.webhook_configurations = name
+  for _, h in ipairs(hooks) do
+    if h.type == "conversion" then
+      local st, obj = self:_exchange("PATCH",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" .. h.name,
+        { spec = { conversion = { strategy = "Webhook", webhook = {
+            conversionReviewVersions = { "v1" },
+            clientConfig = { url = url .. h.path, caBundle = ca } } } } },
+        "application/merge-patch+json")
+      if st ~= 200 then
+        error(("webhooks: converter %s: patching CRD %s: HTTP %s %s (seed the CRD first)"):format(
+          h.path, h.name, tostring(st), type(obj) == "table" and tostring(obj.message) or ""), 2)
+      end
+    end
+  end
+  if not yaml then return end
   for _, kind in ipairs { "Mutating", "Validating" } do
     local probe_name = "probe-" .. kind:lower() .. ".luna-test.luna.dev"
     local cfg = self:create {

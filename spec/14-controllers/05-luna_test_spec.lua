@@ -15,15 +15,15 @@ describe("luna test controllers", function()
     local passed, failed, skipped = out:match("(%d+) passed, (%d+) failed, (%d+) pending")
     assert.equal("0", failed, out)
     -- under --kube a case may be skipped, with its reason, never silently
-    assert.equal(16, tonumber(passed) + tonumber(skipped), out)
+    assert.equal(18, tonumber(passed) + tonumber(skipped), out)
     if client.real() then
-      assert.is_true(tonumber(passed) >= 15, out)
+      assert.is_true(tonumber(passed) >= 17, out)
       assert.matches("luna test %-%-kube: ", out)
       for reason in out:gmatch("skip  [^\n]*%((.-)%)\n") do assert.matches("^dev server only: ", reason) end
     else
       assert.equal("0", skipped, out)
     end
-    for _, file in ipairs { "configmap%-mirror_test", "secret%-checksum_test", "widget_test" } do
+    for _, file in ipairs { "configmap%-mirror_test", "secret%-checksum_test", "widget_test", "widget%-conversion_test" } do
       assert.matches("controllers/" .. file .. "%.lua", out)
     end
   end)
