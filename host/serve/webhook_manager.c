@@ -55,6 +55,7 @@ struct luna_webhook_manager {
     char *served_crt;
     bool ever_ready;
     char last_error[1200];           /* the last failure logged at error */
+    char last_skip[320];             /* the last CRD skip logged at warn */
     double backoff;
     ev_timer timer;
 };
@@ -156,6 +157,20 @@ static void end_sync(struct luna_webhook_manager *m, double next)
         return;
     }
     schedule(m, next);
+}
+
+/* A CRD left alone: warned once, then at debug (it is looked at every sync). */
+static void skip_crd(struct luna_webhook_manager *m, const char *why)
+{
+    const char *name = m->crds[m->crd_i];
+    char key[320];
+    snprintf(key, sizeof key, "%s %s", name, why);
+    if (strcmp(key, m->last_skip) != 0) {
+        luna_warn("managed webhook certificate: CRD skipped", "crd", name, "why", why);
+        snprintf(m->last_skip, sizeof m->last_skip, "%s", key);
+    } else {
+        luna_debug("managed webhook certificate: CRD skipped", "crd", name, "why", why);
+    }
 }
 
 static void fail(struct luna_webhook_manager *m, const char *what)
@@ -602,8 +617,7 @@ static void crd_read(struct luna_webhook_manager *m, const luna_http_response *r
     free(strategy);
     free(have);
     if (!webhook) {
-        luna_warn("managed webhook certificate: the CRD does not convert by webhook; skipped",
-                  "crd", name);
+        skip_crd(m, "its spec.conversion.strategy is not Webhook");
         m->crd_i++;
         return get_crd(m);
     }
@@ -706,8 +720,7 @@ static void on_done(void *ud, const luna_http_response *resp, const luna_http_fa
         if (st == 200)
             return crd_read(m, resp);
         if (st == 404) {
-            luna_warn("managed webhook certificate: no such CRD; skipped", "crd",
-                      m->crds[m->crd_i]);
+            skip_crd(m, "not found");
             m->crd_i++;
             return get_crd(m);
         }
