@@ -251,6 +251,26 @@ describe("managed webhook certificates, replicas and CRDs", function()
     srv:request("DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/" .. srv.ns)
   end)
 
+  it("rotates the CA with an overlap: the caBundle holds the old and the new CA", function()
+    -- a 6 s CA is replaced after 4 s and kept in the bundle until it expires
+    local l = start({ "--webhook-ca-validity=6s", "--webhook-cert-validity=3s" })
+    l:await("managed webhook certificate served", 20)
+    local work = helpers.tmpdir()
+    local cas, log
+    helpers.eventually(function()
+      local code, vwc = srv:request("GET", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/" .. srv.ns)
+      if code ~= 200 then return false end
+      cas = pem_certs(b64decode(vwc.webhooks[1].clientConfig.caBundle, work .. "/bundle.pem"))
+      local ok
+      ok, log = select(2, served(l.webhook, work .. "/bundle.pem"))
+      assert(ok, log)
+      return cas == 2
+    end, 20, "two CAs in the caBundle")
+    assert.truthy(l:await("new CA why=\"2/3 of its life passed\"", 1))
+    srv:request("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/" .. srv.ns)
+    srv:request("DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/" .. srv.ns)
+  end)
+
   it("keeps the conversion caBundle of the CRDs it is given", function()
     local group = srv.ns .. ".example.com"
     local crd_name = "gizmos." .. group
