@@ -85,6 +85,26 @@ static void usage(FILE *out)
           "  --webhook-cert-path DIR\n"
           "                        the webhook server's tls.crt and tls.key, re-read when\n"
           "                        they change (default: a self-signed certificate)\n"
+          "  --webhook-cert-mode MODE\n"
+          "                        files (--webhook-cert-path), managed (luna's own CA in\n"
+          "                        a Secret; it writes the webhook configurations and their\n"
+          "                        caBundle) or self-signed (default: files with\n"
+          "                        --webhook-cert-path, else self-signed)\n"
+          "  --webhook-service-name NAME, --webhook-service-namespace NS,\n"
+          "  --webhook-service-port PORT\n"
+          "                        managed: the Service in front of luna (default\n"
+          "                        luna-webhooks, $POD_NAMESPACE, 443)\n"
+          "  --webhook-url https://HOST[:PORT]\n"
+          "                        managed: call this base instead of a Service (with\n"
+          "                        --dev-server, default: the address bound)\n"
+          "  --webhook-secret-name NAME  managed: the Secret (default luna-webhook-certs)\n"
+          "  --webhook-configuration-name NAME\n"
+          "                        managed: the configurations' name (default luna)\n"
+          "  --webhook-conversion-crds CRD,...\n"
+          "                        managed: CRDs whose conversion caBundle luna keeps\n"
+          "  --webhook-cert-validity D, --webhook-ca-validity D\n"
+          "                        managed: lifetimes (default 2160h, 87600h); each is\n"
+          "                        renewed at 2/3 of its life\n"
           "  --metrics-cert-key NAME   key file in DIR (default tls.key)\n"
           "  --admin-endpoints[=BOOL]\n"
           "                        serve /admin/ (luna trigger: reconcile now, pause, resume)\n"
@@ -245,7 +265,10 @@ enum run_flag {
     OPT_LEASE_DURATION, OPT_RENEW_DEADLINE, OPT_RETRY_PERIOD, OPT_GRACE, OPT_WATCH, OPT_REQUIRE_ALL,
     OPT_DEV_SERVER, OPT_SEED, OPT_INSTR_LIMIT, OPT_TIME_LIMIT, OPT_MEM_LIMIT,
     OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME, OPT_METRICS_CERT_KEY,
-    OPT_WEBHOOK_ADDR, OPT_WEBHOOK_CERT_PATH,
+    OPT_WEBHOOK_ADDR, OPT_WEBHOOK_CERT_PATH, OPT_WEBHOOK_CERT_MODE, OPT_WEBHOOK_SERVICE,
+    OPT_WEBHOOK_SERVICE_NS, OPT_WEBHOOK_SERVICE_PORT, OPT_WEBHOOK_URL, OPT_WEBHOOK_SECRET,
+    OPT_WEBHOOK_CONFIGURATION, OPT_WEBHOOK_CONVERSION_CRDS, OPT_WEBHOOK_CERT_VALIDITY,
+    OPT_WEBHOOK_CA_VALIDITY,
     OPT_TEST_CONTROL, OPT_FAKE_CLOCK,
     OPT_ADMIN, OPT_SHADOW, OPT_SHADOW_RELOAD, OPT_WATCH_LIST, OPT_MIN_WATCH_TIMEOUT, OPT_SHARDS,
     OPT_SHARD_BY, OPT_SHARD_SET, OPT_SHARD_MARGIN, OPT_WATCH_IDLE, OPT_CTL_MEM_LIMIT,
@@ -263,6 +286,20 @@ static double parse_limit(const char *value)
 }
 
 #define MAX_SEEDS 32
+
+/* A DNS subdomain (RFC 1123): what Kubernetes names objects with. */
+static bool dns_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 253 || strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-.") != n)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        bool edge = i == 0 || i == n - 1 || s[i - 1] == '.' || s[i + 1] == '.';
+        if ((s[i] == '-' || s[i] == '.') && edge)
+            return false;
+    }
+    return true;
+}
 
 static int bad_flag(const char *name, const char *value, const char *why)
 {
@@ -283,6 +320,16 @@ static int cmd_run(int argc, char **argv)
         { "metrics-cert-path", required_argument, NULL, OPT_METRICS_CERT_PATH },
         { "webhook-bind-address", required_argument, NULL, OPT_WEBHOOK_ADDR },
         { "webhook-cert-path", required_argument, NULL, OPT_WEBHOOK_CERT_PATH },
+        { "webhook-cert-mode", required_argument, NULL, OPT_WEBHOOK_CERT_MODE },
+        { "webhook-service-name", required_argument, NULL, OPT_WEBHOOK_SERVICE },
+        { "webhook-service-namespace", required_argument, NULL, OPT_WEBHOOK_SERVICE_NS },
+        { "webhook-service-port", required_argument, NULL, OPT_WEBHOOK_SERVICE_PORT },
+        { "webhook-url", required_argument, NULL, OPT_WEBHOOK_URL },
+        { "webhook-secret-name", required_argument, NULL, OPT_WEBHOOK_SECRET },
+        { "webhook-configuration-name", required_argument, NULL, OPT_WEBHOOK_CONFIGURATION },
+        { "webhook-conversion-crds", required_argument, NULL, OPT_WEBHOOK_CONVERSION_CRDS },
+        { "webhook-cert-validity", required_argument, NULL, OPT_WEBHOOK_CERT_VALIDITY },
+        { "webhook-ca-validity", required_argument, NULL, OPT_WEBHOOK_CA_VALIDITY },
         { "metrics-cert-name", required_argument, NULL, OPT_METRICS_CERT_NAME },
         { "metrics-cert-key", required_argument, NULL, OPT_METRICS_CERT_KEY },
         { "health-probe-bind-address", required_argument, NULL, OPT_HEALTH_ADDR },
@@ -394,6 +441,55 @@ static int cmd_run(int argc, char **argv)
             if (!*optarg)
                 return bad_flag(name, optarg, "want a directory");
             cfg.webhook_cert_path = optarg;
+            break;
+        case OPT_WEBHOOK_CERT_MODE:
+            if (strcmp(optarg, "self-signed") == 0)
+                cfg.webhook_cert_mode = LUNA_WEBHOOK_CERT_SELF_SIGNED;
+            else if (strcmp(optarg, "files") == 0)
+                cfg.webhook_cert_mode = LUNA_WEBHOOK_CERT_FILES;
+            else if (strcmp(optarg, "managed") == 0)
+                cfg.webhook_cert_mode = LUNA_WEBHOOK_CERT_MANAGED;
+            else
+                return bad_flag(name, optarg, "want files, managed or self-signed");
+            break;
+        case OPT_WEBHOOK_SERVICE:
+        case OPT_WEBHOOK_SERVICE_NS:
+        case OPT_WEBHOOK_SECRET:
+        case OPT_WEBHOOK_CONFIGURATION:
+            if (!dns_name(optarg))
+                return bad_flag(name, optarg, "want a DNS name (lowercase letters, digits, '-' "
+                                "and '.')");
+            if (ch == OPT_WEBHOOK_SERVICE) cfg.webhook_service_name = optarg;
+            else if (ch == OPT_WEBHOOK_SERVICE_NS) cfg.webhook_service_namespace = optarg;
+            else if (ch == OPT_WEBHOOK_SECRET) cfg.webhook_secret_name = optarg;
+            else cfg.webhook_configuration_name = optarg;
+            break;
+        case OPT_WEBHOOK_CONVERSION_CRDS:
+            for (const char *p = optarg; *p; p++)
+                if (!strchr("abcdefghijklmnopqrstuvwxyz0123456789-.,", *p))
+                    return bad_flag(name, optarg, "want CRD names separated by commas");
+            cfg.webhook_conversion_crds = optarg;
+            break;
+        case OPT_WEBHOOK_SERVICE_PORT: {
+            double v = parse_limit(optarg);
+            if (v < 1 || v > 65535 || v != (int)v)
+                return bad_flag(name, optarg, "want a port from 1 to 65535");
+            cfg.webhook_service_port = (int)v;
+            break;
+        }
+        case OPT_WEBHOOK_URL:
+            if (strncmp(optarg, "https://", 8) != 0 || !optarg[8] || optarg[8] == '/' ||
+                strlen(optarg) > 250)
+                return bad_flag(name, optarg, "want https://HOST[:PORT]");
+            cfg.webhook_url = optarg;
+            break;
+        case OPT_WEBHOOK_CERT_VALIDITY:
+        case OPT_WEBHOOK_CA_VALIDITY:
+            secs = parse_duration(optarg);
+            if (secs < 3 || secs > 100.0 * 365 * 86400)
+                return bad_flag(name, optarg, "want a duration from 3s to 100 years (2160h)");
+            if (ch == OPT_WEBHOOK_CERT_VALIDITY) cfg.webhook_cert_validity = secs;
+            else cfg.webhook_ca_validity = secs;
             break;
         case OPT_LEADER_ID: cfg.leader_election_id = optarg; break;
         case OPT_LEADER_NS: cfg.leader_election_namespace = optarg; break;
@@ -523,6 +619,37 @@ static int cmd_run(int argc, char **argv)
     }
     if (!cfg.metrics_cert_path && (cfg.metrics_cert_name || cfg.metrics_cert_key)) {
         fputs("luna run: --metrics-cert-name and --metrics-cert-key need --metrics-cert-path\n",
+              stderr);
+        return 2;
+    }
+    if (cfg.webhook_cert_mode == LUNA_WEBHOOK_CERT_AUTO)
+        cfg.webhook_cert_mode = cfg.webhook_cert_path ? LUNA_WEBHOOK_CERT_FILES
+                                                      : LUNA_WEBHOOK_CERT_SELF_SIGNED;
+    if ((cfg.webhook_cert_mode == LUNA_WEBHOOK_CERT_FILES) != (cfg.webhook_cert_path != NULL)) {
+        fputs(cfg.webhook_cert_path
+                  ? "luna run: --webhook-cert-path is the files mode: not with "
+                    "--webhook-cert-mode managed or self-signed\n"
+                  : "luna run: --webhook-cert-mode files needs --webhook-cert-path DIR\n",
+              stderr);
+        return 2;
+    }
+    if (cfg.webhook_cert_mode != LUNA_WEBHOOK_CERT_MANAGED &&
+        (cfg.webhook_service_name || cfg.webhook_service_namespace || cfg.webhook_url ||
+         cfg.webhook_service_port || cfg.webhook_secret_name || cfg.webhook_configuration_name ||
+         cfg.webhook_conversion_crds || cfg.webhook_cert_validity || cfg.webhook_ca_validity)) {
+        fputs("luna run: --webhook-service-*, --webhook-url, --webhook-secret-name, "
+              "--webhook-configuration-name, --webhook-conversion-crds and "
+              "--webhook-*-validity are for --webhook-cert-mode managed\n", stderr);
+        return 2;
+    }
+    if (cfg.webhook_url && (cfg.webhook_service_name || cfg.webhook_service_port)) {
+        fputs("luna run: --webhook-url replaces the Service: not with --webhook-service-name "
+              "or --webhook-service-port\n", stderr);
+        return 2;
+    }
+    if (cfg.webhook_ca_validity && cfg.webhook_cert_validity &&
+        cfg.webhook_ca_validity < cfg.webhook_cert_validity) {
+        fputs("luna run: --webhook-ca-validity must be at least --webhook-cert-validity\n",
               stderr);
         return 2;
     }

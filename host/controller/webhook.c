@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "controller/controller_impl.h"
 #include "controller/loader.h"
 #include "lua/lua_util.h"
@@ -43,6 +44,60 @@ int luna_webhook_find(lua_State *L, const char *path, struct luna_webhook_info *
         if (luna_webhook_info(L, i, info) == 0 && strcmp(info->path, path) == 0)
             return i;
     return 0;
+}
+
+int luna_webhook_registration(lua_State *L, int i, const char *type,
+                              const struct luna_webhook_client *cc, luna_json_writer *w,
+                              bool *written)
+{
+    *written = false;
+    struct luna_webhook_info info;
+    if (luna_webhook_info(L, i, &info) < 0)
+        return LUNA_ENOTFOUND;
+    if (strcmp(info.type, type) != 0)
+        return 0;
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, luna_lua_traceback);
+    lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+    lua_getfield(L, -1, "luna.webhook");
+    lua_getfield(L, -1, "registration");
+    lua_replace(L, -3);
+    lua_pop(L, 1);
+    if (!lua_isfunction(L, -1) || luna_loader_push_webhook(L, i) < 0) {
+        lua_settop(L, top);
+        return LUNA_ELUA;
+    }
+    lua_createtable(L, 0, 5);
+    if (cc->url) {
+        lua_pushstring(L, cc->url);
+        lua_setfield(L, -2, "url");
+    } else {
+        lua_pushstring(L, cc->service_name);
+        lua_setfield(L, -2, "service_name");
+        lua_pushstring(L, cc->service_namespace);
+        lua_setfield(L, -2, "service_namespace");
+        lua_pushinteger(L, cc->service_port);
+        lua_setfield(L, -2, "service_port");
+    }
+    if (cc->ca_bundle) {
+        lua_pushstring(L, cc->ca_bundle);
+        lua_setfield(L, -2, "ca_bundle");
+    }
+    int rc = 0;
+    if (lua_pcall(L, 2, 1, top + 1) != 0 || lua_type(L, -1) != LUA_TSTRING) {
+        luna_log(LUNA_LOG_ERROR, "webhook registration failed", "webhook", info.name, "error",
+                 lua_tostring(L, -1) ? lua_tostring(L, -1) : "not a string", NULL);
+        rc = LUNA_ELUA;
+    } else {
+        size_t n;
+        const char *text = lua_tolstring(L, -1, &n);
+        if (luna_json_write_raw(w, text, n) < 0)
+            rc = LUNA_ENOMEM;
+        else
+            *written = true;
+    }
+    lua_settop(L, top);
+    return rc;
 }
 
 static char *dup_field(lua_State *L, int t, const char *k, size_t *len)

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/json_writer.h"
 #include "serve/webhook_server.h"
 
 /* The index (1-based) of the webhook serving path in L, with its info; 0
@@ -35,6 +36,23 @@ int luna_webhook_find(lua_State *L, const char *path, struct luna_webhook_info *
 /* Webhook i's info (i from 1 to luna_loader_webhook_count): 0, or
  * LUNA_ENOTFOUND. */
 int luna_webhook_info(lua_State *L, int i, struct luna_webhook_info *info);
+
+/* How the API server reaches luna (the clientConfig of a registration):
+ * url (a base, the path appended), else the Service. */
+struct luna_webhook_client {
+    const char *url;
+    const char *service_name, *service_namespace;
+    int service_port;
+    const char *ca_bundle;  /* base64 of the PEM bundle, or NULL */
+};
+
+/* Appends webhook i's entry of its Validating/MutatingWebhookConfiguration
+ * (lua/luna/webhook.lua registration: every field written out) to w when
+ * its type is `type`; *written says whether it did.  0, or LUNA_ENOMEM /
+ * LUNA_ELUA (logged). */
+int luna_webhook_registration(lua_State *L, int i, const char *type,
+                              const struct luna_webhook_client *cc, luna_json_writer *w,
+                              bool *written);
 
 /* Runs AdmissionReview body (its envelope already checked) through webhook
  * i under a guard of `seconds`; fills out (OK) or why (ERROR, STOPPED).

@@ -63,6 +63,10 @@ int luna_ds_faults_set(luna_ds_faults *out, const char *spec, luna_error *err)
             bad = !*v || strlen(v) >= sizeof f.delay_path;
             if (!bad)
                 snprintf(f.delay_path, sizeof f.delay_path, "%s", v);
+        } else if (strcmp(k, "error-path") == 0) {
+            bad = !*v || strlen(v) >= sizeof f.error_path;
+            if (!bad)
+                snprintf(f.error_path, sizeof f.error_path, "%s", v);
         } else if (strcmp(k, "error-rate") == 0)
             bad = parse_number(v, 0, 1, &f.error_rate);
         else if (strcmp(k, "error-code") == 0) {
@@ -109,12 +113,13 @@ int luna_ds_faults_set(luna_ds_faults *out, const char *spec, luna_error *err)
 
 json_t *luna_ds_faults_json(const luna_ds_faults *f)
 {
-    return json_pack("{s:i,s:f,s:f,s:s,s:s,s:f,s:i,s:s,s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:i,s:i}",
+    return json_pack("{s:i,s:f,s:f,s:s,s:s,s:s,s:f,s:i,s:s,s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:i,s:i}",
                      "watch-close-after", f->watch_close_after,
                      "watch-close-random", f->watch_close_random,
                      "delay", f->delay,
                      "delay-path", f->delay_path,
                      "delay-on", scopes[f->delay_on],
+                     "error-path", f->error_path,
                      "error-rate", f->error_rate,
                      "error-code", f->error_code,
                      "error-on", scopes[f->error_on],

@@ -13,7 +13,10 @@
  *                          (e.g. /configmaps/slow; no commas, < 256 bytes)
  *   delay-on=all|read|write|watch  which requests delay applies to (as error-on)
  *   error-rate=P           answer a fraction P of requests with error-code
- *   error-code=500|429|503 (default 500); 429 carries Retry-After
+ *   error-code=500|429|503|403 (default 500); 429 carries Retry-After;
+ *                          403 answers Forbidden as RBAC's refusal does
+ *   error-path=TEXT        error-rate only for requests whose path contains
+ *                          TEXT (e.g. /secrets/; as delay-path)
  *   error-on=all|read|write|watch  which requests error-rate applies to
  *                          (default all; read = GET including lists and
  *                          watches, write = every other method, watch =
@@ -68,6 +71,7 @@ typedef struct luna_ds_faults {
     double watch_close_random;
     double delay;
     char delay_path[256];       /* "" = every path */
+    char error_path[256];       /* "" = every path */
     double error_rate;
     int error_code;
     enum luna_ds_fault_scope error_on;

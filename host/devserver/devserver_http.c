@@ -601,9 +601,13 @@ static struct MHD_Response *handle(struct request *r, const char *url, const cha
     /* a request handled again after its webhooks had its fault roll */
     if (!r->admissions && !r->conversions && !is_admin_path(url) &&
         luna_ds_faults_applies(f->error_on, method, is_watch(c)) &&
+        (!f->error_path[0] || strstr(url, f->error_path)) &&
         luna_ds_faults_chance(f, f->error_rate)) {
         int ec = f->error_code;
-        if (ec == 429)
+        if (ec == 403)
+            luna_ds_status_set(&st, 403, "Forbidden", "%s %s is forbidden: injected fault "
+                               "(as RBAC refuses it)", method, url);
+        else if (ec == 429)
             luna_ds_status_set(&st, 429, "TooManyRequests",
                                "Too many requests, please try again later.");
         else if (ec == 503)

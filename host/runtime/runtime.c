@@ -47,6 +47,7 @@
 #include "serve/metrics_auth.h"
 #include "serve/serving_cert.h"
 #include "serve/webhook_server.h"
+#include "serve/webhook_manager.h"
 #include "controller/webhook.h"
 #include "serve/runtime_metrics.h"
 #include "serve/workqueue_export.h"
@@ -166,6 +167,9 @@ struct runtime {
     struct luna_metrics_auth *metrics_auth;  /* secure metrics: who may scrape */
     struct luna_webhook_server *webhook_srv; /* once a file declares a webhook */
     struct luna_serving_cert *webhook_cert;
+    /* --webhook-cert-mode managed: the Secret, configurations and CRDs */
+    struct luna_webhook_manager *webhook_mgr;
+    char webhook_url[300];                   /* the managed clientConfig's url, or "" */
     struct luna_leader *leader;
     struct luna_shard_set *shards;        /* --shards, or NULL */
     char identity[320];
@@ -1087,6 +1091,163 @@ static void webhook_cert_changed(void *ud, const char *cert_pem, const char *key
         luna_info("webhook certificate reloaded");
 }
 
+/* ---- the managed certificate mode (serve/webhook_manager.h) ---- */
+
+#define DEFAULT_WEBHOOK_SERVICE "luna-webhooks"
+#define DEFAULT_WEBHOOK_SECRET "luna-webhook-certs"
+#define DEFAULT_WEBHOOK_CONFIGURATION "luna"
+#define DEFAULT_CERT_VALIDITY_S (90.0 * 86400)
+#define DEFAULT_CA_VALIDITY_S (3650.0 * 86400)
+
+static const char *webhook_namespace(const struct runtime *rt)
+{
+    const char *ns = nonempty(rt->cfg->webhook_service_namespace);
+    if (!ns)
+        ns = nonempty(getenv("POD_NAMESPACE"));
+    return ns ? ns : rt->kcfg->namespace;
+}
+
+/* The entries of the running code's webhooks of type (webhook_manager.h). */
+static char *webhook_entries(void *ud, const char *type, const char *ca_bundle, bool *failed)
+{
+    struct runtime *rt = ud;
+    const struct luna_run_config *cfg = rt->cfg;
+    struct luna_webhook_client cc = {
+        .url = rt->webhook_url[0] ? rt->webhook_url : NULL,
+        .service_name = nonempty(cfg->webhook_service_name) ? cfg->webhook_service_name
+                                                            : DEFAULT_WEBHOOK_SERVICE,
+        .service_namespace = webhook_namespace(rt),
+        .service_port = cfg->webhook_service_port > 0 ? cfg->webhook_service_port : 443,
+        .ca_bundle = ca_bundle,
+    };
+    luna_json_writer w;
+    luna_json_writer_init(&w);
+    luna_json_write_array_start(&w);
+    size_t n = 0;
+    lua_State *L;
+    for (size_t s = 0; rt->gen && (L = luna_generation_state(rt->gen, s)) != NULL; s++) {
+        for (int i = 1; i <= luna_loader_webhook_count(L); i++) {
+            bool written = false;
+            if (luna_webhook_registration(L, i, type, &cc, &w, &written) == LUNA_ENOMEM) {
+                luna_json_writer_free(&w);
+                *failed = true;
+                return NULL;
+            }
+            n += written;
+        }
+    }
+    luna_json_write_array_end(&w);
+    luna_error err = { 0 };
+    char *out = n && luna_json_writer_finish(&w, &err) == 0 ? luna_json_writer_steal(&w, NULL)
+                                                            : NULL;
+    luna_json_writer_free(&w);
+    *failed = n && !out;
+    return out;
+}
+
+static int webhook_managed_serve(void *ud, const char *cert_pem, const char *key_pem,
+                                 luna_error *err)
+{
+    struct runtime *rt = ud;
+    return rt->webhook_srv ? luna_webhook_server_set_certificate(rt->webhook_srv, cert_pem,
+                                                                 key_pem, err)
+                           : 0;
+}
+
+static void webhook_managed_ready(void *ud, bool ok, const char *why)
+{
+    struct runtime *rt = ud;
+    if (rt->health)
+        luna_health_set(rt->health, CHECK_WEBHOOKS, ok, why, NULL);
+}
+
+/* The host of a URL ("https://[::1]:9443/x" → "::1") into buf, or "". */
+static void url_host(const char *url, char *buf, size_t size)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    size_t n;
+    if (*p == '[') {
+        p++;
+        n = strcspn(p, "]");
+    } else {
+        n = strcspn(p, ":/");
+    }
+    snprintf(buf, size, "%.*s", (int)n, p);
+}
+
+static int start_webhook_manager(struct runtime *rt, luna_error *err)
+{
+    const struct luna_run_config *cfg = rt->cfg;
+    const char *ns = webhook_namespace(rt);
+    const char *svc = nonempty(cfg->webhook_service_name) ? cfg->webhook_service_name
+                                                          : DEFAULT_WEBHOOK_SERVICE;
+    if (nonempty(cfg->webhook_url))
+        snprintf(rt->webhook_url, sizeof rt->webhook_url, "%s", cfg->webhook_url);
+    else if (cfg->dev_server)
+        snprintf(rt->webhook_url, sizeof rt->webhook_url, "https://%s",
+                 luna_webhook_server_address(rt->webhook_srv));
+    char dns[4][320], host[300] = "";
+    snprintf(dns[0], sizeof dns[0], "%s.%s.svc", svc, ns);
+    snprintf(dns[1], sizeof dns[1], "%s.%s.svc.cluster.local", svc, ns);
+    snprintf(dns[2], sizeof dns[2], "%s.%s", svc, ns);
+    snprintf(dns[3], sizeof dns[3], "%s", svc);
+    const char *names[5];
+    size_t n = 0;
+    if (rt->webhook_url[0]) {
+        url_host(rt->webhook_url, host, sizeof host);
+        if (host[0])
+            names[n++] = host;
+    }
+    for (int i = 0; i < 4; i++)
+        names[n++] = dns[i];
+    struct luna_webhook_manager_options mo = {
+        .kc = rt->kc,
+        .namespace_ = ns,
+        .secret_name = nonempty(cfg->webhook_secret_name) ? cfg->webhook_secret_name
+                                                          : DEFAULT_WEBHOOK_SECRET,
+        .configuration_name = nonempty(cfg->webhook_configuration_name)
+                                  ? cfg->webhook_configuration_name
+                                  : DEFAULT_WEBHOOK_CONFIGURATION,
+        .names = names,
+        .nnames = n,
+        .cert_validity = cfg->webhook_cert_validity > 0 ? cfg->webhook_cert_validity
+                                                        : DEFAULT_CERT_VALIDITY_S,
+        .ca_validity = cfg->webhook_ca_validity > 0 ? cfg->webhook_ca_validity
+                                                    : DEFAULT_CA_VALIDITY_S,
+        .entries = webhook_entries,
+        .serve = webhook_managed_serve,
+        .ready = webhook_managed_ready,
+        .ud = rt,
+    };
+    if (mo.ca_validity < mo.cert_validity)
+        mo.ca_validity = mo.cert_validity;
+    if (rt->health)
+        luna_health_set(rt->health, CHECK_WEBHOOKS, false,
+                        "waiting for the managed certificate", NULL);
+    int rc = luna_webhook_manager_start(&mo, &rt->webhook_mgr, err);
+    if (rc < 0)
+        return rc;
+    /* the CRDs whose conversion webhook is luna's */
+    char *list = nonempty(cfg->webhook_conversion_crds) ? strdup(cfg->webhook_conversion_crds)
+                                                        : NULL;
+    const char *crds[64];
+    size_t ncrds = 0;
+    char *save = NULL;
+    for (char *t = list ? strtok_r(list, ",", &save) : NULL; t && ncrds < 64;
+         t = strtok_r(NULL, ",", &save))
+        if (*t)
+            crds[ncrds++] = t;
+    if (ncrds)
+        rc = luna_webhook_manager_set_crds(rt->webhook_mgr, crds, ncrds);
+    free(list);
+    luna_info("managed webhook certificate", "secret", mo.secret_name, "namespace", ns,
+              "service", rt->webhook_url[0] ? NULL : svc, "url",
+              rt->webhook_url[0] ? rt->webhook_url : NULL, "configuration",
+              mo.configuration_name);
+    return rc < 0 ? luna_error_set(err, rc, "out of memory") : 0;
+}
+
 static const char *webhook_address(const struct luna_run_config *cfg)
 {
     return cfg->webhook_bind_address ? cfg->webhook_bind_address
@@ -1130,13 +1291,21 @@ static int ensure_webhook_server(struct runtime *rt, luna_error *err)
             luna_health_set(rt->health, CHECK_WEBHOOKS, false, err->msg, NULL);
         return rc;
     }
-    if (rt->health)
+    bool managed = rt->cfg->webhook_cert_mode == LUNA_WEBHOOK_CERT_MANAGED;
+    if (managed) {
+        /* served with a throwaway self-signed certificate until the managed
+         * one is: not ready until then */
+        if ((rc = start_webhook_manager(rt, err)) < 0)
+            return rc;
+    } else if (rt->health) {
         luna_health_set(rt->health, CHECK_WEBHOOKS, true, NULL, NULL);
+    }
     char count[16], max[24];
     snprintf(count, sizeof count, "%d", n);
     snprintf(max, sizeof max, "%zu", (size_t)LUNA_WEBHOOK_MAX_BODY);
     luna_info("webhook server listening", "address", luna_webhook_server_address(rt->webhook_srv),
-              "cert", luna_serving_cert_self_signed(rt->webhook_cert) ? "self-signed" : "files",
+              "cert", managed ? "managed"
+                      : luna_serving_cert_self_signed(rt->webhook_cert) ? "self-signed" : "files",
               LUNA_LOG_NUM("webhooks"), count, LUNA_LOG_NUM("max_body"), max,
               LUNA_LOG_BOOL("shadow"), rt->cfg->shadow ? "true" : "false");
     lua_State *L;
@@ -1271,6 +1440,8 @@ static void teardown(struct runtime *rt)
     /* the servers first: closing their connections cancels pending checks */
     luna_httpd_free(rt->metrics_srv);
     luna_httpd_free(rt->health_srv);
+    luna_webhook_manager_free(rt->webhook_mgr);
+    rt->webhook_mgr = NULL;
     luna_webhook_server_free(rt->webhook_srv);
     rt->webhook_srv = NULL;
     luna_serving_cert_free(rt->webhook_cert);
@@ -1720,6 +1891,8 @@ static void finish_reload(struct runtime *rt)
     luna_error werr = { 0 };
     if (ensure_webhook_server(rt, &werr) < 0)
         luna_error("webhook server failed", "error", werr.msg);
+    /* the configurations follow the new webhooks */
+    luna_webhook_manager_sync(rt->webhook_mgr);
 }
 
 static void sighup_cb(struct ev_loop *loop, ev_signal *w, int revents)

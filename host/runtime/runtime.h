@@ -81,6 +81,14 @@ enum luna_admin_mode {
     LUNA_ADMIN_OFF,
 };
 
+/* --webhook-cert-mode (AUTO: files with --webhook-cert-path, else self-signed). */
+enum luna_webhook_cert_mode {
+    LUNA_WEBHOOK_CERT_AUTO,
+    LUNA_WEBHOOK_CERT_SELF_SIGNED,
+    LUNA_WEBHOOK_CERT_FILES,
+    LUNA_WEBHOOK_CERT_MANAGED,
+};
+
 struct luna_run_config {
     const char *argv0;
     const char *dir;           /* controller files */
@@ -139,6 +147,23 @@ struct luna_run_config {
      * "127.0.0.1:0"; "0": off. */
     const char *webhook_bind_address;
     const char *webhook_cert_path;          /* NULL: a self-signed certificate */
+    /* --webhook-cert-mode: where the webhook server's certificate comes
+     * from.  Managed (serve/webhook_manager.h): luna's own CA and serving
+     * certificate in the Secret webhook_secret_name (NULL:
+     * "luna-webhook-certs") of webhook_service_namespace (NULL:
+     * $POD_NAMESPACE, else the kubeconfig's), for the Service
+     * webhook_service_name (NULL: "luna-webhooks") on
+     * webhook_service_port (0: 443), or webhook_url (a luna outside the
+     * cluster; with dev_server and none, the address bound); luna writes
+     * the configurations webhook_configuration_name (NULL: "luna") and the
+     * conversion caBundle of webhook_conversion_crds (comma-separated, or
+     * NULL). */
+    enum luna_webhook_cert_mode webhook_cert_mode;
+    const char *webhook_service_name, *webhook_service_namespace, *webhook_url;
+    int webhook_service_port;
+    const char *webhook_secret_name, *webhook_configuration_name;
+    const char *webhook_conversion_crds;
+    double webhook_cert_validity, webhook_ca_validity; /* seconds; 0: 90 days, 10 years */
     enum luna_admin_mode admin;             /* --admin-endpoints */
     /* --shadow: every write the controllers make is a server-side dry run
      * (dryRun=All) and is logged with what it would have changed

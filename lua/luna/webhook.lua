@@ -11,6 +11,10 @@
 --
 -- Host side (host/controller/webhook.c; not for scripts):
 --   webhook.collect(v)       the declarations of a controller or webhook set
+--   webhook.registration(decl, client)  the declaration's entry of its
+--                            Validating/MutatingWebhookConfiguration as
+--                            JSON text (the managed mode writes it:
+--                            host/serve/webhook_manager.h)
 --   webhook.serve(decl, body) runs one AdmissionReview (or, for a converter,
 --                            ConversionReview) request's body through the
 --                            declaration's functions and returns what to
@@ -755,6 +759,57 @@ local function convert(d, review)
     error("the converted objects cannot be encoded: " .. tostring(err), 0)
   end
   return { allowed = true, converted = text, ops = #objects }
+end
+
+local function list_of(l)
+  local out = json.array()
+  for i, v in ipairs(l) do out[i] = v end
+  return out
+end
+
+local function selector_of(s)
+  local out = json.object()
+  if next(s.match_labels) ~= nil then
+    out.matchLabels = json.object()
+    for k, v in pairs(s.match_labels) do out.matchLabels[k] = v end
+  end
+  if #s.match_expressions > 0 then
+    out.matchExpressions = json.array()
+    for i, e in ipairs(s.match_expressions) do
+      out.matchExpressions[i] = { key = e.key, operator = e.operator,
+                                  values = e.values and list_of(e.values) or nil }
+    end
+  end
+  return out
+end
+
+-- The admissionregistration.k8s.io/v1 entry of d, every field written with
+-- its value or default as `luna webhooks manifest` writes it, reached
+-- through client: { url = BASE } or { service_name, service_namespace,
+-- service_port }, with ca_bundle (base64) when given.  JSON text.
+function M.registration(d, client)
+  local cc = json.object()
+  if client.url then
+    cc.url = client.url:gsub("/+$", "") .. d.path
+  else
+    cc.service = { name = client.service_name, namespace = client.service_namespace,
+                   path = d.path, port = client.service_port }
+  end
+  if client.ca_bundle then cc.caBundle = client.ca_bundle end
+  local rules = json.array()
+  for i, r in ipairs(d.rules) do
+    rules[i] = { apiGroups = list_of(r.api_groups), apiVersions = list_of(r.api_versions),
+                 resources = list_of(r.resources), operations = list_of(r.operations),
+                 scope = r.scope }
+  end
+  local e = {
+    name = d.name, admissionReviewVersions = json.array({ "v1" }), clientConfig = cc,
+    rules = rules, namespaceSelector = selector_of(d.namespace_selector),
+    objectSelector = selector_of(d.object_selector), failurePolicy = d.failure_policy,
+    matchPolicy = d.match_policy, sideEffects = d.side_effects,
+    timeoutSeconds = d.timeout_seconds, reinvocationPolicy = d.reinvocation_policy,
+  }
+  return assert(json.encode(e))
 end
 
 -- Runs the AdmissionReview (body, checked by the host: apiVersion, kind,

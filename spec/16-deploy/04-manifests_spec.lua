@@ -2,6 +2,7 @@
 -- (offline: `kubectl apply --dry-run=client` needs an API server for
 -- discovery). The tree is a copy of deploy/ with the controllers ConfigMap
 -- generated from controllers/*.lua (see support.tree_with_controllers).
+local helpers = require("helpers")
 local support = require("16-deploy.support")
 
 local dir = support.tree_with_controllers()
@@ -61,13 +62,13 @@ local function verbs(into)
 end
 
 describe("kubectl kustomize deploy/", function()
-  it("produces the namespace, service account, RBAC, CRD, Deployment, metrics Service and ConfigMap", function()
+  it("produces the namespace, service account, RBAC, CRD, Deployment, metrics and webhook Services and ConfigMap", function()
     local kinds = {}
     for _, o in ipairs(objects) do kinds[o.kind] = (kinds[o.kind] or 0) + 1 end
     assert.same({
-      Namespace = 1, ServiceAccount = 1, ClusterRole = 5, ClusterRoleBinding = 1,
-      Role = 1, RoleBinding = 1, CustomResourceDefinition = 1, Deployment = 1, ConfigMap = 1,
-      Service = 1,
+      Namespace = 1, ServiceAccount = 1, ClusterRole = 6, ClusterRoleBinding = 1,
+      Role = 2, RoleBinding = 2, CustomResourceDefinition = 1, Deployment = 1, ConfigMap = 1,
+      Service = 2,
     }, kinds)
   end)
 
@@ -107,6 +108,8 @@ describe("the Deployment", function()
       "--leader-election-namespace=$(POD_NAMESPACE)",
       "--metrics-bind-address=:8443",
       "--health-probe-bind-address=:8081",
+      "--webhook-bind-address=:9443",
+      "--webhook-cert-mode=managed",
       "--watch",
       "--log-format=json",
       "/etc/luna/controllers",
@@ -122,6 +125,7 @@ describe("the Deployment", function()
     local ports = {}
     for _, p in ipairs(container().ports) do ports[p.name] = p.containerPort end
     assert.equal(8443, ports.metrics)
+    assert.equal(9443, ports.webhooks)
     assert.equal("8443", arg_value(container().args, "--metrics-bind-address"):match(":(%d+)$"))
     -- secure is the default: no flag turns it off
     assert.is_nil(arg_value(container().args, "--metrics-secure"))
@@ -169,6 +173,98 @@ describe("the Deployment", function()
   end)
 end)
 
+describe("the webhook Service", function()
+  it("is luna-webhooks, port 443 to the pods' 9443, where luna serves its webhooks", function()
+    local svc = support.one(objects, "Service", "luna-webhooks")
+    for k, v in pairs(svc.spec.selector) do
+      assert.equal(v, deployment().spec.template.metadata.labels[k])
+    end
+    assert.equal(1, #svc.spec.ports)
+    assert.equal(443, svc.spec.ports[1].port)
+    assert.equal(9443, port_number(svc.spec.ports[1].targetPort))
+    assert.equal("9443", arg_value(container().args, "--webhook-bind-address"):match(":(%d+)$"))
+    -- the Service `luna webhooks manifest` and the managed mode name by default
+    assert.is_nil(arg_value(container().args, "--webhook-service-name"))
+  end)
+end)
+
+describe("the managed webhook certificate mode's RBAC", function()
+  it("reads and replaces only its Secret, in the luna namespace", function()
+    local role = support.one(objects, "Role", "luna-webhook-certs")
+    assert.same({ ["core/secrets"] = { "create", "get", "update" } }, verbs(collect(role.rules)))
+    for _, rule in ipairs(role.rules) do
+      if support.set(rule.verbs).get then assert.same({ "luna-webhook-certs" }, rule.resourceNames) end
+    end
+  end)
+
+  it("writes the configurations named luna and patches CRDs, aggregated into luna's role", function()
+    local r = support.one(objects, "ClusterRole", "luna-webhook-configurations")
+    assert.equal("true", r.metadata.labels[AGGREGATE])
+    assert.same({
+      ["admissionregistration.k8s.io/validatingwebhookconfigurations"] = { "create", "get", "patch", "update" },
+      ["admissionregistration.k8s.io/mutatingwebhookconfigurations"] = { "create", "get", "patch", "update" },
+      ["apiextensions.k8s.io/customresourcedefinitions"] = { "get", "patch" },
+    }, verbs(collect(r.rules)))
+    for _, rule in ipairs(r.rules) do
+      if rule.apiGroups[1] == "admissionregistration.k8s.io" and support.set(rule.verbs).get then
+        assert.same({ "luna" }, rule.resourceNames)
+      end
+    end
+  end)
+end)
+
+describe("the cert-manager component", function()
+  -- an overlay beside deploy/ (kustomize refuses one inside its base)
+  local cm_dir = dir .. "/cert-manager"
+  support.must(("mkdir -p %s"):format(support.quote(cm_dir)))
+  -- configurations as `luna webhooks manifest` prints them, to be annotated
+  helpers.write_file(cm_dir .. "/webhooks.yaml", [[
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: luna
+webhooks: []
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: luna
+webhooks: []
+]])
+  helpers.write_file(cm_dir .. "/kustomization.yaml",
+    "resources:\n- ../deploy\n- webhooks.yaml\ncomponents:\n- ../deploy/components/cert-manager\n")
+  local cm = support.kustomize(cm_dir)
+  local c = support.one(cm, "Deployment", "luna").spec.template.spec
+
+  it("mounts the Certificate's Secret where --webhook-cert-path reads it, instead of the managed mode", function()
+    local args = c.containers[1].args
+    assert.equal("/etc/luna/webhook-certs", arg_value(args, "--webhook-cert-path"))
+    assert.is_nil(arg_value(args, "--webhook-cert-mode"))
+    local cert = support.one(cm, "Certificate", "luna-webhook-tls")
+    assert.same({ "luna-webhooks.luna.svc", "luna-webhooks.luna.svc.cluster.local" }, cert.spec.dnsNames)
+    assert.equal("luna-selfsigned", support.one(cm, "Issuer", cert.spec.issuerRef.name).metadata.name)
+    local volume
+    for _, v in ipairs(c.volumes) do if v.name == "webhook-certs" then volume = v end end
+    assert.equal(cert.spec.secretName, volume.secret.secretName)
+    local mounted = false
+    for _, m in ipairs(c.containers[1].volumeMounts) do
+      if m.name == "webhook-certs" then mounted = m.mountPath == "/etc/luna/webhook-certs" and m.readOnly end
+    end
+    assert.is_true(mounted)
+  end)
+
+  it("annotates the webhook configurations for cert-manager's cainjector and drops the managed RBAC", function()
+    for _, kind in ipairs({ "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration" }) do
+      assert.equal("luna/luna-webhook-tls",
+                   support.one(cm, kind, "luna").metadata.annotations["cert-manager.io/inject-ca-from"])
+    end
+    assert.equal(0, #support.find(cm, "Role", "luna-webhook-certs"))
+    assert.equal(0, #support.find(cm, "RoleBinding", "luna-webhook-certs"))
+    assert.equal(0, #support.find(cm, "ClusterRole", "luna-webhook-configurations"))
+    assert.equal(1, #support.find(cm, "Role", "luna-leader-election"))
+  end)
+end)
+
 describe("the metrics Service", function()
   it("selects the Deployment's pods and targets their metrics port", function()
     local svc = support.one(objects, "Service", "luna-metrics")
@@ -191,10 +287,12 @@ describe("RBAC", function()
     local crb = support.one(objects, "ClusterRoleBinding")
     assert.same({ apiGroup = "rbac.authorization.k8s.io", kind = "ClusterRole", name = "luna" }, crb.roleRef)
     assert.same({ { kind = "ServiceAccount", name = "luna", namespace = NAMESPACE } }, crb.subjects)
-    local rb = support.one(objects, "RoleBinding")
-    assert.same({ apiGroup = "rbac.authorization.k8s.io", kind = "Role",
-                  name = support.one(objects, "Role").metadata.name }, rb.roleRef)
-    assert.same({ { kind = "ServiceAccount", name = "luna", namespace = NAMESPACE } }, rb.subjects)
+    for _, name in ipairs({ "luna-leader-election", "luna-webhook-certs" }) do
+      local rb = support.one(objects, "RoleBinding", name)
+      assert.same({ apiGroup = "rbac.authorization.k8s.io", kind = "Role",
+                    name = support.one(objects, "Role", name).metadata.name }, rb.roleRef)
+      assert.same({ { kind = "ServiceAccount", name = "luna", namespace = NAMESPACE } }, rb.subjects)
+    end
     local luna = support.one(objects, "ClusterRole", "luna")
     assert.is_nil(luna.rules, "the aggregated ClusterRole's rules are filled in by the cluster")
     assert.same({ { matchLabels = { [AGGREGATE] = "true" } } }, luna.aggregationRule.clusterRoleSelectors)
@@ -207,7 +305,8 @@ describe("RBAC", function()
   it("grants the example controllers and secure metrics exactly the verbs they use", function()
     local got = {}
     for _, r in ipairs(support.find(objects, "ClusterRole")) do
-      if (r.metadata.labels or {})[AGGREGATE] == "true" then
+      -- the managed webhook mode's role names its objects (below)
+      if (r.metadata.labels or {})[AGGREGATE] == "true" and r.metadata.name ~= "luna-webhook-configurations" then
         for _, rule in ipairs(r.rules) do
           assert.is_nil(rule.resourceNames, r.metadata.name)
           assert.is_nil(rule.nonResourceURLs, r.metadata.name)
@@ -258,7 +357,7 @@ describe("RBAC", function()
   end)
 
   it("allows leader election on its own Lease only, with a Role in the luna namespace", function()
-    local role = support.one(objects, "Role")
+    local role = support.one(objects, "Role", "luna-leader-election")
     assert.equal(NAMESPACE, role.metadata.namespace)
     assert.same({ ["coordination.k8s.io/leases"] = { "create", "get", "update" } }, verbs(collect(role.rules)))
     local id = arg_value(container().args, "--leader-election-id")
