@@ -1107,12 +1107,11 @@ static const char *webhook_namespace(const struct runtime *rt)
     return ns ? ns : rt->kcfg->namespace;
 }
 
-/* The entries of the running code's webhooks of type (webhook_manager.h). */
-static char *webhook_entries(void *ud, const char *type, const char *ca_bundle, bool *failed)
+/* How the API server reaches this luna's webhooks (the clientConfig). */
+static struct luna_webhook_client webhook_client(struct runtime *rt, const char *ca_bundle)
 {
-    struct runtime *rt = ud;
     const struct luna_run_config *cfg = rt->cfg;
-    struct luna_webhook_client cc = {
+    return (struct luna_webhook_client){
         .url = rt->webhook_url[0] ? rt->webhook_url : NULL,
         .service_name = nonempty(cfg->webhook_service_name) ? cfg->webhook_service_name
                                                             : DEFAULT_WEBHOOK_SERVICE,
@@ -1120,6 +1119,78 @@ static char *webhook_entries(void *ud, const char *type, const char *ca_bundle, 
         .service_port = cfg->webhook_service_port > 0 ? cfg->webhook_service_port : 443,
         .ca_bundle = ca_bundle,
     };
+}
+
+/* The spec.conversion of CRD crd when the running code's converter
+ * serves it (webhook_manager.h), else NULL. */
+static char *webhook_conversion(void *ud, const char *crd, const char *ca_bundle, bool *failed)
+{
+    struct runtime *rt = ud;
+    struct luna_webhook_client cc = webhook_client(rt, ca_bundle);
+    lua_State *L;
+    for (size_t s = 0; rt->gen && (L = luna_generation_state(rt->gen, s)) != NULL; s++) {
+        for (int i = 1; i <= luna_loader_webhook_count(L); i++) {
+            struct luna_webhook_info info;
+            if (luna_webhook_info(L, i, &info) < 0 || strcmp(info.type, "conversion") != 0 ||
+                strcmp(info.name, crd) != 0)
+                continue;
+            luna_json_writer w;
+            luna_json_writer_init(&w);
+            bool written = false;
+            luna_error err = { 0 };
+            int rc = luna_webhook_registration(L, i, "conversion", &cc, &w, &written);
+            char *out = rc == 0 && written && luna_json_writer_finish(&w, &err) == 0
+                            ? luna_json_writer_steal(&w, NULL)
+                            : NULL;
+            luna_json_writer_free(&w);
+            *failed = !out;
+            return out;
+        }
+    }
+    return NULL;
+}
+
+/* Hands the manager the CRDs whose conversion is luna's: the ones
+ * --webhook-conversion-crds names and the running code's converters'.
+ * 0 or LUNA_ENOMEM. */
+static int update_conversion_crds(struct runtime *rt)
+{
+    if (!rt->webhook_mgr)
+        return 0;
+    enum { MAX_CRDS = 256 };
+    const char *crds[MAX_CRDS];
+    size_t n = 0;
+    char *list = nonempty(rt->cfg->webhook_conversion_crds)
+                     ? strdup(rt->cfg->webhook_conversion_crds)
+                     : NULL;
+    char *save = NULL;
+    for (char *t = list ? strtok_r(list, ",", &save) : NULL; t && n < MAX_CRDS;
+         t = strtok_r(NULL, ",", &save))
+        if (*t)
+            crds[n++] = t;
+    lua_State *L;
+    for (size_t s = 0; rt->gen && (L = luna_generation_state(rt->gen, s)) != NULL; s++) {
+        for (int i = 1; i <= luna_loader_webhook_count(L) && n < MAX_CRDS; i++) {
+            struct luna_webhook_info info;
+            if (luna_webhook_info(L, i, &info) < 0 || strcmp(info.type, "conversion") != 0)
+                continue;
+            bool seen = false;
+            for (size_t k = 0; k < n && !seen; k++)
+                seen = strcmp(crds[k], info.name) == 0;
+            if (!seen)
+                crds[n++] = info.name;  /* the declaration keeps it alive for the call */
+        }
+    }
+    int rc = luna_webhook_manager_set_crds(rt->webhook_mgr, crds, n);
+    free(list);
+    return rc;
+}
+
+/* The entries of the running code's webhooks of type (webhook_manager.h). */
+static char *webhook_entries(void *ud, const char *type, const char *ca_bundle, bool *failed)
+{
+    struct runtime *rt = ud;
+    struct luna_webhook_client cc = webhook_client(rt, ca_bundle);
     luna_json_writer w;
     luna_json_writer_init(&w);
     luna_json_write_array_start(&w);
@@ -1216,6 +1287,7 @@ static int start_webhook_manager(struct runtime *rt, luna_error *err)
         .ca_validity = cfg->webhook_ca_validity > 0 ? cfg->webhook_ca_validity
                                                     : DEFAULT_CA_VALIDITY_S,
         .entries = webhook_entries,
+        .conversion = webhook_conversion,
         .serve = webhook_managed_serve,
         .ready = webhook_managed_ready,
         .ud = rt,
@@ -1229,18 +1301,7 @@ static int start_webhook_manager(struct runtime *rt, luna_error *err)
     if (rc < 0)
         return rc;
     /* the CRDs whose conversion webhook is luna's */
-    char *list = nonempty(cfg->webhook_conversion_crds) ? strdup(cfg->webhook_conversion_crds)
-                                                        : NULL;
-    const char *crds[64];
-    size_t ncrds = 0;
-    char *save = NULL;
-    for (char *t = list ? strtok_r(list, ",", &save) : NULL; t && ncrds < 64;
-         t = strtok_r(NULL, ",", &save))
-        if (*t)
-            crds[ncrds++] = t;
-    if (ncrds)
-        rc = luna_webhook_manager_set_crds(rt->webhook_mgr, crds, ncrds);
-    free(list);
+    rc = update_conversion_crds(rt);
     luna_info("managed webhook certificate", "secret", mo.secret_name, "namespace", ns,
               "service", rt->webhook_url[0] ? NULL : svc, "url",
               rt->webhook_url[0] ? rt->webhook_url : NULL, "configuration",
@@ -1891,7 +1952,10 @@ static void finish_reload(struct runtime *rt)
     luna_error werr = { 0 };
     if (ensure_webhook_server(rt, &werr) < 0)
         luna_error("webhook server failed", "error", werr.msg);
-    /* the configurations follow the new webhooks */
+    /* the configurations and the converters' CRDs follow the new webhooks */
+    if (update_conversion_crds(rt) < 0)
+        luna_error("managed webhook certificate failed", "error",
+                   "the converters' CRDs: out of memory");
     luna_webhook_manager_sync(rt->webhook_mgr);
 }
 

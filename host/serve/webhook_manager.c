@@ -604,36 +604,75 @@ static void get_crd(struct luna_webhook_manager *m)
     free(p);
 }
 
+/* A CRD whose converter luna runs gets its whole spec.conversion written
+ * (strategy Webhook, clientConfig with caBundle), with the stanza's hash
+ * in LUNA_CONVERSION_HASH_ANNOTATION so replicas do not rewrite it; a CRD
+ * only named (--webhook-conversion-crds) keeps its stanza and gets the
+ * caBundle, when it converts by webhook. */
 static void crd_read(struct luna_webhook_manager *m, const luna_http_response *resp)
 {
     const char *name = m->crds[m->crd_i];
-    char *strategy = lookup_string(resp->body, resp->body_len,
-                                   (const char *const[]){ "spec", "conversion", "strategy" }, 3);
-    char *have = lookup_string(resp->body, resp->body_len,
-                               (const char *const[]){ "spec", "conversion", "webhook",
-                                                      "clientConfig", "caBundle" }, 5);
-    bool webhook = strategy && strcmp(strategy, "Webhook") == 0;
-    bool same = have && strcmp(have, m->bundle_b64) == 0;
-    free(strategy);
-    free(have);
-    if (!webhook) {
-        skip_crd(m, "its spec.conversion.strategy is not Webhook");
-        m->crd_i++;
-        return get_crd(m);
-    }
-    if (same) {
-        m->crd_i++;
-        return get_crd(m);
-    }
+    bool failed = false;
+    char *stanza = m->o.conversion ? m->o.conversion(m->o.ud, name, m->bundle_b64, &failed) : NULL;
+    if (failed)
+        return fail(m, "the converters' conversion stanza: out of memory");
     char *body = NULL, *p = NULL;
-    if (asprintf(&body, "{\"spec\":{\"conversion\":{\"webhook\":{\"clientConfig\":"
-                        "{\"caBundle\":\"%s\"}}}}}", m->bundle_b64) < 0 ||
-        asprintf(&p, CRDS "%s", name) < 0) {
+    if (stanza) {
+        char hash[65];
+        sha256_hex(stanza, hash);
+        char *have = lookup_string(resp->body, resp->body_len,
+                                   (const char *const[]){ "metadata", "annotations",
+                                                          LUNA_CONVERSION_HASH_ANNOTATION }, 3);
+        char *strategy = lookup_string(resp->body, resp->body_len,
+                                       (const char *const[]){ "spec", "conversion", "strategy" }, 3);
+        bool same = have && strcmp(have, hash) == 0 && strategy && strcmp(strategy, "Webhook") == 0;
+        free(have);
+        free(strategy);
+        if (same) {
+            free(stanza);
+            m->crd_i++;
+            return get_crd(m);
+        }
+        int w = asprintf(&body, "{\"metadata\":{\"annotations\":{\"%s\":\"%s\"}},"
+                                "\"spec\":{\"conversion\":%s}}",
+                         LUNA_CONVERSION_HASH_ANNOTATION, hash, stanza);
+        free(stanza);
+        if (w < 0) {
+            body = NULL;
+            return fail(m, "out of memory");
+        }
+        luna_info("managed webhook conversion written", "crd", name);
+    } else {
+        char *strategy = lookup_string(resp->body, resp->body_len,
+                                       (const char *const[]){ "spec", "conversion", "strategy" }, 3);
+        char *have = lookup_string(resp->body, resp->body_len,
+                                   (const char *const[]){ "spec", "conversion", "webhook",
+                                                          "clientConfig", "caBundle" }, 5);
+        bool webhook = strategy && strcmp(strategy, "Webhook") == 0;
+        bool same = have && strcmp(have, m->bundle_b64) == 0;
+        free(strategy);
+        free(have);
+        if (!webhook) {
+            skip_crd(m, "its spec.conversion.strategy is not Webhook");
+            m->crd_i++;
+            return get_crd(m);
+        }
+        if (same) {
+            m->crd_i++;
+            return get_crd(m);
+        }
+        if (asprintf(&body, "{\"spec\":{\"conversion\":{\"webhook\":{\"clientConfig\":"
+                            "{\"caBundle\":\"%s\"}}}}}", m->bundle_b64) < 0) {
+            body = NULL;
+            return fail(m, "out of memory");
+        }
+        luna_info("managed webhook certificate: CRD caBundle patched", "crd", name);
+    }
+    if (asprintf(&p, CRDS "%s", name) < 0) {
         free(body);
         return fail(m, "out of memory");
     }
     request(m, STEP_PATCH_CRD, "PATCH", p, body, "application/merge-patch+json");
-    luna_info("managed webhook certificate: CRD caBundle patched", "crd", name);
     free(body);
     free(p);
 }

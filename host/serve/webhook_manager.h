@@ -29,10 +29,13 @@
  *      A kind with no webhook and no configuration is left alone; one with
  *      a configuration gets an empty list (so no stale entry keeps calling
  *      a path nothing serves).
- *   3. For each CRD named: GET it; when spec.conversion.strategy is
- *      Webhook and its clientConfig.caBundle differs, JSON merge-PATCH it.
- *      A CRD that does not exist or does not convert by webhook is logged
- *      and skipped.
+ *   3. For each CRD named: GET it.  When `conversion` gives its stanza (a
+ *      loaded converter serves it): JSON merge-PATCH spec.conversion with
+ *      it unless the annotation luna.dev/conversion-sha256 already names
+ *      it.  Otherwise, when spec.conversion.strategy is Webhook and its
+ *      clientConfig.caBundle differs, merge-PATCH the caBundle.  A CRD
+ *      that does not exist, or (only named) does not convert by webhook,
+ *      is logged and skipped.
  *   4. Serve the pair (`serve`) when it differs from the one served, and
  *      report ready.  The bundle is written before a new pair is served,
  *      so the API server trusts a new CA before any replica serves a
@@ -64,6 +67,7 @@
 #include "client/kube_client.h"
 
 #define LUNA_WEBHOOK_HASH_ANNOTATION "luna.dev/webhooks-sha256"
+#define LUNA_CONVERSION_HASH_ANNOTATION "luna.dev/conversion-sha256"
 
 struct luna_webhook_manager_options {
     struct luna_kube_client *kc;
@@ -78,6 +82,11 @@ struct luna_webhook_manager_options {
      * with caBundle ca_bundle_b64 (malloc'd), "[]"-free: NULL when there
      * is none of that type, or out of memory (*failed set). */
     char *(*entries)(void *ud, const char *type, const char *ca_bundle_b64, bool *failed);
+    /* The JSON of CRD crd's spec.conversion when a loaded converter serves
+     * it, with caBundle ca_bundle_b64 (malloc'd); NULL when none does (the
+     * CRD's own stanza then only gets the caBundle), or out of memory
+     * (*failed set).  NULL callback: none does. */
+    char *(*conversion)(void *ud, const char *crd, const char *ca_bundle_b64, bool *failed);
     /* A new pair to serve (borrowed for the call); 0, or the serving
      * failed (the sync is then a failure). */
     int (*serve)(void *ud, const char *cert_pem, const char *key_pem, luna_error *err);
@@ -97,7 +106,8 @@ void luna_webhook_manager_free(struct luna_webhook_manager *m); /* NULL: no-op *
  * changed (a reload). */
 void luna_webhook_manager_sync(struct luna_webhook_manager *m);
 
-/* The CRDs whose conversion webhook is luna's (names copied), replacing
+/* The CRDs whose conversion webhook is luna's: --webhook-conversion-crds
+ * and the loaded converters' (names copied), replacing
  * the earlier list; starts a sync when it changed.  0 or LUNA_ENOMEM. */
 int luna_webhook_manager_set_crds(struct luna_webhook_manager *m, const char *const *names,
                                   size_t n);

@@ -787,6 +787,9 @@ end
 -- its value or default as `luna webhooks manifest` writes it, reached
 -- through client: { url = BASE } or { service_name, service_namespace,
 -- service_port }, with ca_bundle (base64) when given.  JSON text.
+-- For a converter, the CRD's spec.conversion (strategy Webhook) as a JSON
+-- merge patch writes it: the clientConfig's other form (url or service)
+-- is null, so a stanza written earlier the other way does not keep both.
 function M.registration(d, client)
   local cc = json.object()
   if client.url then
@@ -796,6 +799,11 @@ function M.registration(d, client)
                    path = d.path, port = client.service_port }
   end
   if client.ca_bundle then cc.caBundle = client.ca_bundle end
+  if d.type == "conversion" then
+    if client.url then cc.service = NULL else cc.url = NULL end
+    return assert(json.encode { strategy = "Webhook", webhook = {
+      conversionReviewVersions = json.array({ "v1" }), clientConfig = cc } })
+  end
   local rules = json.array()
   for i, r in ipairs(d.rules) do
     rules[i] = { apiGroups = list_of(r.api_groups), apiVersions = list_of(r.api_versions),

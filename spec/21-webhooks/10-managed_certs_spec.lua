@@ -344,3 +344,80 @@ describe("managed webhook certificates without the RBAC for Secrets", function()
     srv:request("DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/luna")
   end)
 end)
+
+-- A converter in the loaded code: the managed mode writes its CRD's whole
+-- conversion stanza (strategy Webhook, the clientConfig, the caBundle),
+-- and the API server then converts through luna.
+describe("managed webhook certificates and a converter, with the embedded dev server", function()
+  local CRD = {
+    apiVersion = "apiextensions.k8s.io/v1", kind = "CustomResourceDefinition",
+    metadata = { name = "gadgets.example.com" },
+    spec = { group = "example.com", scope = "Namespaced",
+      names = { plural = "gadgets", singular = "gadget", kind = "Gadget", listKind = "GadgetList" },
+      versions = {
+        { name = "v1", served = true, storage = true,
+          schema = { openAPIV3Schema = { type = "object", ["x-kubernetes-preserve-unknown-fields"] = true } } },
+        { name = "v1alpha1", served = true, storage = false,
+          schema = { openAPIV3Schema = { type = "object", ["x-kubernetes-preserve-unknown-fields"] = true } } },
+      } },
+  }
+  local CONVERTER = [[
+local luna = require "luna"
+return luna.webhooks {
+  luna.converter { group = "example.com", kind = "Gadget", hub = "v1", versions = {
+    v1alpha1 = {
+      to_hub = function(g) g.spec.count = g.spec.size; g.spec.size = nil end,
+      from_hub = function(g) g.spec.size = g.spec.count; g.spec.count = nil end,
+    } } },
+}
+]]
+  local proc, kubeconfig, addr
+
+  local function kubectl(args)
+    return sh(("kubectl --kubeconfig %s %s 2>&1"):format(kubeconfig, args))
+  end
+
+  setup(function()
+    local dir, work = helpers.tmpdir(), helpers.tmpdir()
+    helpers.write_file(dir .. "/gadgets.lua", CONVERTER)
+    helpers.write_file(work .. "/crd.json", cjson.encode(CRD))
+    proc = helpers.spawn({ helpers.luna, "run", "--dev-server", "--seed", work .. "/crd.json",
+                           "--webhook-cert-mode", "managed", dir })
+    local _
+    _, kubeconfig = proc:expect("dev server listening url=%S+ kubeconfig=(%S+)", 20)
+    _, addr = proc:expect("webhook server listening address=(%S+)", 20)
+    proc:expect("managed webhook conversion written crd=gadgets.example.com", 20)
+    proc:expect("managed webhook certificate served", 20)
+  end)
+
+  teardown(function()
+    if proc then proc:stop() end
+  end)
+
+  it("writes the CRD's conversion stanza, whose caBundle verifies the served certificate", function()
+    local crd = cjson.decode(kubectl("get crd gadgets.example.com -o json"))
+    local conv = crd.spec.conversion
+    assert.equal("Webhook", conv.strategy)
+    assert.same({ "v1" }, conv.webhook.conversionReviewVersions)
+    assert.equal("https://" .. addr .. "/convert/gadgets.example.com", conv.webhook.clientConfig.url)
+    assert.is_nil(conv.webhook.clientConfig.service)
+    local work = helpers.tmpdir()
+    b64decode(conv.webhook.clientConfig.caBundle, work .. "/bundle.pem")
+    local _, ok, log = served(addr, work .. "/bundle.pem")
+    assert(ok, log)
+    assert.truthy(crd.metadata.annotations["luna.dev/conversion-sha256"])
+  end)
+
+  it("is called by the API server: a Gadget written in v1alpha1 is read as v1", function()
+    local work = helpers.tmpdir()
+    helpers.write_file(work .. "/g.yaml", "apiVersion: example.com/v1alpha1\nkind: Gadget\n" ..
+      "metadata:\n  name: g1\n  namespace: default\nspec:\n  size: 4\n")
+    local out = kubectl("create -f " .. work .. "/g.yaml")
+    assert.truthy(out:find("gadget.example.com/g1 created", 1, true), out)
+    local v1 = cjson.decode(kubectl("get gadgets.v1.example.com g1 -n default -o json"))
+    assert.equal("example.com/v1", v1.apiVersion)
+    assert.same({ count = 4 }, v1.spec)
+    local old = cjson.decode(kubectl("get gadgets.v1alpha1.example.com g1 -n default -o json"))
+    assert.same({ size = 4 }, old.spec)
+  end)
+end)

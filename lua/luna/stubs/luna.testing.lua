@@ -151,6 +151,22 @@ Env.last_warnings = {}
 ---@return luna.TestAdmissionResult
 function Env:admit(webhook, request) end
 
+---What env:convert returns.
+---@class luna.TestConversionResult
+---@field ok boolean result.status == "Success"
+---@field message? string result.message (a Failure's reason)
+---@field objects luna.Object[] the converted objects
+---@field uid string
+---@field review table the ConversionReview answered
+
+---Calls one converter directly, as the API server would (ConversionReview v1). A Failure is an
+---answer (ok false); raises on an unknown converter (naming the loaded ones) or an answer other than 200.
+---@param crd string the CRD's name ("widgets.example.com") or the converter's path ("/convert/NAME")
+---@param objects luna.Object[]|luna.Object
+---@param api_version string the group/version wanted ("example.com/v1")
+---@return luna.TestConversionResult
+function Env:convert(crd, objects, api_version) end
+
 ---Registers the directory's webhooks with the API server (what start{webhooks = true} does) and
 ---returns once the server calls them.
 function Env:register_webhooks() end
