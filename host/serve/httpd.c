@@ -58,6 +58,7 @@ struct conn {
     struct conn *prev, *next;
     enum conn_phase phase;
     double since; /* monotonic: when reading the current request began */
+    struct post *post; /* the body being read on it (the connection's con_cls), or NULL */
 };
 
 struct luna_httpd {
@@ -278,16 +279,62 @@ static void conn_phase(struct MHD_Connection *c, enum conn_phase phase);
 struct post {
     bool post;                         /* true */
     struct luna_httpd *s;
+    struct conn *conn;                 /* its connection's tracking, or NULL */
     char *buf;                         /* the body so far (malloc'd) */
     size_t len, cap;
     bool too_big;                      /* past post_max_body: dropped */
+    bool no_room;                      /* the bodies in all had no room for it: dropped */
 };
 
-static void post_free(struct post *p)
+static void post_drop(struct post *p)
 {
     p->s->post_bytes -= p->cap;
     free(p->buf);
+    p->buf = NULL;
+    p->len = p->cap = 0;
+}
+
+static void post_free(struct post *p)
+{
+    post_drop(p);
+    if (p->conn)
+        p->conn->post = NULL;
     free(p);
+}
+
+static struct conn *conn_of(struct MHD_Connection *c);
+static void conn_close(struct conn *k, const char *why);
+
+/* The bodies being read would pass their bound (4 x post_max_body) by
+ * `need` more bytes for p: the bodies that have been read longest, other
+ * than p, are dropped and their connections closed until there is room.
+ * libmicrohttpd cannot answer a request whose body it is still reading,
+ * so someone's upload must end without an answer: as with the connection
+ * limit (make_room), it is the slowest one's.  A client that sends its
+ * body at once (kube-apiserver does) is never the oldest for long, so a
+ * few slow uploads cannot hold the memory every review needs.  False if
+ * even then there is no room (p alone is that large). */
+static bool make_body_room(struct luna_httpd *s, const struct post *p, size_t need)
+{
+    size_t bound = 4 * s->post_max_body;
+    while (s->post_bytes + need > bound) {
+        struct conn *oldest = NULL;
+        for (struct conn *k = s->conns; k; k = k->next)
+            if (k->post && k->post != p && k->post->cap > 0 && k->phase == READ_BODY &&
+                (!oldest || k->since < oldest->since))
+                oldest = k;
+        if (!oldest)
+            return false;
+        struct post *victim = oldest->post;
+        char held[32];
+        snprintf(held, sizeof held, "%zu", victim->cap);
+        luna_warn("HTTP request body dropped: the bodies being read had no room for a new one",
+                  "address", s->address, LUNA_LOG_NUM("held_bytes"), held);
+        post_drop(victim);
+        victim->no_room = true;
+        conn_close(oldest, "bodies being read pass their bound: the oldest makes room");
+    }
+    return true;
 }
 
 static enum MHD_Result send_413(struct MHD_Connection *c, size_t max)
@@ -322,6 +369,8 @@ static enum MHD_Result start_post(struct luna_httpd *s, struct MHD_Connection *c
         return MHD_NO;
     p->post = true;
     p->s = s;
+    if ((p->conn = conn_of(c)))
+        p->conn->post = p;
     *con_cls = p;
     conn_phase(c, READ_BODY);
     return MHD_YES;
@@ -334,25 +383,32 @@ static enum MHD_Result serve_post(struct luna_httpd *s, struct MHD_Connection *c
                                   size_t *upload_size, void **con_cls)
 {
     struct post *p = *con_cls;
+    /* libmicrohttpd takes an answer only once the body is in (queueing one
+     * earlier fails and resets the connection): a body past a bound is
+     * read and dropped, and answered at its end, or cut by the read
+     * deadline if it never ends. */
     if (*upload_size) {
-        if (!p->too_big && p->len + *upload_size > s->post_max_body) {
-            p->too_big = true;
-        } else if (!p->too_big && p->len + *upload_size > p->cap) {
+        bool dropping = p->too_big || p->no_room;
+        if (!dropping && p->len + *upload_size > s->post_max_body) {
+            p->too_big = dropping = true;
+            post_drop(p);
+        } else if (!dropping && p->len + *upload_size > p->cap) {
             size_t want = p->cap ? p->cap : 16384;
             while (want < p->len + *upload_size)
                 want *= 2;
             if (want > s->post_max_body)
                 want = s->post_max_body;
-            char *nb = s->post_bytes + (want - p->cap) > 4 * s->post_max_body
-                           ? NULL : realloc(p->buf, want);
-            if (!nb)
-                return send_static(c, MHD_HTTP_SERVICE_UNAVAILABLE,
-                                   "too many request bodies being read\n");
-            s->post_bytes += want - p->cap;
-            p->buf = nb;
-            p->cap = want;
+            char *nb = make_body_room(s, p, want - p->cap) ? realloc(p->buf, want) : NULL;
+            if (!nb) {
+                p->no_room = dropping = true;
+                post_drop(p);
+            } else {
+                s->post_bytes += want - p->cap;
+                p->buf = nb;
+                p->cap = want;
+            }
         }
-        if (!p->too_big) {
+        if (!dropping) {
             memcpy(p->buf + p->len, upload_data, *upload_size);
             p->len += *upload_size;
         }
@@ -362,6 +418,9 @@ static enum MHD_Result serve_post(struct luna_httpd *s, struct MHD_Connection *c
     conn_phase(c, ANSWER);
     if (p->too_big)
         return send_413(c, s->post_max_body);
+    if (p->no_room)
+        return send_static(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+                           "too many request bodies being read\n");
     struct luna_textbuf b = LUNA_TEXTBUF_INIT;
     const char *ctype = TEXT_PLAIN;
     int status = s->post(s->post_ud, url, p->buf ? p->buf : "", p->len, &b, &ctype);
@@ -605,6 +664,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     struct conn *k = *socket_context;
     if (!k)
         return;
+    if (k->post)
+        k->post->conn = NULL;
     if (k->phase != CLOSING)
         s->nconns--;
     if (k->prev)

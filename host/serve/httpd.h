@@ -143,7 +143,10 @@ struct luna_httpd_options {
      * webhook_server.h), answered by this function with the whole body
      * read; the body is bounded by post_max_body (a larger one gets 413,
      * read and dropped or refused from its Content-Length), and the
-     * bodies being read at once by 4 x post_max_body (503 past it).  Other
+     * bodies being read at once by 4 x post_max_body: past it the upload
+     * read longest is dropped and its connection closed (libmicrohttpd
+     * cannot answer mid-body), and a body that still has no room is read,
+     * dropped and answered 503.  Other
      * methods on those paths get 405 (Allow: POST).  NULL: none. */
     luna_httpd_post_fn post;
     void *post_ud;

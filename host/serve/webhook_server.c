@@ -41,15 +41,6 @@ double luna_webhook_budget(double timeout_seconds)
     return timeout_seconds - (margin > 1 ? 1 : margin);
 }
 
-static int no_events(void *ud, const luna_json_event *ev, luna_error *err) { return 0; }
-
-static int bad_request(struct luna_textbuf *out, const char **ctype, const char *fmt, const char *a)
-{
-    *ctype = "text/plain; charset=utf-8";
-    luna_textbuf_printf(out, fmt, a);
-    luna_textbuf_putc(out, '\n');
-    return 400;
-}
 
 /* The string at path of the review into buf; false if missing or not a
  * string. */
@@ -59,6 +50,173 @@ static bool lookup_string(const char *body, size_t len, const char *path, char *
     luna_error err = { 0 };
     return luna_json_lookup(body, len, path, &v, buf, cap, &err) == 0 &&
            v.type == LUNA_JSON_STRING;
+}
+
+/* What the value at path is, for a message: "none" when it is missing. */
+static const char *type_at(const char *body, size_t len, const char *path)
+{
+    luna_json_value v;
+    luna_error err = { 0 };
+    char buf[1024];
+    int rc = luna_json_lookup(body, len, path, &v, buf, sizeof buf, &err);
+    if (rc == LUNA_ENOTFOUND)
+        return "none";
+    if (rc == LUNA_ETOOBIG)
+        return "a long string or number"; /* only those are copied */
+    if (rc < 0)
+        return "unreadable";
+    switch (v.type) {
+    case LUNA_JSON_NULL: return "null";
+    case LUNA_JSON_TRUE:
+    case LUNA_JSON_FALSE: return "a boolean";
+    case LUNA_JSON_NUMBER: return "a number";
+    case LUNA_JSON_STRING: return "a string";
+    case LUNA_JSON_ARRAY_START: return "an array";
+    case LUNA_JSON_OBJECT_START: return "an object";
+    default: return "unreadable";
+    }
+}
+
+/* A value quoted in a reason stays on one line: control bytes become
+ * '?' (the reason is a text/plain body and a log value). */
+static const char *one_line(char *text)
+{
+    for (unsigned char *p = (unsigned char *)text; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    return text;
+}
+
+static int refuse(char *why, size_t why_size, const char *fmt, const char *a, const char *b)
+{
+    snprintf(why, why_size, fmt, a, b);
+    return 400;
+}
+
+/* Fields of request a webhook function reads, with the types
+ * kube-apiserver sends (k8s.io/api/admission/v1 AdmissionRequest): a
+ * field may be missing, or null where Go's type is a pointer or a
+ * RawExtension. */
+static const struct {
+    const char *path, *want;
+    bool null_ok;
+} REQUEST_FIELDS[] = {
+    { "request.object", "an object", true },
+    { "request.oldObject", "an object", true },
+    { "request.userInfo", "an object", false },
+    { "request.kind", "an object", false },
+    { "request.resource", "an object", false },
+    { "request.options", "an object", true },
+    { "request.operation", "a string", false },
+    { "request.name", "a string", false },
+    { "request.namespace", "a string", false },
+    { "request.subResource", "a string", false },
+    { "request.dryRun", "a boolean", true },
+};
+
+/* The keys the check reads, each of which must appear once: the server
+ * reads a key's first value (luna_json_lookup) and the webhook's decoder
+ * its last, so a repeated one would show the webhook what was not
+ * checked. */
+struct repeats {
+    unsigned seen;          /* bit i: KEYS[i] seen */
+    bool in_request;        /* the top-level key being read is "request" */
+    const char *repeated;   /* the first key seen twice, or NULL */
+};
+
+static const char *const TOP_KEYS[] = { "apiVersion", "kind", "request" };
+
+static bool key_is(const luna_json_event *ev, const char *name)
+{
+    return ev->len == strlen(name) && memcmp(ev->str, name, ev->len) == 0;
+}
+
+static int find_repeats(void *ud, const luna_json_event *ev, luna_error *err)
+{
+    struct repeats *r = ud;
+    if (ev->type != LUNA_JSON_KEY || r->repeated)
+        return 0;
+    size_t ntop = sizeof TOP_KEYS / sizeof TOP_KEYS[0];
+    if (ev->depth == 1) {
+        r->in_request = key_is(ev, "request");
+        for (size_t i = 0; i < ntop; i++)
+            if (key_is(ev, TOP_KEYS[i])) {
+                if (r->seen & 1u << i)
+                    r->repeated = TOP_KEYS[i];
+                r->seen |= 1u << i;
+            }
+    } else if (ev->depth == 2 && r->in_request) {
+        size_t nfields = sizeof REQUEST_FIELDS / sizeof REQUEST_FIELDS[0];
+        for (size_t i = 0; i <= nfields; i++) {
+            const char *path = i < nfields ? REQUEST_FIELDS[i].path : "request.uid";
+            if (key_is(ev, path + sizeof "request." - 1)) {
+                unsigned bit = 1u << (ntop + i);
+                if (r->seen & bit)
+                    r->repeated = path;
+                r->seen |= bit;
+            }
+        }
+    }
+    return 0;
+}
+
+int luna_webhook_review_check(const char *body, size_t len, char *uid, size_t uid_size,
+                              char *why, size_t why_size)
+{
+    luna_error err = { 0 };
+    char text[128];
+    uid[0] = '\0';
+    struct repeats rep = { 0 };
+    if (luna_json_parse(body, len, NULL, find_repeats, &rep, &err) < 0)
+        return refuse(why, why_size, "malformed AdmissionReview: %s%s", err.msg, "");
+    if (rep.repeated)
+        return refuse(why, why_size, "AdmissionReview repeats the key %s%s", rep.repeated, "");
+    size_t first = 0; /* the document is valid JSON: its first byte says its type */
+    while (first < len && strchr(" \t\r\n", body[first]))
+        first++;
+    if (first < len && body[first] != '{')
+        return refuse(why, why_size, "an AdmissionReview is a JSON object, got %s%s",
+                      body[first] == '[' ? "an array" : "a scalar", "");
+    if (!lookup_string(body, len, "apiVersion", text, sizeof text) ||
+        strcmp(text, LUNA_WEBHOOK_API_VERSION) != 0)
+        return refuse(why, why_size, "AdmissionReview apiVersion must be "
+                      LUNA_WEBHOOK_API_VERSION ", got %s%s",
+                      lookup_string(body, len, "apiVersion", text, sizeof text)
+                          ? one_line(text) : type_at(body, len, "apiVersion"), "");
+    if (!lookup_string(body, len, "kind", text, sizeof text) ||
+        strcmp(text, "AdmissionReview") != 0)
+        return refuse(why, why_size, "kind must be AdmissionReview, got %s%s",
+                      lookup_string(body, len, "kind", text, sizeof text)
+                          ? one_line(text) : type_at(body, len, "kind"), "");
+    const char *request = type_at(body, len, "request");
+    if (strcmp(request, "an object") != 0)
+        return refuse(why, why_size, "AdmissionReview request must be an object, got %s%s",
+                      request, "");
+    bool read = lookup_string(body, len, "request.uid", uid, uid_size);
+    if (!read || !uid[0]) {
+        const char *t = read ? "an empty string" : type_at(body, len, "request.uid");
+        uid[0] = '\0';
+        if (strcmp(t, "a string") == 0 || strcmp(t, "a long string or number") == 0) {
+            /* a string, too long for uid */
+            snprintf(why, why_size, "AdmissionReview request.uid is longer than %zu bytes",
+                     uid_size - 1);
+            return 400;
+        }
+        return refuse(why, why_size, "AdmissionReview has no request.uid (got %s)%s", t, "");
+    }
+    for (size_t i = 0; i < sizeof REQUEST_FIELDS / sizeof REQUEST_FIELDS[0]; i++) {
+        const char *t = type_at(body, len, REQUEST_FIELDS[i].path);
+        bool long_string = strcmp(t, "a long string or number") == 0 &&
+                           strcmp(REQUEST_FIELDS[i].want, "a string") == 0;
+        if (strcmp(t, "none") == 0 || strcmp(t, REQUEST_FIELDS[i].want) == 0 || long_string ||
+            (REQUEST_FIELDS[i].null_ok && strcmp(t, "null") == 0))
+            continue;
+        char what[160];
+        snprintf(what, sizeof what, "%s must be %s", REQUEST_FIELDS[i].path,
+                 REQUEST_FIELDS[i].want);
+        return refuse(why, why_size, "AdmissionReview %s, got %s", what, t);
+    }
+    return 0;
 }
 
 static void count(struct luna_webhook_server *s, const char *path, int status, double seconds)
@@ -330,26 +488,15 @@ static int serve(void *ud, const char *path, const char *body, size_t len,
     if (strcmp(info.type, "conversion") == 0)
         return serve_conversion(s, h, &info, path, body, len, out, ctype);
     double start = luna_clock_now(luna_clock_monotonic());
-    luna_error err = { 0 };
-    char apiv[128], kind[64], uid[256], op[32];
-    int status = 0;
-    if (luna_json_parse(body, len, NULL, no_events, NULL, &err) < 0)
-        status = bad_request(out, ctype, "malformed AdmissionReview: %s", err.msg);
-    else if (!lookup_string(body, len, "apiVersion", apiv, sizeof apiv) ||
-             strcmp(apiv, LUNA_WEBHOOK_API_VERSION) != 0)
-        status = bad_request(out, ctype, "AdmissionReview apiVersion must be "
-                             LUNA_WEBHOOK_API_VERSION ", got %s",
-                             lookup_string(body, len, "apiVersion", apiv, sizeof apiv) ? apiv
-                                                                                       : "none");
-    else if (!lookup_string(body, len, "kind", kind, sizeof kind) ||
-             strcmp(kind, "AdmissionReview") != 0)
-        status = bad_request(out, ctype, "kind must be AdmissionReview, got %s",
-                             lookup_string(body, len, "kind", kind, sizeof kind) ? kind : "none");
-    else if (!lookup_string(body, len, "request.uid", uid, sizeof uid) || !uid[0])
-        status = bad_request(out, ctype, "AdmissionReview has no request.uid%s", "");
+    char uid[256], op[32], why_refused[512];
+    int status = luna_webhook_review_check(body, len, uid, sizeof uid, why_refused,
+                                           sizeof why_refused);
     if (status) {
+        *ctype = "text/plain; charset=utf-8";
+        luna_textbuf_printf(out, "%s\n", why_refused);
         luna_info("webhook request refused", "webhook", info.name, "path", path,
-                  LUNA_LOG_NUM("status"), "400", "error", err.msg[0] ? err.msg : NULL);
+                  LUNA_LOG_NUM("status"), "400", "uid", uid[0] ? uid : NULL, "error",
+                  why_refused);
         count(s, path, status, luna_clock_now(luna_clock_monotonic()) - start);
         return status;
     }

@@ -13,7 +13,8 @@
  *                                       the converter's name and reason
  *
  * A body that is not JSON, not apiVersion admission.k8s.io/v1 and kind
- * AdmissionReview, or has no request.uid gets 400 with the reason; a path
+ * AdmissionReview, has no request.uid or a request field of the wrong type
+ * (luna_webhook_review_check) gets 400 with the reason; a path
  * no webhook serves 404; a body past LUNA_WEBHOOK_MAX_BODY 413 (httpd.h
  * has the read deadlines and connection limits).  A webhook call gets a
  * time budget of its timeoutSeconds minus a margin (a quarter of it, at
@@ -127,6 +128,19 @@ int luna_webhook_server_handle(struct luna_webhook_server *s, const char *path, 
  * series of one request answered 200 on path (specs: the names table). */
 int luna_webhook_server_register_metrics(struct luna_metrics *reg, const char *path,
                                          luna_error *err);
+
+/* Checks the AdmissionReview envelope before any webhook code sees it:
+ * valid JSON (nesting at most LUNA_JSON_DEFAULT_MAX_DEPTH deep), a JSON
+ * object of apiVersion admission.k8s.io/v1 and kind AdmissionReview, a
+ * request object with a non-empty string uid (shorter than uid_size), and
+ * the request's fields a webhook reads of the types kube-apiserver sends
+ * (object and oldObject objects or null, userInfo, kind and resource
+ * objects, operation, name and namespace strings, dryRun a boolean or
+ * null); each may be missing, none repeated (the server reads a key's
+ * first value, a webhook's decoder its last).  Returns 0 with the uid in uid, or 400 with
+ * the reason in why (one line naming the field and what it was). */
+int luna_webhook_review_check(const char *body, size_t len, char *uid, size_t uid_size,
+                              char *why, size_t why_size);
 
 /* The budget of a call of a webhook with that timeoutSeconds. */
 double luna_webhook_budget(double timeout_seconds);
