@@ -93,33 +93,58 @@ static int refuse(char *why, size_t why_size, const char *fmt, const char *a, co
     return 400;
 }
 
-/* Fields of request a webhook function reads, with the types
- * kube-apiserver sends (k8s.io/api/admission/v1 AdmissionRequest): a
- * field may be missing, or null where Go's type is a pointer or a
- * RawExtension. */
-static const struct {
+/* A request field the function reads, with the type kube-apiserver sends:
+ * a field may be missing unless required, or null where Go's type is a
+ * pointer or a RawExtension. */
+struct review_field {
     const char *path, *want;
-    bool null_ok;
-} REQUEST_FIELDS[] = {
-    { "request.object", "an object", true },
-    { "request.oldObject", "an object", true },
-    { "request.userInfo", "an object", false },
-    { "request.kind", "an object", false },
-    { "request.resource", "an object", false },
-    { "request.options", "an object", true },
-    { "request.operation", "a string", false },
-    { "request.name", "a string", false },
-    { "request.namespace", "a string", false },
-    { "request.subResource", "a string", false },
-    { "request.dryRun", "a boolean", true },
+    bool null_ok, required;
+};
+
+/* What a review of one kind must look like. */
+struct review_shape {
+    const char *kind, *api_version;
+    const struct review_field *fields;
+    size_t nfields;
+};
+
+/* k8s.io/api/admission/v1 AdmissionRequest */
+static const struct review_field ADMISSION_FIELDS[] = {
+    { "request.object", "an object", true, false },
+    { "request.oldObject", "an object", true, false },
+    { "request.userInfo", "an object", false, false },
+    { "request.kind", "an object", false, false },
+    { "request.resource", "an object", false, false },
+    { "request.options", "an object", true, false },
+    { "request.operation", "a string", false, false },
+    { "request.name", "a string", false, false },
+    { "request.namespace", "a string", false, false },
+    { "request.subResource", "a string", false, false },
+    { "request.dryRun", "a boolean", true, false },
+};
+
+/* k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1 ConversionRequest */
+static const struct review_field CONVERSION_FIELDS[] = {
+    { "request.desiredAPIVersion", "a string", false, true },
+    { "request.objects", "an array", false, true },
+};
+
+static const struct review_shape ADMISSION_REVIEW = {
+    "AdmissionReview", LUNA_WEBHOOK_API_VERSION, ADMISSION_FIELDS,
+    sizeof ADMISSION_FIELDS / sizeof ADMISSION_FIELDS[0],
+};
+static const struct review_shape CONVERSION_REVIEW = {
+    "ConversionReview", LUNA_CONVERSION_API_VERSION, CONVERSION_FIELDS,
+    sizeof CONVERSION_FIELDS / sizeof CONVERSION_FIELDS[0],
 };
 
 /* The keys the check reads, each of which must appear once: the server
- * reads a key's first value (luna_json_lookup) and the webhook's decoder
- * its last, so a repeated one would show the webhook what was not
+ * reads a key's first value (luna_json_lookup) and the function's decoder
+ * its last, so a repeated one would show the function what was not
  * checked. */
 struct repeats {
-    unsigned seen;          /* bit i: KEYS[i] seen */
+    const struct review_shape *shape;
+    unsigned seen;          /* bit i: TOP_KEYS[i], then the shape's fields, then uid */
     bool in_request;        /* the top-level key being read is "request" */
     const char *repeated;   /* the first key seen twice, or NULL */
 };
@@ -146,9 +171,9 @@ static int find_repeats(void *ud, const luna_json_event *ev, luna_error *err)
                 r->seen |= 1u << i;
             }
     } else if (ev->depth == 2 && r->in_request) {
-        size_t nfields = sizeof REQUEST_FIELDS / sizeof REQUEST_FIELDS[0];
+        size_t nfields = r->shape->nfields;
         for (size_t i = 0; i <= nfields; i++) {
-            const char *path = i < nfields ? REQUEST_FIELDS[i].path : "request.uid";
+            const char *path = i < nfields ? r->shape->fields[i].path : "request.uid";
             if (key_is(ev, path + sizeof "request." - 1)) {
                 unsigned bit = 1u << (ntop + i);
                 if (r->seen & bit)
@@ -160,63 +185,85 @@ static int find_repeats(void *ud, const luna_json_event *ev, luna_error *err)
     return 0;
 }
 
-int luna_webhook_review_check(const char *body, size_t len, char *uid, size_t uid_size,
-                              char *why, size_t why_size)
+/* The one check of a review's envelope, for either kind: 0, or 400 with
+ * why (one line, naming the field).  uid: the request's, when read. */
+static int review_check(const struct review_shape *rs, const char *body, size_t len, char *uid,
+                        size_t uid_size, char *why, size_t why_size)
 {
     luna_error err = { 0 };
     char text[128];
     uid[0] = '\0';
-    struct repeats rep = { 0 };
+    struct repeats rep = { .shape = rs };
     if (luna_json_parse(body, len, NULL, find_repeats, &rep, &err) < 0)
-        return refuse(why, why_size, "malformed AdmissionReview: %s%s", err.msg, "");
+        return refuse(why, why_size, "malformed %s: %s", rs->kind, one_line(err.msg));
     if (rep.repeated)
-        return refuse(why, why_size, "AdmissionReview repeats the key %s%s", rep.repeated, "");
+        return refuse(why, why_size, "%s repeats the key %s", rs->kind, rep.repeated);
     size_t first = 0; /* the document is valid JSON: its first byte says its type */
     while (first < len && strchr(" \t\r\n", body[first]))
         first++;
-    if (first < len && body[first] != '{')
-        return refuse(why, why_size, "an AdmissionReview is a JSON object, got %s%s",
-                      body[first] == '[' ? "an array" : "a scalar", "");
+    if (first < len && body[first] != '{') {
+        snprintf(why, why_size, "%s %s is a JSON object, got %s",
+                 strchr("AEIOU", rs->kind[0]) ? "an" : "a", rs->kind,
+                 body[first] == '[' ? "an array" : "a scalar");
+        return 400;
+    }
     if (!lookup_string(body, len, "apiVersion", text, sizeof text) ||
-        strcmp(text, LUNA_WEBHOOK_API_VERSION) != 0)
-        return refuse(why, why_size, "AdmissionReview apiVersion must be "
-                      LUNA_WEBHOOK_API_VERSION ", got %s%s",
-                      lookup_string(body, len, "apiVersion", text, sizeof text)
-                          ? one_line(text) : type_at(body, len, "apiVersion"), "");
-    if (!lookup_string(body, len, "kind", text, sizeof text) ||
-        strcmp(text, "AdmissionReview") != 0)
-        return refuse(why, why_size, "kind must be AdmissionReview, got %s%s",
-                      lookup_string(body, len, "kind", text, sizeof text)
-                          ? one_line(text) : type_at(body, len, "kind"), "");
+        strcmp(text, rs->api_version) != 0) {
+        snprintf(why, why_size, "%s apiVersion must be %s, got %s", rs->kind, rs->api_version,
+                 lookup_string(body, len, "apiVersion", text, sizeof text)
+                     ? one_line(text) : type_at(body, len, "apiVersion"));
+        return 400;
+    }
+    if (!lookup_string(body, len, "kind", text, sizeof text) || strcmp(text, rs->kind) != 0) {
+        snprintf(why, why_size, "kind must be %s, got %s", rs->kind,
+                 lookup_string(body, len, "kind", text, sizeof text)
+                     ? one_line(text) : type_at(body, len, "kind"));
+        return 400;
+    }
     const char *request = type_at(body, len, "request");
     if (strcmp(request, "an object") != 0)
-        return refuse(why, why_size, "AdmissionReview request must be an object, got %s%s",
-                      request, "");
+        return refuse(why, why_size, "%s request must be an object, got %s", rs->kind, request);
     bool read = lookup_string(body, len, "request.uid", uid, uid_size);
     if (!read || !uid[0]) {
         const char *t = read ? "an empty string" : type_at(body, len, "request.uid");
         uid[0] = '\0';
         if (strcmp(t, "a string") == 0 || strcmp(t, "a long string or number") == 0) {
             /* a string, too long for uid */
-            snprintf(why, why_size, "AdmissionReview request.uid is longer than %zu bytes",
+            snprintf(why, why_size, "%s request.uid is longer than %zu bytes", rs->kind,
                      uid_size - 1);
             return 400;
         }
-        return refuse(why, why_size, "AdmissionReview has no request.uid (got %s)%s", t, "");
+        snprintf(why, why_size, "%s has no request.uid (got %s)", rs->kind, t);
+        return 400;
     }
-    for (size_t i = 0; i < sizeof REQUEST_FIELDS / sizeof REQUEST_FIELDS[0]; i++) {
-        const char *t = type_at(body, len, REQUEST_FIELDS[i].path);
+    for (size_t i = 0; i < rs->nfields; i++) {
+        const struct review_field *f = &rs->fields[i];
+        const char *t = type_at(body, len, f->path);
         bool long_string = strcmp(t, "a long string or number") == 0 &&
-                           strcmp(REQUEST_FIELDS[i].want, "a string") == 0;
-        if (strcmp(t, "none") == 0 || strcmp(t, REQUEST_FIELDS[i].want) == 0 || long_string ||
-            (REQUEST_FIELDS[i].null_ok && strcmp(t, "null") == 0))
+                           strcmp(f->want, "a string") == 0;
+        if (strcmp(t, "none") == 0 && f->required) {
+            snprintf(why, why_size, "%s has no %s", rs->kind, f->path);
+            return 400;
+        }
+        if (strcmp(t, "none") == 0 || strcmp(t, f->want) == 0 || long_string ||
+            (f->null_ok && strcmp(t, "null") == 0))
             continue;
-        char what[160];
-        snprintf(what, sizeof what, "%s must be %s", REQUEST_FIELDS[i].path,
-                 REQUEST_FIELDS[i].want);
-        return refuse(why, why_size, "AdmissionReview %s, got %s", what, t);
+        snprintf(why, why_size, "%s %s must be %s, got %s", rs->kind, f->path, f->want, t);
+        return 400;
     }
     return 0;
+}
+
+int luna_webhook_review_check(const char *body, size_t len, char *uid, size_t uid_size,
+                              char *why, size_t why_size)
+{
+    return review_check(&ADMISSION_REVIEW, body, len, uid, uid_size, why, why_size);
+}
+
+int luna_webhook_conversion_review_check(const char *body, size_t len, char *uid,
+                                         size_t uid_size, char *why, size_t why_size)
+{
+    return review_check(&CONVERSION_REVIEW, body, len, uid, uid_size, why, why_size);
 }
 
 static void count(struct luna_webhook_server *s, const char *path, int status, double seconds)
@@ -371,17 +418,9 @@ static void make_utf8(char *s)
     }
 }
 
-/* The type of the value at path of the review, or -1 when it has none. */
-static int lookup_type(const char *body, size_t len, const char *path)
-{
-    luna_json_value v;
-    char buf[8];
-    luna_error err = { 0 };
-    return luna_json_lookup(body, len, path, &v, buf, sizeof buf, &err) == 0 ? (int)v.type : -1;
-}
-
 /* POST /convert/NAME: a ConversionReview through converter h.  The
- * envelope is checked as an AdmissionReview's (400 with the reason); the
+ * envelope is checked as an AdmissionReview's, by the same check (400
+ * with the reason, logged); the
  * converter's error or stop answers Failure naming it and the reason.
  * Conversion is not an admission decision, so --shadow does not touch it:
  * a conversion the API server does not get fails its reads and writes of
@@ -392,36 +431,20 @@ static int serve_conversion(struct luna_webhook_server *s, int h,
                             const char **ctype)
 {
     double start = luna_clock_now(luna_clock_monotonic());
-    luna_error err = { 0 };
-    char apiv[128], kind[64], uid[256], desired[256];
-    int status = 0;
-    /* one uncomplicated check per field, each naming what is wrong */
-    if (luna_json_parse(body, len, NULL, no_events, NULL, &err) < 0)
-        status = bad_request(out, ctype, "malformed ConversionReview: %s", err.msg);
-    else if (!lookup_string(body, len, "apiVersion", apiv, sizeof apiv) ||
-             strcmp(apiv, LUNA_CONVERSION_API_VERSION) != 0)
-        status = bad_request(out, ctype, "ConversionReview apiVersion must be "
-                             LUNA_CONVERSION_API_VERSION ", got %s",
-                             lookup_string(body, len, "apiVersion", apiv, sizeof apiv) ? apiv
-                                                                                       : "none");
-    else if (!lookup_string(body, len, "kind", kind, sizeof kind) ||
-             strcmp(kind, "ConversionReview") != 0)
-        status = bad_request(out, ctype, "kind must be ConversionReview, got %s",
-                             lookup_string(body, len, "kind", kind, sizeof kind) ? kind : "none");
-    else if (!lookup_string(body, len, "request.uid", uid, sizeof uid) || !uid[0])
-        status = bad_request(out, ctype, "ConversionReview has no request.uid%s", "");
-    else if (!lookup_string(body, len, "request.desiredAPIVersion", desired, sizeof desired) ||
-             !desired[0])
-        status = bad_request(out, ctype, "ConversionReview has no request.desiredAPIVersion%s",
-                             "");
-    else if (lookup_type(body, len, "request.objects") != LUNA_JSON_ARRAY_START)
-        status = bad_request(out, ctype, "ConversionReview request.objects must be a list%s", "");
+    char uid[256], desired[256], why_refused[512];
+    int status = luna_webhook_conversion_review_check(body, len, uid, sizeof uid, why_refused,
+                                                      sizeof why_refused);
     if (status) {
+        *ctype = "text/plain; charset=utf-8";
+        luna_textbuf_printf(out, "%s\n", why_refused);
         luna_info("webhook request refused", "webhook", info->name, "path", path,
-                  LUNA_LOG_NUM("status"), "400", "error", err.msg[0] ? err.msg : NULL);
+                  LUNA_LOG_NUM("status"), "400", "uid", uid[0] ? uid : NULL, "error",
+                  why_refused);
         count(s, path, status, luna_clock_now(luna_clock_monotonic()) - start);
         return status;
     }
+    if (!lookup_string(body, len, "request.desiredAPIVersion", desired, sizeof desired))
+        snprintf(desired, sizeof desired, "?"); /* a long one: checked a string */
 
     in_flight(s, path, 1);
     struct luna_webhook_answer a;

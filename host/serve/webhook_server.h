@@ -142,6 +142,12 @@ int luna_webhook_server_register_metrics(struct luna_metrics *reg, const char *p
 int luna_webhook_review_check(const char *body, size_t len, char *uid, size_t uid_size,
                               char *why, size_t why_size);
 
+/* The same check of a ConversionReview's envelope
+ * (apiextensions.k8s.io/v1): request.uid, request.desiredAPIVersion (a
+ * string) and request.objects (a list) required, none repeated. */
+int luna_webhook_conversion_review_check(const char *body, size_t len, char *uid,
+                                         size_t uid_size, char *why, size_t why_size);
+
 /* The budget of a call of a webhook with that timeoutSeconds. */
 double luna_webhook_budget(double timeout_seconds);
 void luna_webhook_answer_free(struct luna_webhook_answer *a);

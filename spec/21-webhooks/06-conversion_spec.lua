@@ -257,7 +257,21 @@ describe("conversion webhooks", function()
         "ConversionReview has no request.desiredAPIVersion" },
       { '{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview",' ..
         '"request":{"uid":"x","desiredAPIVersion":"example.com/v1","objects":{}}}',
-        "request.objects must be a list" },
+        "ConversionReview request.objects must be an array, got an object" },
+      -- the admission envelope's classes (12-isolation/28), one check for both
+      { '[1]', "a ConversionReview is a JSON object, got an array" },
+      { '{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview",' ..
+        '"request":{"uid":"x","desiredAPIVersion":"example.com/v1","objects":[],"objects":[{}]}}',
+        "ConversionReview repeats the key request.objects" },
+      { '{"apiVersion":"apiextensions.k8s.io/v1\\nx","kind":"ConversionReview","request":{"uid":"x"}}',
+        "ConversionReview apiVersion must be apiextensions.k8s.io/v1, got apiextensions.k8s.io/v1?x" },
+      { '{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview",' ..
+        '"request":{"uid":"x","desiredAPIVersion":7,"objects":[]}}',
+        "ConversionReview request.desiredAPIVersion must be a string, got a number" },
+      { '{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":"x"}',
+        "ConversionReview request must be an object, got a string" },
+      { '{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"' ..
+        ("u"):rep(300) .. '"}}', "ConversionReview request.uid is longer than 255 bytes" },
     }) do
       local status, body = S.post(addr, ca, PATH, case[1])
       assert.equal(400, status, case[1])
@@ -277,7 +291,7 @@ describe("conversion webhooks", function()
     local text = metrics(maddr)
     local path = PATH
     assert.truthy(text:find(('controller_runtime_webhook_requests_total{webhook="%s",code="200"}'):format(path), 1, true), text)
-    assert.truthy(text:find(('controller_runtime_webhook_requests_total{webhook="%s",code="400"} 6'):format(path), 1, true), text)
+    assert.truthy(text:find(('controller_runtime_webhook_requests_total{webhook="%s",code="400"} 12'):format(path), 1, true), text)
     assert.truthy(text:find(('controller_runtime_webhook_latency_seconds_count{webhook="%s"}'):format(path), 1, true), text)
     assert.truthy(text:find(('controller_runtime_webhook_requests_in_flight{webhook="%s"} 0'):format(path), 1, true), text)
   end)
