@@ -379,6 +379,7 @@ void luna_ds_api_handle(luna_ds *ds, const luna_ds_request *req, luna_ds_respons
     ds->dry_run = dry;
     ds->admission.req = req;
     ds->conversion.active = true;
+    ds->conversion.read_key[0] = '\0';
     ds->conversion.want = t;
     ds->conversion.answers = req->conversions;
     handle_resource(ds, req, t, ns, name, sub, resp);

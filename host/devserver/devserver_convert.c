@@ -14,6 +14,7 @@
 #include "devserver/devserver_hook_client.h"
 #include "devserver/devserver_state.h"
 #include "devserver/devserver_store.h"
+#include "devserver/devserver_write.h"
 
 /* One ConversionReview to make: objects of one CRD to one version. */
 struct review {
@@ -33,6 +34,8 @@ struct luna_ds_convert_job {
     char url[1200];          /* its URL, for messages */
     char gvk[600];           /* its first object's "GROUP/VERSION, Kind=KIND", for messages */
     json_t *failure;         /* the Status to answer (owned) or NULL */
+    char read_key[720];      /* a GET's stored object (luna_ds_conversion) or "" */
+    unsigned long long read_rv;
     void (*done)(void *ud, luna_ds_convert_job *job);
     void *ud;
     ev_timer later;          /* delivers done from the loop */
@@ -263,13 +266,31 @@ static luna_ds_convert_job *job_of(luna_ds *ds, json_t *wanted)
     return job;
 }
 
+void luna_ds_convert_reading(luna_ds *ds, const luna_ds_type *t, const luna_ds_obj *o)
+{
+    char key[720];
+    luna_ds_storage_key(key, sizeof key, t, o->ns, o->name);
+    /* kube's storage names its keys without the /registry prefix */
+    const char *k = strncmp(key, "/registry/", 10) == 0 ? key + 9 : key;
+    snprintf(ds->conversion.read_key, sizeof ds->conversion.read_key, "%s", k);
+    ds->conversion.read_rv = (unsigned long long)o->rv;
+}
+
 luna_ds_convert_job *luna_ds_conversion_take(luna_ds *ds)
 {
     json_t *wanted = ds->conversion.wanted;
     ds->conversion.wanted = NULL;
+    char read_key[sizeof ds->conversion.read_key];
+    memcpy(read_key, ds->conversion.read_key, sizeof read_key);
+    unsigned long long read_rv = ds->conversion.read_rv;
+    ds->conversion.read_key[0] = '\0';
     if (!wanted)
         return NULL;
     luna_ds_convert_job *job = job_of(ds, wanted);
+    if (job) {
+        memcpy(job->read_key, read_key, sizeof job->read_key);
+        job->read_rv = read_rv;
+    }
     if (!job) {
         /* out of memory: a job with no review fails at once */
         job = calloc(1, sizeof *job);
@@ -310,8 +331,25 @@ static void fail(luna_ds_convert_job *job, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     json_decref(job->failure);
-    job->failure = json_pack("{s:s,s:s,s:{},s:s,s:s,s:i}", "kind", "Status", "apiVersion", "v1",
-                             "metadata", "status", "Failure", "message", msg, "code", 500);
+    if (job->read_key[0]) {
+        /* read from storage: its decoder's error, which the apiserver
+         * answers as an InternalError (apierrors.NewInternalError) */
+        char inner[3072];
+        snprintf(inner, sizeof inner,
+                 "StorageError: corrupt object, Code: 7, Key: %s, ResourceVersion: 0, "
+                 "AdditionalErrorMsg: object not decodable revision=%llu: %s",
+                 job->read_key, job->read_rv, msg);
+        char outer[3200];
+        snprintf(outer, sizeof outer, "Internal error occurred: %s", inner);
+        job->failure = json_pack("{s:s,s:s,s:{},s:s,s:s,s:s,s:{s:[{s:s}]},s:i}", "kind", "Status",
+                                 "apiVersion", "v1", "metadata", "status", "Failure", "message",
+                                 outer, "reason", "InternalError", "details", "causes",
+                                 "message", inner, "code", 500);
+    } else {
+        job->failure = json_pack("{s:s,s:s,s:{},s:s,s:s,s:i}", "kind", "Status", "apiVersion",
+                                 "v1", "metadata", "status", "Failure", "message", msg, "code",
+                                 500);
+    }
     luna_warn("dev server: conversion webhook failed", "uid", job->uid, "error", msg);
 }
 
@@ -617,18 +655,13 @@ static json_t *cause(const char *reason, const char *field, const char *fmt, ...
     return json_pack("{s:s,s:s,s:s}", "reason", reason, "message", msg, "field", field);
 }
 
-/* Go's %#v of a []string, as field.Invalid shows one. */
+/* A []string as kube-apiserver v1.37's field.Invalid shows one: JSON
+ * (["v2","v3"]). */
 static void go_strings(const json_t *arr, char *out, size_t n)
 {
-    size_t o = (size_t)snprintf(out, n, "[]string{");
-    size_t i;
-    json_t *v;
-    json_array_foreach(arr, i, v)
-        if (o < n)
-            o += (size_t)snprintf(out + o, n - o, "%s\"%s\"", i ? ", " : "",
-                                  json_is_string(v) ? json_string_value(v) : "");
-    if (o < n)
-        snprintf(out + o, n - o, "}");
+    char *text = json_dumps(arr, JSON_COMPACT | JSON_ENCODE_ANY);
+    snprintf(out, n, "%s", text ? text : "[]");
+    free(text);
 }
 
 int luna_ds_conversion_validate_crd(const json_t *crd, luna_ds_status *st)

@@ -39,6 +39,7 @@
 #include <stdbool.h>
 
 #include "devserver/devserver_status.h"
+#include "devserver/devserver_store.h"
 #include "devserver/devserver_types.h"
 
 typedef struct luna_ds luna_ds;
@@ -49,6 +50,12 @@ typedef struct luna_ds_conversion {
     json_t *answers;            /* its answered conversions, key -> object (borrowed) or NULL */
     json_t *wanted;             /* this pass's unanswered ones (owned) or NULL */
     const luna_ds_type *want;   /* the request's type: what a write answers in */
+    /* A GET of one stored object being converted ("" when not): its
+     * storage key and revision, which kube's error names (a conversion
+     * failing as the object is read from storage is its storage layer's
+     * "corrupt object", answered as an InternalError). */
+    char read_key[720];
+    unsigned long long read_rv;
 } luna_ds_conversion;
 
 /* kube's default (and only) timeout of a conversion webhook call. */
@@ -62,6 +69,9 @@ int luna_ds_convert(luna_ds *ds, json_t **doc, const luna_ds_type *from, const l
 /* Right before a write stores doc (in storage type s): records the
  * conversion of what it stores back to the request's version. */
 void luna_ds_convert_before_store(luna_ds *ds, const json_t *doc, const luna_ds_type *s);
+/* The object a GET of one object reads from storage (o in type t's
+ * storage), for the error of a conversion that fails on it. */
+void luna_ds_convert_reading(luna_ds *ds, const luna_ds_type *t, const luna_ds_obj *o);
 /* Whether this pass recorded unanswered conversions (nothing is stored). */
 bool luna_ds_conversion_pending(const luna_ds *ds);
 

@@ -151,6 +151,7 @@ void luna_ds_verbs_get(luna_ds *ds, const luna_ds_request *req, luna_ds_type *t,
         return;
     }
     /* kube converts after the object is read: a 404 comes first */
+    luna_ds_convert_reading(ds, t, o);
     if (out.as == LUNA_DS_AS_PARTIAL_LIST) {
         luna_ds_negotiate_mismatch(t, false, &st);
         luna_ds_reply_status(resp, &st);

@@ -162,8 +162,8 @@ static json_t *spec_part(const json_t *doc, bool drop_status)
 /* The object's key in kube-apiserver's etcd (default --etcd-prefix), as
  * its storage layer's errors quote it: the resource, or the special
  * prefixes kube compiles in; a custom resource's group first. */
-static void storage_key(char *out, size_t n, const luna_ds_type *t, const char *ns,
-                        const char *name)
+void luna_ds_storage_key(char *out, size_t n, const luna_ds_type *t, const char *ns,
+                         const char *name)
 {
     static const char *const special[][2] = {
         { "replicationcontrollers", "controllers" }, { "endpoints", "services/endpoints" },
@@ -187,7 +187,7 @@ static int uid_precondition_failed(luna_ds_status *st, const luna_ds_type *t, co
                                    const char *name, const char *want, const char *have)
 {
     char key[700];
-    storage_key(key, sizeof key, t, ns, name);
+    luna_ds_storage_key(key, sizeof key, t, ns, name);
     luna_ds_status_conflict(st, t->group, t->resource, name, "");
     snprintf(st->message + strlen(st->message), sizeof st->message - strlen(st->message),
              "StorageError: invalid object, Code: 4, Key: %s, ResourceVersion: 0, "

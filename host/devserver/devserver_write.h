@@ -57,6 +57,10 @@ struct luna_ds_write_hooks {
  * runs the write hooks, and returns a new reference to the key's current
  * object (after the hooks' own writes), or for DELETED to the deleted
  * state. */
+/* The object's etcd key as kube-apiserver's storage layer names it in its
+ * errors ("/registry/GROUP/RESOURCE/NS/NAME", kube's resource prefixes). */
+void luna_ds_storage_key(char *out, size_t n, const luna_ds_type *t, const char *ns,
+                         const char *name);
 luna_ds_obj *luna_ds_write_store(luna_ds *ds, luna_ds_type *t, enum luna_ds_event_type type, json_t *doc);
 
 /* Removes cur for good (a DELETED event at a new RV), then runs the

@@ -1021,6 +1021,35 @@ function Env:_review(req)
   return { apiVersion = "admission.k8s.io/v1", kind = "AdmissionReview", request = r }
 end
 
+-- Under --kube: the object (a copy) in the test's namespace where it says
+-- "default", as the kit's writes send it, so what a webhook reads from
+-- the caches (filled from that namespace) matches.
+function Env:_alias_object(obj)
+  local ns = testing.kube and testing._ns
+  if not ns or type(obj) ~= "table" or type(obj.metadata) ~= "table" or
+     obj.metadata.namespace ~= "default" then
+    return obj
+  end
+  local copy = {}
+  for k, v in pairs(obj) do copy[k] = v end
+  copy.metadata = {}
+  for k, v in pairs(obj.metadata) do copy.metadata[k] = v end
+  copy.metadata.namespace = ns
+  return setmetatable(copy, getmetatable(obj))
+end
+
+function Env:_alias_review(review)
+  local ns = testing.kube and testing._ns
+  local r = review.request
+  if not ns or type(r) ~= "table" then return review end
+  local copy = {}
+  for k, v in pairs(r) do copy[k] = v end
+  if copy.namespace == "default" then copy.namespace = ns end
+  copy.object = self:_alias_object(copy.object)
+  copy.oldObject = self:_alias_object(copy.oldObject)
+  return { apiVersion = review.apiVersion, kind = review.kind, request = copy }
+end
+
 -- Calls one webhook directly, as the API server would (the runtime's own
 -- webhook server handler: the same sandbox, guard, failure policy, shadow):
 -- webhook is its name ("widgets.default.example.com") or its path
@@ -1034,6 +1063,7 @@ function Env:admit(webhook, request)
   end
   local ok, review = pcall(self._review, self, request)
   if not ok then error(review, 2) end
+  review = self:_alias_review(review)
   local body = assert(json.encode(review))
   local paths = webhook:sub(1, 1) == "/" and { webhook } or { "/validate/" .. webhook, "/mutate/" .. webhook }
   local ans
@@ -1052,7 +1082,8 @@ function Env:admit(webhook, request)
   if ans.status ~= 200 then
     error(("admit %s: HTTP %d: %s"):format(webhook, ans.status, tostring(ans.body):gsub("%s+$", "")), 2)
   end
-  local answered = json.decode(ans.body)
+  local answered = self:_unalias(json.decode(ans.body))
+  review = self:_unalias(review)
   local resp = answered.response
   local st = type(resp.status) == "table" and resp.status or {}
   local r = review.request
@@ -1087,7 +1118,7 @@ function Env:convert(crd, objects, api_version)
     error("convert: api_version is the group/version wanted (e.g. example.com/v1)", 2)
   end
   local list = json.array()
-  for i, o in ipairs(objects) do list[i] = o end
+  for i, o in ipairs(objects) do list[i] = self:_alias_object(o) end
   uid_serial = uid_serial + 1
   local uid = ("luna-test-%d-%d"):format(self.pid, uid_serial)
   local review = { apiVersion = "apiextensions.k8s.io/v1", kind = "ConversionReview",
@@ -1107,7 +1138,7 @@ function Env:convert(crd, objects, api_version)
   if ans.status ~= 200 then
     error(("convert %s: HTTP %d: %s"):format(crd, ans.status, tostring(ans.body):gsub("%s+$", "")), 2)
   end
-  local answered = json.decode(ans.body)
+  local answered = self:_unalias(json.decode(ans.body))
   local resp = answered.response or {}
   local result = type(resp.result) == "table" and resp.result or {}
   return { ok = result.status == "Success", message = result.message, uid = resp.uid,

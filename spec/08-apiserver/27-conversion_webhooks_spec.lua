@@ -203,7 +203,15 @@ describe("conversion webhooks", function()
     assert.equal("Status", st.kind)
     assert.equal("Failure", st.status)
     assert.equal(500, st.code)
-    return group, alpha, v1, st.message
+    -- read from storage: the storage layer's "corrupt object", naming the
+    -- key and the revision, as an InternalError
+    local prefix = ("Internal error occurred: StorageError: corrupt object, Code: 7, Key: " ..
+                    "/%s/widgets/%s/w1, ResourceVersion: 0, AdditionalErrorMsg: object not " ..
+                    "decodable revision=%s: "):format(group, srv.ns, body.metadata.resourceVersion)
+    assert.equal("InternalError", st.reason)
+    assert.equal(prefix, st.message:sub(1, #prefix))
+    assert.equal(st.message:sub(#"Internal error occurred: " + 1), st.details.causes[1].message)
+    return group, alpha, v1, st.message:sub(#prefix + 1)
   end
 
   it("answers the webhook's Failure as kube does, storing nothing", function()
@@ -262,7 +270,7 @@ describe("conversion webhooks", function()
     code, st = srv:request("POST", CRDS, crd_doc(g, conv))
     assert.equal(422, code)
     assert.equal('CustomResourceDefinition.apiextensions.k8s.io "widgets.' .. g .. '" is invalid: ' ..
-                 'spec.conversion.conversionReviewVersions: Invalid value: []string{"v2"}: must ' ..
+                 'spec.conversion.conversionReviewVersions: Invalid value: ["v2"]: must ' ..
                  "include at least one of v1, v1beta1", st.message)
     code, st = srv:request("POST", CRDS, crd_doc(g, { strategy = "Sideways" }))
     assert.equal(422, code)
