@@ -120,7 +120,7 @@ enum luna_webhook_result luna_webhook_call(lua_State *L, int i, const char *body
                                         .account = luna_loader_webhook_account(L, i) };
     struct luna_watchdog_guard g = { .what = "webhook", .owner = name, .limits = &lim };
     double t0 = luna_clock_now(luna_clock_monotonic());
-    int rc = luna_watchdog_pcall(L, 2, 1, top + 1, &g);
+    int rc = luna_watchdog_pcall(L, 2, 2, top + 1, &g);
     /* the dispatch slice counts it: after a long call the reconciles
      * give the loop a breather, as after a long reconcile */
     luna_controller_charge(luna_clock_now(luna_clock_monotonic()) - t0);
@@ -138,7 +138,13 @@ enum luna_webhook_result luna_webhook_call(lua_State *L, int i, const char *body
             lua_gc(L, LUA_GCCOLLECT, 0);
         return g.stop != LUNA_WATCHDOG_RUNNING ? LUNA_WEBHOOK_STOPPED : LUNA_WEBHOOK_ERROR;
     }
-    bool ok = lua_istable(L, -1) && read_answer(L, lua_gettop(L), out);
+    if (lua_isnil(L, -2) && lua_type(L, -1) == LUA_TSTRING) {
+        /* serve's nil, message: the body does not decode */
+        snprintf(why, why_size, "%s", lua_tostring(L, -1));
+        lua_settop(L, top);
+        return LUNA_WEBHOOK_MALFORMED;
+    }
+    bool ok = lua_istable(L, -2) && read_answer(L, lua_gettop(L) - 1, out);
     lua_settop(L, top);
     if (!ok) {
         luna_webhook_answer_free(out);

@@ -13,7 +13,10 @@
  * a margin, webhook_server.h): a webhook function cannot yield, so the API
  * server's answer never waits on the loop.  An error, a wrong answer shape
  * or a stop comes back as LUNA_WEBHOOK_ERROR or LUNA_WEBHOOK_STOPPED with
- * the reason; the caller answers by the failure policy.
+ * the reason; the caller answers by the failure policy.  A body that does
+ * not decode comes back as LUNA_WEBHOOK_MALFORMED with the decoder's
+ * message (the server checks only the envelope's fields before the call,
+ * so the body is parsed once, here).
  *
  * Ownership: info's strings are borrowed from the state (valid while the
  * reload lives); an answer's strings are malloc'd, freed with
@@ -36,7 +39,8 @@ int luna_webhook_find(lua_State *L, const char *path, struct luna_webhook_info *
 int luna_webhook_info(lua_State *L, int i, struct luna_webhook_info *info);
 
 /* Runs AdmissionReview body (its envelope already checked) through webhook
- * i under a guard of `seconds`; fills out (OK) or why (ERROR, STOPPED). */
+ * i under a guard of `seconds`; fills out (OK) or why (ERROR, STOPPED,
+ * MALFORMED). */
 enum luna_webhook_result luna_webhook_call(lua_State *L, int i, const char *body, size_t len,
                                            double seconds, struct luna_webhook_answer *out,
                                            char *why, size_t why_size);

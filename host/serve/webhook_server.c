@@ -174,7 +174,19 @@ static int serve(void *ud, const char *path, const char *body, size_t len,
     luna_error err = { 0 };
     char apiv[128], kind[64], uid[256], op[32];
     int status = 0;
-    if (luna_json_parse(body, len, NULL, no_events, NULL, &err) < 0)
+    /* The envelope's fields are looked up where they are (the lookups stop
+     * there); the whole body is parsed once, by the call's decode, which
+     * answers MALFORMED below.  Only a refused envelope is parsed here, so
+     * a body that is not JSON is called malformed rather than missing a
+     * field. */
+    bool envelope = lookup_string(body, len, "apiVersion", apiv, sizeof apiv) &&
+                    strcmp(apiv, LUNA_WEBHOOK_API_VERSION) == 0 &&
+                    lookup_string(body, len, "kind", kind, sizeof kind) &&
+                    strcmp(kind, "AdmissionReview") == 0 &&
+                    lookup_string(body, len, "request.uid", uid, sizeof uid) && uid[0];
+    if (envelope)
+        ;
+    else if (luna_json_parse(body, len, NULL, no_events, NULL, &err) < 0)
         status = bad_request(out, ctype, "malformed AdmissionReview: %s", err.msg);
     else if (!lookup_string(body, len, "apiVersion", apiv, sizeof apiv) ||
              strcmp(apiv, LUNA_WEBHOOK_API_VERSION) != 0)
@@ -204,6 +216,14 @@ static int serve(void *ud, const char *path, const char *body, size_t len,
                                                luna_webhook_budget(info.timeout_seconds), &a,
                                                why, sizeof why);
     double took = luna_clock_now(luna_clock_monotonic()) - start;
+    if (r == LUNA_WEBHOOK_MALFORMED) {
+        status = bad_request(out, ctype, "malformed AdmissionReview: %s", why);
+        luna_info("webhook request refused", "webhook", info.name, "path", path,
+                  LUNA_LOG_NUM("status"), "400", "error", why);
+        in_flight(s, path, -1);
+        count(s, path, status, took);
+        return status;
+    }
     char took_s[32];
     snprintf(took_s, sizeof took_s, "%.6f", took);
     if (r != LUNA_WEBHOOK_OK) {

@@ -55,7 +55,11 @@ struct luna_webhook_info {
     double timeout_seconds;           /* 1..30 */
 };
 
-enum luna_webhook_result { LUNA_WEBHOOK_OK, LUNA_WEBHOOK_ERROR, LUNA_WEBHOOK_STOPPED };
+/* MALFORMED: the body is not JSON past the envelope the server checked
+ * (the call decodes it whole; the server answers 400, as for a body whose
+ * envelope is not JSON). */
+enum luna_webhook_result { LUNA_WEBHOOK_OK, LUNA_WEBHOOK_ERROR, LUNA_WEBHOOK_STOPPED,
+                           LUNA_WEBHOOK_MALFORMED };
 
 struct luna_webhook_answer {
     bool allowed;
@@ -73,7 +77,8 @@ struct luna_webhook_calls {
      * until call returns), or 0. */
     int (*find)(void *ud, const char *path, struct luna_webhook_info *info);
     /* Runs webhook h on body within `seconds`; fills answer (OK; the
-     * server frees it with luna_webhook_answer_free) or why. */
+     * server frees it with luna_webhook_answer_free) or why (the decoder's
+     * message for MALFORMED). */
     enum luna_webhook_result (*call)(void *ud, int h, const char *body, size_t len,
                                      double seconds, struct luna_webhook_answer *answer,
                                      char *why, size_t why_size);

@@ -514,14 +514,17 @@ local function answer_of(d, a, b)
   return out
 end
 
--- Runs the AdmissionReview (body, checked by the host: apiVersion, kind,
--- request.uid) through d's function.  Returns { allowed, message, code,
--- reason, warnings, patch (JSON text of the operations, or nil), ops }.
+-- Runs the AdmissionReview (body, its envelope checked by the host:
+-- apiVersion, kind, request.uid) through d's function.  Returns { allowed,
+-- message, code, reason, warnings, patch (JSON text of the operations, or
+-- nil), ops }, or nil and the decoder's message when the body is not JSON
+-- (the host answers 400: this is the one parse of the whole body).
 -- Raises (the host answers by failure_policy) when the function does or
 -- returns something that is not an answer.
 function M.serve(d, body)
   local review, err = json.decode(body)
-  if not review then error(tostring(err), 0) end
+  if not review then return nil, tostring(err) end
+  if type(review.request) ~= "table" then return nil, "request is not an object" end
   local req = request_of(review.request)
   if d.type == "validating" then
     return answer_of(d, d.fn(req))
