@@ -282,10 +282,12 @@ bench: all $(addprefix build/bench/,$(BENCHES))
 	  LUNA_BUILD=build luajit $$b || exit 1; done
 
 # luna against a client-go and a controller-runtime controller doing the
-# same work (bench/peers/, built from Go modules into ~/.cache/luna-peers by
+# same work, then luna's admission webhooks against controller-runtime's
+# (bench/peers/, built from Go modules into ~/.cache/luna-peers by
 # bench/peers/build.sh; docs/performance.md): the dev server first, then the
 # cluster in KUBECONFIG if set, else the control plane `make kube` built if
-# it is there.  BENCH_PEERS_ARGS passes options, e.g. objects=5000 rounds=1;
+# it is there.  BENCH_PEERS_ARGS passes options, e.g. objects=5000 rounds=1
+# or phases=webhook;
 # a real API server takes writes ~10x slower than the dev server, so the
 # second pass writes less (BENCH_PEERS_KUBE_ARGS, added after them).
 BENCH_PEERS_ARGS ?=

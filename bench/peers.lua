@@ -7,6 +7,7 @@
 --
 --   LUNA_BUILD=build luajit bench/peers.lua [objects=20000] [items=10000]
 --       [rounds=3] [watch=20000] [rate=5000] [seconds=5] [warmup=1] [workers=4]
+--       [wrate=1000] [wseconds=10] [churn=500] [wconns=4] [phases=all|peers|webhook]
 --
 -- Against the cluster in KUBECONFIG when it is set (the objects are created
 -- in a fresh namespace; the relist phase needs the dev server's faults and
@@ -17,7 +18,11 @@
 --   bench ratio_client_go dispatch=… rss=… sync=… relist_rss=… watch=…
 --         p50=… p99=… status_cpu=…
 --   bench ratio_controller_runtime …
--- each value luna's median divided by the peer's.
+-- each value luna's median divided by the peer's.  Then the webhook phase
+-- (luna and controller-runtime serving the same admission webhooks, M.WEBHOOKS,
+-- at `wrate` requests/s while `churn` ConfigMap writes/s keep their
+-- controllers reconciling): `bench webhook_run …`, `bench webhook_median …`
+-- and one `bench ratio_webhook_… luna/controller-runtime=…` line per figure.
 package.path = "spec/?.lua;" .. package.path
 
 local M = {}
@@ -57,12 +62,13 @@ local function fmt(x)
 end
 M.fmt = fmt
 
--- runs: { [subject] = { {key=value,...}, ... } } → medians per subject.
-function M.medians(runs)
+-- runs: { [subject] = { {key=value,...}, ... } } → medians per subject, of
+-- keys (default M.KEYS).
+function M.medians(runs, keys)
   local out = {}
   for subject, list in pairs(runs) do
     local m = {}
-    for _, k in ipairs(M.KEYS) do
+    for _, k in ipairs(keys or M.KEYS) do
       local vals = {}
       for _, r in ipairs(list) do
         if r[k[1]] then vals[#vals + 1] = r[k[1]] end
@@ -87,12 +93,98 @@ function M.ratio_line(peer, luna_m, peer_m)
   return table.concat(parts, " ")
 end
 
-function M.run_line(kind, subject, round, r)
+function M.run_line(kind, subject, round, r, keys)
   local parts = { "bench " .. kind, "subject=" .. subject }
   if round then parts[#parts + 1] = "round=" .. round end
-  for _, k in ipairs(M.KEYS) do parts[#parts + 1] = k[1] .. "=" .. fmt(r[k[1]]) end
+  for _, k in ipairs(keys or M.KEYS) do parts[#parts + 1] = k[1] .. "=" .. fmt(r[k[1]]) end
   return table.concat(parts, " ")
 end
+
+-- The webhook phase (luna and controller-runtime only: client-go has no
+-- webhook server): the keys of a run, in print order.
+M.WEBHOOK_KEYS = {
+  { "requests" },          -- AdmissionReviews counted (after the warm-up)
+  { "rate" },              -- requests/s reached over the counted window
+  { "p50_ms" },            -- due time → answer, nearest rank
+  { "p99_ms" },
+  { "max_ms" },
+  { "cpu_s_per_10k" },     -- the subject's CPU s over the window × 10,000 ÷ requests
+  { "churn_cpu_s_per_10k" }, -- its CPU s over as long a window of the churn alone, same scale
+  { "net_cpu_s_per_10k" }, -- the difference: what the requests cost
+  { "churn_rate" },        -- writes/s the churn reached during the window
+}
+-- The ratio lines (luna's median ÷ controller-runtime's) and issue 25's
+-- targets for them.
+M.WEBHOOK_RATIOS = {
+  { "ratio_webhook_p50", "p50_ms" },
+  { "ratio_webhook_p99", "p99_ms", 0.5 },
+  { "ratio_webhook_max", "max_ms" },
+  { "ratio_webhook_cpu_per_10k", "cpu_s_per_10k", 0.5 },
+  { "ratio_webhook_net_cpu_per_10k", "net_cpu_s_per_10k" },
+}
+
+function M.webhook_ratio_lines(luna_m, peer_m)
+  local out = {}
+  for _, r in ipairs(M.WEBHOOK_RATIOS) do
+    local a, b = luna_m[r[2]], peer_m[r[2]]
+    local v = (a and b and b > 0) and a / b or nil
+    local line = "bench " .. r[1] .. " luna/controller-runtime=" .. (v and string.format("%.2f", v) or "-")
+    if r[3] then
+      line = line .. string.format(" target=%.2f met=%s", r[3], v == nil and "-" or (v <= r[3] and "yes" or "no"))
+    end
+    out[#out + 1] = line
+  end
+  return out
+end
+
+-- The admission webhooks luna serves in the webhook phase: the rules of
+-- peer-controller-runtime/webhooks.go, line for line (an empty spec.mode
+-- counts as unset there, as Go's zero value does).
+M.WEBHOOKS = [[
+local luna = require "luna"
+local MAX_SIZE, CLASS = 1000000, "bench.luna.dev/size-class"
+local ITEMS = { { api_groups = { "bench.luna.dev" }, api_versions = { "v1" }, resources = { "items" },
+                  operations = { "CREATE", "UPDATE" } } }
+local function unset(v) return v == nil or v == "" end
+local function check(spec)
+  local size = spec.size
+  if type(size) ~= "number" or size < 0 or size > MAX_SIZE or size % 1 ~= 0 then
+    return "spec.size must be an integer from 0 to 1000000"
+  end
+  if not unset(spec.mode) and spec.mode ~= "fast" and spec.mode ~= "safe" then
+    return "spec.mode must be fast or safe"
+  end
+end
+return luna.webhooks {
+  luna.webhook {
+    name = "items.validate.bench.luna.dev", rules = ITEMS,
+    validate = function(req)
+      if req.operation ~= "CREATE" and req.operation ~= "UPDATE" then return end
+      local spec = req.object.spec or {}
+      local err = check(spec)
+      if err then return false, err end
+      if req.operation == "UPDATE" then
+        local old = req.old_object.spec or {}
+        if not unset(old.mode) and spec.mode ~= old.mode then return false, "spec.mode is immutable" end
+      end
+    end,
+  },
+  luna.webhook {
+    name = "items.default.bench.luna.dev", rules = ITEMS,
+    mutate = function(req, obj)
+      if req.operation == "DELETE" then return end
+      obj.spec = obj.spec or {}
+      local spec = obj.spec
+      if unset(spec.mode) then spec.mode = "safe" end
+      local labels = obj.metadata.labels or {}
+      obj.metadata.labels = labels
+      if labels[CLASS] == nil then
+        labels[CLASS] = type(spec.size) == "number" and spec.size >= 1000 and "large" or "small"
+      end
+    end,
+  },
+}
+]]
 
 -- Parses key=value (value maybe quoted) out of a log line.
 function M.field(line, key)
@@ -205,15 +297,24 @@ local function main()
   local ffi = require("ffi")
   pcall(ffi.cdef, "long sysconf(int name);")
   local opts = { objects = 20000, items = 10000, rounds = 3, watch = 20000, rate = 5000,
-                 seconds = 5, warmup = 1, workers = 4 }
+                 seconds = 5, warmup = 1, workers = 4,
+                 wrate = 1000, wseconds = 10, churn = 500, wconns = 4 }
+  local phases = { peers = true, webhook = true }
   for _, a in ipairs(arg) do
     local k, v = a:match("^(%w+)=(%d+)$")
-    if not k or opts[k] == nil or tonumber(v) <= 0 then
+    local p = a:match("^phases=(%a+)$")
+    if p == "peers" or p == "webhook" then
+      phases = { [p] = true }
+    elseif p == "all" then
+      phases = { peers = true, webhook = true }
+    elseif not k or opts[k] == nil or tonumber(v) <= 0 then
       io.stderr:write("bench/peers.lua: bad argument " .. a .. " (known: objects items rounds watch " ..
-        "rate seconds warmup workers, each a positive integer)\n")
+        "rate seconds warmup workers wrate wseconds churn wconns, each a positive integer; " ..
+        "phases=all|peers|webhook)\n")
       os.exit(2)
+    else
+      opts[k] = tonumber(v)
     end
-    opts[k] = tonumber(v)
   end
 
   -- the peers: built (or found) in their cache
@@ -248,11 +349,13 @@ local function main()
   local server
   if kubeconfig and kubeconfig ~= "" then
     ns = "peers-" .. os.time()
-    local o, c = helpers.run(("%s create %s %d %d 2>&1"):format(load, ns, opts.objects, opts.items))
+    local o, c = helpers.run(("%s create %s %d %d 2>&1"):format(load, ns, opts.objects,
+      phases.peers and opts.items or 0))
     if c ~= 0 then io.stderr:write(o); os.exit(1) end
   else
     helpers.write_file(dir .. "/crd.json", M.CRD)
-    helpers.write_file(dir .. "/objects.json", M.seed_objects(ns, opts.objects, opts.items))
+    helpers.write_file(dir .. "/objects.json", M.seed_objects(ns, opts.objects,
+      phases.peers and opts.items or 0))
     server = helpers.spawn({ helpers.luna, "dev-server", "--listen", "127.0.0.1:0", "--admin",
       "--seed", dir .. "/crd.json", "--seed", dir .. "/objects.json" })
     local _, url = server:expect("listening on (http%S+)", 300)
@@ -265,27 +368,63 @@ local function main()
     return o
   end
 
+  -- The webhook phase's certificate: a CA and a serving pair for
+  -- 127.0.0.1, tls.crt and tls.key as both subjects read them.
+  local certs
+  if phases.webhook then
+    certs = dir .. "/certs"
+    os.execute("mkdir -p " .. certs)
+    require("support.certs").make_cert(certs, "tls")
+  end
+
+  -- Mode "webhooks": the configmaps controller and the webhooks; returns
+  -- the process, seconds to synced and (webhooks) the server's base URL.
   local function start(subject, mode, run)
     local penv = { KUBECONFIG = kubeconfig, PEERS_MODE = mode, PEERS_NAMESPACE = ns,
-      PEERS_OBJECTS = tostring(mode == "configmaps" and opts.objects or opts.items),
-      PEERS_RUN = run, PEERS_WORKERS = tostring(opts.workers) }
-    local argv, synced
+      PEERS_OBJECTS = tostring(mode == "status" and opts.items or opts.objects),
+      PEERS_RUN = run, PEERS_WORKERS = tostring(opts.workers), PEERS_WEBHOOK_CERT_DIR = certs }
+    local argv, want
     if subject == "luna" then
-      local ctl = dir .. "/ctl-" .. run
+      local ctl = dir .. "/ctl-" .. run .. "-" .. mode
       os.execute("mkdir -p " .. ctl)
-      helpers.write_file(ctl .. "/peers.lua", M.controller(mode, ns,
-        mode == "configmaps" and opts.objects or opts.items, opts.workers, run))
+      helpers.write_file(ctl .. "/peers.lua", M.controller(mode == "status" and "status" or "configmaps",
+        ns, mode == "status" and opts.items or opts.objects, opts.workers, run))
       argv = { helpers.luna, "run", "--kubeconfig", kubeconfig, "--metrics-bind-address=0",
-               "--health-probe-bind-address=0", ctl }
-      synced = "caches synced"
+               "--health-probe-bind-address=0" }
+      want = { "caches synced" }
+      if mode == "webhooks" then
+        helpers.write_file(ctl .. "/webhooks.lua", M.WEBHOOKS)
+        argv[#argv + 1] = "--webhook-bind-address=127.0.0.1:0"
+        argv[#argv + 1] = "--webhook-cert-path=" .. certs
+        want[2] = "webhook server listening.*address=\"?([%d.:]+)"
+      end
+      argv[#argv + 1] = ctl
     else
       argv = { bin .. "/peer-" .. subject:gsub("_", "-") }
-      synced = "peer synced"
+      want = { "peer synced" }
+      if mode == "webhooks" then want[2] = "peer webhooks serving port=(%d+)" end
     end
     local t0 = now()
     local p = helpers.spawn(argv, { env = penv })
-    p:expect(synced, 600)
-    return p, now() - t0
+    -- the lines come in either order
+    local seen, url, n, sync_s = {}, nil, 0, nil
+    while n < #want do
+      local line = p:read_line(math.max(0, t0 + 600 - now()))
+      if not line then
+        error(("%s: no %q within 600 s; output:\n%s"):format(subject, want[n + 1], table.concat(p.out, "\n")))
+      end
+      for i, pat in ipairs(want) do
+        if not seen[i] and line:find(pat) then
+          seen[i], n = true, n + 1
+          if i == 1 then sync_s = now() - t0 end
+          if i == 2 then
+            local addr = line:match(pat)
+            url = "https://" .. (addr:find(":") and addr or "127.0.0.1:" .. addr)
+          end
+        end
+      end
+    end
+    return p, sync_s, url
   end
 
   local function idle(pid)
@@ -353,24 +492,98 @@ local function main()
     return r
   end
 
+  -- Runs argv (a peers-load) to its end while reading what `subject`
+  -- prints (its pipe must not fill while it serves); returns its output.
+  local function run_beside(argv, subject)
+    local lg = helpers.spawn(argv, { env = { KUBECONFIG = kubeconfig } })
+    while lg.fd >= 0 do
+      lg:read_line(0.05)
+      if subject then
+        subject:_fill(0)
+        subject.buf = subject.buf:match("[^\n]*$")
+      end
+    end
+    local rc = lg:wait(60)
+    local out = table.concat(lg.out, "\n") .. lg.buf
+    if rc ~= 0 then error(table.concat(argv, " ") .. ": exit " .. tostring(rc) .. ": " .. out) end
+    return out
+  end
+
+  -- The webhook phase of one subject: the configmaps controller (initial
+  -- reconciles done, idle), the churn alone for `wseconds` (its CPU), then
+  -- the churn and `wrate` AdmissionReviews/s together.
+  local function measure_webhook(subject, round)
+    local r = {}
+    local tag = ("w%d-%s"):format(round, subject)
+    local p, _, url = start(subject, "webhooks", tag)
+    p:expect("peer dispatched", 600)
+    idle(p.pid)
+    local patch = { load, "patch", ns, tostring(opts.objects), tostring(opts.churn) }
+    local c0, t0 = cpu(p.pid), now()
+    run_beside({ patch[1], patch[2], patch[3], patch[4], patch[5], tostring(opts.wseconds), "0", "4" }, p)
+    local churn_cpu_per_s = (cpu(p.pid) - c0) / (now() - t0)
+    local churn = helpers.spawn({ patch[1], patch[2], patch[3], patch[4], patch[5],
+      tostring(opts.warmup + opts.wseconds), "0", "4" }, { env = { KUBECONFIG = kubeconfig } })
+    local lo = run_beside({ load, "webhook", url, certs .. "/tls-ca.crt", tostring(p.pid),
+      tostring(opts.wrate), tostring(opts.warmup), tostring(opts.wseconds), tostring(opts.wconns) }, p)
+    local line = lo:match("load webhook [^\n]+")
+    if not line or tonumber(M.field(line, "errors")) ~= 0 then error("peers-load webhook: " .. lo) end
+    while churn.fd >= 0 do churn:read_line(0.05); p:_fill(0); p.buf = p.buf:match("[^\n]*$") end
+    assert(churn:wait(60) == 0, "churn: " .. table.concat(churn.out, "\n"))
+    local cl = table.concat(churn.out, "\n")
+    p:stop()
+    r.requests = tonumber(M.field(line, "requests"))
+    r.rate = tonumber(M.field(line, "rate"))
+    r.p50_ms = tonumber(M.field(line, "p50_ms"))
+    r.p99_ms = tonumber(M.field(line, "p99_ms"))
+    r.max_ms = tonumber(M.field(line, "max_ms"))
+    local secs, cpu_s = tonumber(M.field(line, "seconds")), tonumber(M.field(line, "cpu_s"))
+    r.cpu_s_per_10k = cpu_s * 1e4 / r.requests
+    r.churn_cpu_s_per_10k = churn_cpu_per_s * secs * 1e4 / r.requests
+    r.net_cpu_s_per_10k = r.cpu_s_per_10k - r.churn_cpu_s_per_10k
+    r.churn_rate = tonumber(cl:match("write_rate=([%d.]+)"))
+    return r
+  end
+
   print(("bench peers_setup objects=%d items=%d rounds=%d watch=%d rate=%d seconds=%d workers=%d server=%s peers=%s"):format(
     opts.objects, opts.items, opts.rounds, opts.watch, opts.rate, opts.seconds, opts.workers,
     server and "dev-server" or "kubeconfig", bin))
   io.stdout:flush()
-  local runs = { luna = {}, client_go = {}, controller_runtime = {} }
-  for round = 1, opts.rounds do
-    for i = 0, #M.SUBJECTS - 1 do
-      local subject = M.SUBJECTS[(round - 1 + i) % #M.SUBJECTS + 1]
-      local r = measure(subject, round)
-      table.insert(runs[subject], r)
-      print(M.run_line("peers_run", subject, round, r))
-      io.stdout:flush()
+  if phases.peers then
+    local runs = { luna = {}, client_go = {}, controller_runtime = {} }
+    for round = 1, opts.rounds do
+      for i = 0, #M.SUBJECTS - 1 do
+        local subject = M.SUBJECTS[(round - 1 + i) % #M.SUBJECTS + 1]
+        local r = measure(subject, round)
+        table.insert(runs[subject], r)
+        print(M.run_line("peers_run", subject, round, r))
+        io.stdout:flush()
+      end
     end
+    local med = M.medians(runs)
+    for _, subject in ipairs(M.SUBJECTS) do print(M.run_line("peers_median", subject, nil, med[subject])) end
+    print(M.ratio_line("client_go", med.luna, med.client_go))
+    print(M.ratio_line("controller_runtime", med.luna, med.controller_runtime))
   end
-  local med = M.medians(runs)
-  for _, subject in ipairs(M.SUBJECTS) do print(M.run_line("peers_median", subject, nil, med[subject])) end
-  print(M.ratio_line("client_go", med.luna, med.client_go))
-  print(M.ratio_line("controller_runtime", med.luna, med.controller_runtime))
+  if phases.webhook then
+    print(("bench webhook_setup wrate=%d wseconds=%d warmup=%d churn=%d wconns=%d rounds=%d"):format(
+      opts.wrate, opts.wseconds, opts.warmup, opts.churn, opts.wconns, opts.rounds))
+    local runs, subjects = { luna = {}, controller_runtime = {} }, { "luna", "controller_runtime" }
+    for round = 1, opts.rounds do
+      for i = 0, 1 do
+        local subject = subjects[(round - 1 + i) % 2 + 1]
+        local r = measure_webhook(subject, round)
+        table.insert(runs[subject], r)
+        print(M.run_line("webhook_run", subject, round, r, M.WEBHOOK_KEYS))
+        io.stdout:flush()
+      end
+    end
+    local med = M.medians(runs, M.WEBHOOK_KEYS)
+    for _, subject in ipairs(subjects) do
+      print(M.run_line("webhook_median", subject, nil, med[subject], M.WEBHOOK_KEYS))
+    end
+    for _, line in ipairs(M.webhook_ratio_lines(med.luna, med.controller_runtime)) do print(line) end
+  end
   if server then server:stop() else loadgen("delete " .. ns) end
 end
 

@@ -454,7 +454,11 @@ end
 
 -- ---- RFC 6901 / 6902 -------------------------------------------------------
 
-local function escape(p) return (tostring(p):gsub("~", "~0"):gsub("/", "~1")) end
+local function escape(p)
+  p = tostring(p)
+  if not p:find("[~/]") then return p end
+  return (p:gsub("~", "~0"):gsub("/", "~1"))
+end
 
 function M.pointer(parts)
   local out = {}
@@ -496,38 +500,86 @@ local function equal(a, b)
 end
 M.equal = equal
 
-local function diff(a, b, path, ops)
+-- The diff walks both trees on every mutating call, and most of them are
+-- unchanged: a path (parts[1..depth]) is only joined into text when an
+-- operation is emitted, and an object's keys are only sorted (the patch's
+-- order: removals by key, then additions and changes by key) among those
+-- that produced operations, not for every object walked.
+local function text_order(x, y) return tostring(x) < tostring(y) end
+local function segment_order(x, y) return tostring(x[1]) < tostring(y[1]) end
+
+local function path_of(parts, depth)
+  local out = {}
+  for i = 1, depth do out[i] = "/" .. escape(parts[i]) end
+  return table.concat(out)
+end
+
+local function diff(a, b, parts, depth, ops)
   local sa, sb = shape(a), shape(b)
   if sa ~= sb or sa == "scalar" then
-    if not equal(a, b) then ops[#ops + 1] = { op = "replace", path = path, value = b } end
+    if sa ~= sb or a ~= b then ops[#ops + 1] = { op = "replace", path = path_of(parts, depth), value = b } end
     return
   end
+  local d = depth + 1
   if sa == "object" then
-    local ka, kb = sorted_keys(a), sorted_keys(b)
-    for _, k in ipairs(ka) do
-      if b[k] == nil then ops[#ops + 1] = { op = "remove", path = path .. "/" .. escape(k) } end
+    local removed
+    for k in next, a do
+      if b[k] == nil then removed = removed or {}; removed[#removed + 1] = k end
     end
-    for _, k in ipairs(kb) do
-      local p = path .. "/" .. escape(k)
-      if a[k] == nil then
-        ops[#ops + 1] = { op = "add", path = p, value = b[k] }
-      else
-        diff(a[k], b[k], p, ops)
+    if removed then
+      table.sort(removed, text_order)
+      for _, k in ipairs(removed) do
+        parts[d] = k
+        ops[#ops + 1] = { op = "remove", path = path_of(parts, d) }
       end
     end
+    local base, segments = #ops, nil
+    for k, y in next, b do
+      local first = #ops + 1
+      local x = a[k]
+      parts[d] = k
+      if x == nil then
+        ops[first] = { op = "add", path = path_of(parts, d), value = y }
+      else
+        diff(x, y, parts, d, ops)
+      end
+      if #ops >= first then
+        segments = segments or {}
+        segments[#segments + 1] = { k, first, #ops }
+      end
+    end
+    if segments and #segments > 1 then
+      table.sort(segments, segment_order)
+      local moved = {}
+      for _, seg in ipairs(segments) do
+        for i = seg[2], seg[3] do moved[#moved + 1] = ops[i] end
+      end
+      for i = 1, #moved do ops[base + i] = moved[i] end
+    end
+    parts[d] = nil
     return
   end
   local n, m = #a, #b
-  for i = 1, math.min(n, m) do diff(a[i], b[i], path .. "/" .. (i - 1), ops) end
-  for i = n + 1, m do ops[#ops + 1] = { op = "add", path = path .. "/" .. (i - 1), value = b[i] } end
+  for i = 1, math.min(n, m) do
+    parts[d] = i - 1
+    diff(a[i], b[i], parts, d, ops)
+  end
+  for i = n + 1, m do
+    parts[d] = i - 1
+    ops[#ops + 1] = { op = "add", path = path_of(parts, d), value = b[i] }
+  end
   -- from the end, so each index is still the element it names
-  for i = n, m + 1, -1 do ops[#ops + 1] = { op = "remove", path = path .. "/" .. (i - 1) } end
+  for i = n, m + 1, -1 do
+    parts[d] = i - 1
+    ops[#ops + 1] = { op = "remove", path = path_of(parts, d) }
+  end
+  parts[d] = nil
 end
 
 -- The operations turning a into b (a list; empty when they are equal).
 function M.diff(a, b)
   local ops = json.array()
-  diff(a, b, "", ops)
+  diff(a, b, {}, 0, ops)
   return ops
 end
 

@@ -64,7 +64,7 @@ describe("bench/peers.lua end to end", function()
       return
     end
     local out, rc = helpers.run("env -u LD_PRELOAD -u ASAN_OPTIONS -u KUBECONFIG LUNA_BUILD=" ..
-      helpers.build .. " luajit bench/peers.lua objects=60 items=20 rounds=1 watch=100 rate=100 " ..
+      helpers.build .. " luajit bench/peers.lua phases=peers objects=60 items=20 rounds=1 watch=100 rate=100 " ..
       "seconds=1 warmup=1 2>&1")
     assert.equal(0, rc, out)
     local runs, medians, ratios = {}, {}, {}

@@ -27,6 +27,32 @@ describe("webhook JSON patch diff", function()
     assert.same({ "remove /d", "replace /a", "remove /b/c", "add /b/e", "add /f" }, seen)
   end)
 
+  it("orders the patch by key at every level whatever the tables' order", function()
+    -- 40 keys (hash order is not key order): every 3rd removed, every 5th
+    -- changed (nested), every 7th added
+    local a, b, want_rm, want_rest = {}, {}, {}, {}
+    for i = 1, 40 do
+      local k = ("k%02d"):format(i)
+      if i % 3 == 0 then a[k] = i
+      else
+        a[k] = { v = i, w = "same" }
+        b[k] = { v = i % 5 == 0 and -i or i, w = "same" }
+      end
+      if i % 7 == 0 then b["n" .. k] = i end
+    end
+    for i = 1, 40 do
+      local k = ("k%02d"):format(i)
+      if i % 3 == 0 then want_rm[#want_rm + 1] = "remove /" .. k
+      elseif i % 5 == 0 then want_rest[#want_rest + 1] = "replace /" .. k .. "/v" end
+    end
+    for i = 7, 40, 7 do want_rest[#want_rest + 1] = ("add /nk%02d"):format(i) end
+    table.sort(want_rest, function(x, y) return x:match("/(%w+)") < y:match("/(%w+)") end)
+    local seen = {}
+    for _, op in ipairs(roundtrip(json.encode(a), json.encode(b))) do seen[#seen + 1] = op.op .. " " .. op.path end
+    for _, x in ipairs(want_rest) do want_rm[#want_rm + 1] = x end
+    assert.same(want_rm, seen)
+  end)
+
   it("escapes '/' and '~' in keys", function()
     local ops = roundtrip('{"metadata":{"labels":{"example.com/x":"1","a~b":"2"}}}',
                           '{"metadata":{"labels":{"example.com/x":"9","a~b/c":"3"}}}')

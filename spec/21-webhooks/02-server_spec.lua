@@ -180,6 +180,17 @@ describe("webhook server", function()
     local status, body = post(addr, ca1, "/validate/cm.validate.example.com", '{"apiVersion":')
     assert.equal(400, status)
     assert.truthy(body:find("malformed AdmissionReview", 1, true), body)
+    -- the envelope right, the rest not JSON: the call's decode says so
+    for _, bad in ipairs({
+      '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","object":{"a":',
+      '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}} trailing',
+      '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","object":{"a":"\xff"}}}',
+    }) do
+      status, body = post(addr, ca1, "/validate/cm.validate.example.com", bad)
+      assert.equal(400, status, bad)
+      assert.truthy(body:find("malformed AdmissionReview", 1, true), body)
+    end
+    proc:expect("webhook request refused.*status=400", 5)
     status, body = post(addr, ca1, "/validate/cm.validate.example.com",
       '{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"x"}}')
     assert.equal(400, status)

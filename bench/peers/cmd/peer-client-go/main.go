@@ -31,6 +31,9 @@ var items = schema.GroupVersionResource{Group: "bench.luna.dev", Version: "v1", 
 
 func main() {
 	o, cfg := peer.Load()
+	if o.Mode == "webhooks" {
+		peer.Die("client-go has no webhook server: the webhooks mode is peer-controller-runtime's")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	stats := peer.NewStats(o.Objects)

@@ -3,13 +3,15 @@
 // whose cache covers PEERS_NAMESPACE, a controller For ConfigMaps (typed) or
 // Items (unstructured, cached, with GenerationChangedPredicate) with
 // MaxConcurrentReconciles = PEERS_WORKERS, and a reconciler that reads
-// through the manager's cached client.  Metrics and probes are off, as they
+// through the manager's cached client.  PEERS_MODE=webhooks adds admission
+// webhooks for Items to the configmaps controller (webhooks.go).  Metrics and probes are off, as they
 // are for luna and the client-go peer.  What a reconcile does and the lines
 // it prints are internal/peer's contract.
 package main
 
 import (
 	"context"
+	"os"
 	"strings"
 	"time"
 
@@ -81,19 +83,24 @@ func main() {
 	o, cfg := peer.Load()
 	ctrl.SetLogger(logr.Discard())
 	ctx := ctrl.SetupSignalHandler()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mopts := ctrl.Options{
 		Metrics:                server.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}},
 		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-	})
+	}
+	var port int
+	if o.Mode == "webhooks" {
+		mopts.WebhookServer, port = webhookServer(os.Getenv("PEERS_WEBHOOK_CERT_DIR"))
+	}
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		peer.Die("manager: %v", err)
 	}
 	stats := peer.NewStats(o.Objects)
 	opts := controller.Options{MaxConcurrentReconciles: o.Workers}
 	var watched client.Object
-	if o.Mode == "configmaps" {
+	if o.Mode == "configmaps" || o.Mode == "webhooks" {
 		watched = &corev1.ConfigMap{}
 		err = ctrl.NewControllerManagedBy(mgr).For(watched).WithOptions(opts).
 			Complete(&configMaps{mgr.GetClient(), stats})
@@ -123,6 +130,9 @@ func main() {
 		}
 		peer.Synced()
 	}()
+	if o.Mode == "webhooks" {
+		go announceServing(ctx, mgr.GetWebhookServer(), port)
+	}
 	if err := mgr.Start(ctx); err != nil {
 		peer.Die("manager: %v", err)
 	}

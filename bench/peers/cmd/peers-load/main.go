@@ -25,6 +25,8 @@
 //	    and ITEMS Items item-NNNNNN, as bench/peers.lua seeds the dev server.
 //	peers-load delete NS
 //	    deletes namespace NS (and so what create made in it).
+//	peers-load webhook URL CA PID RATE WARMUP SECONDS CONNS
+//	    admission requests to a webhook server (webhook.go says which and how).
 package main
 
 import (
@@ -227,7 +229,11 @@ func item(ns string, i int64) string {
 
 func main() {
 	if len(os.Args) < 2 {
-		die("usage: peers-load patch|mark|relist|faults|create|delete ARGS (see the source's comment)")
+		die("usage: peers-load patch|mark|relist|faults|create|delete|webhook ARGS (see the source's comment)")
+	}
+	if a := os.Args[2:]; os.Args[1] == "webhook" && len(a) == 7 {
+		webhookLoad(a[0], a[1], a[2], num(a[3]), num(a[4]), num(a[5]), num(a[6]))
+		return
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 	if err != nil {
@@ -254,6 +260,6 @@ func main() {
 	case os.Args[1] == "create" && len(a) == 3:
 		create(a[0], num(a[1]), num(a[2]))
 	default:
-		die("usage: peers-load patch|mark|relist|faults|create|delete ARGS (see the source's comment)")
+		die("usage: peers-load patch|mark|relist|faults|create|delete|webhook ARGS (see the source's comment)")
 	}
 }

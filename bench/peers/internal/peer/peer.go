@@ -6,8 +6,11 @@
 // Environment:
 //
 //	KUBECONFIG        the cluster (required)
-//	PEERS_MODE        configmaps (a trivial reconcile: one lister get) or
-//	                  status (one status write per reconcile, on Items)
+//	PEERS_MODE        configmaps (a trivial reconcile: one lister get),
+//	                  status (one status write per reconcile, on Items) or
+//	                  webhooks (configmaps, and admission webhooks for Items:
+//	                  the peer-controller-runtime only, webhooks.go)
+//	PEERS_WEBHOOK_CERT_DIR  webhooks mode: tls.crt and tls.key to serve with
 //	PEERS_NAMESPACE   the namespace watched
 //	PEERS_OBJECTS     the objects the initial reconciles cover (cm-* or item-*)
 //	PEERS_RUN         this run's token, written to status.run (status mode)
@@ -24,6 +27,8 @@
 //	                                                  data.seq not "0": the latencies
 //	                                                  since the last one
 //	peer status writes=N seconds=S cpu_s=C            the N-th status write ended
+//	peer webhooks serving port=P                      webhooks mode: the server
+//	                                                  answers TLS on 127.0.0.1:P
 //
 // seconds are wall-clock, from the first reconcile's start; cpu_s is this
 // process's CPU time (user + system, every thread) over the same span.
@@ -56,8 +61,8 @@ type Options struct {
 func Load() (Options, *rest.Config) {
 	o := Options{Mode: os.Getenv("PEERS_MODE"), Namespace: os.Getenv("PEERS_NAMESPACE"),
 		Run: os.Getenv("PEERS_RUN"), Workers: 4}
-	if o.Mode != "configmaps" && o.Mode != "status" {
-		Die("PEERS_MODE must be configmaps or status, not %q", o.Mode)
+	if o.Mode != "configmaps" && o.Mode != "status" && o.Mode != "webhooks" {
+		Die("PEERS_MODE must be configmaps, status or webhooks, not %q", o.Mode)
 	}
 	if o.Namespace == "" {
 		Die("PEERS_NAMESPACE is not set")
