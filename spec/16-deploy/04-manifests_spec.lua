@@ -217,20 +217,10 @@ describe("the cert-manager component", function()
   -- an overlay beside deploy/ (kustomize refuses one inside its base)
   local cm_dir = dir .. "/cert-manager"
   support.must(("mkdir -p %s"):format(support.quote(cm_dir)))
-  -- configurations as `luna webhooks manifest` prints them, to be annotated
-  helpers.write_file(cm_dir .. "/webhooks.yaml", [[
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata:
-  name: luna
-webhooks: []
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
-metadata:
-  name: luna
-webhooks: []
-]])
+  -- the configurations as docs/deploy.md says to make them, to be annotated
+  local manifest = assert(io.popen("env -u LD_PRELOAD " .. helpers.luna ..
+    " webhooks manifest --only admission controllers 2>&1")):read("*a")
+  helpers.write_file(cm_dir .. "/webhooks.yaml", manifest)
   helpers.write_file(cm_dir .. "/kustomization.yaml",
     "resources:\n- ../deploy\n- webhooks.yaml\ncomponents:\n- ../deploy/components/cert-manager\n")
   local cm = support.kustomize(cm_dir)
@@ -262,6 +252,29 @@ webhooks: []
     assert.equal(0, #support.find(cm, "RoleBinding", "luna-webhook-certs"))
     assert.equal(0, #support.find(cm, "ClusterRole", "luna-webhook-configurations"))
     assert.equal(1, #support.find(cm, "Role", "luna-leader-election"))
+    -- the shipped webhooks, as `luna webhooks manifest --only admission` wrote them
+    local vwc = support.one(cm, "ValidatingWebhookConfiguration", "luna")
+    assert.equal("widgets.validate.example.com", vwc.webhooks[1].name)
+    assert.equal("luna-webhooks", vwc.webhooks[1].clientConfig.service.name)
+  end)
+
+  it("points the Widget CRD's conversion at the converter's path, its caBundle injected", function()
+    local crd = support.one(cm, "CustomResourceDefinition", "widgets.example.com")
+    assert.equal("luna/luna-webhook-tls", crd.metadata.annotations["cert-manager.io/inject-ca-from"])
+    local conv = crd.spec.conversion
+    assert.equal("Webhook", conv.strategy)
+    assert.same({ "v1" }, conv.webhook.conversionReviewVersions)
+    -- the same clientConfig `luna webhooks manifest --only conversion` prints
+    local out = assert(io.popen("env -u LD_PRELOAD " .. helpers.luna ..
+      " webhooks manifest --only conversion controllers 2>&1")):read("*a")
+    local svc = conv.webhook.clientConfig.service
+    for _, field in ipairs({ ('name: "%s"'):format(svc.name), ('namespace: "%s"'):format(svc.namespace),
+                             ('path: "%s"'):format(svc.path), ("port: %d"):format(svc.port) }) do
+      assert.truthy(out:find(field, 1, true), field .. " in " .. out)
+    end
+    -- both versions kept, v1 still the stored one
+    assert.equal(2, #crd.spec.versions)
+    assert.is_true(crd.spec.versions[1].storage)
   end)
 end)
 
@@ -411,10 +424,26 @@ describe("the Widget CRD", function()
     assert.same({ kind = "Widget", listKind = "WidgetList", plural = "widgets", singular = "widget" },
       crd.spec.names)
     assert.equal(crd.spec.names.plural .. "." .. crd.spec.group, crd.metadata.name)
-    assert.equal(1, #crd.spec.versions)
+    assert.equal(2, #crd.spec.versions)
     assert.equal("v1", version.name)
     assert.is_true(version.served and version.storage)
     assert.same({}, version.subresources.status)
+  end)
+
+  it("serves v1alpha1 (spec.size) beside v1, for widget-conversion.lua's converter", function()
+    local old = crd.spec.versions[2]
+    assert.equal("v1alpha1", old.name)
+    assert.is_true(old.served)
+    assert.is_false(old.storage)
+    local s = old.schema.openAPIV3Schema
+    assert.same({}, structural(s, "", {}))
+    assert.equal("integer", s.properties.spec.properties.size.type)
+    assert.is_nil(s.properties.spec.properties.replicas)
+    -- the versions the converter declares are the CRD's
+    local out = assert(io.popen("env -u LD_PRELOAD " .. helpers.luna ..
+      " webhooks manifest --only conversion --service-namespace luna controllers 2>&1")):read("*a")
+    assert.truthy(out:find("name: \"widgets.example.com\"", 1, true), out)
+    assert.truthy(out:find("versions v1, v1alpha1", 1, true) or out:find("versions v1alpha1, v1", 1, true), out)
   end)
 
   it("has a structural openAPIV3Schema", function()
