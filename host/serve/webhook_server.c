@@ -41,7 +41,6 @@ double luna_webhook_budget(double timeout_seconds)
     return timeout_seconds - (margin > 1 ? 1 : margin);
 }
 
-
 /* The string at path of the review into buf; false if missing or not a
  * string. */
 static bool lookup_string(const char *body, size_t len, const char *path, char *buf, size_t cap)
@@ -50,31 +49,6 @@ static bool lookup_string(const char *body, size_t len, const char *path, char *
     luna_error err = { 0 };
     return luna_json_lookup(body, len, path, &v, buf, cap, &err) == 0 &&
            v.type == LUNA_JSON_STRING;
-}
-
-/* What the value at path is, for a message: "none" when it is missing. */
-static const char *type_at(const char *body, size_t len, const char *path)
-{
-    luna_json_value v;
-    luna_error err = { 0 };
-    char buf[1024];
-    int rc = luna_json_lookup(body, len, path, &v, buf, sizeof buf, &err);
-    if (rc == LUNA_ENOTFOUND)
-        return "none";
-    if (rc == LUNA_ETOOBIG)
-        return "a long string or number"; /* only those are copied */
-    if (rc < 0)
-        return "unreadable";
-    switch (v.type) {
-    case LUNA_JSON_NULL: return "null";
-    case LUNA_JSON_TRUE:
-    case LUNA_JSON_FALSE: return "a boolean";
-    case LUNA_JSON_NUMBER: return "a number";
-    case LUNA_JSON_STRING: return "a string";
-    case LUNA_JSON_ARRAY_START: return "an array";
-    case LUNA_JSON_OBJECT_START: return "an object";
-    default: return "unreadable";
-    }
 }
 
 /* A value quoted in a reason stays on one line: control bytes become
@@ -138,114 +112,184 @@ static const struct review_shape CONVERSION_REVIEW = {
     sizeof CONVERSION_FIELDS / sizeof CONVERSION_FIELDS[0],
 };
 
-/* The keys the check reads, each of which must appear once: the server
- * reads a key's first value (luna_json_lookup) and the function's decoder
- * its last, so a repeated one would show the function what was not
- * checked. */
-struct repeats {
+/* What one pass over a review collects: each key the check reads must
+ * appear once (the server reads a key's first value and the function's
+ * decoder its last, so a repeated one would show the function what was
+ * not checked), with the type of its value and, for the strings the
+ * check compares, their text. */
+#define MAX_FIELDS 16
+struct scan {
     const struct review_shape *shape;
     unsigned seen;          /* bit i: TOP_KEYS[i], then the shape's fields, then uid */
     bool in_request;        /* the top-level key being read is "request" */
     const char *repeated;   /* the first key seen twice, or NULL */
+    int pending;            /* the key whose value comes next (a bit index), or -1 */
+    int top_type;           /* the document's own type (0: none yet) */
+    int types[3 + MAX_FIELDS + 1];       /* by bit index: the value's event type, 0: missing */
+    char api_version[128], kind[64];     /* "" when not a string, or too long ... */
+    bool api_version_long, kind_long;    /* ... which these say */
+    char *uid;              /* the caller's buffer */
+    size_t uid_size;
+    bool uid_long;
 };
 
 static const char *const TOP_KEYS[] = { "apiVersion", "kind", "request" };
+enum { TOP_API_VERSION, TOP_KIND, TOP_REQUEST, NTOP };
 
 static bool key_is(const luna_json_event *ev, const char *name)
 {
     return ev->len == strlen(name) && memcmp(ev->str, name, ev->len) == 0;
 }
 
-static int find_repeats(void *ud, const luna_json_event *ev, luna_error *err)
+static void take_string(const luna_json_event *ev, char *buf, size_t cap, bool *too_long)
 {
-    struct repeats *r = ud;
-    if (ev->type != LUNA_JSON_KEY || r->repeated)
+    *too_long = ev->len >= cap;
+    size_t n = *too_long ? 0 : ev->len;
+    memcpy(buf, ev->str, n);
+    buf[n] = '\0';
+}
+
+static void seen_key(struct scan *r, int bit, const char *name)
+{
+    if (r->seen & 1u << bit)
+        r->repeated = r->repeated ? r->repeated : name;
+    r->seen |= 1u << bit;
+    r->pending = bit;
+}
+
+static int scan_event(void *ud, const luna_json_event *ev, luna_error *err)
+{
+    struct scan *r = ud;
+    (void)err;
+    if (ev->type == LUNA_JSON_OBJECT_END || ev->type == LUNA_JSON_ARRAY_END)
         return 0;
-    size_t ntop = sizeof TOP_KEYS / sizeof TOP_KEYS[0];
-    if (ev->depth == 1) {
-        r->in_request = key_is(ev, "request");
-        for (size_t i = 0; i < ntop; i++)
-            if (key_is(ev, TOP_KEYS[i])) {
-                if (r->seen & 1u << i)
-                    r->repeated = TOP_KEYS[i];
-                r->seen |= 1u << i;
-            }
-    } else if (ev->depth == 2 && r->in_request) {
-        size_t nfields = r->shape->nfields;
-        for (size_t i = 0; i <= nfields; i++) {
-            const char *path = i < nfields ? r->shape->fields[i].path : "request.uid";
-            if (key_is(ev, path + sizeof "request." - 1)) {
-                unsigned bit = 1u << (ntop + i);
-                if (r->seen & bit)
-                    r->repeated = path;
-                r->seen |= bit;
+    if (ev->depth == 0) {
+        r->top_type = ev->type;
+        return 0;
+    }
+    size_t nfields = r->shape->nfields;
+    if (ev->type == LUNA_JSON_KEY) {
+        r->pending = -1;
+        if (ev->depth == 1) {
+            r->in_request = key_is(ev, "request");
+            for (int i = 0; i < NTOP; i++)
+                if (key_is(ev, TOP_KEYS[i]))
+                    seen_key(r, i, TOP_KEYS[i]);
+        } else if (ev->depth == 2 && r->in_request) {
+            for (size_t i = 0; i <= nfields; i++) {
+                const char *path = i < nfields ? r->shape->fields[i].path : "request.uid";
+                if (key_is(ev, path + sizeof "request." - 1))
+                    seen_key(r, NTOP + (int)i, path);
             }
         }
+        return 0;
     }
+    /* a value: the pending key's, when it is at the key's depth */
+    if (r->pending < 0 || ev->depth > 2)
+        return 0;
+    int bit = r->pending;
+    r->pending = -1;
+    if (r->types[bit])
+        return 0; /* a repeated key: the first value is the one checked */
+    r->types[bit] = ev->type;
+    if (ev->type != LUNA_JSON_STRING)
+        return 0;
+    if (bit == TOP_API_VERSION)
+        take_string(ev, r->api_version, sizeof r->api_version, &r->api_version_long);
+    else if (bit == TOP_KIND)
+        take_string(ev, r->kind, sizeof r->kind, &r->kind_long);
+    else if (bit == NTOP + (int)nfields)
+        take_string(ev, r->uid, r->uid_size, &r->uid_long);
     return 0;
 }
 
-/* The one check of a review's envelope, for either kind: 0, or 400 with
- * why (one line, naming the field).  uid: the request's, when read. */
+static const char *type_name(int type)
+{
+    switch (type) {
+    case 0: return "none";
+    case LUNA_JSON_NULL: return "null";
+    case LUNA_JSON_TRUE:
+    case LUNA_JSON_FALSE: return "a boolean";
+    case LUNA_JSON_NUMBER: return "a number";
+    case LUNA_JSON_STRING: return "a string";
+    case LUNA_JSON_ARRAY_START: return "an array";
+    case LUNA_JSON_OBJECT_START: return "an object";
+    default: return "unreadable";
+    }
+}
+
+/* A string field's text for a reason: the text (one line), or what it is. */
+static const char *shown(int type, char *text, bool too_long)
+{
+    if (type != LUNA_JSON_STRING)
+        return type_name(type);
+    return too_long ? "a long string" : one_line(text);
+}
+
+/* The one check of a review's envelope, for either kind, in one pass over
+ * the body (webhooks answer at a steady rate: the check is no second
+ * parse of the whole review into a tree): 0, or 400 with why (one line,
+ * naming the field).  uid: the request's, when read. */
 static int review_check(const struct review_shape *rs, const char *body, size_t len, char *uid,
                         size_t uid_size, char *why, size_t why_size)
 {
     luna_error err = { 0 };
-    char text[128];
     uid[0] = '\0';
-    struct repeats rep = { .shape = rs };
-    if (luna_json_parse(body, len, NULL, find_repeats, &rep, &err) < 0)
+    struct scan sc = { .shape = rs, .pending = -1, .uid = uid, .uid_size = uid_size };
+    if (rs->nfields > MAX_FIELDS)
+        return refuse(why, why_size, "%s%s: too many fields to check", rs->kind, "");
+    if (luna_json_parse(body, len, NULL, scan_event, &sc, &err) < 0) {
+        uid[0] = '\0';
         return refuse(why, why_size, "malformed %s: %s", rs->kind, one_line(err.msg));
-    if (rep.repeated)
-        return refuse(why, why_size, "%s repeats the key %s", rs->kind, rep.repeated);
-    size_t first = 0; /* the document is valid JSON: its first byte says its type */
-    while (first < len && strchr(" \t\r\n", body[first]))
-        first++;
-    if (first < len && body[first] != '{') {
+    }
+    if (sc.repeated) {
+        uid[0] = '\0';
+        return refuse(why, why_size, "%s repeats the key %s", rs->kind, sc.repeated);
+    }
+    if (sc.top_type != LUNA_JSON_OBJECT_START) {
+        uid[0] = '\0';
         snprintf(why, why_size, "%s %s is a JSON object, got %s",
                  strchr("AEIOU", rs->kind[0]) ? "an" : "a", rs->kind,
-                 body[first] == '[' ? "an array" : "a scalar");
+                 sc.top_type == LUNA_JSON_ARRAY_START ? "an array" : "a scalar");
         return 400;
     }
-    if (!lookup_string(body, len, "apiVersion", text, sizeof text) ||
-        strcmp(text, rs->api_version) != 0) {
+    int uid_bit = NTOP + (int)rs->nfields;
+    bool have_uid = sc.types[uid_bit] == LUNA_JSON_STRING && !sc.uid_long && uid[0];
+    if (!have_uid)
+        uid[0] = '\0'; /* named in the answer and the log only when good */
+    if (sc.types[TOP_API_VERSION] != LUNA_JSON_STRING || sc.api_version_long ||
+        strcmp(sc.api_version, rs->api_version) != 0) {
         snprintf(why, why_size, "%s apiVersion must be %s, got %s", rs->kind, rs->api_version,
-                 lookup_string(body, len, "apiVersion", text, sizeof text)
-                     ? one_line(text) : type_at(body, len, "apiVersion"));
+                 shown(sc.types[TOP_API_VERSION], sc.api_version, sc.api_version_long));
         return 400;
     }
-    if (!lookup_string(body, len, "kind", text, sizeof text) || strcmp(text, rs->kind) != 0) {
+    if (sc.types[TOP_KIND] != LUNA_JSON_STRING || sc.kind_long || strcmp(sc.kind, rs->kind) != 0) {
         snprintf(why, why_size, "kind must be %s, got %s", rs->kind,
-                 lookup_string(body, len, "kind", text, sizeof text)
-                     ? one_line(text) : type_at(body, len, "kind"));
+                 shown(sc.types[TOP_KIND], sc.kind, sc.kind_long));
         return 400;
     }
-    const char *request = type_at(body, len, "request");
-    if (strcmp(request, "an object") != 0)
-        return refuse(why, why_size, "%s request must be an object, got %s", rs->kind, request);
-    bool read = lookup_string(body, len, "request.uid", uid, uid_size);
-    if (!read || !uid[0]) {
-        const char *t = read ? "an empty string" : type_at(body, len, "request.uid");
-        uid[0] = '\0';
-        if (strcmp(t, "a string") == 0 || strcmp(t, "a long string or number") == 0) {
-            /* a string, too long for uid */
+    if (sc.types[TOP_REQUEST] != LUNA_JSON_OBJECT_START)
+        return refuse(why, why_size, "%s request must be an object, got %s", rs->kind,
+                      type_name(sc.types[TOP_REQUEST]));
+    if (!have_uid) {
+        if (sc.types[uid_bit] == LUNA_JSON_STRING && sc.uid_long) {
             snprintf(why, why_size, "%s request.uid is longer than %zu bytes", rs->kind,
                      uid_size - 1);
             return 400;
         }
-        snprintf(why, why_size, "%s has no request.uid (got %s)", rs->kind, t);
+        snprintf(why, why_size, "%s has no request.uid (got %s)", rs->kind,
+                 sc.types[uid_bit] == LUNA_JSON_STRING ? "an empty string"
+                                                       : type_name(sc.types[uid_bit]));
         return 400;
     }
     for (size_t i = 0; i < rs->nfields; i++) {
         const struct review_field *f = &rs->fields[i];
-        const char *t = type_at(body, len, f->path);
-        bool long_string = strcmp(t, "a long string or number") == 0 &&
-                           strcmp(f->want, "a string") == 0;
+        const char *t = type_name(sc.types[NTOP + i]);
         if (strcmp(t, "none") == 0 && f->required) {
             snprintf(why, why_size, "%s has no %s", rs->kind, f->path);
             return 400;
         }
-        if (strcmp(t, "none") == 0 || strcmp(t, f->want) == 0 || long_string ||
+        if (strcmp(t, "none") == 0 || strcmp(t, f->want) == 0 ||
             (f->null_ok && strcmp(t, "null") == 0))
             continue;
         snprintf(why, why_size, "%s %s must be %s, got %s", rs->kind, f->path, f->want, t);
