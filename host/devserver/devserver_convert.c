@@ -61,8 +61,11 @@ static json_t *webhook_of(luna_ds *ds, const luna_ds_type *t)
 }
 
 /* The answer key of doc converted to `to`: the object but for the
- * metadata a conversion may not change (kube restores it from the
- * original), so that a replay's new uid or resourceVersion finds it. */
+ * metadata a replay changes (uid, resourceVersion, timestamps: kube
+ * restores the original's), so that a replay finds its answer; the name
+ * and namespace stay in it, so two objects equal but for their names
+ * never share an answer (a converter may derive fields from the name),
+ * but for a name made from generateName, which a replay makes anew. */
 static char *answer_key(const char *crd, const char *to, const json_t *doc)
 {
     json_t *c = json_copy((json_t *)doc);
@@ -79,6 +82,13 @@ static char *answer_key(const char *crd, const char *to, const json_t *doc)
         json_object_set(kept, "labels", l);
     if (a)
         json_object_set(kept, "annotations", a);
+    json_t *ns = json_object_get(md, "namespace");
+    if (json_is_string(ns))
+        json_object_set(kept, "namespace", ns);
+    json_t *gen = json_object_get(md, "generateName");
+    json_t *name = json_object_get(md, "name");
+    if (json_is_string(name) && !(json_is_string(gen) && json_string_length(gen) > 0))
+        json_object_set(kept, "name", name);
     json_object_set_new(c, "metadata", kept);
     char *body = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(c);

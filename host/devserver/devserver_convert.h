@@ -23,8 +23,9 @@
  * object it is about to store converted back to the request's version
  * before it stores (luna_ds_convert_before_store), so its answer is ready
  * once it has written.  Answers are keyed by the object without its
- * metadata but labels and annotations (the only metadata a conversion may
- * change), so a replay that stamps a new uid or resourceVersion finds them.
+ * metadata but labels, annotations, namespace and name (not a name made
+ * from generateName), so a replay that stamps a new uid or
+ * resourceVersion finds them and two objects never share one.
  *
  * Ownership: the conversion state lives in luna_ds (devserver_state.h),
  * freed with luna_ds_conversion_free; its answers are the request's

@@ -150,19 +150,26 @@ describe("conversion webhooks", function()
       local code, body = srv:request("POST", v1, widget(group, "v1", "l" .. i, { replicas = i }))
       assert.equal(201, code, body and body.message)
     end
+    -- two objects equal but for their names: each converted as itself
+    for _, name in ipairs { "twin-a", "twin-b" } do
+      local code, body = srv:request("POST", v1, widget(group, "v1", name, { replicas = 7 }))
+      assert.equal(201, code, body and body.message)
+    end
     local list
     helpers.eventually(function()
       local code
       code, list = srv:request("GET", alpha)
-      return code == 200 and #list.items == 3 and list.items[1].spec.size ~= nil
+      return code == 200 and #list.items == 5 and list.items[1].spec.size ~= nil
     end, 30, "the list to be converted")
     assert.equal(group .. "/v1alpha1", list.apiVersion)
     assert.equal("WidgetList", list.kind)
     for _, item in ipairs(list.items) do
       assert.equal(group .. "/v1alpha1", item.apiVersion)
-      assert.equal(tonumber(item.metadata.name:sub(2)), item.spec.size)
+      local n = item.metadata.name
+      assert.equal(n:find("^twin") and 7 or tonumber(n:sub(2)), item.spec.size)
       assert.is_nil(item.spec.replicas)
       assert.equal("v1alpha1", item.metadata.labels["converted-to"])
+      assert.equal(n, item.metadata.labels["name-seen"])
     end
   end)
 
