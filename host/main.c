@@ -633,6 +633,15 @@ static int cmd_run(int argc, char **argv)
               stderr);
         return 2;
     }
+    if (cfg.shadow && cfg.webhook_cert_mode == LUNA_WEBHOOK_CERT_MANAGED) {
+        /* shadow writes nothing; the managed mode writes a Secret, the
+         * webhook configurations and CRDs, which the running luna's own
+         * would then fight over */
+        fputs("luna run: --shadow writes nothing to the cluster, and --webhook-cert-mode "
+              "managed writes a Secret and the webhook configurations: give the shadow "
+              "--webhook-cert-path (or the self-signed default)\n", stderr);
+        return 2;
+    }
     if (cfg.webhook_cert_mode != LUNA_WEBHOOK_CERT_MANAGED &&
         (cfg.webhook_service_name || cfg.webhook_service_namespace || cfg.webhook_url ||
          cfg.webhook_service_port || cfg.webhook_secret_name || cfg.webhook_configuration_name ||

@@ -42,6 +42,12 @@ struct luna_webhook_manager {
     char **names;
     char **crds;
     size_t ncrds;
+    /* A new CRD list handed over while a sync runs (it may be reading
+     * crds): installed when the sync ends.  Owned. */
+    char **next_crds;
+    size_t nnext_crds;
+    bool crds_parked;
+    bool bundle_reread;             /* this sync read the Secret again for a newer CA */
     struct luna_kube_request *req;  /* the step in flight, or NULL */
     enum step step;
     bool again;                     /* sync again once this one ends */
@@ -147,10 +153,13 @@ static double resync(const struct luna_webhook_manager *m)
     return m->o.resync > 0 ? m->o.resync : DEFAULT_RESYNC_S;
 }
 
+static void install_parked_crds(struct luna_webhook_manager *m);
+
 static void end_sync(struct luna_webhook_manager *m, double next)
 {
     m->step = STEP_NONE;
     replace(&m->body, NULL);
+    install_parked_crds(m);
     if (m->again) {
         m->again = false;
         start_sync(m);
@@ -195,12 +204,12 @@ static void fail(struct luna_webhook_manager *m, const char *what)
 }
 
 /* "GET Secret luna/x: HTTP 403 Forbidden: <the Status message>" */
-static void fail_response(struct luna_webhook_manager *m, const char *what,
-                          const luna_http_response *resp, const luna_http_failure *f)
+/* "WHAT: HTTP 403 Forbidden: <the Status message>", or the failure. */
+static void describe_response(char *msg, size_t size, const char *what,
+                              const luna_http_response *resp, const luna_http_failure *f)
 {
-    char msg[1200];
     if (f) {
-        snprintf(msg, sizeof msg, "%s: %s", what, f->err.msg);
+        snprintf(msg, size, "%s: %s", what, f->err.msg);
     } else {
         char *reason = resp->body ? lookup_string(resp->body, resp->body_len,
                                                   (const char *const[]){ "reason" }, 1)
@@ -208,11 +217,18 @@ static void fail_response(struct luna_webhook_manager *m, const char *what,
         char *text = resp->body ? lookup_string(resp->body, resp->body_len,
                                                 (const char *const[]){ "message" }, 1)
                                 : NULL;
-        snprintf(msg, sizeof msg, "%s: HTTP %ld%s%s%s%s", what, resp->status, reason ? " " : "",
+        snprintf(msg, size, "%s: HTTP %ld%s%s%s%s", what, resp->status, reason ? " " : "",
                  reason ? reason : "", text ? ": " : "", text ? text : "");
         free(reason);
         free(text);
     }
+}
+
+static void fail_response(struct luna_webhook_manager *m, const char *what,
+                          const luna_http_response *resp, const luna_http_failure *f)
+{
+    char msg[1200];
+    describe_response(msg, sizeof msg, what, resp, f);
     fail(m, msg);
 }
 
@@ -268,6 +284,49 @@ static void get_secret(struct luna_webhook_manager *m)
 static void get_config(struct luna_webhook_manager *m);
 static void get_crd(struct luna_webhook_manager *m);
 
+/* Whether the base64 PEM bundle live holds a certificate this sync's
+ * bundle does not. */
+static bool bundle_newer(const struct luna_webhook_manager *m, const char *live_b64)
+{
+    static const char begin[] = "-----BEGIN CERTIFICATE-----";
+    static const char end[] = "-----END CERTIFICATE-----";
+    char *live = b64_decode(live_b64);
+    if (!live)
+        return false;
+    bool newer = false;
+    for (const char *p = strstr(live, begin); p && !newer; p = strstr(p, begin)) {
+        const char *e = strstr(p, end);
+        if (!e)
+            break;
+        e += sizeof end - 1;
+        size_t n = (size_t)(e - p);
+        bool found = false;
+        for (const char *q = m->bundle ? strstr(m->bundle, begin) : NULL; q && !found;
+             q = strstr(q + 1, begin))
+            found = strncmp(q, p, n) == 0;
+        newer = !found;
+        p = e;
+    }
+    free(live);
+    return newer;
+}
+
+/* A configuration or CRD registers a CA this sync's bundle lacks: another
+ * replica rotated the CA after this sync read the Secret.  Reads the
+ * Secret again (once a sync) rather than write the older bundle over the
+ * newer one, which would leave the API server unable to verify what that
+ * replica serves.  True when it did (the sync goes on from there). */
+static bool reread_for_newer(struct luna_webhook_manager *m, const char *live_b64)
+{
+    if (m->bundle_reread || !live_b64 || !bundle_newer(m, live_b64))
+        return false;
+    m->bundle_reread = true;
+    luna_info("managed webhook certificate: a newer CA is registered, reading the Secret again",
+              "secret", m->secret, "namespace", m->ns);
+    get_secret(m);
+    return true;
+}
+
 static void start_sync(struct luna_webhook_manager *m)
 {
     if (m->step != STEP_NONE) {
@@ -276,6 +335,7 @@ static void start_sync(struct luna_webhook_manager *m)
     }
     ev_timer_stop(luna_loop(), &m->timer);
     m->conflicts = 0;
+    m->bundle_reread = false;
     get_secret(m);
 }
 
@@ -561,6 +621,28 @@ static void config_read(struct luna_webhook_manager *m, const luna_http_response
                                                           LUNA_WEBHOOK_HASH_ANNOTATION }, 3);
         bool same = have && strcmp(have, hash) == 0;
         free(have);
+        /* what is registered, not only the annotation: a caBundle edited
+         * by hand (or written by a replica with a newer CA) is seen */
+        for (int i = 0; i < 4096; i++) {
+            char idx[16];
+            snprintf(idx, sizeof idx, "%d", i);
+            char *name = lookup_string(resp->body, resp->body_len,
+                                       (const char *const[]){ "webhooks", idx, "name" }, 3);
+            if (!name)
+                break;
+            free(name);
+            char *cab = lookup_string(resp->body, resp->body_len,
+                                      (const char *const[]){ "webhooks", idx, "clientConfig",
+                                                             "caBundle" }, 4);
+            bool differs = !cab || strcmp(cab, m->bundle_b64) != 0;
+            bool reread = differs && reread_for_newer(m, cab);
+            free(cab);
+            if (reread) {
+                free(entries);
+                return;
+            }
+            same = same && !differs;
+        }
         if (same) {
             free(entries);
             return next_config(m);
@@ -625,9 +707,19 @@ static void crd_read(struct luna_webhook_manager *m, const luna_http_response *r
                                                           LUNA_CONVERSION_HASH_ANNOTATION }, 3);
         char *strategy = lookup_string(resp->body, resp->body_len,
                                        (const char *const[]){ "spec", "conversion", "strategy" }, 3);
-        bool same = have && strcmp(have, hash) == 0 && strategy && strcmp(strategy, "Webhook") == 0;
+        char *live = lookup_string(resp->body, resp->body_len,
+                                   (const char *const[]){ "spec", "conversion", "webhook",
+                                                          "clientConfig", "caBundle" }, 5);
+        bool same = have && strcmp(have, hash) == 0 && strategy &&
+                    strcmp(strategy, "Webhook") == 0 && live && strcmp(live, m->bundle_b64) == 0;
+        bool reread = !same && live && reread_for_newer(m, live);
         free(have);
         free(strategy);
+        free(live);
+        if (reread) {
+            free(stanza);
+            return;
+        }
         if (same) {
             free(stanza);
             m->crd_i++;
@@ -650,8 +742,11 @@ static void crd_read(struct luna_webhook_manager *m, const luna_http_response *r
                                                           "clientConfig", "caBundle" }, 5);
         bool webhook = strategy && strcmp(strategy, "Webhook") == 0;
         bool same = have && strcmp(have, m->bundle_b64) == 0;
+        bool reread = webhook && !same && have && reread_for_newer(m, have);
         free(strategy);
         free(have);
+        if (reread)
+            return;
         if (!webhook) {
             skip_crd(m, "its spec.conversion.strategy is not Webhook");
             m->crd_i++;
@@ -715,6 +810,20 @@ static void serve_and_finish(struct luna_webhook_manager *m)
 
 /* ---- the answers ----------------------------------------------------------- */
 
+/* A CRD that cannot be read or patched (RBAC narrowed to some CRDs, a
+ * CRD the API server refuses to change) is skipped with the reason, as a
+ * missing one is: the configurations are written and a renewed pair is
+ * served whatever one CRD does; the next sync tries it again. */
+static void crd_failed(struct luna_webhook_manager *m, const char *what,
+                       const luna_http_response *resp, const luna_http_failure *f)
+{
+    char msg[1200];
+    describe_response(msg, sizeof msg, what, resp, f);
+    skip_crd(m, msg);
+    m->crd_i++;
+    get_crd(m);
+}
+
 static void on_done(void *ud, const luna_http_response *resp, const luna_http_failure *f)
 {
     struct luna_webhook_manager *m = ud;
@@ -763,14 +872,14 @@ static void on_done(void *ud, const luna_http_response *resp, const luna_http_fa
             m->crd_i++;
             return get_crd(m);
         }
-        return fail_response(m, what, resp, f);
+        return crd_failed(m, what, resp, f);
     case STEP_PATCH_CRD:
         snprintf(what, sizeof what, "patch CustomResourceDefinition %s", m->crds[m->crd_i]);
         if (st == 200) {
             m->crd_i++;
             return get_crd(m);
         }
-        return fail_response(m, what, resp, f);
+        return crd_failed(m, what, resp, f);
     case STEP_NONE:
         break;
     }
@@ -833,19 +942,45 @@ void luna_webhook_manager_sync(struct luna_webhook_manager *m)
 int luna_webhook_manager_set_crds(struct luna_webhook_manager *m, const char *const *names,
                                   size_t n)
 {
-    bool same = n == m->ncrds;
+    /* against the list that will be in force: a parked one, else crds */
+    char **have = m->crds_parked ? m->next_crds : m->crds;
+    size_t nhave = m->crds_parked ? m->nnext_crds : m->ncrds;
+    bool same = n == nhave;
     for (size_t i = 0; same && i < n; i++)
-        same = strcmp(names[i], m->crds[i]) == 0;
+        same = strcmp(names[i], have[i]) == 0;
     if (same)
         return 0;
     char **copy = copy_list(names, n);
     if (!copy)
         return LUNA_ENOMEM;
+    if (m->step == STEP_GET_CRD || m->step == STEP_PATCH_CRD) {
+        /* the sync in flight is reading crds[crd_i]: the new list waits
+         * for its end, and a sync follows */
+        if (m->crds_parked)
+            free_list(m->next_crds, m->nnext_crds);
+        m->next_crds = copy;
+        m->nnext_crds = n;
+        m->crds_parked = true;
+        m->again = true;
+        return 0;
+    }
     free_list(m->crds, m->ncrds);
     m->crds = copy;
     m->ncrds = n;
     start_sync(m);
     return 0;
+}
+
+static void install_parked_crds(struct luna_webhook_manager *m)
+{
+    if (!m->crds_parked)
+        return;
+    free_list(m->crds, m->ncrds);
+    m->crds = m->next_crds;
+    m->ncrds = m->nnext_crds;
+    m->next_crds = NULL;
+    m->nnext_crds = 0;
+    m->crds_parked = false;
 }
 
 void luna_webhook_manager_free(struct luna_webhook_manager *m)
@@ -860,6 +995,8 @@ void luna_webhook_manager_free(struct luna_webhook_manager *m)
     free(m->config);
     free_list(m->names, m->o.nnames);
     free_list(m->crds, m->ncrds);
+    if (m->crds_parked)
+        free_list(m->next_crds, m->nnext_crds);
     replace(&m->body, NULL);
     replace(&m->tls_crt, NULL);
     replace(&m->tls_key, NULL);

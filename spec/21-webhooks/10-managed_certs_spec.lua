@@ -310,6 +310,69 @@ describe("managed webhook certificates, replicas and CRDs", function()
     srv:request("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/" .. srv.ns)
     srv:request("DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/" .. srv.ns)
   end)
+  it("repairs a caBundle changed by hand, reading the Secret again first when it lists a CA the bundle lacks", function()
+    local l = start()
+    l:await("managed webhook certificate served", 20)
+    local path = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/" .. srv.ns
+    local code, vwc = srv:request("GET", path)
+    assert.equal(200, code)
+    -- a CA this luna never made (as a replica's newer one would be), in front
+    local work = helpers.tmpdir()
+    local other = require("support.certs").make_cert(work, "other")
+    local own = b64decode(vwc.webhooks[1].clientConfig.caBundle, work .. "/own.pem")
+    helpers.write_file(work .. "/both.pem", assert(helpers.read_file(other)) .. own)
+    local b64 = sh("openssl base64 -A -in " .. work .. "/both.pem"):gsub("%s+$", "")
+    vwc.webhooks[1].clientConfig.caBundle = b64
+    code = srv:request("PUT", path, vwc)
+    assert.equal(200, code)
+    l:kill(1) -- SIGHUP: a reload syncs at once
+    l:await("a newer CA is registered, reading the Secret again", 20)
+    local s = secret()
+    helpers.eventually(function()
+      local c, now = srv:request("GET", path)
+      return c == 200 and now.webhooks[1].clientConfig.caBundle == s.data["ca.crt"]
+    end, 20, "the configuration's caBundle written back from the Secret")
+    srv:request("DELETE", path)
+    srv:request("DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/" .. srv.ns)
+  end)
+
+  it("refuses --shadow with the managed mode, which would write", function()
+    local out, rc = helpers.run("env -u LD_PRELOAD " .. helpers.luna ..
+      " run --shadow --webhook-cert-mode managed --dev-server " .. helpers.tmpdir() .. " 2>&1")
+    assert.equal(2, rc, out)
+    assert.truthy(out:find("--shadow writes nothing to the cluster", 1, true), out)
+  end)
+end)
+
+describe("managed webhook certificates with a CRD it may not patch", function()
+  if client.dev_only("the 403 is the dev server's injected fault") then return end
+  local srv, l
+
+  setup(function()
+    srv = client.start({ args = { "--admin", "--faults",
+                                  "error-rate=1,error-code=403,error-path=/customresourcedefinitions" } })
+  end)
+  teardown(function()
+    if l then l:stop() end
+    srv:stop()
+  end)
+
+  it("skips that CRD with the reason and still serves, ready", function()
+    l = P.start(srv, P.controllers({ ["hooks.lua"] = HOOKS:format("") }),
+                { args = { "--webhook-cert-mode=managed", "--webhook-url=https://127.0.0.1:1",
+                           "--webhook-bind-address=127.0.0.1:0",
+                           "--webhook-service-namespace=" .. srv.ns,
+                           "--webhook-conversion-crds=gizmos.example.com" } })
+    local line = l:await("CRD skipped", 20)
+    assert.truthy(line:find("get CustomResourceDefinition gizmos.example.com: HTTP 403 Forbidden", 1, true), line)
+    l:await("managed webhook certificate served", 20)
+    helpers.eventually(function()
+      return P.get(l.health .. "/readyz/webhook-server") == 200
+    end, 10, "ready")
+    assert.equal(0, l:count("managed webhook certificate failed"))
+    srv:request("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/luna")
+    srv:request("DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/luna")
+  end)
 end)
 
 describe("managed webhook certificates without the RBAC for Secrets", function()
