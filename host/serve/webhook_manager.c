@@ -350,7 +350,7 @@ static void conflict(struct luna_webhook_manager *m, const char *what,
 {
     if (++m->conflicts > MAX_CONFLICTS)
         return fail_response(m, what, resp, NULL);
-    luna_debug("managed webhook certificate: conflict, reading again", "step", what);
+    luna_info("managed webhook certificate: conflict, reading again", "step", what);
     if (m->step == STEP_WRITE_CONFIG)
         get_config(m);
     else

@@ -204,12 +204,17 @@ end)
 describe("managed webhook certificates, replicas and CRDs", function()
   local srv, running = nil, {}
 
-  before_each(function() srv = client.start() end)
+  before_each(function() srv = client.start({ args = { "--admin" } }) end)
   after_each(function()
     for _, l in ipairs(running) do l:stop() end
     running = {}
     srv:stop()
   end)
+
+  local function faults(spec)
+    local code = srv:request("PUT", "/luna/v1/faults", spec, { content_type = "text/plain" })
+    assert.equal(200, code)
+  end
 
   local function start(extra)
     local args = { "--webhook-cert-mode=managed", "--webhook-url=https://127.0.0.1:1",
@@ -229,12 +234,23 @@ describe("managed webhook certificates, replicas and CRDs", function()
   end
 
   it("two replicas starting at once end with one CA, and serve its certificate", function()
+    if client.dev_only("the held creates are the dev server's delay fault") then return end
+    -- both replicas' reads of the Secret held, then answered together: both
+    -- find none and both create; one gets AlreadyExists
+    faults("delay=120,delay-on=read,delay-path=/secrets/luna-webhook-certs")
     local a, b = start(), start()
+    helpers.eventually(function()
+      local _, f = srv:request("GET", "/luna/v1/faults")
+      return f.waiting == 2
+    end, 30, "both replicas' reads to be held")
+    faults("")
     a:await("managed webhook certificate served", 20)
     b:await("managed webhook certificate served", 20)
     local s = secret()
     assert(s, "no Secret")
     assert.equal(1, a:count("Secret written .*verb=create") + b:count("Secret written .*verb=create"))
+    -- the loser read the winner's Secret, and made nothing of its own
+    assert.equal(1, a:count("conflict, reading again") + b:count("conflict, reading again"))
     local work = helpers.tmpdir()
     local ca = b64decode(s.data["ca.crt"], work .. "/ca.pem")
     assert.equal(1, pem_certs(ca))
