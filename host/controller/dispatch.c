@@ -254,29 +254,55 @@ void luna_controller_ready_stop(void)
     ev_idle_stop(luna_loop(), &ready_watchers.idle);
 }
 
-enum luna_resume_turn luna_controller_resume_turn(void)
+/* Iterations the ready line was held back (by the slice, a breather or
+ * the deferred line's waiting head) since it last resumed a reconcile,
+ * counted once per iteration: at DISPATCH_MAX_DEFERRALS it goes before a
+ * waiting head, as the head of the deferred line goes before the others.
+ * Without it a line of controllers whose reconciles spin held every
+ * resume back while it lasted (seen: a canary's reconcile waited 30 s for
+ * its answer's turn beside the attack files). */
+static struct {
+    unsigned deferrals;
+    unsigned int iteration;           /* of the last deferral counted */
+    bool counted;
+} ready_turns;
+
+static enum luna_resume_turn resume_turn(void)
 {
     if (breather_left() > 0) {
         breather_arm(); /* its timer kicks the ready line when it ends */
         return LUNA_RESUME_AFTER_BREATHER;
     }
-    slice_roll();
     /* the deferred line's waiting head has the iteration's first start
-     * (dispatch), as long as its watchers run (it starts or leaves the
-     * line then): resumes go first everywhere else, and one before it
-     * would take its turn.  A head whose watchers do not run (a sharded
-     * replica that may not act) holds no resume back. */
+     * (dispatch) unless the ready line has waited as long, as long as the
+     * head's watchers run (it starts or leaves the line then).  A head
+     * whose watchers do not run (a sharded replica that may not act)
+     * holds no resume back. */
     struct luna_controller *head = deferred_line.head;
     if (head && head->deferrals >= DISPATCH_MAX_DEFERRALS && slice.starts == 0 &&
-        ev_is_active(&head->dispatch_check))
+        ev_is_active(&head->dispatch_check) && ready_turns.deferrals < DISPATCH_MAX_DEFERRALS)
         return LUNA_RESUME_NEXT_ITERATION;
     /* past the slice one reconcile stretch still runs in an iteration
      * that ran none (script outside reconciles, webhook calls, cannot hold
      * resumes back), as for starts: at most one past the slice */
     if (slice.used > DISPATCH_SLICE && (slice.starts > 0 || slice.resumes > 0))
         return LUNA_RESUME_NEXT_ITERATION;
-    slice.resumes++;
     return LUNA_RESUME_NOW;
+}
+
+enum luna_resume_turn luna_controller_resume_turn(void)
+{
+    slice_roll();
+    enum luna_resume_turn turn = resume_turn();
+    if (turn == LUNA_RESUME_NOW) {
+        slice.resumes++;
+        ready_turns.deferrals = 0;
+    } else if (!ready_turns.counted || ready_turns.iteration != slice.iteration) {
+        ready_turns.counted = true;
+        ready_turns.iteration = slice.iteration;
+        ready_turns.deferrals++;
+    }
+    return turn;
 }
 
 /* Starts reconciles while keys and workers are free and the iteration's
@@ -304,7 +330,8 @@ static void dispatch(struct luna_controller *c)
         bool head_waits = head && head->deferrals >= DISPATCH_MAX_DEFERRALS;
         /* the waiting head starts even past the slice (script time spent
          * outside reconciles, index or map functions, cannot hold it back)
-         * as long as no reconcile started in this iteration */
+         * as long as no reconcile started or resumed in this iteration
+         * (a resume takes the turn when the ready line waited as long) */
         bool head_goes = head_waits && head == c && !started && slice.starts == 0 &&
                          slice.resumes == 0;
         if (!head_goes &&
