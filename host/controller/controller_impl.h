@@ -102,6 +102,19 @@ struct luna_controller {
 void luna_controller_kick(struct luna_controller *c);
 /* Adds script time run in this loop iteration (the dispatch slice). */
 void luna_controller_charge(double seconds);
+/* Whether a reconcile whose API answer came may resume now (counted as
+ * the iteration's resume if so), or waits in the ready line
+ * (reconcile.c) until the next iteration or the breather's end. */
+enum luna_resume_turn {
+    LUNA_RESUME_NOW,
+    LUNA_RESUME_NEXT_ITERATION,       /* kick the ready line's watchers */
+    LUNA_RESUME_AFTER_BREATHER,       /* the breather's timer kicks them */
+};
+enum luna_resume_turn luna_controller_resume_turn(void);
+/* Starts / stops the ready line's watchers (a check, and an idle watcher
+ * so the loop does not block while the line waits). */
+void luna_controller_ready_kick(void);
+void luna_controller_ready_stop(void);
 /* Counts a watchdog stop of c's code in its metrics (none: no-op). */
 void luna_controller_count_stop(struct luna_controller *c, enum luna_watchdog_stop stop);
 /* Calls the drained callback once stopping and nothing is in flight. */

@@ -1,6 +1,7 @@
 /* controller/dispatch.c — the fair dispatcher every controller shares: when a
- * controller may start a reconcile, the script-time slice of a loop
- * iteration, the deferred line and the breather (controller_impl.h). */
+ * controller may start a reconcile and when an answered reconcile may
+ * resume, the script-time slice of a loop iteration, the deferred line,
+ * the ready line's watchers and the breather (controller_impl.h). */
 
 #include "base/log.h"
 #include "cluster/shard_set.h"
@@ -30,11 +31,11 @@ void luna_controller_maybe_drained(struct luna_controller *c)
 }
 
 /* How much script time one loop iteration may spend before the
- * dispatchers stop starting reconciles and let the loop serve I/O
- * (probes, watches, API answers).  A reconcile that ends without yielding
- * frees its worker at once: without this, a queue of keys whose
- * reconciles each spin up to the time budget would hold the loop for
- * keys x budget. */
+ * dispatchers stop starting (and resuming) reconciles and let the loop
+ * serve I/O (probes, webhook calls, watches, API answers).  A reconcile
+ * that ends without yielding frees its worker at once: without this, a
+ * queue of keys whose reconciles each spin up to the time budget would
+ * hold the loop for keys x budget. */
 #define DISPATCH_SLICE 0.010
 /* Iterations a controller lets pass while the slice is used up before it
  * starts one reconcile anyway (no controller starves). */
@@ -57,6 +58,7 @@ static struct {
     unsigned int iteration;
     double used;                      /* script seconds in this iteration */
     unsigned starts;                  /* reconciles started in this iteration */
+    unsigned resumes;                 /* answered reconciles resumed in this iteration */
     bool valid;
 } slice;
 
@@ -68,6 +70,7 @@ static void slice_roll(void)
         slice.iteration = it;
         slice.used = 0;
         slice.starts = 0;
+        slice.resumes = 0;
     }
 }
 
@@ -144,6 +147,8 @@ static void breather_cb(struct ev_loop *loop, ev_timer *w, int revents)
         else
             luna_controller_kick(c);
     }
+    if (luna_reconcile_ready_waiting())
+        luna_controller_ready_kick();
 }
 
 void luna_controller_charge(double seconds)
@@ -159,26 +164,21 @@ void luna_controller_charge(double seconds)
     }
 }
 
-/* True (c waits in the deferred line, its watchers stopped, until the
- * breather's timer) while a breather lasts. */
-static bool breathing(struct luna_controller *c)
+/* Seconds the breather still lasts (0: none). */
+static double breather_left(void)
 {
     /* ev_now (this iteration's start) is never later than the real time:
      * past the breather by it, no clock read on each reconcile start */
     if (breather.until <= ev_now(luna_loop()))
-        return false;
+        return 0;
     double left = breather.until - ev_time();
-    if (left <= 0)
-        return false;
-    /* a turn lost to the breather counts as a deferral: the breather lets
-     * one reconcile start after it, and without the count the line's head
-     * never came to wait, so whichever controller the loop happened to call
-     * first took every such start (seen: 8 of 15 controllers, the canary
-     * among them, never started in 30 s beside slow recursive ones) */
-    c->deferrals++;
-    deferred_join(c);
-    ev_check_stop(luna_loop(), &c->dispatch_check);
-    ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    return left > 0 ? left : 0;
+}
+
+/* Starts the breather's timer, which kicks the deferred line and the
+ * ready line when the breather ends. */
+static void breather_arm(void)
+{
     if (!breather.timer_init) {
         ev_timer_init(&breather.timer, breather_cb, 0., 0.);
         breather.timer_init = true;
@@ -189,7 +189,120 @@ static bool breathing(struct luna_controller *c)
         ev_timer_set(&breather.timer, breather.until - ev_now(luna_loop()), 0.);
         ev_timer_start(luna_loop(), &breather.timer);
     }
+}
+
+/* True (c waits in the deferred line, its watchers stopped, until the
+ * breather's timer) while a breather lasts. */
+static bool breathing(struct luna_controller *c)
+{
+    if (breather_left() <= 0)
+        return false;
+    /* a turn lost to the breather counts as a deferral: the breather lets
+     * one reconcile start after it, and without the count the line's head
+     * never came to wait, so whichever controller the loop happened to call
+     * first took every such start (seen: 8 of 15 controllers, the canary
+     * among them, never started in 30 s beside slow recursive ones) */
+    c->deferrals++;
+    deferred_join(c);
+    ev_check_stop(luna_loop(), &c->dispatch_check);
+    ev_idle_stop(luna_loop(), &c->dispatch_idle);
+    breather_arm();
     return true;
+}
+
+/* ---- the ready line: answered reconciles waiting for their turn ----
+ *
+ * An API answer resumes its reconcile at once while the iteration's slice
+ * lasts (luna_controller_resume_turn); past it the reconcile waits in the
+ * ready line (reconcile.c), which these watchers run in later iterations
+ * under the same slice, ahead of new starts.  Without it, N answers that
+ * libcurl completes in one iteration resumed N reconciles back to back in
+ * their callbacks: 40 that spin 30 ms each after their answer held the
+ * loop 1.2 s, a webhook request or a probe waiting all of it. */
+static struct {
+    ev_check check;
+    ev_idle idle;                     /* the loop does not block meanwhile */
+    bool init;
+} ready_watchers;
+
+static void ready_check_cb(struct ev_loop *loop, ev_check *w, int revents)
+{
+    (void)loop;
+    (void)w;
+    (void)revents;
+    luna_reconcile_resume_ready();
+}
+
+static void ready_idle_cb(struct ev_loop *loop, ev_idle *w, int revents) {}
+
+void luna_controller_ready_kick(void)
+{
+    if (!ready_watchers.init) {
+        ev_check_init(&ready_watchers.check, ready_check_cb);
+        ev_idle_init(&ready_watchers.idle, ready_idle_cb);
+        ready_watchers.init = true;
+    }
+    ev_check_start(luna_loop(), &ready_watchers.check);
+    ev_idle_start(luna_loop(), &ready_watchers.idle);
+}
+
+void luna_controller_ready_stop(void)
+{
+    if (!ready_watchers.init)
+        return;
+    ev_check_stop(luna_loop(), &ready_watchers.check);
+    ev_idle_stop(luna_loop(), &ready_watchers.idle);
+}
+
+/* Iterations the ready line was held back (by the slice, a breather or
+ * the deferred line's waiting head) since it last resumed a reconcile,
+ * counted once per iteration: at DISPATCH_MAX_DEFERRALS it goes before a
+ * waiting head, as the head of the deferred line goes before the others.
+ * Without it a line of controllers whose reconciles spin held every
+ * resume back while it lasted (seen: a canary's reconcile waited 30 s for
+ * its answer's turn beside the attack files). */
+static struct {
+    unsigned deferrals;
+    unsigned int iteration;           /* of the last deferral counted */
+    bool counted;
+} ready_turns;
+
+static enum luna_resume_turn resume_turn(void)
+{
+    if (breather_left() > 0) {
+        breather_arm(); /* its timer kicks the ready line when it ends */
+        return LUNA_RESUME_AFTER_BREATHER;
+    }
+    /* the deferred line's waiting head has the iteration's first start
+     * (dispatch) unless the ready line has waited as long, as long as the
+     * head's watchers run (it starts or leaves the line then).  A head
+     * whose watchers do not run (a sharded replica that may not act)
+     * holds no resume back. */
+    struct luna_controller *head = deferred_line.head;
+    if (head && head->deferrals >= DISPATCH_MAX_DEFERRALS && slice.starts == 0 &&
+        ev_is_active(&head->dispatch_check) && ready_turns.deferrals < DISPATCH_MAX_DEFERRALS)
+        return LUNA_RESUME_NEXT_ITERATION;
+    /* past the slice one reconcile stretch still runs in an iteration
+     * that ran none (script outside reconciles, webhook calls, cannot hold
+     * resumes back), as for starts: at most one past the slice */
+    if (slice.used > DISPATCH_SLICE && (slice.starts > 0 || slice.resumes > 0))
+        return LUNA_RESUME_NEXT_ITERATION;
+    return LUNA_RESUME_NOW;
+}
+
+enum luna_resume_turn luna_controller_resume_turn(void)
+{
+    slice_roll();
+    enum luna_resume_turn turn = resume_turn();
+    if (turn == LUNA_RESUME_NOW) {
+        slice.resumes++;
+        ready_turns.deferrals = 0;
+    } else if (!ready_turns.counted || ready_turns.iteration != slice.iteration) {
+        ready_turns.counted = true;
+        ready_turns.iteration = slice.iteration;
+        ready_turns.deferrals++;
+    }
+    return turn;
 }
 
 /* Starts reconciles while keys and workers are free and the iteration's
@@ -217,8 +330,10 @@ static void dispatch(struct luna_controller *c)
         bool head_waits = head && head->deferrals >= DISPATCH_MAX_DEFERRALS;
         /* the waiting head starts even past the slice (script time spent
          * outside reconciles, index or map functions, cannot hold it back)
-         * as long as no reconcile started in this iteration */
-        bool head_goes = head_waits && head == c && !started && slice.starts == 0;
+         * as long as no reconcile started or resumed in this iteration
+         * (a resume takes the turn when the ready line waited as long) */
+        bool head_goes = head_waits && head == c && !started && slice.starts == 0 &&
+                         slice.resumes == 0;
         if (!head_goes &&
             (slice.used > DISPATCH_SLICE || (head_waits && head != c && !started))) {
             if (!started) {
@@ -263,6 +378,11 @@ static void dispatch(struct luna_controller *c)
 
 static void dispatch_cb(struct ev_loop *loop, ev_check *w, int revents)
 {
+    /* answered reconciles resume ahead of new starts, whichever check
+     * watcher libev calls first.  Not from the informer's batch end: a
+     * resumed reconcile that ends may drain and free a retiring
+     * controller, whose handlers that informer is calling. */
+    luna_reconcile_resume_ready();
     dispatch((struct luna_controller *)((char *)w -
                                         offsetof(struct luna_controller, dispatch_check)));
 }

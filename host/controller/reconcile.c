@@ -40,6 +40,11 @@ struct luna_reconcile {
     void (*cancel)(void *ud);         /* the operation waited for, if any */
     void *cancel_ud;
     struct luna_reconcile *prev, *next;
+    /* In the ready line: its answer came past the slice, its nres values
+     * are on top of co's stack, and it waits for its turn to resume. */
+    bool in_ready_line;
+    int ready_nres;
+    struct luna_reconcile *ready_prev, *ready_next;
     char key_bytes[];                 /* what key points at (one allocation) */
 };
 
@@ -70,6 +75,47 @@ lua_State *luna_reconcile_thread(const struct luna_reconcile *r) { return r->co;
 unsigned long luna_reconcile_serial(const struct luna_reconcile *r) { return r->id_num; }
 struct luna_reconcile *luna_reconcile_next(const struct luna_reconcile *r) { return r->next; }
 
+/* The ready line, oldest answer first, across controllers (dispatch.c
+ * says when it may run).  Borrowed pointers: a reconcile leaves the line
+ * when it resumes or is freed. */
+static struct {
+    struct luna_reconcile *head, *tail;
+} ready_line;
+static bool resuming_ready;           /* luna_reconcile_resume_ready does not nest */
+
+static void ready_join(struct luna_reconcile *r, int nres)
+{
+    r->in_ready_line = true;
+    r->ready_nres = nres;
+    r->ready_next = NULL;
+    r->ready_prev = ready_line.tail;
+    if (ready_line.tail)
+        ready_line.tail->ready_next = r;
+    else
+        ready_line.head = r;
+    ready_line.tail = r;
+}
+
+static void ready_leave(struct luna_reconcile *r)
+{
+    if (!r->in_ready_line)
+        return;
+    if (r->ready_prev)
+        r->ready_prev->ready_next = r->ready_next;
+    else
+        ready_line.head = r->ready_next;
+    if (r->ready_next)
+        r->ready_next->ready_prev = r->ready_prev;
+    else
+        ready_line.tail = r->ready_prev;
+    r->ready_prev = r->ready_next = NULL;
+    r->in_ready_line = false;
+    if (!ready_line.head)
+        luna_controller_ready_stop();
+}
+
+bool luna_reconcile_ready_waiting(void) { return ready_line.head != NULL; }
+
 /* Unique across controllers and reloads: log readers pair start/done. */
 static unsigned long next_reconcile_id;
 unsigned long luna_reconcile_last_serial(void) { return next_reconcile_id; }
@@ -83,6 +129,8 @@ static void reconcile_free(struct luna_reconcile *r, bool reusable)
     struct luna_controller *c = r->c;
     if (current == r)
         current = NULL; /* never left pointing at freed memory */
+    /* stopped or abandoned while its answer waited: never resumed */
+    ready_leave(r);
     if (r->cancel) {
         void (*cancel)(void *) = r->cancel;
         r->cancel = NULL;
@@ -484,7 +532,47 @@ void luna_reconcile_resume(struct luna_reconcile *r, int nres)
     }
     r->cancel = NULL;
     r->cancel_ud = NULL;
-    resume(r, nres);
+    /* Within the iteration's slice it resumes at once, as it always did;
+     * past it, it waits in the ready line (dispatch.c), so N answers that
+     * come in together do not run N reconciles back to back in their
+     * callbacks.  Older answers waiting go first, and never inside another
+     * reconcile's stretch (an answer delivered while that one's binding
+     * drives libcurl): the outer stretch would be charged for this one. */
+    enum luna_resume_turn turn = LUNA_RESUME_NEXT_ITERATION;
+    if (!current && !ready_line.head)
+        turn = luna_controller_resume_turn();
+    if (turn == LUNA_RESUME_NOW) {
+        resume(r, nres);
+        return;
+    }
+    ready_join(r, nres);
+    if (turn == LUNA_RESUME_NEXT_ITERATION)
+        luna_controller_ready_kick();
+}
+
+void luna_reconcile_resume_ready(void)
+{
+    if (resuming_ready || current)
+        return;
+    resuming_ready = true;
+    while (ready_line.head) {
+        enum luna_resume_turn turn = luna_controller_resume_turn();
+        if (turn == LUNA_RESUME_AFTER_BREATHER) {
+            luna_controller_ready_stop(); /* the breather's timer kicks them */
+            break;
+        }
+        if (turn == LUNA_RESUME_NEXT_ITERATION) {
+            luna_controller_ready_kick();
+            break;
+        }
+        /* out of the line before it runs: its stretch may free others in
+         * it (a drained controller abandons its reconciles) */
+        struct luna_reconcile *r = ready_line.head;
+        int nres = r->ready_nres;
+        ready_leave(r);
+        resume(r, nres);
+    }
+    resuming_ready = false;
 }
 
 /* Registry key of the state's request constructor: a host function (the

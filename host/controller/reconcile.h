@@ -10,7 +10,10 @@
  * the workqueue.  The coroutine runs in a watchdog guard until it returns,
  * raises, is stopped, or yields in an API binding; a binding that starts
  * a request records it with luna_reconcile_wait before yielding, and the
- * request's completion resumes the coroutine (luna_reconcile_resume).
+ * request's completion resumes the coroutine (luna_reconcile_resume): at
+ * once while the loop iteration's script-time slice lasts (dispatch.c),
+ * else from the ready line, in the order the answers came, in later
+ * iterations under the same slice and ahead of new starts.
  * When the coroutine ends, its result goes to the workqueue (see
  * controller.h for the result table), the key is marked done and the
  * reconcile is freed.
@@ -21,7 +24,11 @@
  *   - luna_reconcile_of(L) finds a reconcile if and only if L is its
  *     coroutine and that coroutine is running (resumed by the host);
  *   - a reconcile waits for at most one operation, and it has a cancel
- *     callback if and only if it waits.
+ *     callback if and only if it waits;
+ *   - a reconcile is in the ready line if and only if its operation's
+ *     answer came and it has not resumed since: its coroutine is
+ *     suspended with the answer's values on its stack, and it has no
+ *     cancel callback (freeing it takes it out of the line).
  *
  * Coroutines are reused: one that returned normally (no error, no watchdog
  * stop, nothing pending) goes, emptied, to its controller's idle pool and
@@ -64,8 +71,17 @@ unsigned long luna_reconcile_last_serial(void);
  * time): cancel(ud) is called if the reconcile is abandoned first. */
 void luna_reconcile_wait(struct luna_reconcile *r, void (*cancel)(void *ud), void *ud);
 /* Ends the wait and resumes the coroutine with the nres values its stack
- * has on top. */
+ * has on top: at once, or from the ready line when the dispatcher gives it
+ * the turn (the values wait on the stack meanwhile). */
 void luna_reconcile_resume(struct luna_reconcile *r, int nres);
+
+/* For the dispatcher: resumes reconciles of the ready line, oldest first,
+ * while the dispatcher gives them the turn; the line's watchers stop when
+ * it is empty or until the breather's end.  Does nothing inside a
+ * reconcile's stretch or nested in itself. */
+void luna_reconcile_resume_ready(void);
+/* Whether a reconcile waits in the ready line. */
+bool luna_reconcile_ready_waiting(void);
 
 /* The fields of the request table reconcile(req) gets (namespace, name,
  * key, attempt, periodic) and of the table it may return (requeue,
