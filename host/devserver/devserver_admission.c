@@ -603,6 +603,39 @@ static json_t *versioned(const struct record *r, const struct hook *h, const jso
     return c;
 }
 
+int luna_ds_hook_target(luna_ds *ds, const json_t *cc, char *base, size_t base_size,
+                        char *connect_to, size_t connect_size, char *why, size_t why_size)
+{
+    connect_to[0] = '\0';
+    const char *url = json_string_value(json_object_get(cc, "url"));
+    json_t *svc = json_object_get(cc, "service");
+    if (url) {
+        snprintf(base, base_size, "%s", url);
+        return LUNA_DS_HOOK_TARGET_OK;
+    }
+    if (!json_is_object(svc))
+        return LUNA_DS_HOOK_TARGET_NONE;
+    const char *sn = json_string_value(json_object_get(svc, "name"));
+    const char *sns = json_string_value(json_object_get(svc, "namespace"));
+    const char *path = json_string_value(json_object_get(svc, "path"));
+    json_int_t port = json_integer_value(json_object_get(svc, "port"));
+    if (port <= 0)
+        port = 443;
+    char key[600];
+    snprintf(key, sizeof key, "%s/%s", sns ? sns : "", sn ? sn : "");
+    const char *to = json_string_value(json_object_get(ds->admission.services, key));
+    snprintf(base, base_size, "https://%s.%s.svc:%lld%s", sn ? sn : "", sns ? sns : "",
+             (long long)port, path ? path : "/");
+    if (!to) {
+        snprintf(why, why_size, "service %s: the dev server has no cluster network (map it "
+                 "with --webhook-service %s=HOST:PORT)", key, key);
+        return LUNA_DS_HOOK_TARGET_UNMAPPED;
+    }
+    snprintf(connect_to, connect_size, "%s.%s.svc:%lld:%s", sn ? sn : "", sns ? sns : "",
+             (long long)port, to);
+    return LUNA_DS_HOOK_TARGET_OK;
+}
+
 static void on_answer(void *ud, long status, const char *body, size_t len, const char *error);
 
 /* Calls hook h for record r.  true when a call is in flight; false when
@@ -627,33 +660,18 @@ static bool call(luna_ds_admit_job *job, struct record *r, struct hook *h)
     json_int_t timeout = json_integer_value(json_object_get(h->w, "timeoutSeconds"));
     if (timeout <= 0)
         timeout = DEFAULT_TIMEOUT;
-    char base[1000], connect_to[700] = "";
-    const char *url = json_string_value(json_object_get(cc, "url"));
-    json_t *svc = json_object_get(cc, "service");
-    if (url) {
-        snprintf(base, sizeof base, "%s", url);
-    } else if (json_is_object(svc)) {
-        const char *sn = json_string_value(json_object_get(svc, "name"));
-        const char *sns = json_string_value(json_object_get(svc, "namespace"));
-        const char *path = json_string_value(json_object_get(svc, "path"));
-        json_int_t port = json_integer_value(json_object_get(svc, "port"));
-        if (port <= 0)
-            port = 443;
-        char key[600];
-        snprintf(key, sizeof key, "%s/%s", sns ? sns : "", sn ? sn : "");
-        const char *to = json_string_value(json_object_get(job->ds->admission.services, key));
-        snprintf(base, sizeof base, "https://%s.%s.svc:%lld%s", sn ? sn : "", sns ? sns : "",
-                 (long long)port, path ? path : "/");
-        if (!to) {
-            char why[1400];
-            snprintf(why, sizeof why, "failed to call webhook: service %s: the dev server has no "
-                     "cluster network (map it with --webhook-service %s=HOST:PORT)", key, key);
-            call_failed(job, h, why);
-            return false;
-        }
-        snprintf(connect_to, sizeof connect_to, "%s.%s.svc:%lld:%s", sn ? sn : "", sns ? sns : "",
-                 (long long)port, to);
-    } else {
+    char base[1000], connect_to[700] = "", why[1400];
+    switch (luna_ds_hook_target(job->ds, cc, base, sizeof base, connect_to, sizeof connect_to,
+                                why, sizeof why)) {
+    case LUNA_DS_HOOK_TARGET_OK:
+        break;
+    case LUNA_DS_HOOK_TARGET_UNMAPPED: {
+        char msg[1500];
+        snprintf(msg, sizeof msg, "failed to call webhook: %s", why);
+        call_failed(job, h, msg);
+        return false;
+    }
+    default:
         call_failed(job, h, "could not get REST client: no clientConfig.url or clientConfig.service");
         return false;
     }
@@ -721,9 +739,9 @@ static bool call(luna_ds_admit_job *job, struct record *r, struct hook *h)
     free(body);
     free(ca);
     if (!job->call) {
-        char why[1500];
-        snprintf(why, sizeof why, "failed to call webhook: Post \"%s\": %s", job->url, err);
-        call_failed(job, h, why);
+        char msg[1500];
+        snprintf(msg, sizeof msg, "failed to call webhook: Post \"%s\": %s", job->url, err);
+        call_failed(job, h, msg);
         return false;
     }
     luna_debug("dev server: calling webhook", "webhook", name ? name : "", "uid", job->uid,

@@ -98,6 +98,15 @@ void luna_ds_admit_job_free(luna_ds_admit_job *job);
  * code with a message in err. */
 int luna_ds_admission_map_service(luna_ds *ds, const char *spec, char *err, size_t errn);
 
+/* Where a webhook's clientConfig (admission or conversion) sends a call:
+ * base, the URL (a Service's path included), and connect_to, curl's
+ * CONNECT_TO for a Service mapped by --webhook-service ("" for a url).
+ * LUNA_DS_HOOK_TARGET_NONE: neither url nor service; _UNMAPPED: a Service
+ * the dev server cannot reach, why saying so and how to map it. */
+enum { LUNA_DS_HOOK_TARGET_OK, LUNA_DS_HOOK_TARGET_NONE, LUNA_DS_HOOK_TARGET_UNMAPPED };
+int luna_ds_hook_target(luna_ds *ds, const json_t *cc, char *base, size_t base_size,
+                        char *connect_to, size_t connect_size, char *why, size_t why_size);
+
 /* kube's checks of a webhook configuration (t: mutating or validating) on
  * create and update, as far as the dev server calls them: sideEffects,
  * admissionReviewVersions, clientConfig, and the enums; a webhook with

@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "base/loop.h"
+#include "devserver/devserver_admission.h"
 #include "devserver/devserver_doc.h"
 #include "devserver/devserver_hook_client.h"
 #include "devserver/devserver_state.h"
@@ -544,35 +545,15 @@ static void step(luna_ds_convert_job *job)
     json_t *hook = json_object_get(json_object_get(json_object_get(crd, "spec"), "conversion"),
                                    "webhook");
     json_t *cc = json_object_get(hook, "clientConfig");
-    char base[1000], connect_to[700] = "";
-    const char *url = json_string_value(json_object_get(cc, "url"));
-    json_t *svc = json_object_get(cc, "service");
-    if (url) {
-        snprintf(base, sizeof base, "%s", url);
-    } else if (json_is_object(svc)) {
-        const char *sn = json_string_value(json_object_get(svc, "name"));
-        const char *sns = json_string_value(json_object_get(svc, "namespace"));
-        const char *path = json_string_value(json_object_get(svc, "path"));
-        json_int_t port = json_integer_value(json_object_get(svc, "port"));
-        if (port <= 0)
-            port = 443;
-        char key[600];
-        snprintf(key, sizeof key, "%s/%s", sns ? sns : "", sn ? sn : "");
-        const char *to = json_string_value(json_object_get(job->ds->admission.services, key));
-        snprintf(base, sizeof base, "https://%s.%s.svc:%lld%s", sn ? sn : "", sns ? sns : "",
-                 (long long)port, path ? path : "/");
-        if (!to) {
-            fail(job, "conversion webhook for %s failed: service %s: the dev server has no "
-                 "cluster network (map it with --webhook-service %s=HOST:PORT)", job->gvk, key, key);
-            json_decref(crd);
-            finish(job);
-            return;
-        }
-        snprintf(connect_to, sizeof connect_to, "%s.%s.svc:%lld:%s", sn ? sn : "", sns ? sns : "",
-                 (long long)port, to);
-    } else {
-        fail(job, "conversion webhook for %s failed: the CRD %s has no conversion webhook",
-             job->gvk, r->crd);
+    char base[1000], connect_to[700] = "", why[1400];
+    int target = luna_ds_hook_target(job->ds, cc, base, sizeof base, connect_to,
+                                     sizeof connect_to, why, sizeof why);
+    if (target != LUNA_DS_HOOK_TARGET_OK) {
+        if (target == LUNA_DS_HOOK_TARGET_UNMAPPED)
+            fail(job, "conversion webhook for %s failed: %s", job->gvk, why);
+        else
+            fail(job, "conversion webhook for %s failed: the CRD %s has no conversion webhook",
+                 job->gvk, r->crd);
         json_decref(crd);
         finish(job);
         return;

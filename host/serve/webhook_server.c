@@ -341,6 +341,22 @@ static void write_str(luna_json_writer *w, const char *k, const char *v)
 }
 
 /* The AdmissionReview answering uid with a. */
+
+/* Finishes the review answer in w into out, and frees w.  0 or the
+ * writer's error (out of memory). */
+static int finish_answer(luna_json_writer *w, struct luna_textbuf *out)
+{
+    luna_error err = { 0 };
+    int rc = luna_json_writer_finish(w, &err);
+    if (rc == 0) {
+        size_t len = 0;
+        const char *data = luna_json_writer_data(w, &len);
+        luna_textbuf_append(out, data, len);
+    }
+    luna_json_writer_free(w);
+    return rc;
+}
+
 static int write_review(struct luna_textbuf *out, const char *uid,
                         const struct luna_webhook_answer *a)
 {
@@ -389,15 +405,7 @@ static int write_review(struct luna_textbuf *out, const char *uid,
     }
     luna_json_write_object_end(&w);
     luna_json_write_object_end(&w);
-    luna_error err = { 0 };
-    int rc = luna_json_writer_finish(&w, &err);
-    if (rc == 0) {
-        size_t len = 0;
-        const char *data = luna_json_writer_data(&w, &len);
-        luna_textbuf_append(out, data, len);
-    }
-    luna_json_writer_free(&w);
-    return rc;
+    return finish_answer(&w, out);
 }
 
 static char *dup_printf(const char *fmt, const char *a, const char *b)
@@ -438,15 +446,7 @@ static int write_conversion(struct luna_textbuf *out, const char *uid, const cha
     luna_json_write_object_end(&w);
     luna_json_write_object_end(&w);
     luna_json_write_object_end(&w);
-    luna_error err = { 0 };
-    int rc = luna_json_writer_finish(&w, &err);
-    if (rc == 0) {
-        size_t len = 0;
-        const char *data = luna_json_writer_data(&w, &len);
-        luna_textbuf_append(out, data, len);
-    }
-    luna_json_writer_free(&w);
-    return rc;
+    return finish_answer(&w, out);
 }
 
 /* Replaces, in place, each byte of s that is not part of valid UTF-8 with
